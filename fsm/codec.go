@@ -1,0 +1,265 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Limits enforced by the decoders (and by the node before it proposes).
+const (
+	MaxKeyLen      = 256
+	MaxBatch       = 4096    // commands in one log entry
+	MaxEntryBytes  = 1 << 20 // encoded size of one log entry
+	entryVersion   = 1
+	snapshotMagic  = "RLS"
+	snapshotFormat = 1
+)
+
+// ErrCorrupt is wrapped by every decoding error.
+var ErrCorrupt = errors.New("fsm: corrupt encoding")
+
+// RequestID names the request that caused a command: the proposing node and
+// a sequence number unique on that node. The leader uses it to match applied
+// results to waiting requests.
+type RequestID struct {
+	Node uint64
+	Seq  uint64
+}
+
+// Envelope is one command with its request id and an optional client tag
+// (an operation id the harness can match against its history after a run).
+type Envelope struct {
+	ID  RequestID
+	Tag uint64
+	Cmd Command
+}
+
+// EncodeBatch encodes envelopes as the data of one log entry.
+func EncodeBatch(envs []Envelope) []byte {
+	size := 2 + binary.MaxVarintLen64
+	for i := range envs {
+		size += 1 + 5*binary.MaxVarintLen64 + len(envs[i].Cmd.Key)
+	}
+	b := make([]byte, 0, size)
+	return AppendBatch(b, envs)
+}
+
+// AppendBatch appends the encoding of envs to b.
+func AppendBatch(b []byte, envs []Envelope) []byte {
+	b = append(b, entryVersion)
+	b = binary.AppendUvarint(b, uint64(len(envs)))
+	for _, e := range envs {
+		b = binary.AppendUvarint(b, e.ID.Node)
+		b = binary.AppendUvarint(b, e.ID.Seq)
+		b = binary.AppendUvarint(b, e.Tag)
+		b = appendCommand(b, e.Cmd)
+	}
+	return b
+}
+
+func appendCommand(b []byte, c Command) []byte {
+	b = append(b, byte(c.Op))
+	b = binary.AppendUvarint(b, uint64(len(c.Key)))
+	b = append(b, c.Key...)
+	switch c.Op {
+	case OpGrant:
+		b = binary.AppendUvarint(b, c.LeaseMS)
+	case OpExpire:
+		b = binary.AppendUvarint(b, c.Token)
+	case OpRenew:
+		b = binary.AppendUvarint(b, c.Token)
+		b = binary.AppendUvarint(b, c.LeaseMS)
+	}
+	return b
+}
+
+// DecodeBatch decodes one log entry's data. It rejects truncated, oversized,
+// trailing or unknown input with an error wrapping ErrCorrupt.
+func DecodeBatch(data []byte) ([]Envelope, error) {
+	if len(data) > MaxEntryBytes {
+		return nil, fmt.Errorf("%w: entry of %d bytes exceeds %d", ErrCorrupt, len(data), MaxEntryBytes)
+	}
+	r := reader{buf: data}
+	if v := r.byte(); r.err == nil && v != entryVersion {
+		return nil, fmt.Errorf("%w: unknown entry version %d", ErrCorrupt, v)
+	}
+	n := r.uvarint()
+	if r.err == nil && n > MaxBatch {
+		return nil, fmt.Errorf("%w: batch of %d commands exceeds %d", ErrCorrupt, n, MaxBatch)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	envs := make([]Envelope, 0, n)
+	for i := uint64(0); i < n; i++ {
+		var e Envelope
+		e.ID.Node = r.uvarint()
+		e.ID.Seq = r.uvarint()
+		e.Tag = r.uvarint()
+		e.Cmd = r.command()
+		if r.err != nil {
+			return nil, fmt.Errorf("command %d: %w", i, r.err)
+		}
+		envs = append(envs, e)
+	}
+	if len(r.buf) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.buf))
+	}
+	return envs, nil
+}
+
+// reader decodes with a sticky error, so a truncated input can never index
+// past the end of the buffer.
+type reader struct {
+	buf []byte
+	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+	}
+}
+
+func (r *reader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.buf) < 1 {
+		r.fail("truncated")
+		return 0
+	}
+	b := r.buf[0]
+	r.buf = r.buf[1:]
+	return b
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.buf)
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return v
+}
+
+func (r *reader) bytes(max int) []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		r.fail("length %d exceeds %d", n, max)
+		return nil
+	}
+	if uint64(len(r.buf)) < n {
+		r.fail("truncated")
+		return nil
+	}
+	b := r.buf[:n]
+	r.buf = r.buf[n:]
+	return b
+}
+
+func (r *reader) command() Command {
+	var c Command
+	c.Op = Op(r.byte())
+	key := r.bytes(MaxKeyLen)
+	if r.err != nil {
+		return c
+	}
+	if len(key) == 0 {
+		r.fail("empty key")
+		return c
+	}
+	c.Key = string(key)
+	switch c.Op {
+	case OpGrant:
+		c.LeaseMS = r.uvarint()
+	case OpRelease:
+	case OpExpire:
+		c.Token = r.uvarint()
+	case OpRenew:
+		c.Token = r.uvarint()
+		c.LeaseMS = r.uvarint()
+	default:
+		r.fail("unknown op %d", uint8(c.Op))
+	}
+	return c
+}
+
+// Snapshot encodes the whole table, keys in sorted order, with a checksum.
+// Equal tables give equal bytes on every node.
+func (m *Machine) Snapshot() []byte {
+	b := make([]byte, 0, 16+len(m.locks)*32)
+	b = append(b, snapshotMagic...)
+	b = append(b, snapshotFormat)
+	b = binary.AppendUvarint(b, m.lastToken)
+	b = binary.AppendUvarint(b, uint64(len(m.locks)))
+	for _, k := range m.Keys() {
+		l := m.locks[k]
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, l.Token)
+		b = binary.AppendUvarint(b, l.LeaseMS)
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+// Restore decodes a Snapshot. It rejects corrupt input, including a lock
+// whose token is above the recorded last token or a key listed twice.
+func Restore(data []byte) (*Machine, error) {
+	if len(data) < len(snapshotMagic)+1+4 {
+		return nil, fmt.Errorf("%w: snapshot truncated", ErrCorrupt)
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return nil, fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
+	}
+	if string(body[:len(snapshotMagic)]) != snapshotMagic || body[len(snapshotMagic)] != snapshotFormat {
+		return nil, fmt.Errorf("%w: not a version %d snapshot", ErrCorrupt, snapshotFormat)
+	}
+	r := reader{buf: body[len(snapshotMagic)+1:]}
+	m := New()
+	m.lastToken = r.uvarint()
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.buf)) {
+		r.fail("lock count %d exceeds input", n)
+	}
+	prev := ""
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		key := string(r.bytes(MaxKeyLen))
+		tok := r.uvarint()
+		lease := r.uvarint()
+		switch {
+		case r.err != nil:
+		case key == "" || (i > 0 && key <= prev):
+			r.fail("keys not strictly sorted at %d", i)
+		case tok == 0 || tok > m.lastToken:
+			r.fail("token %d outside 1..%d", tok, m.lastToken)
+		}
+		prev = key
+		m.locks[key] = Lock{Token: tok, LeaseMS: lease}
+	}
+	if r.err == nil && len(r.buf) != 0 {
+		r.fail("%d trailing bytes", len(r.buf))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return m, nil
+}
+
+// Digest is a short hex digest of the table: equal state, equal digest.
+func (m *Machine) Digest() string {
+	sum := sha256.Sum256(m.Snapshot())
+	return hex.EncodeToString(sum[:8])
+}

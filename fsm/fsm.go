@@ -1,0 +1,179 @@
+// Package fsm is raftlock's deterministic lock state machine.
+//
+// Every node applies the same committed commands in the same order and so
+// reaches the same lock table and issues the same fencing tokens. The package
+// has no clock, no randomness, no goroutines and no dependence on map
+// iteration order: it is a pure function of the committed log prefix.
+package fsm
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Op names a replicated command.
+type Op uint8
+
+// The replicated commands. Grant, Release and Expire are the seed's; Renew is
+// a replicated lease extension.
+const (
+	OpGrant   Op = 1 // Grant{key, lease_ms}
+	OpRelease Op = 2 // Release{key}
+	OpExpire  Op = 3 // Expire{key, token}
+	OpRenew   Op = 4 // Renew{key, token, lease_ms}
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpGrant:
+		return "grant"
+	case OpRelease:
+		return "release"
+	case OpExpire:
+		return "expire"
+	case OpRenew:
+		return "renew"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Command is one replicated lock command. Fields that an Op does not use are
+// zero (and are not encoded).
+type Command struct {
+	Op      Op
+	Key     string
+	LeaseMS uint64 // Grant, Renew
+	Token   uint64 // Expire, Renew
+}
+
+func (c Command) String() string {
+	switch c.Op {
+	case OpGrant:
+		return fmt.Sprintf("Grant{%q, %dms}", c.Key, c.LeaseMS)
+	case OpRelease:
+		return fmt.Sprintf("Release{%q}", c.Key)
+	case OpExpire:
+		return fmt.Sprintf("Expire{%q, %d}", c.Key, c.Token)
+	case OpRenew:
+		return fmt.Sprintf("Renew{%q, %d, %dms}", c.Key, c.Token, c.LeaseMS)
+	}
+	return c.Op.String()
+}
+
+// Status is the kind of an applied result.
+type Status uint8
+
+// Applied results, as the seed names them.
+const (
+	Noop          Status = 0
+	Granted       Status = 1 // Token set
+	GrantRejected Status = 2
+	Released      Status = 3
+	NotFound      Status = 4
+	Expired       Status = 5 // Existed set
+	Renewed       Status = 6
+)
+
+func (s Status) String() string {
+	switch s {
+	case Noop:
+		return "Noop"
+	case Granted:
+		return "Granted"
+	case GrantRejected:
+		return "GrantRejected"
+	case Released:
+		return "Released"
+	case NotFound:
+		return "NotFound"
+	case Expired:
+		return "Expired"
+	case Renewed:
+		return "Renewed"
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// Result is what applying one command produced.
+type Result struct {
+	Status  Status
+	Token   uint64 // Granted: the fencing token issued; Renewed: the holder's token
+	Existed bool   // Expired: whether a lock was removed
+}
+
+// Lock is one held lock in the table.
+type Lock struct {
+	Token   uint64
+	LeaseMS uint64 // the last granted or renewed lease length
+}
+
+// Machine is the lock table. The zero value is not usable; call New.
+type Machine struct {
+	locks     map[string]Lock
+	lastToken uint64
+}
+
+// New returns an empty lock table whose first grant will get token 1.
+func New() *Machine {
+	return &Machine{locks: make(map[string]Lock)}
+}
+
+// Apply applies one committed command and returns its result. It is total:
+// every command, in every state, has a defined result.
+func (m *Machine) Apply(c Command) Result {
+	switch c.Op {
+	case OpGrant:
+		if _, held := m.locks[c.Key]; held {
+			return Result{Status: GrantRejected}
+		}
+		m.lastToken++
+		m.locks[c.Key] = Lock{Token: m.lastToken, LeaseMS: c.LeaseMS}
+		return Result{Status: Granted, Token: m.lastToken}
+	case OpRelease:
+		if _, held := m.locks[c.Key]; !held {
+			return Result{Status: NotFound}
+		}
+		delete(m.locks, c.Key)
+		return Result{Status: Released}
+	case OpExpire:
+		l, held := m.locks[c.Key]
+		if !held || l.Token != c.Token {
+			// A late or duplicated expiry: the lock it was meant for is gone,
+			// and a lock granted since then must survive.
+			return Result{Status: Expired, Existed: false}
+		}
+		delete(m.locks, c.Key)
+		return Result{Status: Expired, Existed: true}
+	case OpRenew:
+		l, held := m.locks[c.Key]
+		if !held || l.Token != c.Token {
+			return Result{Status: NotFound}
+		}
+		l.LeaseMS = c.LeaseMS
+		m.locks[c.Key] = l
+		return Result{Status: Renewed, Token: l.Token}
+	}
+	return Result{Status: Noop}
+}
+
+// Get returns the lock held on key, if any.
+func (m *Machine) Get(key string) (Lock, bool) {
+	l, ok := m.locks[key]
+	return l, ok
+}
+
+// Len returns the number of held locks.
+func (m *Machine) Len() int { return len(m.locks) }
+
+// LastToken returns the highest token ever issued (0 before the first grant).
+func (m *Machine) LastToken() uint64 { return m.lastToken }
+
+// Keys returns the held keys in sorted order.
+func (m *Machine) Keys() []string {
+	keys := make([]string, 0, len(m.locks))
+	for k := range m.locks {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
