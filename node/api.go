@@ -1,0 +1,214 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"go.etcd.io/raft/v3"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Acquire takes key for lease. With wait 0 it is a try-acquire that answers
+// ErrHeld at once when the key is held; otherwise it queues (FIFO) for at
+// most wait. tag is an optional client operation id carried into the log.
+// A ctx that ends before the answer means the requester is gone: if the
+// grant applies anyway, the leader releases it (rule 7).
+func (n *Node) Acquire(ctx context.Context, key string, lease, wait time.Duration, tag uint64) (uint64, error) {
+	if err := ValidateKey(key); err != nil {
+		return 0, err
+	}
+	if err := ValidateLease(lease.Milliseconds()); err != nil {
+		return 0, err
+	}
+	n.mu.Lock()
+	if err := n.leaderReadyLocked(); err != nil {
+		n.mu.Unlock()
+		return 0, err
+	}
+	req := n.newRequestLocked(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(lease.Milliseconds())}, tag)
+	switch {
+	case n.canGrantLocked(key, false):
+		n.proposeLocked(req)
+	case wait <= 0:
+		n.mu.Unlock()
+		return 0, ErrHeld
+	default:
+		req.waitUntil = n.clock.Now() + wait
+		n.lm.waiters[key] = append(n.lm.waiters[key], req)
+	}
+	n.mu.Unlock()
+	res, err := n.wait(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	return res.Token, nil
+}
+
+// Release gives key up; token must be the holder's (rule 5).
+func (n *Node) Release(ctx context.Context, key string, token uint64) error {
+	return n.holderCall(ctx, fsm.Command{Op: fsm.OpRelease, Key: key, Token: token})
+}
+
+// Renew restarts the holder's lease at lease from now.
+func (n *Node) Renew(ctx context.Context, key string, token uint64, lease time.Duration) error {
+	if err := ValidateLease(lease.Milliseconds()); err != nil {
+		return err
+	}
+	return n.holderCall(ctx, fsm.Command{Op: fsm.OpRenew, Key: key, Token: token, LeaseMS: uint64(lease.Milliseconds())})
+}
+
+// holderCall proposes a Release or Renew after checking, in the applied
+// state, that the caller's token holds the key.
+func (n *Node) holderCall(ctx context.Context, cmd fsm.Command) error {
+	if err := ValidateKey(cmd.Key); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	if err := n.leaderReadyLocked(); err != nil {
+		n.mu.Unlock()
+		return err
+	}
+	if !n.holdsLocked(cmd.Key, cmd.Token) && !(cmd.Op == fsm.OpRelease && n.cfg.Bug == BugReleaseSkipsOwner) {
+		n.mu.Unlock()
+		return ErrNotFound
+	}
+	if cmd.Op == fsm.OpRelease {
+		cmd.Token = 0 // Release{key}: the seed's command has no token
+	}
+	req := n.newRequestLocked(cmd, 0)
+	n.proposeLocked(req)
+	n.mu.Unlock()
+	res, err := n.wait(ctx, req)
+	if err != nil {
+		return err
+	}
+	if res.Status == fsm.NotFound {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// LockInfo answers Get.
+type LockInfo struct {
+	Held        bool
+	Token       uint64
+	RemainingMS int64 // the answering node's remaining lease
+}
+
+// Get reads key. Unless stale, the read is linearizable: the leader
+// confirms its leadership with a quorum (ReadIndex) and answers once it has
+// applied up to that index. A stale read serves this node's applied state.
+func (n *Node) Get(ctx context.Context, key string, stale bool) (LockInfo, error) {
+	if err := ValidateKey(key); err != nil {
+		return LockInfo{}, err
+	}
+	if !stale && n.cfg.Bug != BugStaleRead {
+		n.mu.Lock()
+		err := n.leaderReadyLocked()
+		n.mu.Unlock()
+		if err != nil {
+			return LockInfo{}, err
+		}
+		r := &readRequest{ctx: ctx, index: make(chan uint64, 1)}
+		select {
+		case n.readc <- r:
+		case <-ctx.Done():
+			return LockInfo{}, ctx.Err()
+		case <-n.stopc:
+			return LockInfo{}, ErrStopped
+		}
+		var index uint64
+		select {
+		case index = <-r.index:
+		case <-ctx.Done():
+			return LockInfo{}, ctx.Err()
+		case <-n.stopc:
+			return LockInfo{}, ErrStopped
+		}
+		if err := n.waitApplied(ctx, index); err != nil {
+			return LockInfo{}, err
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l, held := n.lm.machine.Get(key)
+	if !held {
+		return LockInfo{}, nil
+	}
+	info := LockInfo{Held: true, Token: l.Token}
+	if ls, ok := n.lm.leases[key]; ok {
+		info.RemainingMS = max(0, (ls.deadline - n.clock.Now()).Milliseconds())
+	}
+	return info, nil
+}
+
+func (n *Node) waitApplied(ctx context.Context, index uint64) error {
+	for {
+		n.mu.Lock()
+		applied, ch := n.lm.applied, n.lm.appliedCh
+		n.mu.Unlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.stopc:
+			return ErrStopped
+		}
+	}
+}
+
+// Status describes this member.
+type Status struct {
+	ID         uint64 `json:"id"`
+	Role       string `json:"role"`
+	Term       uint64 `json:"term"`
+	Leader     uint64 `json:"leader"`
+	LeaderAddr string `json:"leader_addr,omitempty"`
+	Commit     uint64 `json:"commit"`
+	Applied    uint64 `json:"applied"`
+	Locks      int    `json:"locks"`
+	LastToken  uint64 `json:"last_token"`
+	Digest     string `json:"digest"`
+}
+
+// Status returns this member's view of the cluster. Applied, Digest and
+// Locks are read together, so two members at the same applied index must
+// report the same digest.
+func (n *Node) Status() Status {
+	n.statusMu.Lock()
+	rs := n.status
+	n.statusMu.Unlock()
+	n.mu.Lock()
+	st := Status{
+		ID: n.cfg.ID, Role: roleName(rs.state), Term: rs.term, Leader: rs.lead,
+		Commit: rs.commit, Applied: n.lm.applied, Locks: n.lm.machine.Len(),
+		LastToken: n.lm.machine.LastToken(), Digest: n.lm.machine.Digest(),
+	}
+	n.mu.Unlock()
+	if st.Leader != 0 {
+		st.LeaderAddr = n.transport.PeerClientAddr(st.Leader)
+	}
+	return st
+}
+
+func roleName(s raft.StateType) string {
+	switch s {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateCandidate:
+		return "candidate"
+	case raft.StatePreCandidate:
+		return "pre-candidate"
+	}
+	return "follower"
+}
+
+// Metrics returns this member's metrics.
+func (n *Node) Metrics() *Metrics { return n.metrics }
+
+// ID returns the member id.
+func (n *Node) ID() uint64 { return n.cfg.ID }

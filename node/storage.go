@@ -1,0 +1,243 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Storage is what the node needs from its raft log store: raft's read
+// interface plus the writes of the Ready loop and of log compaction. A
+// simulator can supply an in-memory implementation.
+type Storage interface {
+	raft.Storage
+	// Save persists one Ready's hard state, entries and snapshot in one
+	// atomic write, synced when sync is true. Entries must be readable
+	// through raft.Storage once it returns.
+	Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error
+	// Compact records a snapshot of the state machine at index (which must be
+	// applied) and discards log entries before compactTo.
+	Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error
+	Close() error
+}
+
+// Keys of the pebble layout. Entries sort by big-endian index.
+var (
+	keyHardState = []byte("h")
+	keySnapshot  = []byte("s")
+	keyEntryLow  = []byte("e")
+	keyEntryHigh = []byte("f")
+)
+
+func entryKey(i uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = 'e'
+	binary.BigEndian.PutUint64(k[1:], i)
+	return k
+}
+
+// DiskStorage keeps the raft log in pebble and mirrors the part since the
+// last snapshot in a raft.MemoryStorage for reads. Every write goes to pebble
+// first; the mirror is updated only after the (synced) commit returns, so
+// raft never sees an entry as stable before it is durable.
+type DiskStorage struct {
+	*raft.MemoryStorage
+	db *pebble.DB
+	mu sync.Mutex // orders Save against Compact on the pebble side
+}
+
+var _ Storage = (*DiskStorage)(nil)
+
+// OpenDiskStorage opens (or creates) the log store in dir. A fresh store gets
+// the initial configuration voters; an existing one keeps its own.
+func OpenDiskStorage(dir string, voters []uint64, log *slog.Logger) (*DiskStorage, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log}})
+	if err != nil {
+		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
+	}
+	s := &DiskStorage{MemoryStorage: raft.NewMemoryStorage(), db: db}
+	if err := s.load(voters); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("load raft log from %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+func (s *DiskStorage) load(voters []uint64) error {
+	snap := &raftpb.Snapshot{}
+	found, err := s.getProto(keySnapshot, snap)
+	if err != nil {
+		return err
+	}
+	if !found {
+		// Every member starts from the same configuration at index 0, so no
+		// configuration entries are needed to bootstrap.
+		snap = &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+			ConfState: &raftpb.ConfState{Voters: voters},
+			Index:     new(uint64(0)), Term: new(uint64(0)),
+		}}
+		b, err := proto.Marshal(snap)
+		if err != nil {
+			return err
+		}
+		if err := s.db.Set(keySnapshot, b, pebble.Sync); err != nil {
+			return fmt.Errorf("write initial configuration: %w", err)
+		}
+	}
+	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		return fmt.Errorf("load snapshot: %w", err)
+	}
+	hs := &raftpb.HardState{}
+	if found, err := s.getProto(keyHardState, hs); err != nil {
+		return err
+	} else if found {
+		if err := s.MemoryStorage.SetHardState(hs); err != nil {
+			return err
+		}
+	}
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(snap.GetMetadata().GetIndex() + 1), UpperBound: keyEntryHigh})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	var ents []*raftpb.Entry
+	for iter.First(); iter.Valid(); iter.Next() {
+		e := &raftpb.Entry{}
+		if err := proto.Unmarshal(iter.Value(), e); err != nil {
+			return fmt.Errorf("entry %x: %w", iter.Key(), err)
+		}
+		if n := len(ents); n > 0 && e.GetIndex() != ents[n-1].GetIndex()+1 {
+			return fmt.Errorf("log gap: entry %d after %d", e.GetIndex(), ents[n-1].GetIndex())
+		}
+		ents = append(ents, e)
+	}
+	if err := iter.Error(); err != nil {
+		return err
+	}
+	return s.MemoryStorage.Append(ents)
+}
+
+func (s *DiskStorage) getProto(key []byte, m proto.Message) (bool, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	if err := proto.Unmarshal(v, m); err != nil {
+		return false, fmt.Errorf("decode %q: %w", key, err)
+	}
+	return true, nil
+}
+
+// Save implements Storage.
+func (s *DiskStorage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	if snap != nil && !raft.IsEmptySnap(snap) {
+		data, err := proto.Marshal(snap)
+		if err != nil {
+			return err
+		}
+		b.Set(keySnapshot, data, nil)
+		// The snapshot replaces the whole log up to its index.
+		b.DeleteRange(keyEntryLow, entryKey(snap.GetMetadata().GetIndex()+1), nil)
+	}
+	if len(entries) > 0 {
+		for _, e := range entries {
+			data, err := proto.Marshal(e)
+			if err != nil {
+				return err
+			}
+			b.Set(entryKey(e.GetIndex()), data, nil)
+		}
+		// Appending at index i truncates any conflicting suffix after it.
+		last := entries[len(entries)-1].GetIndex()
+		b.DeleteRange(entryKey(last+1), keyEntryHigh, nil)
+	}
+	if hs != nil && !raft.IsEmptyHardState(hs) {
+		data, err := proto.Marshal(hs)
+		if err != nil {
+			return err
+		}
+		b.Set(keyHardState, data, nil)
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
+		return fmt.Errorf("commit raft batch: %w", err)
+	}
+	if snap != nil && !raft.IsEmptySnap(snap) {
+		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
+			return fmt.Errorf("install snapshot: %w", err)
+		}
+	}
+	if err := s.MemoryStorage.Append(entries); err != nil {
+		return fmt.Errorf("append to log mirror: %w", err)
+	}
+	if hs != nil && !raft.IsEmptyHardState(hs) {
+		return s.MemoryStorage.SetHardState(hs)
+	}
+	return nil
+}
+
+// Compact implements Storage.
+func (s *DiskStorage) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, data)
+	if errors.Is(err, raft.ErrSnapOutOfDate) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create snapshot at %d: %w", index, err)
+	}
+	enc, err := proto.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Set(keySnapshot, enc, nil)
+	if compactTo > index {
+		compactTo = index
+	}
+	b.DeleteRange(keyEntryLow, entryKey(compactTo), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("persist snapshot at %d: %w", index, err)
+	}
+	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+		return fmt.Errorf("compact log to %d: %w", compactTo, err)
+	}
+	return nil
+}
+
+// Close closes the pebble store.
+func (s *DiskStorage) Close() error { return s.db.Close() }
+
+// pebbleLogger routes pebble's chatter into slog at debug level.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,365 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Transport carries raft messages between members. The node never blocks on
+// it: Send queues or drops.
+type Transport interface {
+	// Start begins accepting peer connections and delivering to h.
+	Start(h PeerHandler) error
+	// Send queues messages; a full queue drops them and reports the peer
+	// unreachable (raft retransmits).
+	Send(msgs []*raftpb.Message)
+	// PeerClientAddr returns the client API address a peer announced, if any.
+	PeerClientAddr(id uint64) string
+	Close() error
+}
+
+// PeerHandler is the node side of a Transport.
+type PeerHandler interface {
+	Receive(m *raftpb.Message)
+	ReportUnreachable(id uint64)
+	ReportSnapshot(id uint64, failed bool)
+}
+
+const (
+	peerMagic        = "RLP1"
+	maxPeerFrame     = 64 << 20 // snapshots travel as one message
+	peerQueueLen     = 4096
+	peerDialTimeout  = time.Second
+	peerRedialPeriod = 50 * time.Millisecond
+)
+
+// TCPTransport is one long-lived TCP stream per peer, dialled by the sender,
+// carrying length-prefixed raft messages. The first frame of a stream is a
+// hello naming the sender, the intended receiver and the sender's client
+// address, which is how followers learn where to redirect clients.
+type TCPTransport struct {
+	id         uint64
+	listenAddr string
+	clientAddr string
+	log        *slog.Logger
+	peers      map[uint64]*peerSender
+
+	mu          sync.Mutex
+	clientAddrs map[uint64]string
+	conns       map[net.Conn]struct{}
+	ln          net.Listener
+	handler     PeerHandler
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewTCPTransport returns a transport for member id listening on
+// peers[id], announcing clientAddr to its peers.
+func NewTCPTransport(id uint64, peers map[uint64]string, clientAddr string, log *slog.Logger) (*TCPTransport, error) {
+	listen, ok := peers[id]
+	if !ok {
+		return nil, fmt.Errorf("member %d is not in the peer list", id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &TCPTransport{
+		id: id, listenAddr: listen, clientAddr: clientAddr, log: log.With("component", "transport"),
+		peers: make(map[uint64]*peerSender), clientAddrs: map[uint64]string{id: clientAddr},
+		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel,
+	}
+	for pid, addr := range peers {
+		if pid != id {
+			t.peers[pid] = &peerSender{t: t, id: pid, addr: addr, queue: make(chan *raftpb.Message, peerQueueLen)}
+		}
+	}
+	return t, nil
+}
+
+// Start implements Transport.
+func (t *TCPTransport) Start(h PeerHandler) error {
+	ln, err := net.Listen("tcp", t.listenAddr)
+	if err != nil {
+		return fmt.Errorf("listen for peers on %s: %w", t.listenAddr, err)
+	}
+	t.mu.Lock()
+	t.ln, t.handler = ln, h
+	t.mu.Unlock()
+	t.wg.Add(1)
+	go t.accept(ln)
+	for _, p := range t.peers {
+		t.wg.Add(1)
+		go p.run()
+	}
+	return nil
+}
+
+// Send implements Transport.
+func (t *TCPTransport) Send(msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		p, ok := t.peers[m.GetTo()]
+		if !ok {
+			continue
+		}
+		select {
+		case p.queue <- m:
+		default:
+			t.handler.ReportUnreachable(p.id)
+			if m.GetType() == raftpb.MessageType_MsgSnap {
+				t.handler.ReportSnapshot(p.id, true)
+			}
+		}
+	}
+}
+
+// PeerClientAddr implements Transport.
+func (t *TCPTransport) PeerClientAddr(id uint64) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.clientAddrs[id]
+}
+
+// Close implements Transport.
+func (t *TCPTransport) Close() error {
+	t.cancel()
+	t.mu.Lock()
+	if t.ln != nil {
+		t.ln.Close()
+	}
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+	return nil
+}
+
+func (t *TCPTransport) track(c net.Conn, add bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if add {
+		if t.ctx.Err() != nil {
+			return false
+		}
+		t.conns[c] = struct{}{}
+	} else {
+		delete(t.conns, c)
+	}
+	return true
+}
+
+func (t *TCPTransport) accept(ln net.Listener) {
+	defer t.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if t.ctx.Err() == nil {
+				t.log.Error("peer accept failed", "err", err)
+			}
+			return
+		}
+		if !t.track(c, true) {
+			c.Close()
+			return
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			defer t.track(c, false)
+			defer c.Close()
+			if err := t.serve(c); err != nil && t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				t.log.Warn("closed peer connection", "remote", c.RemoteAddr().String(), "reason", err)
+			}
+		}()
+	}
+}
+
+// serve reads one inbound peer stream. Anything malformed closes the stream
+// with a reason; it never reaches raft.
+func (t *TCPTransport) serve(c net.Conn) error {
+	r := bufio.NewReaderSize(c, 64<<10)
+	hello, err := readFrame(r, 1024)
+	if err != nil {
+		return fmt.Errorf("read hello: %w", err)
+	}
+	from, to, clientAddr, err := decodeHello(hello)
+	if err != nil {
+		return err
+	}
+	if to != t.id {
+		return fmt.Errorf("hello for member %d reached member %d", to, t.id)
+	}
+	if _, ok := t.peers[from]; !ok {
+		return fmt.Errorf("hello from unknown member %d", from)
+	}
+	t.mu.Lock()
+	t.clientAddrs[from] = clientAddr
+	t.mu.Unlock()
+	for {
+		frame, err := readFrame(r, maxPeerFrame)
+		if err != nil {
+			return err
+		}
+		m := &raftpb.Message{}
+		if err := proto.Unmarshal(frame, m); err != nil {
+			return fmt.Errorf("decode raft message from %d: %w", from, err)
+		}
+		if m.GetFrom() != from || m.GetTo() != t.id {
+			return fmt.Errorf("message %d->%d on the stream %d->%d", m.GetFrom(), m.GetTo(), from, t.id)
+		}
+		t.handler.Receive(m)
+	}
+}
+
+func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if int64(n) > int64(limit) {
+		return nil, fmt.Errorf("frame of %d bytes exceeds limit %d", n, limit)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, fmt.Errorf("truncated frame: %w", err)
+	}
+	return buf, nil
+}
+
+func appendFrame(b, payload []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+	return append(b, payload...)
+}
+
+func encodeHello(from, to uint64, clientAddr string) []byte {
+	b := []byte(peerMagic)
+	b = binary.AppendUvarint(b, from)
+	b = binary.AppendUvarint(b, to)
+	b = binary.AppendUvarint(b, uint64(len(clientAddr)))
+	return append(b, clientAddr...)
+}
+
+func decodeHello(b []byte) (from, to uint64, clientAddr string, err error) {
+	if len(b) < len(peerMagic) || string(b[:len(peerMagic)]) != peerMagic {
+		return 0, 0, "", errors.New("not a raftlock peer hello")
+	}
+	b = b[len(peerMagic):]
+	var vals [3]uint64
+	for i := range vals {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, 0, "", errors.New("truncated peer hello")
+		}
+		vals[i], b = v, b[n:]
+	}
+	if vals[2] != uint64(len(b)) {
+		return 0, 0, "", errors.New("bad address length in peer hello")
+	}
+	return vals[0], vals[1], string(b), nil
+}
+
+// peerSender owns the outbound stream to one peer.
+type peerSender struct {
+	t     *TCPTransport
+	id    uint64
+	addr  string
+	queue chan *raftpb.Message
+}
+
+func (p *peerSender) run() {
+	defer p.t.wg.Done()
+	ctx := p.t.ctx
+	var d net.Dialer
+	for ctx.Err() == nil {
+		dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
+		c, err := d.DialContext(dctx, "tcp", p.addr)
+		cancel()
+		if err == nil && p.t.track(c, true) {
+			err = p.stream(c)
+			p.t.track(c, false)
+			c.Close()
+			if ctx.Err() == nil {
+				p.t.log.Debug("peer stream ended", "peer", p.id, "err", err)
+			}
+		}
+		p.t.handler.ReportUnreachable(p.id)
+		p.dropQueued()
+		select {
+		case <-ctx.Done():
+		case <-time.After(peerRedialPeriod):
+		}
+	}
+}
+
+// dropQueued discards what piled up while the peer was unreachable: raft
+// will send it again, and stale appends only waste the next stream.
+func (p *peerSender) dropQueued() {
+	for {
+		select {
+		case m := <-p.queue:
+			if m.GetType() == raftpb.MessageType_MsgSnap {
+				p.t.handler.ReportSnapshot(p.id, true)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// stream writes queued messages, coalescing whatever is queued into one
+// write, until an error or shutdown.
+func (p *peerSender) stream(c net.Conn) error {
+	buf := appendFrame(nil, encodeHello(p.t.id, p.id, p.t.clientAddr))
+	if _, err := c.Write(buf); err != nil {
+		return err
+	}
+	// Reads on this stream only detect the peer closing it.
+	go io.Copy(io.Discard, c)
+	for {
+		var m *raftpb.Message
+		select {
+		case <-p.t.ctx.Done():
+			return p.t.ctx.Err()
+		case m = <-p.queue:
+		}
+		buf = buf[:0]
+		var snaps int
+		for m != nil {
+			data, err := proto.Marshal(m)
+			if err != nil {
+				return fmt.Errorf("encode raft message: %w", err)
+			}
+			buf = appendFrame(buf, data)
+			if m.GetType() == raftpb.MessageType_MsgSnap {
+				snaps++
+			}
+			m = nil
+			if len(buf) < 1<<20 {
+				select {
+				case m = <-p.queue:
+				default:
+				}
+			}
+		}
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, err := c.Write(buf)
+		for range snaps {
+			p.t.handler.ReportSnapshot(p.id, err != nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
