@@ -1,0 +1,335 @@
+// Package client is the Go client for a raftlock cluster.
+//
+// A Client keeps one pipelined connection per member, finds the leader by
+// following redirects, and retries only what is safe to retry: a call that
+// was never sent, a read, or a call the cluster answered Unavailable (nothing
+// was proposed). A lock-changing call whose connection broke after it was
+// sent is never retried; it returns ErrOutcomeUnknown.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
+)
+
+// Errors returned by Client calls.
+var (
+	ErrHeld           = errors.New("raftlock: lock is held")
+	ErrNotFound       = errors.New("raftlock: not the holder")
+	ErrUnavailable    = errors.New("raftlock: cluster unavailable")
+	ErrOutcomeUnknown = errors.New("raftlock: outcome unknown")
+	ErrClosed         = errors.New("raftlock: client closed")
+)
+
+// InvalidArgumentError is the cluster rejecting a call's arguments.
+type InvalidArgumentError struct{ Reason string }
+
+func (e *InvalidArgumentError) Error() string { return "raftlock: invalid argument: " + e.Reason }
+
+// ServerError is an answer the client has no better name for (for example
+// the state machine's defensive GrantRejected).
+type ServerError struct{ Reason string }
+
+func (e *ServerError) Error() string { return "raftlock: server error: " + e.Reason }
+
+// Options tune a Client.
+type Options struct {
+	DialTimeout time.Duration // default 1s
+	Logger      *slog.Logger  // default: discard
+}
+
+// Client talks to one cluster. It is safe for concurrent use.
+type Client struct {
+	endpoints []string
+	opts      Options
+	nextID    atomic.Uint64
+
+	mu     sync.Mutex
+	conns  map[string]*conn
+	leader string
+	next   int
+	closed bool
+}
+
+// New returns a client for the cluster whose members serve endpoints.
+func New(endpoints []string, opts Options) (*Client, error) {
+	var eps []string
+	for _, e := range endpoints {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, errors.New("raftlock: no endpoints")
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{endpoints: eps, opts: opts, conns: make(map[string]*conn)}, nil
+}
+
+// Endpoints returns the configured member addresses.
+func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+
+// Close closes every connection; calls in flight fail.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	conns := c.conns
+	c.conns = map[string]*conn{}
+	c.mu.Unlock()
+	for _, cn := range conns {
+		cn.close(ErrClosed)
+	}
+	return nil
+}
+
+// Grant is a successful acquire.
+type Grant struct {
+	Token   uint64
+	LeaseMS uint64
+}
+
+// Acquire takes key for lease. wait 0 is a try-acquire that fails with
+// ErrHeld at once when the key is held; otherwise the call queues (FIFO) for
+// up to wait and fails with ErrHeld when it runs out. ctx must outlast wait.
+func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (Grant, error) {
+	return c.AcquireTagged(ctx, key, lease, wait, 0)
+}
+
+// AcquireTagged is Acquire with a caller-chosen operation id that the
+// cluster records with the grant in its log (for post-run audits).
+func (c *Client) AcquireTagged(ctx context.Context, key string, lease, wait time.Duration, tag uint64) (Grant, error) {
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpAcquire, Key: key,
+		LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(max(wait, 0).Milliseconds()), Tag: tag}, false)
+	if err != nil {
+		return Grant{}, err
+	}
+	switch resp.Op {
+	case wire.OpGranted:
+		return Grant{Token: resp.Token, LeaseMS: resp.LeaseMS}, nil
+	case wire.OpHeld:
+		return Grant{}, ErrHeld
+	}
+	return Grant{}, answerError(resp)
+}
+
+// Release gives key up; token must be the holder's, or ErrNotFound.
+func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRelease, Key: key, Token: token}, false)
+	if err != nil {
+		return err
+	}
+	if resp.Op == wire.OpReleased {
+		return nil
+	}
+	return answerError(resp)
+}
+
+// Renew restarts the holder's lease at lease from now.
+func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) error {
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRenew, Key: key, Token: token, LeaseMS: uint64(lease.Milliseconds())}, false)
+	if err != nil {
+		return err
+	}
+	if resp.Op == wire.OpRenewed {
+		return nil
+	}
+	return answerError(resp)
+}
+
+// LockInfo is a Get answer.
+type LockInfo struct {
+	Held        bool
+	Token       uint64
+	RemainingMS uint64
+}
+
+// Get reads key linearizably (through the leader's ReadIndex).
+func (c *Client) Get(ctx context.Context, key string) (LockInfo, error) {
+	return c.get(ctx, key, false)
+}
+
+// GetStale reads key from whichever member answers, possibly stale.
+func (c *Client) GetStale(ctx context.Context, key string) (LockInfo, error) {
+	return c.get(ctx, key, true)
+}
+
+func (c *Client) get(ctx context.Context, key string, stale bool) (LockInfo, error) {
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpGet, Key: key, Stale: stale}, true)
+	if err != nil {
+		return LockInfo{}, err
+	}
+	if resp.Op == wire.OpValue {
+		return LockInfo{Held: resp.Held, Token: resp.Token, RemainingMS: resp.RemainingMS}, nil
+	}
+	return LockInfo{}, answerError(resp)
+}
+
+// Status asks one member (by address) to describe itself.
+func (c *Client) Status(ctx context.Context, addr string) (wire.Status, error) {
+	cn, err := c.conn(ctx, addr)
+	if err != nil {
+		return wire.Status{}, err
+	}
+	resp, _, err := cn.roundTrip(ctx, &wire.Request{ID: c.nextID.Add(1), Op: wire.OpStatus})
+	if err != nil {
+		return wire.Status{}, err
+	}
+	if resp.Op != wire.OpStatusInfo {
+		return wire.Status{}, answerError(resp)
+	}
+	return resp.Status, nil
+}
+
+func answerError(resp wire.Response) error {
+	switch resp.Op {
+	case wire.OpNotFound:
+		return ErrNotFound
+	case wire.OpHeld:
+		return ErrHeld
+	case wire.OpInvalidArgument:
+		return &InvalidArgumentError{Reason: resp.Reason}
+	case wire.OpOutcomeUnknown:
+		return fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.Reason)
+	case wire.OpUnavailable:
+		return fmt.Errorf("%w: %s", ErrUnavailable, resp.Reason)
+	case wire.OpError:
+		return &ServerError{Reason: resp.Reason}
+	}
+	return &ServerError{Reason: fmt.Sprintf("unexpected answer 0x%02x", uint8(resp.Op))}
+}
+
+// call sends req to the leader, following redirects and retrying what is
+// safe until ctx ends. idempotent marks reads, which may be retried even
+// after a connection broke with the request sent.
+func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (wire.Response, error) {
+	backoff := 10 * time.Millisecond
+	var lastErr error
+	target := c.target("")
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			if lastErr != nil {
+				return wire.Response{}, fmt.Errorf("%w (last error: %v)", err, lastErr)
+			}
+			return wire.Response{}, err
+		}
+		req.ID = c.nextID.Add(1)
+		cn, err := c.conn(ctx, target)
+		if err == nil {
+			var resp wire.Response
+			var sent bool
+			resp, sent, err = cn.roundTrip(ctx, req)
+			switch {
+			case err == nil && resp.Op == wire.OpRedirect && resp.Leader != "":
+				c.setLeader(resp.Leader)
+				target = resp.Leader
+				if attempt < 3 {
+					continue // a redirect is an answer, not a failure: no backoff
+				}
+				lastErr = fmt.Errorf("redirected to %s", resp.Leader)
+			case err == nil && resp.Op == wire.OpUnavailable:
+				lastErr = fmt.Errorf("%s: %s", target, resp.Reason)
+				c.forgetLeader(target)
+				target = c.target(target)
+			case err == nil:
+				return resp, nil
+			case sent && !idempotent:
+				c.forgetLeader(target)
+				return wire.Response{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			default:
+				lastErr = err
+				c.forgetLeader(target)
+				target = c.target(target)
+			}
+		} else {
+			if errors.Is(err, ErrClosed) {
+				return wire.Response{}, err
+			}
+			lastErr = err
+			c.forgetLeader(target)
+			target = c.target(target)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 200*time.Millisecond)
+	}
+}
+
+// target picks where to send: the known leader, else the next endpoint after
+// the one that just failed.
+func (c *Client) target(failed string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader != "" && c.leader != failed {
+		return c.leader
+	}
+	ep := c.endpoints[c.next%len(c.endpoints)]
+	c.next++
+	if ep == failed && len(c.endpoints) > 1 {
+		ep = c.endpoints[c.next%len(c.endpoints)]
+		c.next++
+	}
+	return ep
+}
+
+func (c *Client) setLeader(addr string) {
+	c.mu.Lock()
+	c.leader = addr
+	c.mu.Unlock()
+}
+
+func (c *Client) forgetLeader(addr string) {
+	c.mu.Lock()
+	if c.leader == addr {
+		c.leader = ""
+	}
+	c.mu.Unlock()
+}
+
+func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if cn, ok := c.conns[addr]; ok && !cn.broken() {
+		c.mu.Unlock()
+		return cn, nil
+	}
+	c.mu.Unlock()
+	d := net.Dialer{Timeout: c.opts.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	cn := newConn(addr, nc, c.opts.Logger)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		cn.close(ErrClosed)
+		return nil, ErrClosed
+	}
+	if old, ok := c.conns[addr]; ok && !old.broken() {
+		cn.close(errors.New("duplicate connection"))
+		return old, nil
+	}
+	c.conns[addr] = cn
+	return cn, nil
+}

@@ -1,0 +1,140 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/raftlock/raftlock/client/wire"
+)
+
+// conn is one pipelined connection to a member: any number of requests in
+// flight, answers matched by id.
+type conn struct {
+	addr string
+	nc   net.Conn
+	log  *slog.Logger
+	out  chan []byte
+
+	mu      sync.Mutex
+	pending map[uint64]chan wire.Response
+	err     error
+	done    chan struct{}
+}
+
+func newConn(addr string, nc net.Conn, log *slog.Logger) *conn {
+	cn := &conn{addr: addr, nc: nc, log: log, out: make(chan []byte, 1024),
+		pending: make(map[uint64]chan wire.Response), done: make(chan struct{})}
+	go cn.readLoop()
+	go cn.writeLoop()
+	return cn
+}
+
+func (cn *conn) broken() bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.err != nil
+}
+
+func (cn *conn) close(err error) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.err != nil {
+		return
+	}
+	cn.err = err
+	close(cn.done)
+	cn.nc.Close()
+}
+
+// roundTrip sends req and waits for its answer. sent reports whether the
+// request may have reached the member (and so may have taken effect).
+func (cn *conn) roundTrip(ctx context.Context, req *wire.Request) (resp wire.Response, sent bool, err error) {
+	ch := make(chan wire.Response, 1)
+	cn.mu.Lock()
+	if cn.err != nil {
+		cn.mu.Unlock()
+		return wire.Response{}, false, cn.err
+	}
+	cn.pending[req.ID] = ch
+	cn.mu.Unlock()
+	defer func() {
+		cn.mu.Lock()
+		delete(cn.pending, req.ID)
+		cn.mu.Unlock()
+	}()
+	select {
+	case cn.out <- wire.AppendRequest(nil, req):
+	case <-cn.done:
+		return wire.Response{}, false, cn.err
+	case <-ctx.Done():
+		return wire.Response{}, false, ctx.Err()
+	}
+	select {
+	case resp = <-ch:
+		return resp, true, nil
+	case <-cn.done:
+		return wire.Response{}, true, fmt.Errorf("connection to %s lost: %w", cn.addr, cn.err)
+	case <-ctx.Done():
+		// Tell the member we left, so a queued acquire leaves the queue and
+		// a grant that still applies is released at once.
+		select {
+		case cn.out <- wire.AppendRequest(nil, &wire.Request{ID: req.ID, Op: wire.OpCancel}):
+		default:
+		}
+		return wire.Response{}, true, ctx.Err()
+	}
+}
+
+func (cn *conn) readLoop() {
+	r := bufio.NewReaderSize(cn.nc, 32<<10)
+	for {
+		body, err := wire.ReadFrame(r)
+		if err != nil {
+			cn.close(fmt.Errorf("read: %w", err))
+			return
+		}
+		resp, err := wire.DecodeResponse(body)
+		if err != nil {
+			cn.log.Warn("closing connection after a malformed answer", "addr", cn.addr, "err", err)
+			cn.close(err)
+			return
+		}
+		cn.mu.Lock()
+		ch, ok := cn.pending[resp.ID]
+		cn.mu.Unlock()
+		if ok {
+			ch <- resp
+		}
+	}
+}
+
+func (cn *conn) writeLoop() {
+	w := bufio.NewWriterSize(cn.nc, 32<<10)
+	for {
+		var frame []byte
+		select {
+		case <-cn.done:
+			return
+		case frame = <-cn.out:
+		}
+		for frame != nil {
+			if _, err := w.Write(frame); err != nil {
+				cn.close(fmt.Errorf("write: %w", err))
+				return
+			}
+			select {
+			case frame = <-cn.out:
+			default:
+				frame = nil
+			}
+		}
+		if err := w.Flush(); err != nil {
+			cn.close(fmt.Errorf("write: %w", err))
+			return
+		}
+	}
+}

@@ -1,0 +1,309 @@
+// Package wire is raftlock's client protocol: length-prefixed binary frames
+// over TCP, each request carrying an id, many in flight per connection, and
+// answers in any order. node/ serves it and client/ speaks it.
+//
+// A frame is a 4-byte big-endian length, then the body: a 1-byte opcode, an
+// 8-byte big-endian request id, and the opcode's fields (unsigned varints;
+// strings as a varint length and bytes).
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Op is a frame's opcode. Requests are below 0x80, answers above.
+type Op uint8
+
+// Requests.
+const (
+	OpAcquire Op = 0x01 // Key, LeaseMS, WaitMS, Tag
+	OpRelease Op = 0x02 // Key, Token
+	OpRenew   Op = 0x03 // Key, Token, LeaseMS
+	OpGet     Op = 0x04 // Key, Stale
+	OpStatus  Op = 0x05 //
+	OpCancel  Op = 0x06 // ID names the request to cancel; no answer
+)
+
+// Answers.
+const (
+	OpGranted         Op = 0x81 // Token, LeaseMS
+	OpHeld            Op = 0x82
+	OpReleased        Op = 0x83
+	OpRenewed         Op = 0x84
+	OpNotFound        Op = 0x85
+	OpValue           Op = 0x86 // Held, Token, RemainingMS
+	OpRedirect        Op = 0x87 // LeaderID, Leader (client address)
+	OpUnavailable     Op = 0x88 // Reason
+	OpInvalidArgument Op = 0x89 // Reason
+	OpOutcomeUnknown  Op = 0x8a // Reason
+	OpError           Op = 0x8b // Reason
+	OpStatusInfo      Op = 0x8c // Status
+)
+
+// Limits.
+const (
+	MaxFrame     = 64 << 10
+	maxString    = 4096
+	headerLength = 1 + 8
+)
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("wire: malformed frame")
+
+// Request is one client request.
+type Request struct {
+	ID      uint64
+	Op      Op
+	Key     string
+	LeaseMS uint64
+	WaitMS  uint64
+	Tag     uint64
+	Token   uint64
+	Stale   bool
+}
+
+// Status is a member's self-description.
+type Status struct {
+	ID         uint64 `json:"id"`
+	Addr       string `json:"addr"`
+	Role       string `json:"role"`
+	Term       uint64 `json:"term"`
+	Leader     uint64 `json:"leader"`
+	LeaderAddr string `json:"leader_addr,omitempty"`
+	Commit     uint64 `json:"commit"`
+	Applied    uint64 `json:"applied"`
+	Locks      uint64 `json:"locks"`
+	LastToken  uint64 `json:"last_token"`
+	Digest     string `json:"digest"`
+}
+
+// Response is one answer.
+type Response struct {
+	ID          uint64
+	Op          Op
+	Token       uint64
+	LeaseMS     uint64
+	Held        bool
+	RemainingMS uint64
+	LeaderID    uint64
+	Leader      string
+	Reason      string
+	Status      Status
+}
+
+// AppendRequest appends r as a frame to b.
+func AppendRequest(b []byte, r *Request) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, byte(r.Op))
+	b = binary.BigEndian.AppendUint64(b, r.ID)
+	switch r.Op {
+	case OpAcquire:
+		b = appendString(b, r.Key)
+		b = binary.AppendUvarint(b, r.LeaseMS)
+		b = binary.AppendUvarint(b, r.WaitMS)
+		b = binary.AppendUvarint(b, r.Tag)
+	case OpRelease:
+		b = appendString(b, r.Key)
+		b = binary.AppendUvarint(b, r.Token)
+	case OpRenew:
+		b = appendString(b, r.Key)
+		b = binary.AppendUvarint(b, r.Token)
+		b = binary.AppendUvarint(b, r.LeaseMS)
+	case OpGet:
+		b = appendString(b, r.Key)
+		b = appendBool(b, r.Stale)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
+	return b
+}
+
+// AppendResponse appends r as a frame to b.
+func AppendResponse(b []byte, r *Response) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, byte(r.Op))
+	b = binary.BigEndian.AppendUint64(b, r.ID)
+	switch r.Op {
+	case OpGranted:
+		b = binary.AppendUvarint(b, r.Token)
+		b = binary.AppendUvarint(b, r.LeaseMS)
+	case OpValue:
+		b = appendBool(b, r.Held)
+		b = binary.AppendUvarint(b, r.Token)
+		b = binary.AppendUvarint(b, r.RemainingMS)
+	case OpRedirect:
+		b = binary.AppendUvarint(b, r.LeaderID)
+		b = appendString(b, r.Leader)
+	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError:
+		b = appendString(b, r.Reason)
+	case OpStatusInfo:
+		s := &r.Status
+		for _, v := range []uint64{s.ID, s.Term, s.Leader, s.Commit, s.Applied, s.Locks, s.LastToken} {
+			b = binary.AppendUvarint(b, v)
+		}
+		for _, v := range []string{s.Addr, s.Role, s.LeaderAddr, s.Digest} {
+			b = appendString(b, v)
+		}
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
+	return b
+}
+
+// ReadFrame reads one frame body. A length over MaxFrame is an error before
+// anything is allocated.
+func ReadFrame(r *bufio.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return nil, fmt.Errorf("%w: frame of %d bytes exceeds %d", ErrMalformed, n, MaxFrame)
+	}
+	if n < headerLength {
+		return nil, fmt.Errorf("%w: frame of %d bytes is shorter than a header", ErrMalformed, n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, fmt.Errorf("%w: truncated frame: %v", ErrMalformed, err)
+	}
+	return body, nil
+}
+
+// DecodeRequest decodes a request frame body.
+func DecodeRequest(body []byte) (Request, error) {
+	d, op, id, err := header(body)
+	if err != nil {
+		return Request{}, err
+	}
+	r := Request{ID: id, Op: op}
+	switch op {
+	case OpAcquire:
+		r.Key, r.LeaseMS, r.WaitMS, r.Tag = d.string(), d.uvarint(), d.uvarint(), d.uvarint()
+	case OpRelease:
+		r.Key, r.Token = d.string(), d.uvarint()
+	case OpRenew:
+		r.Key, r.Token, r.LeaseMS = d.string(), d.uvarint(), d.uvarint()
+	case OpGet:
+		r.Key, r.Stale = d.string(), d.bool()
+	case OpStatus, OpCancel:
+	default:
+		return Request{}, fmt.Errorf("%w: unknown request opcode 0x%02x", ErrMalformed, uint8(op))
+	}
+	return r, d.finish()
+}
+
+// DecodeResponse decodes an answer frame body.
+func DecodeResponse(body []byte) (Response, error) {
+	d, op, id, err := header(body)
+	if err != nil {
+		return Response{}, err
+	}
+	r := Response{ID: id, Op: op}
+	switch op {
+	case OpGranted:
+		r.Token, r.LeaseMS = d.uvarint(), d.uvarint()
+	case OpHeld, OpReleased, OpRenewed, OpNotFound:
+	case OpValue:
+		r.Held, r.Token, r.RemainingMS = d.bool(), d.uvarint(), d.uvarint()
+	case OpRedirect:
+		r.LeaderID, r.Leader = d.uvarint(), d.string()
+	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError:
+		r.Reason = d.string()
+	case OpStatusInfo:
+		s := &r.Status
+		for _, v := range []*uint64{&s.ID, &s.Term, &s.Leader, &s.Commit, &s.Applied, &s.Locks, &s.LastToken} {
+			*v = d.uvarint()
+		}
+		for _, v := range []*string{&s.Addr, &s.Role, &s.LeaderAddr, &s.Digest} {
+			*v = d.string()
+		}
+	default:
+		return Response{}, fmt.Errorf("%w: unknown answer opcode 0x%02x", ErrMalformed, uint8(op))
+	}
+	return r, d.finish()
+}
+
+func header(body []byte) (*decoder, Op, uint64, error) {
+	if len(body) < headerLength {
+		return nil, 0, 0, fmt.Errorf("%w: %d bytes is shorter than a header", ErrMalformed, len(body))
+	}
+	return &decoder{buf: body[headerLength:]}, Op(body[0]), binary.BigEndian.Uint64(body[1:9]), nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// decoder reads fields with a sticky error.
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	switch {
+	case d.err != nil:
+		return ""
+	case n > maxString:
+		d.fail("string of %d bytes exceeds %d", n, maxString)
+		return ""
+	case n > uint64(len(d.buf)):
+		d.fail("truncated string")
+		return ""
+	}
+	s := string(d.buf[:n])
+	d.buf = d.buf[n:]
+	return s
+}
+
+func (d *decoder) bool() bool {
+	if d.err != nil {
+		return false
+	}
+	if len(d.buf) < 1 || d.buf[0] > 1 {
+		d.fail("bad bool")
+		return false
+	}
+	v := d.buf[0] == 1
+	d.buf = d.buf[1:]
+	return v
+}
+
+func (d *decoder) finish() error {
+	if d.err == nil && len(d.buf) != 0 {
+		d.fail("%d trailing bytes", len(d.buf))
+	}
+	return d.err
+}

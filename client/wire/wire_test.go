@@ -1,0 +1,108 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func roundTripFrame(t *testing.T, frame []byte) []byte {
+	t.Helper()
+	body, err := ReadFrame(bufio.NewReader(bytes.NewReader(frame)))
+	if err != nil {
+		t.Fatalf("read frame: %v", err)
+	}
+	return body
+}
+
+func TestRequestRoundTrip(t *testing.T) {
+	for _, r := range []Request{
+		{ID: 1, Op: OpAcquire, Key: "k", LeaseMS: 1000, WaitMS: 30000, Tag: 7},
+		{ID: 1 << 60, Op: OpRelease, Key: "key/with/slashes", Token: 99},
+		{ID: 3, Op: OpRenew, Key: "k", Token: 5, LeaseMS: 10},
+		{ID: 4, Op: OpGet, Key: "k", Stale: true},
+		{ID: 5, Op: OpStatus},
+		{ID: 6, Op: OpCancel},
+	} {
+		got, err := DecodeRequest(roundTripFrame(t, AppendRequest(nil, &r)))
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Fatalf("round trip of %+v: %+v, %v", r, got, err)
+		}
+	}
+}
+
+func TestResponseRoundTrip(t *testing.T) {
+	for _, r := range []Response{
+		{ID: 1, Op: OpGranted, Token: 17, LeaseMS: 1000},
+		{ID: 2, Op: OpHeld}, {ID: 3, Op: OpReleased}, {ID: 4, Op: OpRenewed}, {ID: 5, Op: OpNotFound},
+		{ID: 6, Op: OpValue, Held: true, Token: 3, RemainingMS: 900},
+		{ID: 7, Op: OpRedirect, LeaderID: 2, Leader: "127.0.0.1:8002"},
+		{ID: 8, Op: OpUnavailable, Reason: "no leader"},
+		{ID: 9, Op: OpInvalidArgument, Reason: "key must be 1..256 bytes"},
+		{ID: 10, Op: OpOutcomeUnknown, Reason: "leadership lost"},
+		{ID: 11, Op: OpError, Reason: "grant rejected"},
+		{ID: 12, Op: OpStatusInfo, Status: Status{ID: 1, Addr: "a", Role: "leader", Term: 2, Leader: 1, Commit: 9, Applied: 9, Locks: 1, LastToken: 4, Digest: "ab"}},
+	} {
+		got, err := DecodeResponse(roundTripFrame(t, AppendResponse(nil, &r)))
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Fatalf("round trip of %+v: %+v, %v", r, got, err)
+		}
+	}
+}
+
+func TestBadFrames(t *testing.T) {
+	good := AppendRequest(nil, &Request{ID: 1, Op: OpAcquire, Key: "k", LeaseMS: 10})
+	frames := map[string][]byte{
+		"oversized": {0x7f, 0, 0, 0},
+		"truncated": good[:len(good)-1],
+		"short":     {0, 0, 0, 2, 1, 2},
+	}
+	for name, f := range frames {
+		if _, err := ReadFrame(bufio.NewReader(bytes.NewReader(f))); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	bodies := map[string][]byte{
+		"unknown op": append([]byte{0x7e}, make([]byte, 8)...),
+		"trailing":   append(append([]byte{}, good[4:]...), 0),
+		"cut field":  good[4 : len(good)-1],
+		"bad bool":   append(AppendRequest(nil, &Request{Op: OpGet, Key: "k"})[4:len(AppendRequest(nil, &Request{Op: OpGet, Key: "k"}))-1], 2),
+	}
+	for name, b := range bodies {
+		if _, err := DecodeRequest(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add(AppendRequest(nil, &Request{ID: 1, Op: OpAcquire, Key: "k", LeaseMS: 10, WaitMS: 5, Tag: 1})[4:])
+	f.Add(AppendRequest(nil, &Request{ID: 2, Op: OpGet, Key: "k", Stale: true})[4:])
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeRequest(body)
+		if err != nil {
+			return
+		}
+		again, err := DecodeRequest(AppendRequest(nil, &r)[4:])
+		if err != nil || !reflect.DeepEqual(again, r) {
+			t.Fatalf("re-encoding changed %+v into %+v (%v)", r, again, err)
+		}
+	})
+}
+
+func FuzzDecodeResponse(f *testing.F) {
+	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpGranted, Token: 1, LeaseMS: 10})[4:])
+	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpStatusInfo, Status: Status{Role: "leader"}})[4:])
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeResponse(body)
+		if err != nil {
+			return
+		}
+		again, err := DecodeResponse(AppendResponse(nil, &r)[4:])
+		if err != nil || !reflect.DeepEqual(again, r) {
+			t.Fatalf("re-encoding changed %+v into %+v (%v)", r, again, err)
+		}
+	})
+}

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+)
+
+const defaultEndpoints = "127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003"
+
+// clientFlags are shared by every command that talks to a cluster.
+type clientFlags struct {
+	endpoints string
+	json      bool
+	timeout   time.Duration
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	def := os.Getenv("RAFTLOCK_ENDPOINTS")
+	if def == "" {
+		def = defaultEndpoints
+	}
+	fs.StringVar(&c.endpoints, "endpoints", def, "comma-separated client addresses (env RAFTLOCK_ENDPOINTS)")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long (added to --wait)")
+}
+
+func (c *clientFlags) client() (*client.Client, error) {
+	cl, err := client.New(strings.Split(c.endpoints, ","), client.Options{})
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	return cl, nil
+}
+
+// clientErr maps a client error to its exit code.
+func clientErr(err error) error {
+	switch {
+	case errors.Is(err, client.ErrHeld):
+		return withCode(exitHeld, err)
+	case errors.Is(err, client.ErrNotFound):
+		return withCode(exitNotOwner, err)
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		return withCode(exitUnknown, err)
+	}
+	return withCode(exitError, err)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}
+
+// oneKey parses a command that takes exactly one KEY argument.
+func oneKey(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
+	pos, rest, err := parse(fs, args, stderr)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 || rest != nil {
+		fs.Usage()
+		return "", usageErr("want exactly one KEY")
+	}
+	return pos[0], nil
+}
+
+func runAcquire(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("acquire", "acquire KEY [--lease 10s] [--wait 0s] [--json]")
+	var cf clientFlags
+	cf.register(fs)
+	lease := fs.Duration("lease", 10*time.Second, "lease length (10ms..1h)")
+	wait := fs.Duration("wait", 0, "queue for the lock this long (0: fail at once when held)")
+	key, err := oneKey(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *wait+cf.timeout)
+	defer cancel()
+	g, err := cl.Acquire(ctx, key, *lease, *wait)
+	if err != nil {
+		return clientErr(err)
+	}
+	if cf.json {
+		return printJSON(stdout, map[string]any{"key": key, "token": g.Token, "lease_ms": g.LeaseMS})
+	}
+	fmt.Fprintf(stdout, "acquired %s: token %d, lease %v\n", key, g.Token, time.Duration(g.LeaseMS)*time.Millisecond)
+	return nil
+}
+
+func runRelease(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("release", "release KEY --token N [--json]")
+	var cf clientFlags
+	cf.register(fs)
+	token := fs.Uint64("token", 0, "the holder's fencing token (required)")
+	key, err := oneKey(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if *token == 0 {
+		return usageErr("--token is required")
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	if err := cl.Release(ctx, key, *token); err != nil {
+		return clientErr(err)
+	}
+	if cf.json {
+		return printJSON(stdout, map[string]any{"key": key, "token": *token, "released": true})
+	}
+	fmt.Fprintf(stdout, "released %s (token %d)\n", key, *token)
+	return nil
+}
+
+func runRenew(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("renew", "renew KEY --token N [--lease 10s] [--json]")
+	var cf clientFlags
+	cf.register(fs)
+	token := fs.Uint64("token", 0, "the holder's fencing token (required)")
+	lease := fs.Duration("lease", 10*time.Second, "new lease length from now (10ms..1h)")
+	key, err := oneKey(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if *token == 0 {
+		return usageErr("--token is required")
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	if err := cl.Renew(ctx, key, *token, *lease); err != nil {
+		return clientErr(err)
+	}
+	if cf.json {
+		return printJSON(stdout, map[string]any{"key": key, "token": *token, "lease_ms": lease.Milliseconds()})
+	}
+	fmt.Fprintf(stdout, "renewed %s (token %d) for %v\n", key, *token, *lease)
+	return nil
+}
+
+func runGet(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("get", "get KEY [--stale] [--json]")
+	var cf clientFlags
+	cf.register(fs)
+	stale := fs.Bool("stale", false, "read any member's local state (fast, possibly stale)")
+	key, err := oneKey(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	var info client.LockInfo
+	if *stale {
+		info, err = cl.GetStale(ctx, key)
+	} else {
+		info, err = cl.Get(ctx, key)
+	}
+	if err != nil {
+		return clientErr(err)
+	}
+	if cf.json {
+		return printJSON(stdout, map[string]any{"key": key, "held": info.Held, "token": info.Token, "remaining_ms": info.RemainingMS})
+	}
+	if !info.Held {
+		fmt.Fprintf(stdout, "%s is free\n", key)
+		return nil
+	}
+	fmt.Fprintf(stdout, "%s is held: token %d, %v of lease left\n", key, info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
+	return nil
+}
+
+type statusEntry struct {
+	ID      uint64  `json:"id,omitempty"`
+	Addr    string  `json:"addr"`
+	Role    string  `json:"role"`
+	Term    *uint64 `json:"term,omitempty"`
+	Leader  *uint64 `json:"leader,omitempty"`
+	Commit  *uint64 `json:"commit,omitempty"`
+	Applied *uint64 `json:"applied,omitempty"`
+	Error   string  `json:"error,omitempty"`
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "status [--json]")
+	var cf clientFlags
+	cf.register(fs)
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("unexpected argument %q", pos[0])
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	eps := cl.Endpoints()
+	entries := make([]statusEntry, len(eps))
+	done := make(chan struct{}, len(eps))
+	for i, ep := range eps {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ctx, cancel := context.WithTimeout(context.Background(), min(cf.timeout, 2*time.Second))
+			defer cancel()
+			st, err := cl.Status(ctx, ep)
+			if err != nil {
+				entries[i] = statusEntry{Addr: ep, Role: "unreachable", Error: err.Error()}
+				return
+			}
+			entries[i] = statusEntry{ID: st.ID, Addr: ep, Role: st.Role, Term: &st.Term, Leader: &st.Leader, Commit: &st.Commit, Applied: &st.Applied}
+		}()
+	}
+	for range eps {
+		<-done
+	}
+	reachable := 0
+	for _, e := range entries {
+		if e.Role != "unreachable" {
+			reachable++
+		}
+	}
+	if cf.json {
+		if err := printJSON(stdout, map[string]any{"nodes": entries}); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tADDR\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED")
+		for _, e := range entries {
+			if e.Term == nil {
+				fmt.Fprintf(tw, "-\t%s\t%s\t-\t-\t-\t-\n", e.Addr, e.Role)
+				continue
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\n", e.ID, e.Addr, e.Role, *e.Term, *e.Leader, *e.Commit, *e.Applied)
+		}
+		tw.Flush()
+	}
+	if reachable == 0 {
+		return withCode(exitError, errors.New("no member reachable"))
+	}
+	return nil
+}
+
+func runExec(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] -- CMD ARGS...")
+	var cf clientFlags
+	cf.register(fs)
+	lease := fs.Duration("lease", 10*time.Second, "lease length, renewed every third of it")
+	wait := fs.Duration("wait", 30*time.Second, "queue for the lock this long")
+	pos, rest, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || len(rest) == 0 {
+		fs.Usage()
+		return usageErr("want KEY -- CMD ARGS...")
+	}
+	key := pos[0]
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *wait+cf.timeout)
+	lk, err := cl.Lock(ctx, key, *lease, *wait)
+	cancel()
+	if err != nil {
+		return clientErr(err)
+	}
+	cmd := exec.Command(rest[0], rest[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(os.Environ(), fmt.Sprintf("RAFTLOCK_TOKEN=%d", lk.Token()), "RAFTLOCK_KEY="+key)
+	if err := cmd.Start(); err != nil {
+		lk.Unlock(context.Background())
+		return fmt.Errorf("start %s: %w", rest[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var lostErr error
+	var waitErr error
+wait:
+	for {
+		select {
+		case waitErr = <-exited:
+			break wait
+		case s := <-sigs:
+			cmd.Process.Signal(s)
+		case <-lk.Lost():
+			lostErr = lk.Err()
+			fmt.Fprintf(stderr, "raftlock exec: lost the lock on %s (%v); stopping %s\n", key, lostErr, rest[0])
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case waitErr = <-exited:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				waitErr = <-exited
+			}
+			break wait
+		}
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer rcancel()
+	if lostErr != nil {
+		return withCode(exitError, fmt.Errorf("lost the lock on %s while %s ran", key, rest[0]))
+	}
+	if err := lk.Unlock(rctx); err != nil {
+		fmt.Fprintf(stderr, "raftlock exec: release %s: %v\n", key, err)
+	}
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		code := ee.ExitCode()
+		if code < 0 {
+			code = exitError
+		}
+		return withCode(code, errors.New(""))
+	}
+	if waitErr != nil {
+		return waitErr
+	}
+	return nil
+}
+
+// extraCommands are the harness commands (chaos, check, bench).
+func extraCommands() []command { return nil }
+

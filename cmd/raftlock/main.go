@@ -1,0 +1,146 @@
+// Command raftlock runs raftlock cluster members and talks to a cluster:
+// acquire, release, renew, get, exec and status, plus the chaos harness,
+// the history checker and the benchmark.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit codes of DESIGN.md section 3.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitHeld     = 3
+	exitNotOwner = 4
+	exitUnknown  = 5
+)
+
+// exitErr carries an exit code with its one-line message.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e *exitErr) Error() string { return e.err.Error() }
+func (e *exitErr) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error { return &exitErr{code: code, err: err} }
+
+func usageErr(format string, args ...any) error {
+	return withCode(exitUsage, fmt.Errorf(format, args...))
+}
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"node", "run one cluster member", runNode},
+		{"cluster", "run a local cluster on the default ports until Ctrl-C", runCluster},
+		{"acquire", "acquire a lock and print its fencing token", runAcquire},
+		{"release", "release a lock held with a token", runRelease},
+		{"renew", "renew the lease of a lock held with a token", runRenew},
+		{"get", "read a lock (linearizable)", runGet},
+		{"exec", "run a command while holding a lock", runExec},
+		{"status", "show every member's raft status", runStatus},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: raftlock COMMAND [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	for _, c := range extraCommands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'raftlock COMMAND --help' for a command's flags.")
+	fmt.Fprintln(w, "Endpoints come from --endpoints or RAFTLOCK_ENDPOINTS (default "+defaultEndpoints+").")
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range append(commands(), extraCommands()...) {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		if err == nil || errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		var ee *exitErr
+		code := exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		msg = strings.ReplaceAll(msg, "raftlock: ", "")
+		if msg != "" {
+			fmt.Fprintf(stderr, "raftlock %s: %s\n", c.name, msg)
+		}
+		return code
+	}
+	fmt.Fprintf(stderr, "raftlock: unknown command %q\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+// parse parses flags that may stand before, between or after positional
+// arguments (raftlock acquire KEY --lease 5s). Everything after a bare "--"
+// is returned as rest, untouched.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []string, err error) {
+	fs.SetOutput(stderr)
+	for i, a := range args {
+		if a == "--" {
+			args, rest = args[:i], args[i+1:]
+			if rest == nil {
+				rest = []string{}
+			}
+			break
+		}
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, nil, err
+			}
+			return nil, nil, withCode(exitUsage, errors.New(""))
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, rest, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: raftlock %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/raftlock/raftlock/node"
+)
+
+// memberFlags are the settings of one member.
+type memberFlags struct {
+	id             uint64
+	peers          string
+	listen         string
+	http           string
+	data           string
+	tick           time.Duration
+	snapshotEvery  uint64
+	maxInflight    int
+	noBatch        bool
+	logLevel       string
+	faultInjection bool
+	unsafeBug      string
+}
+
+func (m *memberFlags) register(fs *flag.FlagSet) {
+	fs.Uint64Var(&m.id, "id", 0, "member id (required, > 0)")
+	fs.StringVar(&m.peers, "peers", "", "every member's raft address: 1=127.0.0.1:7001,2=...")
+	fs.StringVar(&m.listen, "listen", "127.0.0.1:8001", "client API address")
+	fs.StringVar(&m.http, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
+	fs.StringVar(&m.data, "data", "", "data directory (required)")
+	m.registerTuning(fs)
+}
+
+func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
+	fs.DurationVar(&m.tick, "tick", 20*time.Millisecond, "raft tick; election timeout is 10 ticks")
+	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots")
+	fs.IntVar(&m.maxInflight, "max-inflight", 256, "raft append messages in flight per follower (1: no pipelining)")
+	fs.BoolVar(&m.noBatch, "no-batch", false, "one command per log entry (ablation)")
+	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
+	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs, ", "))
+}
+
+func parsePeers(s string) (map[uint64]string, error) {
+	peers := map[uint64]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		idStr, addr, ok := strings.Cut(part, "=")
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if !ok || err != nil || id == 0 || addr == "" {
+			return nil, fmt.Errorf("bad peer %q: want ID=HOST:PORT with ID > 0", part)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("peer %d listed twice", id)
+		}
+		peers[id] = addr
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("no peers")
+	}
+	return peers, nil
+}
+
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("bad --log-level %q", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// member is a running node with its client and HTTP servers.
+type member struct {
+	node   *node.Node
+	server *node.Server
+	http   *http.Server
+	log    *slog.Logger
+}
+
+func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*member, error) {
+	if m.id == 0 {
+		return nil, usageErr("--id is required")
+	}
+	if m.data == "" {
+		return nil, usageErr("--data is required")
+	}
+	if m.unsafeBug != "" && !m.faultInjection {
+		return nil, usageErr("--unsafe-bug needs --fault-injection")
+	}
+	if err := os.MkdirAll(m.data, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	var clock node.Clock = node.NewSystemClock()
+	var skew *node.SkewClock
+	if m.faultInjection {
+		log.Warn("FAULT INJECTION ENABLED: this member's clock can be changed over HTTP; never run it in production", "bug", m.unsafeBug)
+		skew = node.NewSkewClock()
+		clock = skew
+	}
+	ln, err := net.Listen("tcp", m.listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen for clients: %w", err)
+	}
+	n, err := node.New(node.Config{
+		ID: m.id, Peers: peers, ClientAddr: m.listen, DataDir: m.data,
+		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, MaxInflight: m.maxInflight,
+		NoBatch: m.noBatch, Clock: clock, Logger: log, Bug: m.unsafeBug,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if err := n.Start(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	mb := &member{node: n, server: node.NewServer(n), log: log}
+	go mb.server.Serve(ln)
+	if m.http != "" {
+		hln, err := net.Listen("tcp", m.http)
+		if err != nil {
+			mb.Close()
+			return nil, fmt.Errorf("listen for HTTP: %w", err)
+		}
+		mux := n.HTTPHandler()
+		if skew != nil {
+			mux.HandleFunc("POST /debug/clock", clockHandler(skew))
+		}
+		mb.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go mb.http.Serve(hln)
+	}
+	return mb, nil
+}
+
+// clockHandler sets the member's clock rate and offset:
+// POST /debug/clock {"rate":2.0,"offset_ms":0}.
+func clockHandler(c *node.SkewClock) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Rate     float64 `json:"rate"`
+			OffsetMS int64   `json:"offset_ms"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.Rate <= 0 {
+			http.Error(w, "want {\"rate\":R>0,\"offset_ms\":N}", http.StatusBadRequest)
+			return
+		}
+		c.Set(req.Rate, time.Duration(req.OffsetMS)*time.Millisecond)
+		fmt.Fprintf(w, "{\"rate\":%g}\n", c.Rate())
+	}
+}
+
+func (mb *member) Close() {
+	if mb.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		mb.http.Shutdown(ctx)
+		cancel()
+	}
+	mb.server.Close()
+	mb.node.Close()
+}
+
+func waitForSignal() os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(ch)
+	return <-ch
+}
+
+func runNode(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("node", "node --id N --peers 1=HOST:PORT,... --listen HOST:PORT --http HOST:PORT --data DIR")
+	var m memberFlags
+	m.register(fs)
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("unexpected argument %q", pos[0])
+	}
+	peers, err := parsePeers(m.peers)
+	if err != nil {
+		return usageErr("--peers: %v", err)
+	}
+	log, err := newLogger(m.logLevel, stderr)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	mb, err := startMember(m, peers, log)
+	if err != nil {
+		return err
+	}
+	log.Info("member running", "id", m.id, "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data)
+	sig := waitForSignal()
+	log.Info("stopping", "signal", sig.String())
+	mb.Close()
+	return nil
+}
+
+func runCluster(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("cluster", "cluster [--nodes 3] [--dir DIR]")
+	nodes := fs.Int("nodes", 3, "number of members (1..9)")
+	dir := fs.String("dir", "", "data directory (default: a new temporary directory)")
+	var m memberFlags
+	m.registerTuning(fs)
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("unexpected argument %q", pos[0])
+	}
+	if *nodes < 1 || *nodes > 9 {
+		return usageErr("--nodes must be 1..9")
+	}
+	if *dir == "" {
+		if *dir, err = os.MkdirTemp("", "raftlock-cluster-"); err != nil {
+			return err
+		}
+	}
+	log, err := newLogger(m.logLevel, stderr)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	peers := map[uint64]string{}
+	for i := 1; i <= *nodes; i++ {
+		peers[uint64(i)] = fmt.Sprintf("127.0.0.1:%d", 7000+i)
+	}
+	var members []*member
+	defer func() {
+		for _, mb := range members {
+			mb.Close()
+		}
+	}()
+	var endpoints []string
+	for i := 1; i <= *nodes; i++ {
+		mf := m
+		mf.id = uint64(i)
+		mf.listen = fmt.Sprintf("127.0.0.1:%d", 8000+i)
+		mf.http = fmt.Sprintf("127.0.0.1:%d", 9000+i)
+		mf.data = filepath.Join(*dir, strconv.Itoa(i))
+		mb, err := startMember(mf, peers, log.With("member", i))
+		if err != nil {
+			return fmt.Errorf("member %d: %w", i, err)
+		}
+		members = append(members, mb)
+		endpoints = append(endpoints, mf.listen)
+	}
+	sort.Strings(endpoints)
+	fmt.Fprintf(stdout, "raftlock cluster: %d members, data in %s\n", *nodes, *dir)
+	fmt.Fprintf(stdout, "endpoints: %s\n", strings.Join(endpoints, ","))
+	fmt.Fprintf(stdout, "metrics:   http://127.0.0.1:9001/metrics (9001..%d)\n", 9000+*nodes)
+	fmt.Fprintln(stdout, "Ctrl-C to stop.")
+	waitForSignal()
+	fmt.Fprintln(stdout, "stopping")
+	return nil
+}

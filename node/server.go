@@ -1,0 +1,322 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/raftlock/raftlock/client/wire"
+)
+
+// maxInflightPerConn bounds the requests one connection may have open; past
+// it the server stops reading that connection until answers go out.
+const maxInflightPerConn = 8192
+
+// Server serves the client protocol (package wire) for one member.
+type Server struct {
+	node *Node
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewServer returns a client server for n.
+func NewServer(n *Node) *Server {
+	return &Server{node: n, log: n.log.With("component", "server"), conns: make(map[net.Conn]struct{})}
+}
+
+// Serve accepts client connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return net.ErrClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// Close stops accepting and closes every connection (which cancels their
+// requests).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// serveConn reads requests and runs each in its own goroutine; a writer
+// coalesces answers. A malformed frame closes the connection with a logged
+// reason; closing cancels every request still open on it, which is how a
+// vanished client's queued or in-flight acquires become "requester gone".
+func (s *Server) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan *wire.Response, 1024)
+	var writerDone sync.WaitGroup
+	writerDone.Add(1)
+	go func() {
+		defer writerDone.Done()
+		s.writeLoop(ctx, c, out)
+	}()
+	var reqWG sync.WaitGroup
+	var cmu sync.Mutex
+	cancels := make(map[uint64]context.CancelFunc)
+	sem := make(chan struct{}, maxInflightPerConn)
+	defer func() {
+		cancel()
+		c.Close()
+		reqWG.Wait()
+		writerDone.Wait()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	r := bufio.NewReaderSize(c, 32<<10)
+	for {
+		body, err := wire.ReadFrame(r)
+		if err == nil {
+			var req wire.Request
+			req, err = wire.DecodeRequest(body)
+			if err == nil {
+				if req.Op == wire.OpCancel {
+					cmu.Lock()
+					if f, ok := cancels[req.ID]; ok {
+						f()
+					}
+					cmu.Unlock()
+					continue
+				}
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				rctx, rcancel := context.WithCancel(ctx)
+				cmu.Lock()
+				cancels[req.ID] = rcancel
+				cmu.Unlock()
+				reqWG.Add(1)
+				go func() {
+					defer reqWG.Done()
+					resp := s.handle(rctx, &req)
+					cmu.Lock()
+					delete(cancels, req.ID)
+					cmu.Unlock()
+					rcancel()
+					<-sem
+					if resp == nil {
+						return
+					}
+					select {
+					case out <- resp:
+					case <-ctx.Done():
+					}
+				}()
+				continue
+			}
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
+		}
+		return
+	}
+}
+
+func (s *Server) writeLoop(ctx context.Context, c net.Conn, out <-chan *wire.Response) {
+	w := bufio.NewWriterSize(c, 32<<10)
+	var buf []byte
+	for {
+		var resp *wire.Response
+		select {
+		case <-ctx.Done():
+			return
+		case resp = <-out:
+		}
+		for resp != nil {
+			buf = wire.AppendResponse(buf[:0], resp)
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			select {
+			case resp = <-out:
+			default:
+				resp = nil
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// handle runs one request and returns its answer, or nil when the request
+// was cancelled and nobody waits for an answer.
+func (s *Server) handle(ctx context.Context, req *wire.Request) *wire.Response {
+	n := s.node
+	resp := &wire.Response{ID: req.ID}
+	var err error
+	op := "status"
+	switch req.Op {
+	case wire.OpAcquire:
+		op = "acquire"
+		var tok uint64
+		lease := time.Duration(min(req.LeaseMS, MaxLeaseMS+1)) * time.Millisecond
+		wait := time.Duration(min(req.WaitMS, uint64(24*time.Hour/time.Millisecond))) * time.Millisecond
+		if tok, err = n.Acquire(ctx, req.Key, lease, wait, req.Tag); err == nil {
+			resp.Op, resp.Token, resp.LeaseMS = wire.OpGranted, tok, req.LeaseMS
+		}
+	case wire.OpRelease:
+		op = "release"
+		if err = n.Release(ctx, req.Key, req.Token); err == nil {
+			resp.Op = wire.OpReleased
+		}
+	case wire.OpRenew:
+		op = "renew"
+		lease := time.Duration(min(req.LeaseMS, MaxLeaseMS+1)) * time.Millisecond
+		if err = n.Renew(ctx, req.Key, req.Token, lease); err == nil {
+			resp.Op = wire.OpRenewed
+		}
+	case wire.OpGet:
+		op = "get"
+		var info LockInfo
+		if info, err = n.Get(ctx, req.Key, req.Stale); err == nil {
+			resp.Op, resp.Held, resp.Token, resp.RemainingMS = wire.OpValue, info.Held, info.Token, uint64(info.RemainingMS)
+		}
+	case wire.OpStatus:
+		resp.Op, resp.Status = wire.OpStatusInfo, WireStatus(n.Status(), n.cfg.ClientAddr)
+	}
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			n.metrics.ClientRequests.WithLabelValues(op, "cancelled").Inc()
+			return nil
+		}
+		errorResponse(resp, err)
+	}
+	n.metrics.ClientRequests.WithLabelValues(op, resultLabel(resp.Op)).Inc()
+	return resp
+}
+
+func errorResponse(resp *wire.Response, err error) {
+	var nl *NotLeaderError
+	var inv *InvalidArgumentError
+	switch {
+	case errors.Is(err, ErrHeld):
+		resp.Op = wire.OpHeld
+	case errors.Is(err, ErrNotFound):
+		resp.Op = wire.OpNotFound
+	case errors.As(err, &nl):
+		if nl.LeaderAddr != "" {
+			resp.Op, resp.LeaderID, resp.Leader = wire.OpRedirect, nl.LeaderID, nl.LeaderAddr
+		} else {
+			resp.Op, resp.Reason = wire.OpUnavailable, "no leader known"
+		}
+	case errors.As(err, &inv):
+		resp.Op, resp.Reason = wire.OpInvalidArgument, inv.Reason
+	case errors.Is(err, ErrOutcomeUnknown):
+		resp.Op, resp.Reason = wire.OpOutcomeUnknown, err.Error()
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped):
+		resp.Op, resp.Reason = wire.OpUnavailable, err.Error()
+	default:
+		resp.Op, resp.Reason = wire.OpError, err.Error()
+	}
+}
+
+func resultLabel(op wire.Op) string {
+	switch op {
+	case wire.OpGranted:
+		return "granted"
+	case wire.OpHeld:
+		return "held"
+	case wire.OpReleased:
+		return "released"
+	case wire.OpRenewed:
+		return "renewed"
+	case wire.OpNotFound:
+		return "not_found"
+	case wire.OpValue, wire.OpStatusInfo:
+		return "ok"
+	case wire.OpRedirect:
+		return "redirect"
+	case wire.OpUnavailable:
+		return "unavailable"
+	case wire.OpInvalidArgument:
+		return "invalid_argument"
+	case wire.OpOutcomeUnknown:
+		return "outcome_unknown"
+	}
+	return "error"
+}
+
+// WireStatus converts a Status for the client protocol.
+func WireStatus(st Status, addr string) wire.Status {
+	return wire.Status{ID: st.ID, Addr: addr, Role: st.Role, Term: st.Term, Leader: st.Leader,
+		LeaderAddr: st.LeaderAddr, Commit: st.Commit, Applied: st.Applied, Locks: uint64(st.Locks),
+		LastToken: st.LastToken, Digest: st.Digest}
+}
+
+// HTTPHandler serves /metrics (Prometheus), /status (JSON) and /healthz.
+func (n *Node) HTTPHandler() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(WireStatus(n.Status(), n.cfg.ClientAddr))
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := n.Err(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
