@@ -357,4 +357,3 @@ wait:
 
 // extraCommands are the harness commands (chaos, check, bench).
 func extraCommands() []command { return nil }
-

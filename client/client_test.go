@@ -1,0 +1,310 @@
+package client_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/testcluster"
+)
+
+func startCluster(t *testing.T, size int) (*testcluster.Cluster, uint64) {
+	t.Helper()
+	c, err := testcluster.Start(t.TempDir(), size, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, leader
+}
+
+func newClient(t *testing.T, endpoints ...string) *client.Client {
+	t.Helper()
+	cl, err := client.New(endpoints, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRedirectFromEachFollower(t *testing.T) {
+	c, leader := startCluster(t, 3)
+	ctx := ctxT(t, 20*time.Second)
+	for id, addr := range c.Clients {
+		if id == leader {
+			continue
+		}
+		cl := newClient(t, addr) // knows only a follower
+		key := fmt.Sprintf("via-%d", id)
+		g, err := cl.Acquire(ctx, key, time.Minute, 0)
+		if err != nil {
+			t.Fatalf("acquire through follower %d: %v", id, err)
+		}
+		info, err := cl.Get(ctx, key)
+		if err != nil || !info.Held || info.Token != g.Token {
+			t.Fatalf("get through follower %d: %+v, %v", id, info, err)
+		}
+		if err := cl.Release(ctx, key, g.Token); err != nil {
+			t.Fatalf("release through follower %d: %v", id, err)
+		}
+	}
+}
+
+func TestThousandConcurrentRequestsOnOneConnection(t *testing.T) {
+	c, leader := startCluster(t, 3)
+	cl := newClient(t, c.Clients[leader])
+	ctx := ctxT(t, 60*time.Second)
+	const n = 1000
+	tokens := make([]uint64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g, err := cl.Acquire(ctx, fmt.Sprintf("k%d", i), time.Minute, 0)
+			tokens[i], errs[i] = g.Token, err
+		}()
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
+		}
+		if seen[tokens[i]] {
+			t.Fatalf("token %d issued twice", tokens[i])
+		}
+		seen[tokens[i]] = true
+	}
+	st, err := cl.Status(ctx, c.Clients[leader])
+	if err != nil || st.Locks != n {
+		t.Fatalf("status: %+v, %v; want %d locks", st, err, n)
+	}
+}
+
+// fakeMember accepts connections, reads one request and cuts the connection
+// without answering, counting what it received.
+func fakeMember(t *testing.T) (addr string, received func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	count := 0
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if _, err := wire.ReadFrame(bufio.NewReader(c)); err == nil {
+				mu.Lock()
+				count++
+				mu.Unlock()
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return count }
+}
+
+func TestOutcomeUnknownWhenConnectionCutAfterSend(t *testing.T) {
+	addr, received := fakeMember(t)
+	cl := newClient(t, addr)
+	ctx := ctxT(t, 5*time.Second)
+	_, err := cl.Acquire(ctx, "k", time.Second, 0)
+	if !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("acquire over a cut connection: %v, want ErrOutcomeUnknown", err)
+	}
+	if err := cl.Release(ctx, "k", 1); !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("release over a cut connection: %v, want ErrOutcomeUnknown", err)
+	}
+	if got := received(); got != 2 {
+		t.Fatalf("the member received %d requests, want 2 (no retry of a sent grant)", got)
+	}
+	// A read is safe to retry: it keeps trying until its deadline.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := cl.Get(short, "k"); errors.Is(err, client.ErrOutcomeUnknown) || err == nil {
+		t.Fatalf("get: %v, want a deadline error", err)
+	}
+	if received() < 3 {
+		t.Fatal("get was not retried")
+	}
+}
+
+// rawAcquire sends an acquire on its own connection and returns the
+// connection (to be closed to simulate the client vanishing).
+func rawAcquire(t *testing.T, addr, key string, lease, wait time.Duration) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &wire.Request{ID: 1, Op: wire.OpAcquire, Key: key, LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(wait.Milliseconds())}
+	if _, err := conn.Write(wire.AppendRequest(nil, req)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
+	c, leader := startCluster(t, 3)
+	cl := newClient(t, c.Endpoints()...)
+	ctx := ctxT(t, 20*time.Second)
+	g, err := cl.Acquire(ctx, "k", time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := rawAcquire(t, c.Clients[leader], "k", time.Hour, 30*time.Second)
+	n := c.Node(leader)
+	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
+	waitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
+	gone.Close() // the waiting client dies
+	waitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
+	if err := cl.Release(ctx, "k", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	info, err := cl.Get(ctx, "k")
+	if err != nil || info.Held {
+		t.Fatalf("after release with only a dead waiter: %+v, %v; want free", info, err)
+	}
+}
+
+func TestCancelledWaiterLeavesQueue(t *testing.T) {
+	c, leader := startCluster(t, 3)
+	cl := newClient(t, c.Endpoints()...)
+	ctx := ctxT(t, 20*time.Second)
+	holder, err := cl.Acquire(ctx, "k", time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A waiter gives up (context cancelled) just as the lock is handed over.
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.Acquire(wctx, "k", time.Hour, 20*time.Second)
+		done <- err
+	}()
+	waitFor(t, 5*time.Second, "the acquire to queue", func() bool { return gaugeValue(t, c.Node(leader), "raftlock_waiters") == 1 })
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("cancelled acquire succeeded")
+	}
+	if err := cl.Release(ctx, "k", holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	info, err := cl.Get(ctx, "k")
+	if err != nil || info.Held {
+		t.Fatalf("after release with only a cancelled waiter: %+v, %v; want free", info, err)
+	}
+}
+
+func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
+	c, leader := startCluster(t, 3)
+	cl := newClient(t, c.Endpoints()...)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := cl.Acquire(ctx, "before", time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	bad := [][]byte{
+		[]byte("garbage that is not a frame at all"),
+		{0, 0, 0, 20, 1, 2},                        // truncated
+		{0x7f, 0xff, 0xff, 0xff},                   // oversized
+		{0, 0, 0, 9, 0x55, 0, 0, 0, 0, 0, 0, 0, 1}, // unknown opcode
+	}
+	for i, b := range bad {
+		conn, err := net.Dial("tcp", c.Clients[leader])
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write(b)
+		if i == 1 {
+			conn.(*net.TCPConn).CloseWrite()
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := conn.Read(make([]byte, 64)); err == nil {
+			t.Fatalf("bad frame %d: got %d bytes of answer, want the connection closed", i, n)
+		}
+		conn.Close()
+		if _, err := cl.Acquire(ctx, fmt.Sprintf("after%d", i), time.Minute, 0); err != nil {
+			t.Fatalf("a good client after bad frame %d: %v", i, err)
+		}
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	c, _ := startCluster(t, 1)
+	cl := newClient(t, c.Endpoints()...)
+	ctx := ctxT(t, 10*time.Second)
+	var inv *client.InvalidArgumentError
+	if _, err := cl.Acquire(ctx, "", time.Second, 0); !errors.As(err, &inv) {
+		t.Fatalf("empty key: %v", err)
+	}
+	if _, err := cl.Acquire(ctx, "k", 2*time.Hour, 0); !errors.As(err, &inv) {
+		t.Fatalf("long lease: %v", err)
+	}
+}
+
+func TestLockerRenewsAndReleases(t *testing.T) {
+	c, _ := startCluster(t, 3)
+	cl := newClient(t, c.Endpoints()...)
+	ctx := ctxT(t, 20*time.Second)
+	lk, err := cl.Lock(ctx, "k", 300*time.Millisecond, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold it across several leases: renewals keep it.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		info, err := cl.Get(ctx, "k")
+		if err != nil || !info.Held || info.Token != lk.Token() {
+			t.Fatalf("while renewing: %+v, %v", info, err)
+		}
+		select {
+		case <-lk.Lost():
+			t.Fatalf("lost: %v", lk.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := cl.Get(ctx, "k"); info.Held {
+		t.Fatal("still held after Unlock")
+	}
+}

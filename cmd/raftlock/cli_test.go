@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/internal/testcluster"
+)
+
+func startCluster(t *testing.T) string {
+	t.Helper()
+	c, err := testcluster.Start(t.TempDir(), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(c.Endpoints(), ",")
+}
+
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestAcquireGetReleaseExitCodes(t *testing.T) {
+	eps := startCluster(t)
+	code, out, errOut := cli(t, "acquire", "k", "--lease", "30s", "--json", "--endpoints", eps)
+	if code != 0 {
+		t.Fatalf("acquire: exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Key     string `json:"key"`
+		Token   uint64 `json:"token"`
+		LeaseMS uint64 `json:"lease_ms"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Key != "k" || got.Token == 0 || got.LeaseMS != 30000 {
+		t.Fatalf("acquire JSON %q: %+v %v", out, got, err)
+	}
+	if code, _, _ := cli(t, "acquire", "k", "--endpoints", eps); code != exitHeld {
+		t.Fatalf("acquire of a held key: exit %d, want %d", code, exitHeld)
+	}
+	code, out, _ = cli(t, "get", "k", "--json", "--endpoints", eps)
+	var info map[string]any
+	if json.Unmarshal([]byte(out), &info); code != 0 || info["held"] != true || info["remaining_ms"] == nil {
+		t.Fatalf("get: exit %d, %q", code, out)
+	}
+	if code, _, _ := cli(t, "release", "k", "--token", "999", "--endpoints", eps); code != exitNotOwner {
+		t.Fatalf("release with a wrong token: exit %d, want %d", code, exitNotOwner)
+	}
+	if code, _, _ := cli(t, "renew", "k", "--token", "999", "--endpoints", eps); code != exitNotOwner {
+		t.Fatalf("renew with a wrong token: exit %d, want %d", code, exitNotOwner)
+	}
+	tok := strings.TrimSpace(strings.Split(strings.Split(out, `"token":`)[1], ",")[0])
+	tok = strings.TrimSuffix(tok, "}")
+	if code, _, e := cli(t, "renew", "k", "--token", tok, "--lease", "5s", "--endpoints", eps); code != 0 {
+		t.Fatalf("renew: exit %d %s", code, e)
+	}
+	if code, _, e := cli(t, "release", "k", "--token", tok, "--endpoints", eps); code != 0 {
+		t.Fatalf("release: exit %d %s", code, e)
+	}
+	if code, _, _ := cli(t, "acquire", "", "--endpoints", eps); code != exitError {
+		t.Fatalf("empty key: exit %d, want 1", code)
+	}
+	if code, _, _ := cli(t, "acquire", "k", "--lease", "2h", "--endpoints", eps); code != exitError {
+		t.Fatalf("lease out of range: exit %d, want 1", code)
+	}
+	if code, _, _ := cli(t, "acquire"); code != exitUsage {
+		t.Fatalf("no key: exit %d, want 2", code)
+	}
+	if code, _, _ := cli(t, "nosuchcommand"); code != exitUsage {
+		t.Fatalf("unknown command: exit %d, want 2", code)
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	eps := startCluster(t)
+	code, out, errOut := cli(t, "status", "--json", "--endpoints", eps+",127.0.0.1:1")
+	if code != 0 {
+		t.Fatalf("status: exit %d %s", code, errOut)
+	}
+	var st struct {
+		Nodes []map[string]any `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Nodes) != 4 {
+		t.Fatalf("status JSON %q: %v", out, err)
+	}
+	leaders := 0
+	for _, n := range st.Nodes[:3] {
+		for _, f := range []string{"id", "addr", "role", "term", "leader", "commit", "applied"} {
+			if _, ok := n[f]; !ok {
+				t.Fatalf("status entry %v lacks %q", n, f)
+			}
+		}
+		if n["role"] == "leader" {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d leaders in %q", leaders, out)
+	}
+	if st.Nodes[3]["role"] != "unreachable" || st.Nodes[3]["term"] != nil {
+		t.Fatalf("unreachable entry: %v", st.Nodes[3])
+	}
+}
+
+func TestExecPassesTokenReturnsStatusAndReleases(t *testing.T) {
+	eps := startCluster(t)
+	file := filepath.Join(t.TempDir(), "token")
+	code, _, errOut := cli(t, "exec", "job", "--lease", "300ms", "--endpoints", eps, "--",
+		"sh", "-c", `echo "$RAFTLOCK_TOKEN" > `+file+`; sleep 1; exit 7`)
+	if code != 7 {
+		t.Fatalf("exec: exit %d, want the command's 7 (%s)", code, errOut)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || strings.TrimSpace(string(b)) == "" || strings.TrimSpace(string(b)) == "0" {
+		t.Fatalf("RAFTLOCK_TOKEN not passed: %q %v", b, err)
+	}
+	// The command outlived three leases: renewal kept it; exec released it after.
+	code, out, _ := cli(t, "get", "job", "--json", "--endpoints", eps)
+	if code != 0 || !strings.Contains(out, `"held":false`) {
+		t.Fatalf("after exec: exit %d %q, want free", code, out)
+	}
+	if code, _, _ := cli(t, "exec", "job", "--endpoints", eps, "--", "true"); code != 0 {
+		t.Fatalf("exec true: exit %d", code)
+	}
+}
