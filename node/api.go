@@ -69,7 +69,11 @@ func (n *Node) holderCall(ctx context.Context, cmd fsm.Command) error {
 		n.mu.Unlock()
 		return err
 	}
-	if !n.holdsLocked(cmd.Key, cmd.Token) && !(cmd.Op == fsm.OpRelease && n.cfg.Bug == BugReleaseSkipsOwner) {
+	holds := n.holdsLocked(cmd.Key, cmd.Token)
+	if cmd.Op == fsm.OpRenew && n.expiringLocked(cmd.Key, cmd.Token) {
+		holds = false // an Expire for this token is already in the log
+	}
+	if !holds && !(cmd.Op == fsm.OpRelease && n.cfg.Bug == BugReleaseSkipsOwner) {
 		n.mu.Unlock()
 		return ErrNotFound
 	}

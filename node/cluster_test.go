@@ -9,6 +9,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // testCluster runs members in this process over real loopback TCP with real
@@ -512,5 +514,49 @@ func TestNoDecisionBeforeTermBarrier(t *testing.T) {
 	}
 	if _, err := l.Get(ctx, "k", false); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("get before the barrier: %v, want ErrUnavailable", err)
+	}
+}
+
+// An Expire proposed for a token and a Renew of that token must never both
+// succeed: the holder would believe in a lease the log has already ended.
+func TestRenewAndExpireNeverBothSucceed(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	l := c.leader()
+	ctx := ctxT(t, 10*time.Second)
+
+	// Expire first: the renewal is refused.
+	tok, err := l.Acquire(ctx, "a", time.Hour, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.lm.leases["a"] = lease{token: tok, deadline: 0} // the leader's deadline has passed
+	l.tickLocked()
+	l.mu.Unlock()
+	if err := l.Renew(ctx, "a", tok, time.Hour); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("renew while an Expire is proposed: %v, want ErrNotFound", err)
+	}
+
+	// Renew first: no Expire is proposed while it is in flight.
+	tok, err = l.Acquire(ctx, "b", time.Hour, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	req := l.newRequestLocked(fsm.Command{Op: fsm.OpRenew, Key: "b", Token: tok, LeaseMS: 3_600_000}, 0)
+	l.proposeLocked(req)
+	l.lm.leases["b"] = lease{token: tok, deadline: 0}
+	l.tickLocked()
+	_, expiring := l.lm.expiring["b"]
+	l.mu.Unlock()
+	if expiring {
+		t.Fatal("an Expire was proposed while a Renew of the same token was in flight")
+	}
+	if res, err := l.wait(ctx, req); err != nil || res.Status != fsm.Renewed {
+		t.Fatalf("renew: %+v, %v", res, err)
+	}
+	info, err := l.Get(ctx, "b", false)
+	if err != nil || !info.Held || info.RemainingMS < (time.Hour-time.Minute).Milliseconds() {
+		t.Fatalf("after renew: %+v, %v; want held with a fresh hour", info, err)
 	}
 }

@@ -45,6 +45,7 @@ type lockManager struct {
 	leases   map[string]lease // every node, local clock (rule 6)
 	pending  map[fsm.RequestID]*request
 	inflight map[string]fsm.RequestID // proposed Grant per key (rule 4)
+	renewing map[string]int           // proposed Renews per key
 	waiters  map[string][]*request    // FIFO per key
 	expiring map[string]expireMark
 
@@ -59,7 +60,7 @@ func newLockManager(m *fsm.Machine, applied, seqStart uint64) *lockManager {
 	return &lockManager{
 		machine: m, applied: applied, appliedCh: make(chan struct{}),
 		leases: make(map[string]lease), pending: make(map[fsm.RequestID]*request),
-		inflight: make(map[string]fsm.RequestID), waiters: make(map[string][]*request),
+		inflight: make(map[string]fsm.RequestID), renewing: make(map[string]int), waiters: make(map[string][]*request),
 		expiring: make(map[string]expireMark), seq: seqStart,
 	}
 }
@@ -91,6 +92,9 @@ func (n *Node) newRequestLocked(cmd fsm.Command, tag uint64) *request {
 // Node.mu keeps the log order equal to the order decisions were made in.
 func (n *Node) proposeLocked(req *request) {
 	req.proposed = true
+	if req.env.Cmd.Op == fsm.OpRenew {
+		n.lm.renewing[req.env.Cmd.Key]++
+	}
 	if req.env.Cmd.Op == fsm.OpGrant {
 		n.lm.inflight[req.env.Cmd.Key] = req.env.ID
 		if n.cfg.Bug == BugTokenAtPropose {
@@ -187,6 +191,21 @@ func (n *Node) holdsLocked(key string, token uint64) bool {
 	return !grant
 }
 
+// expiringLocked: an Expire for key's current token is proposed; the lock
+// is as good as gone, so it can no longer be renewed.
+func (n *Node) expiringLocked(key string, token uint64) bool {
+	m, ok := n.lm.expiring[key]
+	return ok && m.token == token
+}
+
+func (n *Node) renewDoneLocked(key string) {
+	if n.lm.renewing[key] <= 1 {
+		delete(n.lm.renewing, key)
+	} else {
+		n.lm.renewing[key]--
+	}
+}
+
 // releaseGhostLocked proposes Release{key} for a lock granted to a requester
 // that is gone, if this node is still the leader and the lock is still that
 // grant.
@@ -268,6 +287,9 @@ func (n *Node) afterApplyLocked(env fsm.Envelope, res fsm.Result, entryTerm uint
 	if env.Cmd.Op == fsm.OpGrant && lm.inflight[key] == env.ID {
 		delete(lm.inflight, key)
 	}
+	if env.Cmd.Op == fsm.OpRenew {
+		n.renewDoneLocked(key)
+	}
 	switch {
 	case res.Status == fsm.Granted && (req == nil || req.cancelled):
 		n.releaseGhostLocked(key, res.Token)
@@ -301,6 +323,7 @@ func (n *Node) becomeLocked(leader bool, term, leaderID uint64) {
 		}
 		lm.pending = make(map[fsm.RequestID]*request)
 		lm.inflight = make(map[string]fsm.RequestID)
+		lm.renewing = make(map[string]int)
 		lm.waiters = make(map[string][]*request)
 		lm.expiring = make(map[string]expireMark)
 	}
@@ -315,6 +338,9 @@ func (n *Node) dropLocked(envs []fsm.Envelope) {
 	for _, env := range envs {
 		if n.lm.inflight[env.Cmd.Key] == env.ID {
 			delete(n.lm.inflight, env.Cmd.Key)
+		}
+		if env.Cmd.Op == fsm.OpRenew && env.ID.Node == n.cfg.ID {
+			n.renewDoneLocked(env.Cmd.Key)
 		}
 		if req, ok := n.lm.pending[env.ID]; ok {
 			delete(n.lm.pending, env.ID)
@@ -380,6 +406,11 @@ func (n *Node) tickLocked() {
 		}
 		if m, ok := lm.expiring[key]; ok && m.token == l.token && now-m.at < time.Second {
 			continue // already proposed; re-propose only if it seems lost
+		}
+		if lm.renewing[key] > 0 {
+			// A renewal the holder was promised is in the log ahead of
+			// anything we would propose now: wait for its new deadline.
+			continue
 		}
 		lm.expiring[key] = expireMark{token: l.token, at: now}
 		cmd := fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token}

@@ -1,0 +1,227 @@
+// Package history is raftlock's history format (DESIGN.md section 4): JSON
+// Lines, one event per line, optionally after one {"header":{...}} line.
+// The chaos harness writes it and the checker reads it; it has no
+// dependencies so both can share it.
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Event types.
+const (
+	Invoke = "invoke"
+	OK     = "ok"
+	Fail   = "fail"
+	Info   = "info"
+)
+
+// Nemesis is the process id of fault events; it is written as "nemesis".
+const Nemesis Process = -1
+
+// Process is a client id, or Nemesis.
+type Process int
+
+// MarshalJSON writes a client id as a number and Nemesis as "nemesis".
+func (p Process) MarshalJSON() ([]byte, error) {
+	if p == Nemesis {
+		return []byte(`"nemesis"`), nil
+	}
+	return strconv.AppendInt(nil, int64(p), 10), nil
+}
+
+// UnmarshalJSON reads a number or "nemesis".
+func (p *Process) UnmarshalJSON(b []byte) error {
+	if string(b) == `"nemesis"` {
+		*p = Nemesis
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 32)
+	if err != nil || n < 0 {
+		return fmt.Errorf("process must be a non-negative integer or \"nemesis\", got %s", b)
+	}
+	*p = Process(n)
+	return nil
+}
+
+// Value holds every field an event's value may carry; absent fields stay
+// nil and are not written.
+type Value struct {
+	LeaseMS  *int64   `json:"lease_ms,omitempty"`
+	WaitMS   *int64   `json:"wait_ms,omitempty"`
+	Held     *bool    `json:"held,omitempty"`
+	Token    *uint64  `json:"token,omitempty"`
+	Value    *int64   `json:"value,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Nodes    []int    `json:"nodes,omitempty"`
+	Groups   [][]int  `json:"groups,omitempty"`
+	Node     *int     `json:"node,omitempty"`
+	Rate     *float64 `json:"rate,omitempty"`
+	OffsetMS *int64   `json:"offset_ms,omitempty"`
+}
+
+// Event is one line of a history.
+type Event struct {
+	Index   int64   `json:"index"`
+	Time    int64   `json:"time"` // ns since the run began, on the harness's monotonic clock
+	Process Process `json:"process"`
+	Type    string  `json:"type"`
+	F       string  `json:"f"`
+	Key     string  `json:"key,omitempty"`
+	Value   Value   `json:"value"`
+}
+
+// Ptr returns a pointer to v, for Value's optional fields.
+func Ptr[T any](v T) *T { return &v }
+
+// Read parses a history. It checks the format (types, a process with at
+// most one open operation, completions matching their invocations) and
+// returns the header, if any, and the events in file order.
+func Read(r io.Reader) (map[string]any, []Event, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var header map[string]any
+	var events []Event
+	open := map[Process]Event{}
+	retired := map[Process]bool{}
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		if len(events) == 0 && header == nil && bytes.HasPrefix(b, []byte(`{"header"`)) {
+			var h struct {
+				Header map[string]any `json:"header"`
+			}
+			if err := json.Unmarshal(b, &h); err != nil {
+				return nil, nil, fmt.Errorf("line %d: header: %w", line, err)
+			}
+			header = h.Header
+			continue
+		}
+		var e Event
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if err := dec.Decode(&e); err != nil {
+			return nil, nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		if err := validate(e, open, retired); err != nil {
+			return nil, nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		events = append(events, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("line %d: %w", line+1, err)
+	}
+	return header, events, nil
+}
+
+func validate(e Event, open map[Process]Event, retired map[Process]bool) error {
+	if e.Process == Nemesis {
+		if e.Type != Info {
+			return fmt.Errorf("nemesis event of type %q, want info", e.Type)
+		}
+		return nil
+	}
+	switch e.F {
+	case "acquire", "release", "renew", "get", "write", "read":
+	default:
+		return fmt.Errorf("unknown f %q", e.F)
+	}
+	if e.Key == "" {
+		return errors.New("client event without a key")
+	}
+	switch e.Type {
+	case Invoke:
+		if retired[e.Process] {
+			return fmt.Errorf("process %d invoked again after an info", e.Process)
+		}
+		if prev, ok := open[e.Process]; ok {
+			return fmt.Errorf("process %d invoked %s while %s (index %d) is open", e.Process, e.F, prev.F, prev.Index)
+		}
+		open[e.Process] = e
+	case OK, Fail, Info:
+		inv, ok := open[e.Process]
+		if !ok {
+			return fmt.Errorf("process %d completes %s with nothing open", e.Process, e.F)
+		}
+		if inv.F != e.F || inv.Key != e.Key {
+			return fmt.Errorf("process %d completes %s %q but invoked %s %q", e.Process, e.F, e.Key, inv.F, inv.Key)
+		}
+		delete(open, e.Process)
+		if e.Type == Info {
+			retired[e.Process] = true
+		}
+	default:
+		return fmt.Errorf("unknown type %q", e.Type)
+	}
+	return nil
+}
+
+// Recorder appends events to a writer as they happen, from many
+// goroutines, and keeps them in memory.
+type Recorder struct {
+	mu     sync.Mutex
+	start  time.Time
+	w      *bufio.Writer
+	events []Event
+	err    error
+}
+
+// NewRecorder starts a history at now; header may be nil.
+func NewRecorder(w io.Writer, header map[string]any) (*Recorder, error) {
+	r := &Recorder{start: time.Now(), w: bufio.NewWriter(w)}
+	if header != nil {
+		b, err := json.Marshal(map[string]any{"header": header})
+		if err != nil {
+			return nil, err
+		}
+		r.w.Write(append(b, '\n'))
+	}
+	return r, nil
+}
+
+// Now is the recorder's clock: ns since the run began.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// Record appends one event, stamping its index and time.
+func (r *Recorder) Record(p Process, typ, f, key string, v Value) Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := Event{Index: int64(len(r.events)), Time: r.Now(), Process: p, Type: typ, F: f, Key: key, Value: v}
+	r.events = append(r.events, e)
+	b, err := json.Marshal(e)
+	if err == nil {
+		_, err = r.w.Write(append(b, '\n'))
+	}
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return e
+}
+
+// Events returns a copy of what was recorded so far.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Flush writes out buffered events.
+func (r *Recorder) Flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.w.Flush(); err != nil && r.err == nil {
+		r.err = err
+	}
+	return r.err
+}
