@@ -1,0 +1,391 @@
+// Package checker decides whether a raftlock history is correct: per-key
+// linearizability against a lock model whose leases may silently expire
+// (porcupine), fencing-token uniqueness and order, lease timing, the fenced
+// resource's integrity, and replica convergence. It also writes the reports
+// (JSON verdict, Markdown summary, porcupine visualisations, a latency plot).
+package checker
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/raftlock/raftlock/checker/history"
+)
+
+// Check statuses.
+const (
+	StatusOK        = "ok"
+	StatusViolation = "violation"
+	StatusUnknown   = "unknown"
+	StatusSkipped   = "skipped"
+)
+
+// Exit codes of raftlock check and raftlock chaos.
+const (
+	ExitValid     = 0
+	ExitViolation = 1
+	ExitUnknown   = 2
+	ExitHarness   = 3
+)
+
+// NodeDigest is one member's state digest at an applied index.
+type NodeDigest struct {
+	Node    int    `json:"node"`
+	Applied uint64 `json:"applied"`
+	Digest  string `json:"digest"`
+}
+
+// Options tune Check.
+type Options struct {
+	Timeout        time.Duration // linearizability time budget; default 60s
+	LeaseTolerance time.Duration // slack for the lease timing check
+	ClockFaults    bool          // clock faults ran: lease timing is reported, not decisive
+	Digests        []NodeDigest  // for the convergence check; none: skipped
+}
+
+// Violation is one thing found wrong, with the events involved.
+type Violation struct {
+	Key     string          `json:"key,omitempty"`
+	Message string          `json:"message"`
+	Events  []history.Event `json:"events,omitempty"`
+}
+
+// Result is one check's outcome.
+type Result struct {
+	Name       string      `json:"name"`
+	Status     string      `json:"status"`
+	Decides    bool        `json:"decides"`
+	Note       string      `json:"note,omitempty"`
+	Violations []Violation `json:"violations,omitempty"`
+	// Linearizability only: keys checked, and the keys that failed.
+	Keys       int      `json:"keys,omitempty"`
+	FailedKeys []string `json:"failed_keys,omitempty"`
+}
+
+// Verdict is the whole decision.
+type Verdict struct {
+	Valid    string   `json:"valid"` // "true", "false" or "unknown"
+	ExitCode int      `json:"exit_code"`
+	Checks   []Result `json:"checks"`
+	Stats    Stats    `json:"stats"`
+
+	// Kept for the reports.
+	ops     []*Op
+	windows []Window
+	lin     map[string]porcupine.LinearizationInfo
+}
+
+// Stats summarise the history.
+type Stats struct {
+	Events    int            `json:"events"`
+	Ops       int            `json:"ops"`
+	ByType    map[string]int `json:"by_type"`
+	Grants    int            `json:"grants"`
+	Nemesis   int            `json:"nemesis_windows"`
+	CheckTime float64        `json:"check_seconds"`
+}
+
+// Check runs every check on events.
+func Check(events []history.Event, opts Options) *Verdict {
+	start := time.Now()
+	if opts.Timeout <= 0 {
+		opts.Timeout = 60 * time.Second
+	}
+	ops, windows := Pair(events)
+	v := &Verdict{ops: ops, windows: windows}
+	v.Stats = Stats{Events: len(events), Ops: len(ops), ByType: map[string]int{}, Nemesis: len(windows)}
+	for _, o := range ops {
+		v.Stats.ByType[o.Type]++
+		if o.F == "acquire" && o.Type == history.OK {
+			v.Stats.Grants++
+		}
+	}
+	lin, info := checkLinearizable(ops, opts.Timeout)
+	v.lin = info
+	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, opts), checkResource(ops), checkConvergence(opts.Digests)}
+	v.Valid, v.ExitCode = "true", ExitValid
+	for _, r := range v.Checks {
+		if !r.Decides {
+			continue
+		}
+		switch r.Status {
+		case StatusViolation:
+			v.Valid, v.ExitCode = "false", ExitViolation
+		case StatusUnknown:
+			if v.ExitCode == ExitValid {
+				v.Valid, v.ExitCode = "unknown", ExitUnknown
+			}
+		}
+	}
+	v.Stats.CheckTime = time.Since(start).Seconds()
+	return v
+}
+
+func isLockOp(o *Op) bool {
+	switch o.F {
+	case "acquire", "release", "renew", "get":
+		return true
+	}
+	return false
+}
+
+// checkLinearizable checks each key's lock operations on its own, in
+// parallel, within one shared time budget.
+func checkLinearizable(ops []*Op, timeout time.Duration) (Result, map[string]porcupine.LinearizationInfo) {
+	res := Result{Name: "linearizability", Decides: true, Status: StatusOK}
+	keys := byKey(ops, isLockOp)
+	res.Keys = len(keys)
+	model := lockModel()
+	infos := map[string]porcupine.LinearizationInfo{}
+	var mu sync.Mutex
+	unknown := false
+	deadline := time.Now().Add(timeout)
+	g, _ := errgroup.WithContext(context.Background())
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for _, key := range sortedKeys(keys) {
+		kops := keys[key]
+		g.Go(func() error {
+			pops := make([]porcupine.Operation, len(kops))
+			for i, o := range kops {
+				pops[i] = porcupine.Operation{ClientId: int(o.Process), Input: opInput(o), Output: opOutput(o),
+					Call: o.Call(), Return: o.Return(), Metadata: o.Invoke.Index}
+			}
+			left := time.Until(deadline)
+			if left <= 0 {
+				left = time.Millisecond
+			}
+			r, info := porcupine.CheckOperationsVerbose(model, pops, left)
+			mu.Lock()
+			defer mu.Unlock()
+			infos[key] = info
+			switch r {
+			case porcupine.Illegal:
+				res.FailedKeys = append(res.FailedKeys, key)
+				res.Violations = append(res.Violations, Violation{Key: key,
+					Message: fmt.Sprintf("key %q: no linearization of its %d operations exists (see lin-%s.html)", key, len(kops), fileSafe(key))})
+			case porcupine.Unknown:
+				unknown = true
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	sort.Strings(res.FailedKeys)
+	sort.Slice(res.Violations, func(i, j int) bool { return res.Violations[i].Key < res.Violations[j].Key })
+	switch {
+	case len(res.FailedKeys) > 0:
+		res.Status = StatusViolation
+	case unknown:
+		res.Status = StatusUnknown
+		res.Note = fmt.Sprintf("checker timed out after %v", timeout)
+	}
+	return res, infos
+}
+
+// checkFencing: every granted token is unique, per key tokens grow in
+// real-time order, and the state machine never had to reject a grant.
+func checkFencing(ops []*Op) Result {
+	res := Result{Name: "fencing", Decides: true, Status: StatusOK}
+	seen := map[uint64]*Op{}
+	grants := byKey(ops, func(o *Op) bool { return o.F == "acquire" && o.Type == history.OK })
+	for _, o := range ops {
+		if o.F == "acquire" && o.Type == history.Fail && o.Error() == "grant-rejected" {
+			res.Violations = append(res.Violations, Violation{Key: o.Key,
+				Message: "the state machine rejected a grant: the leader proposed a Grant for a held key",
+				Events:  []history.Event{o.Invoke, *o.Done}})
+		}
+		if o.F != "acquire" || o.Type != history.OK {
+			continue
+		}
+		t := o.Token()
+		if t == 0 {
+			res.Violations = append(res.Violations, Violation{Key: o.Key, Message: "grant without a token",
+				Events: []history.Event{o.Invoke, *o.Done}})
+			continue
+		}
+		if prev, ok := seen[t]; ok {
+			res.Violations = append(res.Violations, Violation{Key: o.Key,
+				Message: fmt.Sprintf("token %d granted twice (keys %q and %q)", t, prev.Key, o.Key),
+				Events:  []history.Event{*prev.Done, *o.Done}})
+		}
+		seen[t] = o
+	}
+	for _, key := range sortedKeys(grants) {
+		gs := grants[key]
+		byReturn := append([]*Op(nil), gs...)
+		sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return() < byReturn[j].Return() })
+		byCall := append([]*Op(nil), gs...)
+		sort.Slice(byCall, func(i, j int) bool { return byCall[i].Call() < byCall[j].Call() })
+		var best *Op // highest token among grants that returned before the current call
+		i := 0
+		for _, b := range byCall {
+			for ; i < len(byReturn) && byReturn[i].Return() < b.Call(); i++ {
+				if best == nil || byReturn[i].Token() > best.Token() {
+					best = byReturn[i]
+				}
+			}
+			if best != nil && best.Token() >= b.Token() {
+				res.Violations = append(res.Violations, Violation{Key: key,
+					Message: fmt.Sprintf("token %d was granted after token %d had been returned", b.Token(), best.Token()),
+					Events:  []history.Event{*best.Done, b.Invoke, *b.Done}})
+			}
+		}
+	}
+	if len(res.Violations) > 0 {
+		res.Status = StatusViolation
+	}
+	return res
+}
+
+// checkLeaseTiming: with grants G1 then G2 of a key (in token order) and no
+// release of G1 that may have freed the key, G2 must not return before G1's
+// lease ran out, counted from the invocation of G1's acquire or of its last
+// renewal that succeeded before G2 returned.
+func checkLeaseTiming(ops []*Op, opts Options) Result {
+	res := Result{Name: "lease-timing", Decides: !opts.ClockFaults, Status: StatusOK}
+	if opts.ClockFaults {
+		res.Note = "clock faults were injected: timing exclusion is reported, not decisive; fencing keeps the resource safe"
+	}
+	grants := byKey(ops, func(o *Op) bool { return o.F == "acquire" && o.Type == history.OK })
+	releases := map[uint64][]*Op{}
+	renews := map[uint64][]*Op{}
+	for _, o := range ops {
+		switch {
+		case o.F == "release" && o.Type != history.Fail:
+			releases[o.Token()] = append(releases[o.Token()], o)
+		case o.F == "renew" && o.Type == history.OK:
+			renews[o.Token()] = append(renews[o.Token()], o)
+		}
+	}
+	for _, key := range sortedKeys(grants) {
+		gs := grants[key]
+		sort.Slice(gs, func(i, j int) bool { return gs[i].Token() < gs[j].Token() })
+		for i := 1; i < len(gs); i++ {
+			g1, g2 := gs[i-1], gs[i]
+			released := false
+			for _, r := range releases[g1.Token()] {
+				if r.Call() <= g2.Return() {
+					released = true
+				}
+			}
+			if released {
+				continue
+			}
+			from, leaseMS, basis := g1.Call(), leaseOf(g1), "acquire"
+			for _, r := range renews[g1.Token()] {
+				if r.Return() <= g2.Return() && r.Call() > from {
+					from, leaseMS, basis = r.Call(), leaseOf(r), "renewal"
+				}
+			}
+			end := from + leaseMS*int64(time.Millisecond) - int64(opts.LeaseTolerance)
+			if g2.Return() < end {
+				res.Violations = append(res.Violations, Violation{Key: key,
+					Message: fmt.Sprintf("token %d was granted %.1fms before token %d's lease (from its %s) could have run out",
+						g2.Token(), float64(end-g2.Return())/1e6, g1.Token(), basis),
+					Events: []history.Event{g1.Invoke, *g1.Done, g2.Invoke, *g2.Done}})
+			}
+		}
+	}
+	if len(res.Violations) > 0 {
+		res.Status = StatusViolation
+	}
+	return res
+}
+
+func leaseOf(o *Op) int64 {
+	if o.Invoke.Value.LeaseMS != nil {
+		return *o.Invoke.Value.LeaseMS
+	}
+	return 0
+}
+
+// checkResource: the fenced store never accepted a token below one it had
+// accepted, and each accepted write incremented the counter it read, so no
+// update was lost. Store operations are recorded in the order the store
+// applied them.
+func checkResource(ops []*Op) Result {
+	res := Result{Name: "fenced-resource", Decides: true, Status: StatusOK}
+	writes := byKey(ops, func(o *Op) bool { return (o.F == "write" || o.F == "read") && o.Type == history.OK })
+	if len(writes) == 0 {
+		res.Status, res.Note = StatusSkipped, "no fenced-resource operations in the history"
+		return res
+	}
+	for _, key := range sortedKeys(writes) {
+		var highest uint64
+		var highestOp *Op
+		var counter int64
+		var lastWrite *Op
+		for _, o := range writes[key] {
+			t := o.Token()
+			if t < highest {
+				res.Violations = append(res.Violations, Violation{Key: key,
+					Message: fmt.Sprintf("%s with token %d accepted after token %d", o.F, t, highest),
+					Events:  []history.Event{*highestOp.Done, *o.Done}})
+			}
+			if t >= highest {
+				highest, highestOp = t, o
+			}
+			if o.F != "write" || o.Done.Value.Value == nil {
+				continue
+			}
+			v := *o.Done.Value.Value
+			if v != counter+1 {
+				vi := Violation{Key: key, Message: fmt.Sprintf("write of %d accepted when the counter was %d: an update was lost", v, counter)}
+				if lastWrite != nil {
+					vi.Events = append(vi.Events, *lastWrite.Done)
+				}
+				vi.Events = append(vi.Events, *o.Done)
+				res.Violations = append(res.Violations, vi)
+			}
+			counter, lastWrite = v, o
+		}
+	}
+	if len(res.Violations) > 0 {
+		res.Status = StatusViolation
+	}
+	return res
+}
+
+// checkConvergence: members at the same applied index report the same
+// digest, and all of them reached the same index.
+func checkConvergence(ds []NodeDigest) Result {
+	res := Result{Name: "convergence", Decides: true, Status: StatusOK}
+	if len(ds) == 0 {
+		res.Status, res.Note = StatusSkipped, "no node digests given"
+		return res
+	}
+	at := map[uint64]NodeDigest{}
+	var maxApplied uint64
+	for _, d := range ds {
+		maxApplied = max(maxApplied, d.Applied)
+		if prev, ok := at[d.Applied]; ok && prev.Digest != d.Digest {
+			res.Violations = append(res.Violations, Violation{Message: fmt.Sprintf(
+				"nodes %d and %d disagree at applied index %d: digest %s vs %s", prev.Node, d.Node, d.Applied, prev.Digest, d.Digest)})
+		}
+		at[d.Applied] = d
+	}
+	var behind []int
+	for _, d := range ds {
+		if d.Applied != maxApplied {
+			behind = append(behind, d.Node)
+		}
+	}
+	if len(behind) > 0 {
+		res.Note = fmt.Sprintf("nodes %v had not reached applied index %d when digests were taken", behind, maxApplied)
+		if len(res.Violations) == 0 {
+			res.Status = StatusUnknown
+			res.Decides = false
+		}
+	}
+	if len(res.Violations) > 0 {
+		res.Status = StatusViolation
+	}
+	return res
+}

@@ -1,0 +1,251 @@
+package checker
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/checker/history"
+)
+
+// builder makes hand-written histories; each event advances time by 1ms
+// unless at() moves it.
+type builder struct {
+	events []history.Event
+	now    int64
+}
+
+func (b *builder) at(ms int64) *builder { b.now = ms * 1e6; return b }
+
+func (b *builder) add(p int, typ, f, key string, v history.Value) *builder {
+	b.now += 1e6
+	proc := history.Process(p)
+	if p < 0 {
+		proc = history.Nemesis
+	}
+	b.events = append(b.events, history.Event{Index: int64(len(b.events)), Time: b.now, Process: proc, Type: typ, F: f, Key: key, Value: v})
+	return b
+}
+
+func tok(t uint64) history.Value   { return history.Value{Token: &t} }
+func lease(ms int64) history.Value { return history.Value{LeaseMS: &ms, WaitMS: history.Ptr[int64](0)} }
+func errv(e string) history.Value  { return history.Value{Error: e} }
+func held(t uint64) history.Value  { return history.Value{Held: history.Ptr(true), Token: &t} }
+func free() history.Value          { return history.Value{Held: history.Ptr(false)} }
+func write(t uint64, v int64) history.Value {
+	return history.Value{Token: &t, Value: &v}
+}
+
+func statusOf(v *Verdict, name string) string {
+	for _, r := range v.Checks {
+		if r.Name == name {
+			return r.Status
+		}
+	}
+	return "missing"
+}
+
+func TestValidHistories(t *testing.T) {
+	cases := map[string]*builder{
+		"sequential": new(builder).
+			add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
+			add(0, "invoke", "get", "k", history.Value{}).add(0, "ok", "get", "k", held(1)).
+			add(0, "invoke", "release", "k", tok(1)).add(0, "ok", "release", "k", history.Value{}).
+			add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(2)).
+			add(1, "invoke", "renew", "k", tok(2)).add(1, "ok", "renew", "k", history.Value{}),
+		"concurrent acquires, one held": new(builder).
+			add(0, "invoke", "acquire", "k", lease(1000)).add(1, "invoke", "acquire", "k", lease(1000)).
+			add(1, "fail", "acquire", "k", errv("held")).add(0, "ok", "acquire", "k", tok(5)),
+		"info acquire may have happened": new(builder).
+			add(0, "invoke", "acquire", "k", lease(100)).add(0, "info", "acquire", "k", errv("outcome-unknown")).
+			add(1, "invoke", "get", "k", history.Value{}).add(1, "ok", "get", "k", held(3)).
+			at(500).add(2, "invoke", "acquire", "k", lease(100)).add(2, "ok", "acquire", "k", tok(4)),
+		"expiry explains a release not-found": new(builder).
+			add(0, "invoke", "acquire", "k", lease(10)).add(0, "ok", "acquire", "k", tok(1)).
+			at(100).add(0, "invoke", "release", "k", tok(1)).add(0, "fail", "release", "k", errv("not-found")).
+			add(1, "invoke", "acquire", "k", lease(10)).add(1, "ok", "acquire", "k", tok(2)),
+		"fenced writes": new(builder).
+			add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
+			add(0, "invoke", "read", "k", tok(1)).add(0, "ok", "read", "k", write(1, 0)).
+			add(0, "invoke", "write", "k", write(1, 1)).add(0, "ok", "write", "k", write(1, 1)).
+			add(0, "invoke", "release", "k", tok(1)).add(0, "ok", "release", "k", history.Value{}).
+			add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(2)).
+			add(1, "invoke", "write", "k", write(2, 2)).add(1, "ok", "write", "k", write(2, 2)).
+			add(2, "invoke", "write", "k", write(1, 2)).add(2, "fail", "write", "k", errv("stale-token")),
+	}
+	for name, b := range cases {
+		v := Check(b.events, Options{})
+		if v.ExitCode != ExitValid {
+			var buf bytes.Buffer
+			v.Summary(&buf)
+			t.Errorf("%s: exit %d\n%s", name, v.ExitCode, buf.String())
+		}
+	}
+}
+
+func TestInvalidHistories(t *testing.T) {
+	cases := map[string]struct {
+		b     *builder
+		check string
+	}{
+		"release by a non-holder": {new(builder).
+			add(0, "invoke", "acquire", "k", lease(10)).add(0, "ok", "acquire", "k", tok(1)).
+			at(100).add(1, "invoke", "acquire", "k", lease(100000)).add(1, "ok", "acquire", "k", tok(2)).
+			add(0, "invoke", "release", "k", tok(1)).add(0, "ok", "release", "k", history.Value{}), "linearizability"},
+		"stale read after release": {new(builder).
+			add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
+			add(0, "invoke", "release", "k", tok(1)).add(0, "ok", "release", "k", history.Value{}).
+			add(1, "invoke", "get", "k", history.Value{}).add(1, "ok", "get", "k", held(1)), "linearizability"},
+		"held answered while free": {new(builder).
+			add(1, "invoke", "acquire", "k", lease(1000)).add(1, "fail", "acquire", "k", errv("held")), "linearizability"},
+		"duplicate token": {new(builder).
+			add(0, "invoke", "acquire", "a", lease(1000)).add(0, "ok", "acquire", "a", tok(7)).
+			add(1, "invoke", "acquire", "b", lease(1000)).add(1, "ok", "acquire", "b", tok(7)), "fencing"},
+		"token order against real time": {new(builder).
+			add(0, "invoke", "acquire", "k", lease(10)).add(0, "ok", "acquire", "k", tok(9)).
+			at(100).add(1, "invoke", "acquire", "k", lease(10)).add(1, "ok", "acquire", "k", tok(8)), "fencing"},
+		"grant rejected": {new(builder).
+			add(0, "invoke", "acquire", "k", lease(10)).add(0, "fail", "acquire", "k", errv("grant-rejected")), "fencing"},
+		"second grant inside the first lease": {new(builder).
+			add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
+			at(200).add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(2)), "lease-timing"},
+		"grant inside a renewed lease": {new(builder).
+			add(0, "invoke", "acquire", "k", lease(100)).add(0, "ok", "acquire", "k", tok(1)).
+			at(50).add(0, "invoke", "renew", "k", history.Value{Token: history.Ptr[uint64](1), LeaseMS: history.Ptr[int64](1000)}).add(0, "ok", "renew", "k", history.Value{}).
+			at(300).add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(2)), "lease-timing"},
+		"write with a lower token accepted": {new(builder).
+			add(0, "invoke", "write", "k", write(5, 1)).add(0, "ok", "write", "k", write(5, 1)).
+			add(1, "invoke", "write", "k", write(4, 2)).add(1, "ok", "write", "k", write(4, 2)), "fenced-resource"},
+		"lost update": {new(builder).
+			add(0, "invoke", "write", "k", write(5, 1)).add(0, "ok", "write", "k", write(5, 1)).
+			add(1, "invoke", "write", "k", write(6, 1)).add(1, "ok", "write", "k", write(6, 1)), "fenced-resource"},
+	}
+	for name, c := range cases {
+		v := Check(c.b.events, Options{})
+		if v.ExitCode != ExitViolation || statusOf(v, c.check) != StatusViolation {
+			var buf bytes.Buffer
+			v.Summary(&buf)
+			t.Errorf("%s: exit %d, %s = %s; want a %s violation\n%s", name, v.ExitCode, c.check, statusOf(v, c.check), c.check, buf.String())
+		}
+	}
+}
+
+func TestLeaseTimingNotDecisiveUnderClockFaults(t *testing.T) {
+	b := new(builder).
+		add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
+		at(200).add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(2))
+	v := Check(b.events, Options{ClockFaults: true})
+	if v.ExitCode != ExitValid || statusOf(v, "lease-timing") != StatusViolation {
+		t.Fatalf("exit %d, lease-timing %s; want valid with the timing violation reported", v.ExitCode, statusOf(v, "lease-timing"))
+	}
+	v = Check(b.events, Options{LeaseTolerance: time.Second})
+	if statusOf(v, "lease-timing") != StatusOK {
+		t.Fatal("tolerance not applied")
+	}
+}
+
+func TestConvergence(t *testing.T) {
+	ok := []NodeDigest{{1, 10, "aa"}, {2, 10, "aa"}, {3, 10, "aa"}}
+	if r := checkConvergence(ok); r.Status != StatusOK {
+		t.Fatalf("equal digests: %+v", r)
+	}
+	bad := []NodeDigest{{1, 10, "aa"}, {2, 10, "bb"}, {3, 10, "aa"}}
+	if r := checkConvergence(bad); r.Status != StatusViolation {
+		t.Fatalf("split digests: %+v", r)
+	}
+	if r := checkConvergence(nil); r.Status != StatusSkipped {
+		t.Fatalf("no digests: %+v", r)
+	}
+}
+
+func TestReadValidatesFormat(t *testing.T) {
+	good := `{"header":{"seed":1}}
+{"index":0,"time":1200,"process":3,"type":"invoke","f":"acquire","key":"k1","value":{"lease_ms":1000,"wait_ms":0}}
+{"index":1,"time":1300,"process":"nemesis","type":"info","f":"kill","value":{"nodes":[2]}}
+{"index":2,"time":9800,"process":3,"type":"ok","f":"acquire","key":"k1","value":{"token":17}}
+`
+	h, events, err := history.Read(strings.NewReader(good))
+	if err != nil || h["seed"] != 1.0 || len(events) != 3 || events[1].Process != history.Nemesis {
+		t.Fatalf("read: %v %v %+v", h, err, events)
+	}
+	for name, bad := range map[string]string{
+		"double invoke": `{"index":0,"time":1,"process":1,"type":"invoke","f":"get","key":"k","value":{}}
+{"index":1,"time":2,"process":1,"type":"invoke","f":"get","key":"k","value":{}}`,
+		"reuse after info": `{"index":0,"time":1,"process":1,"type":"invoke","f":"get","key":"k","value":{}}
+{"index":1,"time":2,"process":1,"type":"info","f":"get","key":"k","value":{}}
+{"index":2,"time":3,"process":1,"type":"invoke","f":"get","key":"k","value":{}}`,
+		"bad type":  `{"index":0,"time":1,"process":1,"type":"maybe","f":"get","key":"k","value":{}}`,
+		"bad json":  `{"index":0,`,
+		"unknown f": `{"index":0,"time":1,"process":1,"type":"invoke","f":"cas","key":"k","value":{}}`,
+	} {
+		if _, _, err := history.Read(strings.NewReader(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestReportsWritten(t *testing.T) {
+	b := new(builder).
+		add(0, "invoke", "acquire", "k", lease(1000)).add(-1, "info", "kill", "", history.Value{Nodes: []int{1}}).
+		add(0, "ok", "acquire", "k", tok(1)).add(-1, "info", "start", "", history.Value{Nodes: []int{1}}).
+		add(0, "invoke", "release", "k", tok(1)).add(0, "ok", "release", "k", history.Value{}).
+		add(1, "invoke", "get", "k", history.Value{}).add(1, "ok", "get", "k", held(1))
+	v := Check(b.events, Options{})
+	dir := t.TempDir()
+	if err := v.WriteReports(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"verdict.json", "summary.md", "latency.png", "lin-k.html"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// syntheticHistory is a correct history of n operations over keys keys with
+// several concurrent clients per key.
+func syntheticHistory(n, keys int) []history.Event {
+	b := new(builder)
+	var token uint64
+	proc := 0
+	for len(b.events) < 2*n {
+		for k := 0; k < keys; k++ {
+			key := fmt.Sprintf("k%d", k)
+			p, q := proc, proc+1
+			proc += 2
+			token++
+			b.add(p, "invoke", "acquire", key, lease(1))
+			b.add(q, "invoke", "acquire", key, lease(1))
+			b.add(q, "fail", "acquire", key, errv("held"))
+			b.add(p, "ok", "acquire", key, tok(token))
+			b.add(q, "invoke", "get", key, history.Value{})
+			b.add(q, "ok", "get", key, held(token))
+			b.add(p, "invoke", "release", key, tok(token))
+			b.add(p, "ok", "release", key, history.Value{})
+		}
+	}
+	return b.events
+}
+
+func TestCheckerSpeedSmoke(t *testing.T) {
+	v := Check(syntheticHistory(20000, 10), Options{})
+	if v.ExitCode != ExitValid {
+		t.Fatalf("synthetic history: exit %d", v.ExitCode)
+	}
+}
+
+// BenchmarkCheck100k: the issue's target is a 100,000-operation history
+// over 10 keys in under 10 s on the 2-core machine.
+func BenchmarkCheck100k(b *testing.B) {
+	events := syntheticHistory(100000, 10)
+	b.ResetTimer()
+	for range b.N {
+		if v := Check(events, Options{}); v.ExitCode != ExitValid {
+			b.Fatalf("exit %d", v.ExitCode)
+		}
+	}
+}

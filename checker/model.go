@@ -1,0 +1,215 @@
+package checker
+
+import (
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/raftlock/raftlock/checker/history"
+)
+
+// lockState is the model's view of one key: whether it is held, by which
+// token (0: by a grant whose token nobody saw), and the highest token seen
+// granted on the key.
+type lockState struct {
+	Held  bool
+	Token uint64
+	Max   uint64
+}
+
+type lockInput struct {
+	F     string
+	Token uint64 // release, renew: the caller's token
+}
+
+type outKind uint8
+
+const (
+	outUnknown  outKind = iota // info: may or may not have happened
+	outNoop                    // failed with an error that means nothing happened
+	outGranted                 // acquire ok
+	outHeld                    // acquire fail held
+	outOK                      // release/renew ok
+	outNotFound                // release/renew fail not-found
+	outFree                    // get: not held
+	outHeldBy                  // get: held by Token
+)
+
+type lockOutput struct {
+	Kind  outKind
+	Token uint64
+}
+
+func opInput(o *Op) lockInput { return lockInput{F: o.F, Token: o.Token()} }
+
+func opOutput(o *Op) lockOutput {
+	switch o.Type {
+	case history.Info:
+		return lockOutput{Kind: outUnknown}
+	case history.Fail:
+		switch {
+		case o.F == "acquire" && o.Error() == "held":
+			return lockOutput{Kind: outHeld}
+		case (o.F == "release" || o.F == "renew") && o.Error() == "not-found":
+			return lockOutput{Kind: outNotFound}
+		}
+		return lockOutput{Kind: outNoop}
+	}
+	switch o.F {
+	case "acquire":
+		return lockOutput{Kind: outGranted, Token: o.Token()}
+	case "get":
+		if o.Done.Value.Held != nil && *o.Done.Value.Held {
+			var t uint64
+			if o.Done.Value.Token != nil {
+				t = *o.Done.Value.Token
+			}
+			return lockOutput{Kind: outHeldBy, Token: t}
+		}
+		return lockOutput{Kind: outFree}
+	}
+	return lockOutput{Kind: outOK}
+}
+
+// stepLock is the lock's sequential specification, with one twist: a held
+// lock may silently expire at any point (its lease ran out), so every step
+// is tried from the current state and from the state after an expiry.
+func stepLock(state, input, output any) []any {
+	s := state.(lockState)
+	in := input.(lockInput)
+	out := output.(lockOutput)
+	starts := []lockState{s}
+	if s.Held {
+		starts = append(starts, lockState{Max: s.Max})
+	}
+	var next []any
+	for _, c := range starts {
+		heldByCaller := c.Held && c.Token == in.Token && in.Token != 0
+		switch in.F {
+		case "acquire":
+			switch out.Kind {
+			case outUnknown:
+				next = append(next, c)
+				if !c.Held {
+					next = append(next, lockState{Held: true, Max: c.Max})
+				}
+			case outNoop:
+				next = append(next, c)
+			case outGranted:
+				if !c.Held && out.Token > c.Max {
+					next = append(next, lockState{Held: true, Token: out.Token, Max: out.Token})
+				}
+			case outHeld:
+				if c.Held {
+					next = append(next, c)
+				}
+			}
+		case "release":
+			switch out.Kind {
+			case outOK:
+				if heldByCaller {
+					next = append(next, lockState{Max: c.Max})
+				}
+			case outNotFound:
+				if !heldByCaller {
+					next = append(next, c)
+				}
+			case outUnknown:
+				next = append(next, c)
+				if heldByCaller {
+					next = append(next, lockState{Max: c.Max})
+				}
+			default:
+				next = append(next, c)
+			}
+		case "renew":
+			switch out.Kind {
+			case outOK:
+				if heldByCaller {
+					next = append(next, c)
+				}
+			case outNotFound:
+				if !heldByCaller {
+					next = append(next, c)
+				}
+			default:
+				next = append(next, c)
+			}
+		case "get":
+			switch out.Kind {
+			case outFree:
+				if !c.Held {
+					next = append(next, c)
+				}
+			case outHeldBy:
+				switch {
+				case c.Held && c.Token == out.Token:
+					next = append(next, c)
+				case c.Held && c.Token == 0 && out.Token > c.Max:
+					// The grant nobody saw answered: now we know its token.
+					next = append(next, lockState{Held: true, Token: out.Token, Max: out.Token})
+				}
+			default:
+				next = append(next, c)
+			}
+		}
+	}
+	return next
+}
+
+// lockModel is the porcupine model; callers partition by key themselves.
+func lockModel() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{lockState{}} },
+		Step: stepLock,
+		Hash: func(state any) uint64 {
+			s := state.(lockState)
+			h := s.Token*0x9e3779b97f4a7c15 ^ s.Max*0xbf58476d1ce4e5b9
+			if s.Held {
+				h ^= 1
+			}
+			return h
+		},
+		DescribeOperation: describeOp,
+		DescribeState: func(state any) string {
+			s := state.(lockState)
+			switch {
+			case !s.Held:
+				return fmt.Sprintf("free (max token %d)", s.Max)
+			case s.Token == 0:
+				return fmt.Sprintf("held by an unseen grant (max token %d)", s.Max)
+			}
+			return fmt.Sprintf("held by %d", s.Token)
+		},
+	}
+	return nm.ToModel()
+}
+
+func describeOp(input, output any) string {
+	in := input.(lockInput)
+	out := output.(lockOutput)
+	var res string
+	switch out.Kind {
+	case outUnknown:
+		res = "?"
+	case outNoop:
+		res = "failed"
+	case outGranted:
+		res = fmt.Sprintf("token %d", out.Token)
+	case outHeld:
+		res = "held"
+	case outOK:
+		res = "ok"
+	case outNotFound:
+		res = "not-found"
+	case outFree:
+		res = "free"
+	case outHeldBy:
+		res = fmt.Sprintf("held by %d", out.Token)
+	}
+	switch in.F {
+	case "release", "renew":
+		return fmt.Sprintf("%s(%d) -> %s", in.F, in.Token, res)
+	}
+	return fmt.Sprintf("%s() -> %s", in.F, res)
+}

@@ -1,0 +1,187 @@
+package checker
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/raftlock/raftlock/checker/history"
+)
+
+// visualiseAllBelow: histories with fewer operations get a visualisation of
+// every key, not only the failing ones.
+const visualiseAllBelow = 2000
+
+// fileSafe turns a key into a file name part.
+func fileSafe(key string) string {
+	var b strings.Builder
+	for _, r := range key {
+		if r < 128 && (r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			b.WriteRune(r)
+		} else {
+			fmt.Fprintf(&b, "%%%02x", r)
+		}
+	}
+	return b.String()
+}
+
+// Summary writes a short human account of the verdict.
+func (v *Verdict) Summary(w io.Writer) {
+	word := map[string]string{"true": "VALID", "false": "INVALID", "unknown": "UNKNOWN"}[v.Valid]
+	fmt.Fprintf(w, "# raftlock check: %s\n\n", word)
+	fmt.Fprintf(w, "%d events, %d operations (ok %d, fail %d, info %d), %d grants, %d nemesis windows; checked in %.2fs.\n\n",
+		v.Stats.Events, v.Stats.Ops, v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
+		v.Stats.Grants, v.Stats.Nemesis, v.Stats.CheckTime)
+	fmt.Fprintln(w, "| check | status | decides | violations | note |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range v.Checks {
+		fmt.Fprintf(w, "| %s | %s | %v | %d | %s |\n", r.Name, r.Status, r.Decides, len(r.Violations), r.Note)
+	}
+	for _, r := range v.Checks {
+		for i, vi := range r.Violations {
+			if i == 0 {
+				fmt.Fprintf(w, "\n## %s\n\n", r.Name)
+			}
+			if i == 10 {
+				fmt.Fprintf(w, "- ... and %d more (verdict.json has them all)\n", len(r.Violations)-10)
+				break
+			}
+			fmt.Fprintf(w, "- %s", vi.Message)
+			if len(vi.Events) > 0 {
+				idx := make([]string, len(vi.Events))
+				for j, e := range vi.Events {
+					idx[j] = fmt.Sprint(e.Index)
+				}
+				fmt.Fprintf(w, " (events %s)", strings.Join(idx, ", "))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// WriteReports writes verdict.json, summary.md, porcupine visualisations and
+// latency.png into dir.
+func (v *Verdict) WriteReports(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "verdict.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		return err
+	}
+	v.Summary(f)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	failed := map[string]bool{}
+	for _, r := range v.Checks {
+		for _, k := range r.FailedKeys {
+			failed[k] = true
+		}
+	}
+	model := lockModel()
+	annotations := v.nemesisAnnotations()
+	for key, info := range v.lin {
+		if !failed[key] && v.Stats.Ops >= visualiseAllBelow {
+			continue
+		}
+		info.AddAnnotations(annotations)
+		if err := porcupine.VisualizePath(model, info, filepath.Join(dir, "lin-"+fileSafe(key)+".html")); err != nil {
+			return fmt.Errorf("visualise key %q: %w", key, err)
+		}
+	}
+	return v.plotLatency(filepath.Join(dir, "latency.png"))
+}
+
+func (v *Verdict) nemesisAnnotations() []porcupine.Annotation {
+	var as []porcupine.Annotation
+	for _, w := range v.windows {
+		as = append(as, porcupine.Annotation{Tag: "nemesis", Start: w.Start, End: w.End,
+			Description: w.Kind, BackgroundColor: "#f6d5d5"})
+	}
+	return as
+}
+
+// plotLatency draws each completed operation's latency against its start,
+// with the nemesis windows shaded.
+func (v *Verdict) plotLatency(path string) error {
+	p := plot.New()
+	p.Title.Text = "operation latency over time (shaded: faults)"
+	p.X.Label.Text = "time since start (s)"
+	p.Y.Label.Text = "latency (ms)"
+	series := map[string]plotter.XYs{}
+	var maxY float64
+	for _, o := range v.ops {
+		if o.Done == nil || o.Type == history.Info || !isLockOp(o) {
+			continue
+		}
+		y := float64(o.Done.Time-o.Invoke.Time) / 1e6
+		maxY = max(maxY, y)
+		series[o.F] = append(series[o.F], plotter.XY{X: float64(o.Invoke.Time) / 1e9, Y: y})
+	}
+	if maxY == 0 {
+		maxY = 1
+	}
+	p.Add(&shading{windows: v.windows, maxY: maxY})
+	colors := map[string]color.Color{"acquire": color.RGBA{31, 119, 180, 255}, "release": color.RGBA{44, 160, 44, 255},
+		"renew": color.RGBA{148, 103, 189, 255}, "get": color.RGBA{255, 127, 14, 255}}
+	for _, f := range []string{"acquire", "release", "renew", "get"} {
+		if len(series[f]) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(series[f])
+		if err != nil {
+			return err
+		}
+		s.GlyphStyle.Radius = vg.Points(1.2)
+		s.GlyphStyle.Color = colors[f]
+		s.GlyphStyle.Shape = draw.CircleGlyph{}
+		p.Add(s)
+		p.Legend.Add(f, s)
+	}
+	p.Legend.Top = true
+	return p.Save(10*vg.Inch, 4*vg.Inch, path)
+}
+
+// shading is a plotter that fills the nemesis windows.
+type shading struct {
+	windows []Window
+	maxY    float64
+}
+
+func (s *shading) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	for _, w := range s.windows {
+		x0, x1 := trX(float64(w.Start)/1e9), trX(float64(w.End)/1e9)
+		y0, y1 := trY(0), trY(s.maxY)
+		c.FillPolygon(color.RGBA{240, 200, 200, 160}, []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
+	}
+}
+
+func (s *shading) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax = 0, 0
+	for i, w := range s.windows {
+		if i == 0 || float64(w.Start)/1e9 < xmin {
+			xmin = float64(w.Start) / 1e9
+		}
+		xmax = max(xmax, float64(w.End)/1e9)
+	}
+	return xmin, xmax, 0, s.maxY
+}
