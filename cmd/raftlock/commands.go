@@ -356,4 +356,9 @@ wait:
 }
 
 // extraCommands are the harness commands (chaos, check, bench).
-func extraCommands() []command { return nil }
+func extraCommands() []command {
+	return []command{
+		{"chaos", "run a cluster under faults, record a history and check it", runChaos},
+		{"check", "check a recorded history (linearizability, fencing, leases, resource)", runCheck},
+	}
+}

@@ -1,0 +1,265 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/raftlock/raftlock/checker/history"
+)
+
+// Config is one chaos run.
+type Config struct {
+	Bin      string
+	Out      string // reports, history, node logs and data
+	Nodes    int
+	Seed     uint64
+	Time     time.Duration
+	Clients  int
+	Keys     int
+	Nemeses  []string
+	Interval time.Duration
+	Duration time.Duration
+	LeaseMin time.Duration
+	LeaseMax time.Duration
+	Bug      string
+	Progress io.Writer // one line every few seconds; nil: none
+	Log      *slog.Logger
+}
+
+// HarnessError is a failure of the harness itself (the cluster never came
+// up, a bad setting): never a verdict on raftlock.
+type HarnessError struct{ Err error }
+
+func (e *HarnessError) Error() string { return "harness failed: " + e.Err.Error() }
+func (e *HarnessError) Unwrap() error { return e.Err }
+
+// Validate checks a Config.
+func (c *Config) Validate() error {
+	switch {
+	case c.Nodes != 3 && c.Nodes != 5:
+		return errors.New("--nodes must be 3 or 5")
+	case c.Clients < 1 || c.Keys < 1:
+		return errors.New("--clients and --keys must be at least 1")
+	case c.Time <= 0:
+		return errors.New("--time must be positive")
+	case c.LeaseMin < 10*time.Millisecond || c.LeaseMax < c.LeaseMin:
+		return errors.New("leases must satisfy 10ms <= --lease-min <= --lease-max")
+	case c.Interval <= 0 || c.Duration <= 0:
+		return errors.New("--interval and --duration must be positive")
+	}
+	for _, f := range c.Nemeses {
+		if !slices.Contains(Families, f) {
+			return fmt.Errorf("unknown nemesis %q (want some of %v)", f, Families)
+		}
+	}
+	return nil
+}
+
+// NodeDigest is one member's state digest at its applied index.
+type NodeDigest struct {
+	Node    int    `json:"node"`
+	Applied uint64 `json:"applied"`
+	Digest  string `json:"digest"`
+}
+
+// Result is what a run recorded, for the checker.
+type Result struct {
+	Events      []history.Event
+	Digests     []NodeDigest
+	ClockFaults bool
+}
+
+// Run runs the cluster, the workload and the nemesis, then heals, reads
+// every key and collects the members' digests. history.jsonl and
+// digests.json are written to cfg.Out. A *HarnessError means no verdict.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, &HarnessError{err}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	logs := filepath.Join(cfg.Out, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, &HarnessError{err}
+	}
+	hf, err := os.Create(filepath.Join(cfg.Out, "history.jsonl"))
+	if err != nil {
+		return nil, &HarnessError{err}
+	}
+	defer hf.Close()
+	var extra []string
+	if cfg.Bug != "" {
+		extra = []string{"--unsafe-bug", cfg.Bug}
+	}
+	sup, err := NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: logs, Nodes: cfg.Nodes, ExtraArgs: extra})
+	if err != nil {
+		return nil, &HarnessError{err}
+	}
+	defer sup.Close()
+	if err := sup.Start(); err != nil {
+		return nil, &HarnessError{err}
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err = sup.WaitReady(readyCtx)
+	cancel()
+	if err != nil {
+		return nil, &HarnessError{fmt.Errorf("cluster never came up: %w (see %s)", err, logs)}
+	}
+
+	keys := make([]string, cfg.Keys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i+1)
+	}
+	rec, err := history.NewRecorder(hf, map[string]any{
+		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Nemeses, "clients": cfg.Clients, "keys": keys,
+		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
+		"time_s": cfg.Time.Seconds(), "bug": cfg.Bug,
+	})
+	if err != nil {
+		return nil, &HarnessError{err}
+	}
+	wl := &Workload{Clients: cfg.Clients, Keys: keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
+		Endpoints: sup.ClientAddrs(), Seed: cfg.Seed, Rec: rec, Store: NewFencedStore(rec)}
+	nem := &Nemesis{Sup: sup, Rec: rec, Families: cfg.Nemeses, Interval: cfg.Interval, Duration: cfg.Duration,
+		Seed: cfg.Seed, Log: cfg.Log}
+
+	runCtx, stop := context.WithTimeout(ctx, cfg.Time)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if len(cfg.Nemeses) > 0 {
+			nem.Run(runCtx)
+		}
+	}()
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		progress(runCtx, cfg, rec, wl, nem)
+	}()
+	if err := wl.Run(runCtx); err != nil {
+		return nil, &HarnessError{err}
+	}
+	<-done
+	<-progressDone
+	if ctx.Err() != nil {
+		return nil, &HarnessError{ctx.Err()}
+	}
+
+	// Heal everything, then read every key and let the members converge.
+	bg := context.WithoutCancel(ctx)
+	resumed, started, clocks, err := sup.HealAll(bg)
+	if len(resumed) > 0 {
+		rec.Record(history.Nemesis, history.Info, "resume", "", history.Value{Nodes: resumed})
+	}
+	if len(started) > 0 {
+		rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: started})
+	}
+	for _, id := range clocks {
+		rec.Record(history.Nemesis, history.Info, "clock", "", history.Value{Node: history.Ptr(id), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+	}
+	rec.Record(history.Nemesis, history.Info, "heal", "", history.Value{})
+	if err != nil {
+		return nil, &HarnessError{err}
+	}
+	readyCtx, cancel = context.WithTimeout(bg, 30*time.Second)
+	err = sup.WaitReady(readyCtx)
+	cancel()
+	if err != nil {
+		return nil, &HarnessError{fmt.Errorf("cluster did not recover after healing: %w", err)}
+	}
+	finalReads(bg, wl, keys)
+	digests := collectDigests(bg, sup)
+	if err := rec.Flush(); err != nil {
+		return nil, &HarnessError{err}
+	}
+	if b, err := json.MarshalIndent(digests, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(cfg.Out, "digests.json"), append(b, '\n'), 0o644)
+	}
+	return &Result{Events: rec.Events(), Digests: digests, ClockFaults: slices.Contains(cfg.Nemeses, "clock")}, nil
+}
+
+// finalReads reads every key once, after healing, from a fresh process.
+func finalReads(ctx context.Context, wl *Workload, keys []string) {
+	wk := &worker{w: wl, proc: wl.newProcess()}
+	var err error
+	if wk.reader, err = newClient(wl.Endpoints); err != nil {
+		return
+	}
+	defer wk.reader.Close()
+	for _, k := range keys {
+		wk.get(ctx, k)
+	}
+}
+
+// collectDigests waits (up to 15 s) for every member to reach the same
+// applied index, then takes each member's digest.
+func collectDigests(ctx context.Context, sup *Supervisor) []NodeDigest {
+	deadline := time.Now().Add(15 * time.Second)
+	var st map[int]statusLite
+	for {
+		st = statusLites(ctx, sup)
+		same := len(st) == len(sup.IDs())
+		var applied uint64
+		for _, s := range st {
+			if applied == 0 {
+				applied = s.applied
+			}
+			same = same && s.applied == applied
+		}
+		if same || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var out []NodeDigest
+	for _, id := range sup.IDs() {
+		if s, ok := st[id]; ok {
+			out = append(out, NodeDigest{Node: id, Applied: s.applied, Digest: s.digest})
+		}
+	}
+	return out
+}
+
+type statusLite struct {
+	applied uint64
+	digest  string
+}
+
+func statusLites(ctx context.Context, sup *Supervisor) map[int]statusLite {
+	out := map[int]statusLite{}
+	for id, s := range sup.Status(ctx) {
+		out[id] = statusLite{applied: s.Applied, digest: s.Digest}
+	}
+	return out
+}
+
+func progress(ctx context.Context, cfg Config, rec *history.Recorder, wl *Workload, nem *Nemesis) {
+	if cfg.Progress == nil {
+		return
+	}
+	t := time.NewTicker(3 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fault := nem.Current()
+		if fault == "" {
+			fault = "none"
+		}
+		fmt.Fprintf(cfg.Progress, "chaos: %5.1fs/%v ok=%d fail=%d info=%d fault=%s\n",
+			float64(rec.Now())/1e9, cfg.Time, wl.Counts.OK.Load(), wl.Counts.Fail.Load(), wl.Counts.Info.Load(), fault)
+	}
+}

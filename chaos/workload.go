@@ -1,0 +1,261 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/checker/history"
+)
+
+// FencedStore is the resource the locks guard: it rejects any access with a
+// token lower than the highest it has accepted, and holds a counter that
+// each critical section increments. Each access is recorded in the history
+// under the store's lock, so the history shows the store's own order.
+type FencedStore struct {
+	mu      sync.Mutex
+	rec     *history.Recorder
+	highest map[string]uint64
+	counter map[string]int64
+}
+
+// NewFencedStore returns an empty store recording into rec.
+func NewFencedStore(rec *history.Recorder) *FencedStore {
+	return &FencedStore{rec: rec, highest: map[string]uint64{}, counter: map[string]int64{}}
+}
+
+// Read returns the counter of key if token is not stale.
+func (s *FencedStore) Read(p history.Process, key string, token uint64) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec.Record(p, history.Invoke, "read", key, history.Value{Token: &token})
+	if token < s.highest[key] {
+		s.rec.Record(p, history.Fail, "read", key, history.Value{Error: "stale-token"})
+		return 0, false
+	}
+	s.highest[key] = token
+	v := s.counter[key]
+	s.rec.Record(p, history.OK, "read", key, history.Value{Value: &v})
+	return v, true
+}
+
+// Write sets the counter of key if token is not stale.
+func (s *FencedStore) Write(p history.Process, key string, token uint64, v int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec.Record(p, history.Invoke, "write", key, history.Value{Token: &token, Value: &v})
+	if token < s.highest[key] {
+		s.rec.Record(p, history.Fail, "write", key, history.Value{Error: "stale-token"})
+		return false
+	}
+	s.highest[key] = token
+	s.counter[key] = v
+	s.rec.Record(p, history.OK, "write", key, history.Value{Value: &v})
+	return true
+}
+
+// Workload drives a cluster with contended lock traffic.
+type Workload struct {
+	Clients   int
+	Keys      []string
+	LeaseMin  time.Duration
+	LeaseMax  time.Duration
+	Endpoints []string
+	Seed      uint64
+	Rec       *history.Recorder
+	Store     *FencedStore
+
+	nextProc atomic.Int64
+	Counts   Counts
+}
+
+// Counts are live totals for the progress line.
+type Counts struct {
+	OK, Fail, Info atomic.Int64
+}
+
+func (w *Workload) newProcess() history.Process { return history.Process(w.nextProc.Add(1) - 1) }
+
+// Run runs the clients until ctx ends.
+func (w *Workload) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, w.Clients)
+	for i := range w.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.worker(ctx, i); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+// worker is one client thread: it uses one process id until an operation's
+// outcome is unknown, then takes a fresh one.
+type worker struct {
+	w      *Workload
+	rng    *rand.Rand
+	cl     *client.Client
+	reader *client.Client // talks to one member first, to expose stale reads
+	proc   history.Process
+}
+
+func (w *Workload) worker(ctx context.Context, i int) error {
+	rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1))
+	eps := append([]string(nil), w.Endpoints...)
+	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
+	cl, err := client.New(eps, client.Options{})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	reader, err := client.New(eps[:1], client.Options{})
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+	wk := &worker{w: w, rng: rng, cl: cl, reader: reader, proc: w.newProcess()}
+	for ctx.Err() == nil {
+		key := w.Keys[rng.IntN(len(w.Keys))]
+		if rng.Float64() < 0.15 {
+			wk.get(ctx, key)
+			continue
+		}
+		wk.cycle(ctx, key)
+	}
+	return nil
+}
+
+func (wk *worker) record(typ, f, key string, v history.Value) {
+	wk.w.Rec.Record(wk.proc, typ, f, key, v)
+	switch typ {
+	case history.OK:
+		wk.w.Counts.OK.Add(1)
+	case history.Fail:
+		wk.w.Counts.Fail.Add(1)
+	case history.Info:
+		wk.w.Counts.Info.Add(1)
+		wk.proc = wk.w.newProcess() // a process never issues again after an info
+	}
+}
+
+// definite classifies an error: a definite failure (nothing happened) with
+// its history error string, or not (the outcome is unknown).
+func definite(err error) (string, bool) {
+	var inv *client.InvalidArgumentError
+	var se *client.ServerError
+	switch {
+	case errors.Is(err, client.ErrHeld):
+		return "held", true
+	case errors.Is(err, client.ErrNotFound):
+		return "not-found", true
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		return "", false
+	case errors.Is(err, client.ErrUnavailable):
+		return "unavailable", true
+	case errors.As(err, &inv):
+		return "invalid-argument", true
+	case errors.As(err, &se) && strings.Contains(se.Reason, "rejected"):
+		return "grant-rejected", true
+	}
+	return "", false
+}
+
+func (wk *worker) complete(f, key string, err error, ok history.Value) bool {
+	if err == nil {
+		wk.record(history.OK, f, key, ok)
+		return true
+	}
+	if e, isDefinite := definite(err); isDefinite {
+		wk.record(history.Fail, f, key, history.Value{Error: e})
+	} else {
+		wk.record(history.Info, f, key, history.Value{Error: err.Error()})
+	}
+	return false
+}
+
+func (wk *worker) get(ctx context.Context, key string) {
+	wk.record(history.Invoke, "get", key, history.Value{})
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	info, err := wk.reader.Get(cctx, key)
+	cancel()
+	v := history.Value{Held: history.Ptr(info.Held)}
+	if info.Held {
+		v.Token = history.Ptr(info.Token)
+	}
+	if err != nil {
+		// A read has no effect: a failed one is simply a failure.
+		wk.record(history.Fail, "get", key, history.Value{Error: "unavailable"})
+		return
+	}
+	wk.record(history.OK, "get", key, v)
+}
+
+// cycle acquires key and, holding it, runs a critical section on the fenced
+// store, sometimes pausing past its lease, sometimes renewing, usually
+// releasing.
+func (wk *worker) cycle(ctx context.Context, key string) {
+	w, rng := wk.w, wk.rng
+	lease := w.LeaseMin + time.Duration(rng.Int64N(int64(w.LeaseMax-w.LeaseMin)+1))
+	lease = lease.Truncate(time.Millisecond)
+	var wait time.Duration
+	if rng.IntN(2) == 0 {
+		wait = time.Duration(rng.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
+	}
+	inv := w.Rec.Record(wk.proc, history.Invoke, "acquire", key,
+		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds())})
+	cctx, cancel := context.WithTimeout(ctx, wait+2*time.Second)
+	g, err := wk.cl.AcquireTagged(cctx, key, lease, wait, uint64(inv.Index)+1)
+	cancel()
+	if !wk.complete("acquire", key, err, history.Value{Token: history.Ptr(g.Token)}) {
+		return
+	}
+	token := g.Token
+	proc := wk.proc
+	v, ok := w.Store.Read(proc, key, token)
+	if rng.Float64() < 0.05 {
+		// The GC-pause case: the holder stalls past its lease.
+		sleep(ctx, lease+time.Duration(rng.Int64N(int64(100*time.Millisecond))))
+	}
+	if ok {
+		w.Store.Write(proc, key, token, v+1)
+	}
+	if rng.Float64() < 0.3 {
+		wk.record(history.Invoke, "renew", key, history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())})
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := wk.cl.Renew(cctx, key, token, lease)
+		cancel()
+		if !wk.complete("renew", key, err, history.Value{}) && !errors.Is(err, client.ErrNotFound) {
+			return
+		}
+	}
+	if rng.Float64() < 0.9 {
+		wk.record(history.Invoke, "release", key, history.Value{Token: history.Ptr(token)})
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := wk.cl.Release(cctx, key, token)
+		cancel()
+		wk.complete("release", key, err, history.Value{})
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func newClient(endpoints []string) (*client.Client, error) {
+	return client.New(endpoints, client.Options{})
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/raftlock/raftlock/chaos"
+	"github.com/raftlock/raftlock/checker"
+	"github.com/raftlock/raftlock/checker/history"
+)
+
+// harnessErr: chaos and check exit 3 when the harness itself failed (bad
+// flags included), so that it never reads as a violation.
+func harnessErr(err error) error { return withCode(checker.ExitHarness, err) }
+
+func verdictErr(v *checker.Verdict) error {
+	switch v.ExitCode {
+	case checker.ExitViolation:
+		return withCode(checker.ExitViolation, errors.New("violations found"))
+	case checker.ExitUnknown:
+		return withCode(checker.ExitUnknown, errors.New("no verdict: the checker timed out"))
+	}
+	return nil
+}
+
+func printVerdict(v *checker.Verdict, out string, asJSON bool, stdout io.Writer) {
+	if asJSON {
+		json.NewEncoder(stdout).Encode(v)
+		return
+	}
+	v.Summary(stdout)
+	if out != "" {
+		fmt.Fprintf(stdout, "\nreports in %s (verdict.json, summary.md, latency.png, lin-*.html)\n", out)
+	}
+}
+
+func runCheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("check", "check HISTORY.jsonl [--out DIR] [--digests FILE] [--timeout 60s] [--lease-tolerance 0] [--clock-faults] [--json]")
+	out := fs.String("out", "", "write verdict.json, summary.md, visualisations and the latency plot here")
+	digests := fs.String("digests", "", "JSON list of {node, applied, digest} for the convergence check")
+	timeout := fs.Duration("timeout", 60*time.Second, "linearizability time budget (exit 2 when exceeded)")
+	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check")
+	clockFaults := fs.Bool("clock-faults", false, "clock faults ran: lease timing is reported, not decisive (default: read from the header)")
+	asJSON := fs.Bool("json", false, "print the verdict as JSON")
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		if errors.Is(err, errHelp(err)) {
+			return err
+		}
+		return harnessErr(errors.New("bad flags"))
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return harnessErr(errors.New("want exactly one HISTORY file"))
+	}
+	f, err := os.Open(pos[0])
+	if err != nil {
+		return harnessErr(err)
+	}
+	defer f.Close()
+	header, events, err := history.Read(f)
+	if err != nil {
+		return harnessErr(fmt.Errorf("%s: %w", pos[0], err))
+	}
+	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockFaults: *clockFaults || headerHasClock(header)}
+	if *digests != "" {
+		b, err := os.ReadFile(*digests)
+		if err != nil {
+			return harnessErr(err)
+		}
+		if err := json.Unmarshal(b, &opts.Digests); err != nil {
+			return harnessErr(fmt.Errorf("%s: %w", *digests, err))
+		}
+	}
+	v := checker.Check(events, opts)
+	if *out != "" {
+		if err := v.WriteReports(*out); err != nil {
+			return harnessErr(err)
+		}
+	}
+	printVerdict(v, *out, *asJSON, stdout)
+	return verdictErr(v)
+}
+
+func headerHasClock(h map[string]any) bool {
+	ns, _ := h["nemeses"].([]any)
+	for _, n := range ns {
+		if n == "clock" {
+			return true
+		}
+	}
+	return false
+}
+
+func errHelp(err error) error {
+	if err != nil && strings.Contains(err.Error(), "help requested") {
+		return err
+	}
+	return nil
+}
+
+func runChaos(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--time 30s] [--nemesis kill,pause,partition,clock] [--out DIR] [--unsafe-bug NAME]")
+	cfg := chaos.Config{}
+	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
+	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the schedule and the workload")
+	fs.DurationVar(&cfg.Time, "time", 30*time.Second, "how long the workload runs")
+	fs.IntVar(&cfg.Clients, "clients", 8, "concurrent clients")
+	fs.IntVar(&cfg.Keys, "keys", 3, "keys they contend on")
+	nemeses := fs.String("nemesis", "kill,pause,partition,clock", "fault families (comma-separated; 'none' for none)")
+	fs.DurationVar(&cfg.Interval, "interval", 3*time.Second, "mean quiet time between faults")
+	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "mean fault length")
+	fs.DurationVar(&cfg.LeaseMin, "lease-min", 200*time.Millisecond, "shortest lease a client asks for")
+	fs.DurationVar(&cfg.LeaseMax, "lease-max", time.Second, "longest lease a client asks for")
+	fs.StringVar(&cfg.Bug, "unsafe-bug", "", "plant a known bug in every node (proves the checker catches it)")
+	fs.StringVar(&cfg.Out, "out", "", "report directory (default chaos-out/seed-N)")
+	fs.StringVar(&cfg.Bin, "bin", "", "raftlock executable for the nodes (default: this one)")
+	asJSON := fs.Bool("json", false, "print the verdict as JSON")
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		if errHelp(err) != nil {
+			return err
+		}
+		return harnessErr(errors.New("bad flags"))
+	}
+	if len(pos) > 0 {
+		return harnessErr(fmt.Errorf("unexpected argument %q", pos[0]))
+	}
+	if *nemeses != "none" && *nemeses != "" {
+		cfg.Nemeses = strings.Split(*nemeses, ",")
+	}
+	if cfg.Out == "" {
+		cfg.Out = filepath.Join("chaos-out", fmt.Sprintf("seed-%d", cfg.Seed))
+	}
+	if cfg.Bin == "" {
+		if cfg.Bin, err = os.Executable(); err != nil {
+			return harnessErr(err)
+		}
+	}
+	if err := os.RemoveAll(cfg.Out); err != nil {
+		return harnessErr(err)
+	}
+	cfg.Progress = stderr
+	if log, err := newLogger("warn", stderr); err == nil {
+		cfg.Log = log
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stderr, "chaos: seed %d, %d nodes, %v, nemeses %v, bug %q -> %s\n", cfg.Seed, cfg.Nodes, cfg.Time, cfg.Nemeses, cfg.Bug, cfg.Out)
+	res, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		return harnessErr(err)
+	}
+	opts := checker.Options{ClockFaults: res.ClockFaults}
+	for _, d := range res.Digests {
+		opts.Digests = append(opts.Digests, checker.NodeDigest{Node: d.Node, Applied: d.Applied, Digest: d.Digest})
+	}
+	v := checker.Check(res.Events, opts)
+	if err := v.WriteReports(cfg.Out); err != nil {
+		return harnessErr(err)
+	}
+	printVerdict(v, cfg.Out, *asJSON, stdout)
+	return verdictErr(v)
+}
