@@ -27,14 +27,18 @@ func (n *Node) Acquire(ctx context.Context, key string, lease, wait time.Duratio
 		return 0, err
 	}
 	req := n.newRequestLocked(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(lease.Milliseconds())}, tag)
+	_, held := n.lm.machine.Get(key)
 	switch {
 	case n.canGrantLocked(key, false):
 		n.proposeLocked(req)
-	case wait <= 0:
+	case wait <= 0 && held:
 		n.mu.Unlock()
 		return 0, ErrHeld
 	default:
-		req.waitUntil = n.clock.Now() + wait
+		// Queued, even a try-acquire when the key is only being granted:
+		// "held" is answered only once the applied state shows it held,
+		// since the Grant in flight may yet be dropped.
+		req.waitUntil = n.clock.Now() + max(wait, 0)
 		n.lm.waiters[key] = append(n.lm.waiters[key], req)
 	}
 	n.mu.Unlock()

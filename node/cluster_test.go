@@ -560,3 +560,36 @@ func TestRenewAndExpireNeverBothSucceed(t *testing.T) {
 		t.Fatalf("after renew: %+v, %v; want held with a fresh hour", info, err)
 	}
 }
+
+// A try-acquire that meets a Grant still in flight must not answer "held":
+// that Grant may be dropped, and then the key was never held.
+func TestTryAcquireDuringInflightGrantWaitsForItsOutcome(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	l := c.leader()
+	ctx := ctxT(t, 10*time.Second)
+	phantom := fsm.Envelope{ID: fsm.RequestID{Node: l.ID(), Seq: 1 << 62}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: "k", LeaseMS: 1000}}
+	l.mu.Lock()
+	l.lm.inflight["k"] = phantom.ID // as if another client's Grant were being proposed
+	l.mu.Unlock()
+	type result struct {
+		tok uint64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		tok, err := l.Acquire(ctx, "k", time.Second, 0, 0)
+		done <- result{tok, err}
+	}()
+	waitFor(t, 5*time.Second, "the try-acquire to queue behind the Grant in flight", func() bool { return waiterCount(l, "k") == 1 })
+	select {
+	case r := <-done:
+		t.Fatalf("try-acquire answered %v before the Grant in flight resolved", r)
+	case <-time.After(3 * l.cfg.TickInterval):
+	}
+	l.mu.Lock()
+	l.dropLocked([]fsm.Envelope{phantom}) // raft refused that proposal
+	l.mu.Unlock()
+	if r := <-done; r.err != nil || r.tok == 0 {
+		t.Fatalf("try-acquire after the Grant in flight was dropped: %+v; want the lock", r)
+	}
+}

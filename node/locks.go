@@ -338,6 +338,7 @@ func (n *Node) dropLocked(envs []fsm.Envelope) {
 	for _, env := range envs {
 		if n.lm.inflight[env.Cmd.Key] == env.ID {
 			delete(n.lm.inflight, env.Cmd.Key)
+			defer n.pumpLocked(env.Cmd.Key)
 		}
 		if env.Cmd.Op == fsm.OpRenew && env.ID.Node == n.cfg.ID {
 			n.renewDoneLocked(env.Cmd.Key)
@@ -372,9 +373,10 @@ func (n *Node) tickLocked() {
 	lm := n.lm
 	now := n.clock.Now()
 	for key, q := range lm.waiters {
+		_, held := lm.machine.Get(key)
 		live := q[:0:0]
 		for _, w := range q {
-			if now >= w.waitUntil && !w.cancelled {
+			if now >= w.waitUntil && !w.cancelled && held {
 				w.cancelled = true
 				n.deliverLocked(w, fsm.Result{}, ErrHeld)
 			}
@@ -387,6 +389,9 @@ func (n *Node) tickLocked() {
 		} else {
 			lm.waiters[key] = live
 		}
+	}
+	for key := range lm.waiters {
+		n.pumpLocked(key) // a queue on a free key with nothing in flight
 	}
 	if n.cfg.Bug == BugFollowerLocalExpire {
 		// Planted bug: every node drops a lock when its own clock says so.
