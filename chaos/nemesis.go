@@ -35,7 +35,9 @@ func (n *Nemesis) Current() string {
 	return s
 }
 
-func (n *Nemesis) setCurrent(format string, args ...any) { n.current.Store(fmt.Sprintf(format, args...)) }
+func (n *Nemesis) setCurrent(format string, args ...any) {
+	n.current.Store(fmt.Sprintf(format, args...))
+}
 
 // Run injects faults until ctx ends, healing each before the next.
 func (n *Nemesis) Run(ctx context.Context) {

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/client"
 )
 
 // FencedStore is the resource the locks guard: it rejects any access with a
