@@ -1,14 +1,17 @@
 # raftlock build, test and verification targets.
 GO ?= go
 BIN := bin/raftlock
+SEED ?= 1
+CHAOS_TIME ?= 30s
 
-.PHONY: build test test-short lint fuzz chaos mutation bench bench-full peers clean
+.PHONY: build test lint fuzz chaos chaos-suite mutation bench bench-full peers clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/raftlock
 
-# The test suite CI runs: unit and in-process cluster tests under the race
-# detector, plus end-to-end tests against built binaries.
+# The test suite CI runs: unit tests, in-process clusters over loopback TCP
+# and real pebble directories, and an end-to-end test against built
+# `raftlock node` processes, all under the race detector.
 test:
 	$(GO) test -race -timeout 9m ./...
 
@@ -20,6 +23,20 @@ lint:
 fuzz:
 	$(GO) test ./fsm -run XXX -fuzz FuzzDecodeBatch -fuzztime 20s
 	$(GO) test ./fsm -run XXX -fuzz FuzzRestore -fuzztime 20s
+	$(GO) test ./client/wire -run XXX -fuzz FuzzDecodeRequest -fuzztime 20s
+	$(GO) test ./client/wire -run XXX -fuzz FuzzDecodeResponse -fuzztime 20s
+
+# One seeded chaos run: make chaos SEED=7 CHAOS_TIME=60s
+chaos: build
+	$(BIN) chaos --seed $(SEED) --time $(CHAOS_TIME)
+
+# The short suite CI runs: three seeds covering kill, pause, partition, clock.
+chaos-suite: build
+	for s in 101 102 103; do $(BIN) chaos --seed $$s --time $(CHAOS_TIME) --out chaos-out/suite-$$s || exit $$?; done
+
+# Every planted bug over a fixed set of seeds: each must be caught.
+mutation: build
+	scripts/mutation.sh $(BIN)
 
 clean:
-	rm -rf bin
+	rm -rf bin chaos-out mutation-out
