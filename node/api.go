@@ -73,11 +73,10 @@ func (n *Node) holderCall(ctx context.Context, cmd fsm.Command) error {
 		n.mu.Unlock()
 		return err
 	}
-	holds := n.holdsLocked(cmd.Key, cmd.Token)
-	if cmd.Op == fsm.OpRenew && n.expiringLocked(cmd.Key, cmd.Token) {
-		holds = false // an Expire for this token is already in the log
-	}
-	if !holds && !(cmd.Op == fsm.OpRelease && n.cfg.Bug == BugReleaseSkipsOwner) {
+	// Decide on the applied state only: an Expire of this token may be in
+	// the log already, but until it applies the token holds the key, and a
+	// Renew queued behind it will simply apply as NotFound.
+	if !n.holdsLocked(cmd.Key, cmd.Token) && !(cmd.Op == fsm.OpRelease && n.cfg.Bug == BugReleaseSkipsOwner) {
 		n.mu.Unlock()
 		return ErrNotFound
 	}

@@ -191,13 +191,6 @@ func (n *Node) holdsLocked(key string, token uint64) bool {
 	return !grant
 }
 
-// expiringLocked: an Expire for key's current token is proposed; the lock
-// is as good as gone, so it can no longer be renewed.
-func (n *Node) expiringLocked(key string, token uint64) bool {
-	m, ok := n.lm.expiring[key]
-	return ok && m.token == token
-}
-
 func (n *Node) renewDoneLocked(key string) {
 	if n.lm.renewing[key] <= 1 {
 		delete(n.lm.renewing, key)

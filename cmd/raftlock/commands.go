@@ -360,5 +360,6 @@ func extraCommands() []command {
 	return []command{
 		{"chaos", "run a cluster under faults, record a history and check it", runChaos},
 		{"check", "check a recorded history (linearizability, fencing, leases, resource)", runCheck},
+		{"bench", "measure throughput and latency, against the physical floor and peers", runBench},
 	}
 }

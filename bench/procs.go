@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// procGroup is a set of server processes the bench started.
+type procGroup struct {
+	cmds []*exec.Cmd
+	logs []*os.File
+}
+
+func (g *procGroup) start(bin string, args []string, logPath string) error {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	g.cmds = append(g.cmds, cmd)
+	g.logs = append(g.logs, logf)
+	return nil
+}
+
+func (g *procGroup) pids() []int {
+	var out []int
+	for _, c := range g.cmds {
+		out = append(out, c.Process.Pid)
+	}
+	return out
+}
+
+func (g *procGroup) stop() {
+	for _, c := range g.cmds {
+		c.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range g.cmds {
+		done := make(chan struct{})
+		go func() { c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			c.Process.Kill()
+			<-done
+		}
+	}
+	for _, f := range g.logs {
+		f.Close()
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	return ports, nil
+}
+
+// waitUntil polls ready until it succeeds or ctx ends.
+func waitUntil(ctx context.Context, what string, ready func(context.Context) error) error {
+	var err error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err = ready(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w", what, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

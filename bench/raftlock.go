@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+)
+
+// RaftlockConfig starts a local raftlock cluster for the bench.
+type RaftlockConfig struct {
+	Bin         string // the raftlock executable
+	Dir         string
+	Nodes       int
+	NoBatch     bool
+	MaxInflight int // 0: the node's default
+	Lease       time.Duration
+	Name        string // system name in results (default "raftlock")
+}
+
+type raftlockTarget struct {
+	name  string
+	lease time.Duration
+	cl    *client.Client
+	https []string // member HTTP addresses, for metrics
+	procs *procGroup
+}
+
+// StartRaftlock starts cfg.Nodes `raftlock node` processes and waits for a
+// leader.
+func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
+	ports, err := freePorts(3 * cfg.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	var peers, eps, https []string
+	for i := 0; i < cfg.Nodes; i++ {
+		peers = append(peers, fmt.Sprintf("%d=127.0.0.1:%d", i+1, ports[3*i]))
+		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]))
+		https = append(https, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
+	}
+	g := &procGroup{}
+	for i := 0; i < cfg.Nodes; i++ {
+		args := []string{"node", "--id", fmt.Sprint(i + 1), "--peers", strings.Join(peers, ","),
+			"--listen", eps[i], "--http", https[i], "--data", filepath.Join(cfg.Dir, fmt.Sprintf("raftlock-%d", i+1)),
+			"--log-level", "warn"}
+		if cfg.NoBatch {
+			args = append(args, "--no-batch")
+		}
+		if cfg.MaxInflight > 0 {
+			args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))
+		}
+		if err := g.start(cfg.Bin, args, filepath.Join(cfg.Dir, fmt.Sprintf("raftlock-%d.log", i+1))); err != nil {
+			g.stop()
+			return nil, err
+		}
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "raftlock"
+	}
+	t, err := newRaftlockTarget(name, eps, cfg.Lease)
+	if err != nil {
+		g.stop()
+		return nil, err
+	}
+	t.procs, t.https = g, https
+	if err := waitUntil(ctx, "raftlock", func(ctx context.Context) error { _, err := t.cl.Get(ctx, "bench-probe"); return err }); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// RaftlockEndpoints targets a running cluster (no CPU or log accounting).
+func RaftlockEndpoints(ctx context.Context, endpoints []string, lease time.Duration) (Target, error) {
+	t, err := newRaftlockTarget("raftlock", endpoints, lease)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitUntil(ctx, "raftlock", func(ctx context.Context) error { _, err := t.cl.Get(ctx, "bench-probe"); return err }); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func newRaftlockTarget(name string, eps []string, lease time.Duration) (*raftlockTarget, error) {
+	cl, err := client.New(eps, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &raftlockTarget{name: name, lease: lease, cl: cl}, nil
+}
+
+func (t *raftlockTarget) Name() string { return t.name }
+
+func (t *raftlockTarget) PIDs() []int {
+	if t.procs == nil {
+		return nil
+	}
+	return t.procs.pids()
+}
+
+// All sessions share one client: calls from every session are pipelined
+// over one connection per member, as a Go service would use it.
+func (t *raftlockTarget) NewSession(ctx context.Context, i int) (Session, error) {
+	return raftlockSession{t}, nil
+}
+
+func (t *raftlockTarget) RaftStats(ctx context.Context) (RaftStats, bool) {
+	var best RaftStats
+	found := false
+	for _, h := range t.https {
+		m, err := scrape(ctx, "http://"+h+"/metrics", "raftlock_is_leader", "raftlock_entries_persisted_total",
+			"raftlock_fsyncs_total", "raftlock_commands_applied_total", "raftlock_entries_applied_total")
+		if err != nil || m["raftlock_is_leader"] != 1 {
+			continue
+		}
+		best = RaftStats{Entries: m["raftlock_entries_persisted_total"], Fsyncs: m["raftlock_fsyncs_total"],
+			Commands: m["raftlock_commands_applied_total"], Applied: m["raftlock_entries_applied_total"]}
+		found = true
+	}
+	return best, found
+}
+
+func (t *raftlockTarget) Close() error {
+	t.cl.Close()
+	if t.procs != nil {
+		t.procs.stop()
+	}
+	return nil
+}
+
+type raftlockSession struct{ t *raftlockTarget }
+
+func (s raftlockSession) Lock(ctx context.Context, key string, wait bool) (func(context.Context) error, error) {
+	var w time.Duration
+	if wait {
+		if dl, ok := ctx.Deadline(); ok {
+			w = time.Until(dl)
+		} else {
+			w = time.Minute
+		}
+	}
+	g, err := s.t.cl.Acquire(ctx, key, s.t.lease, w)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return s.t.cl.Release(ctx, key, g.Token) }, nil
+}
+
+func (s raftlockSession) Read(ctx context.Context, key string) error {
+	_, err := s.t.cl.Get(ctx, key)
+	return err
+}
+
+func (s raftlockSession) Close() error { return nil }

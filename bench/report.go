@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Report is a whole bench invocation.
+type Report struct {
+	Command string   `json:"command,omitempty"`
+	Machine Machine  `json:"machine"`
+	Floor   Floor    `json:"floor"`
+	Runs    []Run    `json:"runs"`
+	Notes   []string `json:"notes,omitempty"`
+}
+
+// Machine facts recorded with results.
+type Machine struct {
+	CPUs int    `json:"cpus"`
+	OS   string `json:"os"`
+	Go   string `json:"go"`
+}
+
+func opt(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+// Table writes the runs as an aligned text table.
+func (r *Report) Table(w io.Writer) {
+	fmt.Fprintf(w, "floor: fsync %.0fµs, loopback rtt %.0fµs\n", r.Floor.FsyncUS, r.Floor.RTTUS)
+	fmt.Fprintf(w, "%-16s %-11s %7s %12s %9s %9s %9s %9s %9s %10s %9s\n", "system", "workload", "clients",
+		"cycles/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "cpu s/kop", "ent/fsync")
+	for _, x := range r.Runs {
+		fmt.Fprintf(w, "%-16s %-11s %7d %12.0f %9d %9d %9d %9d %9d %10s %9s\n", x.System, x.Workload, x.Clients,
+			x.ThroughputOpsS, x.Latency.P50, x.Latency.P90, x.Latency.P99, x.Latency.P999, x.Latency.Max,
+			opt(x.CPUSPerKop, "%.3f"), opt(x.EntriesPerFsync, "%.1f"))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+// Markdown writes the report as a Markdown document.
+func (r *Report) Markdown(w io.Writer) {
+	fmt.Fprintf(w, "# raftlock bench\n\n")
+	if r.Command != "" {
+		fmt.Fprintf(w, "Command: `%s`\n\n", r.Command)
+	}
+	fmt.Fprintf(w, "Machine: %d CPUs, %s, %s. Floor measured in the same run: fsync of a 4 KiB append %.0f µs (median), loopback round trip %.0f µs (median).\n\n",
+		r.Machine.CPUs, r.Machine.OS, r.Machine.Go, r.Floor.FsyncUS, r.Floor.RTTUS)
+	fmt.Fprintln(w, "One op is one cycle (acquire + release; mixed adds a linearizable get; contended is one handoff).")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| system | workload | clients | cycles/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | CPU s / 1k cycles | entries / fsync | commands / entry | errors |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range r.Runs {
+		fmt.Fprintf(w, "| %s | %s | %d | %.0f | %d | %d | %d | %d | %d | %s | %s | %s | %d |\n", x.System, x.Workload, x.Clients,
+			x.ThroughputOpsS, x.Latency.P50, x.Latency.P90, x.Latency.P99, x.Latency.P999, x.Latency.Max,
+			opt(x.CPUSPerKop, "%.3f"), opt(x.EntriesPerFsync, "%.1f"), opt(x.CommandsPerEntry, "%.1f"), x.Errors)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\n- %s", n)
+	}
+	fmt.Fprintln(w)
+}
+
+// Write writes bench.json, bench.md, throughput.png and latency-cdf.png.
+func (r *Report) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var md strings.Builder
+	r.Markdown(&md)
+	if err := os.WriteFile(filepath.Join(dir, "bench.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	if err := r.plotThroughput(filepath.Join(dir, "throughput.png")); err != nil {
+		return err
+	}
+	return r.plotCDF(filepath.Join(dir, "latency-cdf.png"))
+}
+
+var palette = []color.Color{
+	color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
+	color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
+	color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255},
+}
+
+// plotThroughput draws throughput against clients, one line per system and
+// workload.
+func (r *Report) plotThroughput(path string) error {
+	p := plot.New()
+	p.Title.Text = "throughput against clients"
+	p.X.Label.Text = "clients"
+	p.Y.Label.Text = "cycles / s"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	series := map[string]plotter.XYs{}
+	for _, x := range r.Runs {
+		if x.Rate > 0 {
+			continue
+		}
+		name := x.System + " " + x.Workload
+		series[name] = append(series[name], plotter.XY{X: float64(x.Clients), Y: x.ThroughputOpsS})
+	}
+	names := make([]string, 0, len(series))
+	for n := range series {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		pts := series[n]
+		sort.Slice(pts, func(a, b int) bool { return pts[a].X < pts[b].X })
+		l, s, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return err
+		}
+		l.Color, s.Color = palette[i%len(palette)], palette[i%len(palette)]
+		p.Add(l, s)
+		p.Legend.Add(n, l, s)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// plotCDF draws each run's latency distribution.
+func (r *Report) plotCDF(path string) error {
+	p := plot.New()
+	p.Title.Text = "cycle latency CDF"
+	p.X.Label.Text = "latency (µs, log)"
+	p.Y.Label.Text = "fraction of cycles"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	for i, x := range r.Runs {
+		if x.hist == nil {
+			continue
+		}
+		var pts plotter.XYs
+		for _, c := range x.hist.CDF() {
+			pts = append(pts, plotter.XY{X: max(c[0], 1), Y: c[1]})
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		l.Color = palette[i%len(palette)]
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s %s c=%d", x.System, x.Workload, x.Clients), l)
+	}
+	p.Legend.Top, p.Legend.Left = true, false
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}

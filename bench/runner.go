@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Session is one client's connection to a lock service.
+type Session interface {
+	// Lock takes key; with wait it queues (or polls) until it gets it.
+	Lock(ctx context.Context, key string, wait bool) (unlock func(context.Context) error, err error)
+	// Read reads key (linearizably where the service can).
+	Read(ctx context.Context, key string) error
+	Close() error
+}
+
+// Target is a lock service under test.
+type Target interface {
+	Name() string
+	NewSession(ctx context.Context, i int) (Session, error)
+	// PIDs are the server processes, for CPU accounting (nil: unknown).
+	PIDs() []int
+	// RaftStats returns raftlock's log counters (ok false for peers).
+	RaftStats(ctx context.Context) (RaftStats, bool)
+	Close() error
+}
+
+// RaftStats are cumulative counters from the leader.
+type RaftStats struct {
+	Entries, Fsyncs, Commands, Applied float64
+}
+
+// Workloads.
+const (
+	Uncontended = "uncontended" // each client its own key: acquire + release
+	Contended   = "contended"   // hot keys, waiting acquires: a cycle is one handoff
+	Mixed       = "mixed"       // own key: acquire + linearizable get + release
+)
+
+// Spec is one measured run.
+type Spec struct {
+	Workload string
+	Clients  int
+	Rate     float64 // open loop: cycles per second; 0: closed loop
+	Duration time.Duration
+	Warmup   time.Duration
+	HotKeys  int
+}
+
+// Run is one measured result; one op is one cycle.
+type Run struct {
+	System           string   `json:"system"`
+	Workload         string   `json:"workload"`
+	Clients          int      `json:"clients"`
+	Rate             float64  `json:"rate,omitempty"`
+	ThroughputOpsS   float64  `json:"throughput_ops_s"`
+	Latency          Latency  `json:"latency_us"`
+	CPUSPerKop       *float64 `json:"cpu_s_per_kop"`
+	EntriesPerFsync  *float64 `json:"entries_per_fsync"`
+	CommandsPerEntry *float64 `json:"commands_per_entry,omitempty"`
+	WaitUS           *Latency `json:"wait_us,omitempty"` // contended: time to get the lock
+	Ops              int64    `json:"ops"`
+	Errors           int64    `json:"errors"`
+	hist             *Histogram
+}
+
+// Hist is the run's latency histogram.
+func (r *Run) Hist() *Histogram { return r.hist }
+
+func (s Spec) key(client int, n int64) string {
+	switch s.Workload {
+	case Contended:
+		return fmt.Sprintf("hot-%d", (client+int(n))%max(s.HotKeys, 1))
+	}
+	return fmt.Sprintf("own-%d", client)
+}
+
+// cycle runs one operation of the workload and returns how long the lock
+// took to get (for the contended workload's wait time).
+func (s Spec) cycle(ctx context.Context, sess Session, key string) (time.Duration, error) {
+	start := time.Now()
+	unlock, err := sess.Lock(ctx, key, s.Workload == Contended)
+	if err != nil {
+		return 0, err
+	}
+	wait := time.Since(start)
+	if s.Workload == Mixed {
+		if err := sess.Read(ctx, key); err != nil {
+			unlock(ctx)
+			return wait, err
+		}
+	}
+	return wait, unlock(ctx)
+}
+
+// Measure runs spec against t, printing a progress line every 2 s.
+func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run, error) {
+	if spec.Clients < 1 {
+		return Run{}, errors.New("need at least one client")
+	}
+	sessions := make([]Session, spec.Clients)
+	for i := range sessions {
+		s, err := t.NewSession(ctx, i)
+		if err != nil {
+			for _, o := range sessions[:i] {
+				o.Close()
+			}
+			return Run{}, fmt.Errorf("%s session %d: %w", t.Name(), i, err)
+		}
+		sessions[i] = s
+	}
+	defer func() {
+		for _, s := range sessions {
+			s.Close()
+		}
+	}()
+
+	var measuring atomic.Bool
+	var ops, errs atomic.Int64
+	hists := make([]*Histogram, spec.Clients)
+	waits := make([]*Histogram, spec.Clients)
+	for i := range hists {
+		hists[i], waits[i] = NewHistogram(), NewHistogram()
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	record := func(i int, lat, wait time.Duration, err error) {
+		if !measuring.Load() {
+			return
+		}
+		if err != nil {
+			errs.Add(1)
+			return
+		}
+		ops.Add(1)
+		hists[i].Record(lat)
+		waits[i].Record(wait)
+	}
+	if spec.Rate > 0 {
+		openLoop(runCtx, &wg, spec, sessions, record)
+	} else {
+		for i, sess := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := int64(0); runCtx.Err() == nil; n++ {
+					start := time.Now()
+					wait, err := spec.cycle(runCtx, sess, spec.key(i, n))
+					if runCtx.Err() != nil {
+						return
+					}
+					record(i, time.Since(start), wait, err)
+				}
+			}()
+		}
+	}
+
+	sleepCtx(ctx, spec.Warmup)
+	cpu0, cpuErr := cpuSeconds(t.PIDs())
+	rs0, haveStats := t.RaftStats(ctx)
+	measuring.Store(true)
+	start := time.Now()
+	tick := time.NewTicker(2 * time.Second)
+	deadline := time.NewTimer(spec.Duration)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-deadline.C:
+			break loop
+		case <-tick.C:
+			if progress != nil {
+				el := time.Since(start).Seconds()
+				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %4.0fs/%v %8d ops %9.0f ops/s\n",
+					t.Name(), spec.Workload, spec.Clients, el, spec.Duration, ops.Load(), float64(ops.Load())/el)
+			}
+		}
+	}
+	tick.Stop()
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cpu1, cpuErr2 := cpuSeconds(t.PIDs())
+	rs1, haveStats2 := t.RaftStats(ctx)
+	stop()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return Run{}, ctx.Err()
+	}
+
+	h, w := NewHistogram(), NewHistogram()
+	for i := range hists {
+		h.Merge(hists[i])
+		w.Merge(waits[i])
+	}
+	r := Run{System: t.Name(), Workload: spec.Workload, Clients: spec.Clients, Rate: spec.Rate,
+		ThroughputOpsS: float64(ops.Load()) / elapsed.Seconds(), Latency: h.Summary(),
+		Ops: ops.Load(), Errors: errs.Load(), hist: h}
+	if spec.Workload == Contended {
+		ws := w.Summary()
+		r.WaitUS = &ws
+	}
+	if t.PIDs() != nil && cpuErr == nil && cpuErr2 == nil && r.Ops > 0 {
+		v := (cpu1 - cpu0) / float64(r.Ops) * 1000
+		r.CPUSPerKop = &v
+	}
+	if haveStats && haveStats2 {
+		if d := rs1.Fsyncs - rs0.Fsyncs; d > 0 {
+			v := (rs1.Entries - rs0.Entries) / d
+			r.EntriesPerFsync = &v
+		}
+		if d := rs1.Applied - rs0.Applied; d > 0 {
+			v := (rs1.Commands - rs0.Commands) / d
+			r.CommandsPerEntry = &v
+		}
+	}
+	return r, nil
+}
+
+// openLoop starts cycles at a fixed rate whatever the service does, and
+// measures each from its intended start, so a stall shows in the latency
+// instead of hiding in fewer requests (no coordinated omission).
+func openLoop(ctx context.Context, wg *sync.WaitGroup, spec Spec, sessions []Session,
+	record func(int, time.Duration, time.Duration, error)) {
+	free := make(chan int, len(sessions))
+	for i := range sessions {
+		free <- i
+	}
+	interval := time.Duration(float64(time.Second) / spec.Rate)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		for n := int64(0); ; n++ {
+			intended := start.Add(time.Duration(n) * interval)
+			if d := time.Until(intended); d > 0 {
+				if !sleepCtx(ctx, d) {
+					return
+				}
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var i int
+				select {
+				case i = <-free:
+				case <-ctx.Done():
+					return
+				}
+				defer func() { free <- i }()
+				wait, err := spec.cycle(ctx, sessions[i], spec.key(i, n))
+				if ctx.Err() == nil {
+					record(i, time.Since(intended), wait, err)
+				}
+			}()
+		}
+	}()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

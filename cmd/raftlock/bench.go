@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/raftlock/raftlock/bench"
+)
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", "bench [--clients 1,64] [--workload uncontended,contended,mixed] [--compare etcd,redis] [--out DIR] [--json]")
+	nodes := fs.Int("nodes", 3, "raftlock members to start (3 or 5)")
+	endpoints := fs.String("endpoints", "", "bench a running raftlock cluster instead of starting one")
+	workloads := fs.String("workload", "uncontended", "workloads: uncontended, contended, mixed (comma-separated)")
+	clients := fs.String("clients", "64", "closed-loop client counts (comma-separated)")
+	rate := fs.Float64("rate", 0, "open loop: cycles per second (latency from the intended start); 0: closed loop")
+	duration := fs.Duration("duration", 10*time.Second, "measured time per run")
+	warmup := fs.Duration("warmup", time.Second, "unmeasured time before each run")
+	lease := fs.Duration("lease", 10*time.Second, "lease of every acquire")
+	hotKeys := fs.Int("hot-keys", 1, "contended workload: number of hot keys")
+	compare := fs.String("compare", "", "peers to run side by side: etcd (= etcd-mutex,etcd-txn), etcd-mutex, etcd-txn, redis")
+	noBatch := fs.Bool("no-batch", false, "ablation: one command per log entry")
+	maxInflight := fs.Int("max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
+	out := fs.String("out", "", "write bench.json, bench.md and plots here")
+	dir := fs.String("dir", "", "data directory (default: a new temporary directory)")
+	bin := fs.String("bin", "", "raftlock executable for the nodes (default: this one)")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("unexpected argument %q", pos[0])
+	}
+	var counts []int
+	for _, c := range splitList(*clients) {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			return usageErr("bad --clients %q", c)
+		}
+		counts = append(counts, n)
+	}
+	wls := splitList(*workloads)
+	for _, w := range wls {
+		if w != bench.Uncontended && w != bench.Contended && w != bench.Mixed {
+			return usageErr("unknown workload %q", w)
+		}
+	}
+	if len(counts) == 0 || len(wls) == 0 || *duration <= 0 {
+		return usageErr("need clients, a workload and a positive --duration")
+	}
+	var peers []string
+	for _, p := range splitList(*compare) {
+		switch p {
+		case "etcd":
+			peers = append(peers, "etcd-mutex", "etcd-txn")
+		case "etcd-mutex", "etcd-txn", "redis":
+			peers = append(peers, p)
+		default:
+			return usageErr("unknown peer %q", p)
+		}
+	}
+	if *dir == "" {
+		if *dir, err = os.MkdirTemp("", "raftlock-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(*dir)
+	}
+	if *bin == "" {
+		if *bin, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rep := &bench.Report{Command: "raftlock bench " + strings.Join(args, " "),
+		Machine: bench.Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()}}
+	progress := stderr
+	fmt.Fprintln(progress, "bench: measuring the floor (fsync, loopback round trip)")
+	if rep.Floor, err = bench.MeasureFloor(ctx, *dir); err != nil {
+		return fmt.Errorf("measure floor: %w", err)
+	}
+	systems := append([]string{"raftlock"}, peers...)
+	for _, sys := range systems {
+		t, err := startTarget(ctx, sys, *dir, *bin, *endpoints, *nodes, *noBatch, *maxInflight, *lease)
+		if err != nil {
+			if sys == "raftlock" {
+				return err
+			}
+			note := fmt.Sprintf("%s skipped: %v", sys, err)
+			rep.Notes = append(rep.Notes, note)
+			fmt.Fprintln(progress, "bench:", note)
+			continue
+		}
+		for _, w := range wls {
+			for _, c := range counts {
+				r, err := bench.Measure(ctx, t, bench.Spec{Workload: w, Clients: c, Rate: *rate, Duration: *duration,
+					Warmup: *warmup, HotKeys: *hotKeys}, progress)
+				if err != nil {
+					t.Close()
+					return fmt.Errorf("%s %s c=%d: %w", sys, w, c, err)
+				}
+				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %9.0f cycles/s p50 %dµs p99 %dµs\n",
+					r.System, w, c, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99)
+				rep.Runs = append(rep.Runs, r)
+			}
+		}
+		t.Close()
+	}
+	if *out != "" {
+		if err := rep.Write(*out); err != nil {
+			return fmt.Errorf("write results: %w", err)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.Table(stdout)
+	if *out != "" {
+		fmt.Fprintf(stdout, "results in %s (bench.json, bench.md, throughput.png, latency-cdf.png)\n", *out)
+	}
+	return nil
+}
+
+func startTarget(ctx context.Context, sys, dir, bin, endpoints string, nodes int, noBatch bool, maxInflight int, lease time.Duration) (bench.Target, error) {
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	switch sys {
+	case "raftlock":
+		if endpoints != "" {
+			return bench.RaftlockEndpoints(sctx, splitList(endpoints), lease)
+		}
+		if nodes < 1 {
+			return nil, usageErr("--nodes must be at least 1")
+		}
+		name := "raftlock"
+		if noBatch {
+			name += " --no-batch"
+		}
+		if maxInflight > 0 {
+			name += fmt.Sprintf(" --max-inflight %d", maxInflight)
+		}
+		return bench.StartRaftlock(sctx, bench.RaftlockConfig{Bin: bin, Dir: dir, Nodes: nodes, NoBatch: noBatch,
+			MaxInflight: maxInflight, Lease: lease, Name: name})
+	case "etcd-mutex", "etcd-txn":
+		return bench.StartEtcd(sctx, bench.EtcdConfig{Dir: dir, Lease: lease, Mode: sys})
+	case "redis":
+		return bench.StartRedis(sctx, bench.RedisConfig{Dir: dir, Lease: lease})
+	}
+	return nil, errors.New("unknown system " + sys)
+}
