@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 )
 
 // EtcdConfig starts three etcd members (fsync on, etcd's default).
@@ -56,7 +57,7 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (Target, error) {
 			return nil, err
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		g.stop()
 		return nil, err
