@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -303,7 +304,8 @@ func WireStatus(st Status, addr string) wire.Status {
 		LastToken: st.LastToken, Digest: st.Digest}
 }
 
-// HTTPHandler serves /metrics (Prometheus), /status (JSON) and /healthz.
+// HTTPHandler serves /metrics (Prometheus), /status (JSON), /healthz and
+// Go's /debug/pprof profiles.
 func (n *Node) HTTPHandler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
@@ -311,6 +313,9 @@ func (n *Node) HTTPHandler() *http.ServeMux {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(WireStatus(n.Status(), n.cfg.ClientAddr))
 	})
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := n.Err(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
