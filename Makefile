@@ -40,3 +40,21 @@ mutation: build
 
 clean:
 	rm -rf bin chaos-out mutation-out
+
+# Debian's etcd-server (3.4) and redis-server (7.0), the benchmark's peers.
+peers:
+	command -v etcd >/dev/null && command -v redis-server >/dev/null || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server redis-server)
+
+# A quick benchmark (about 2 minutes): raftlock against etcd and Redis at 1
+# and 64 clients. Peers that are not installed are skipped with a note.
+bench: build
+	$(BIN) bench --clients 1,64 --workload uncontended,contended --compare etcd,redis \
+	  --duration 5s --out results/bench/latest
+
+# Everything: clients 1..256, every workload, every peer, and the ablations.
+bench-full: build
+	$(BIN) bench --clients 1,4,16,64,256 --workload uncontended,contended,mixed --compare etcd,redis \
+	  --duration 10s --out results/bench/full
+	$(BIN) bench --clients 64 --no-batch --duration 10s --out results/bench/ablation-no-batch
+	$(BIN) bench --clients 64 --max-inflight 1 --duration 10s --out results/bench/ablation-max-inflight-1
