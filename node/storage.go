@@ -162,9 +162,13 @@ func (s *DiskStorage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *
 			}
 			b.Set(entryKey(e.GetIndex()), data, nil)
 		}
-		// Appending at index i truncates any conflicting suffix after it.
+		// An append that overwrites part of the log truncates the conflicting
+		// suffix after it. Only then: a range tombstone per append would make
+		// every memtable flush fragment thousands of them.
 		last := entries[len(entries)-1].GetIndex()
-		b.DeleteRange(entryKey(last+1), keyEntryHigh, nil)
+		if stored, err := s.MemoryStorage.LastIndex(); err == nil && stored > last {
+			b.DeleteRange(entryKey(last+1), entryKey(stored+1), nil)
+		}
 	}
 	if hs != nil && !raft.IsEmptyHardState(hs) {
 		data, err := proto.Marshal(hs)
