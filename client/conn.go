@@ -17,7 +17,7 @@ type conn struct {
 	addr string
 	nc   net.Conn
 	log  *slog.Logger
-	out  chan []byte
+	w    *wire.Writer
 
 	mu      sync.Mutex
 	pending map[uint64]chan wire.Response
@@ -26,10 +26,9 @@ type conn struct {
 }
 
 func newConn(addr string, nc net.Conn, log *slog.Logger) *conn {
-	cn := &conn{addr: addr, nc: nc, log: log, out: make(chan []byte, 1024),
+	cn := &conn{addr: addr, nc: nc, log: log, w: wire.NewWriter(nc),
 		pending: make(map[uint64]chan wire.Response), done: make(chan struct{})}
 	go cn.readLoop()
-	go cn.writeLoop()
 	return cn
 }
 
@@ -66,12 +65,10 @@ func (cn *conn) roundTrip(ctx context.Context, req *wire.Request) (resp wire.Res
 		delete(cn.pending, req.ID)
 		cn.mu.Unlock()
 	}()
-	select {
-	case cn.out <- wire.AppendRequest(nil, req):
-	case <-cn.done:
-		return wire.Response{}, false, cn.err
-	case <-ctx.Done():
-		return wire.Response{}, false, ctx.Err()
+	queued, err := cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, req) })
+	if err != nil {
+		cn.close(fmt.Errorf("write: %w", err))
+		return wire.Response{}, queued, fmt.Errorf("connection to %s lost: %w", cn.addr, err)
 	}
 	select {
 	case resp = <-ch:
@@ -81,10 +78,8 @@ func (cn *conn) roundTrip(ctx context.Context, req *wire.Request) (resp wire.Res
 	case <-ctx.Done():
 		// Tell the member we left, so a queued acquire leaves the queue and
 		// a grant that still applies is released at once.
-		select {
-		case cn.out <- wire.AppendRequest(nil, &wire.Request{ID: req.ID, Op: wire.OpCancel}):
-		default:
-		}
+		cancel := &wire.Request{ID: req.ID, Op: wire.OpCancel}
+		cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, cancel) })
 		return wire.Response{}, true, ctx.Err()
 	}
 }
@@ -108,33 +103,6 @@ func (cn *conn) readLoop() {
 		cn.mu.Unlock()
 		if ok {
 			ch <- resp
-		}
-	}
-}
-
-func (cn *conn) writeLoop() {
-	w := bufio.NewWriterSize(cn.nc, 32<<10)
-	for {
-		var frame []byte
-		select {
-		case <-cn.done:
-			return
-		case frame = <-cn.out:
-		}
-		for frame != nil {
-			if _, err := w.Write(frame); err != nil {
-				cn.close(fmt.Errorf("write: %w", err))
-				return
-			}
-			select {
-			case frame = <-cn.out:
-			default:
-				frame = nil
-			}
-		}
-		if err := w.Flush(); err != nil {
-			cn.close(fmt.Errorf("write: %w", err))
-			return
 		}
 	}
 }

@@ -101,13 +101,7 @@ func (s *Server) Close() error {
 func (s *Server) serveConn(c net.Conn) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan *wire.Response, 1024)
-	var writerDone sync.WaitGroup
-	writerDone.Add(1)
-	go func() {
-		defer writerDone.Done()
-		s.writeLoop(ctx, c, out)
-	}()
+	out := wire.NewWriter(deadlineWriter{c})
 	var reqWG sync.WaitGroup
 	var cmu sync.Mutex
 	cancels := make(map[uint64]context.CancelFunc)
@@ -116,7 +110,6 @@ func (s *Server) serveConn(c net.Conn) {
 		cancel()
 		c.Close()
 		reqWG.Wait()
-		writerDone.Wait()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
@@ -157,9 +150,9 @@ func (s *Server) serveConn(c net.Conn) {
 					if resp == nil {
 						return
 					}
-					select {
-					case out <- resp:
-					case <-ctx.Done():
+					if _, err := out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) }); err != nil {
+						cancel() // the client is gone: end its other requests too
+						c.Close()
 					}
 				}()
 				continue
@@ -169,33 +162,6 @@ func (s *Server) serveConn(c net.Conn) {
 			s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
 		}
 		return
-	}
-}
-
-func (s *Server) writeLoop(ctx context.Context, c net.Conn, out <-chan *wire.Response) {
-	w := bufio.NewWriterSize(c, 32<<10)
-	var buf []byte
-	for {
-		var resp *wire.Response
-		select {
-		case <-ctx.Done():
-			return
-		case resp = <-out:
-		}
-		for resp != nil {
-			buf = wire.AppendResponse(buf[:0], resp)
-			if _, err := w.Write(buf); err != nil {
-				return
-			}
-			select {
-			case resp = <-out:
-			default:
-				resp = nil
-			}
-		}
-		if err := w.Flush(); err != nil {
-			return
-		}
 	}
 }
 
@@ -244,6 +210,15 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) *wire.Response {
 	}
 	n.metrics.ClientRequests.WithLabelValues(op, resultLabel(resp.Op)).Inc()
 	return resp
+}
+
+// deadlineWriter bounds each write, so a client that stops reading ends its
+// own connection instead of holding its request goroutines forever.
+type deadlineWriter struct{ c net.Conn }
+
+func (d deadlineWriter) Write(b []byte) (int, error) {
+	d.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return d.c.Write(b)
 }
 
 func errorResponse(resp *wire.Response, err error) {
