@@ -473,7 +473,11 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 	if *isLeader {
 		n.transport.Send(rd.Messages)
 	}
-	if len(rd.Entries) > 0 || rd.HardState != nil || !raft.IsEmptySnap(rd.Snapshot) {
+	// A commit-only change of the hard state (MustSync false) is not
+	// written: a commit index recovered lower than it was is safe, raft
+	// learns it again from the leader, and every Ready that does write
+	// carries the current one. That saves a WAL write per Ready per member.
+	if len(rd.Entries) > 0 || rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) {
 		start := time.Now()
 		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
 			return fmt.Errorf("persist ready: %w", err)
