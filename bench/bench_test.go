@@ -63,7 +63,7 @@ func TestReportWriter(t *testing.T) {
 			t.Errorf("run lacks %q", f)
 		}
 	}
-	for _, f := range []string{"bench.md", "throughput.png", "latency-cdf.png"} {
+	for _, f := range []string{"bench.md", "throughput.png", "latency-cdf-uncontended.png"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}

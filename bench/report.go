@@ -76,7 +76,8 @@ func (r *Report) Markdown(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// Write writes bench.json, bench.md, throughput.png and latency-cdf.png.
+// Write writes bench.json, bench.md, throughput.png and one
+// latency-cdf-WORKLOAD.png per workload.
 func (r *Report) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -96,7 +97,16 @@ func (r *Report) Write(dir string) error {
 	if err := r.plotThroughput(filepath.Join(dir, "throughput.png")); err != nil {
 		return err
 	}
-	return r.plotCDF(filepath.Join(dir, "latency-cdf.png"))
+	seen := map[string]bool{}
+	for _, x := range r.Runs {
+		if !seen[x.Workload] {
+			seen[x.Workload] = true
+			if err := r.plotCDF(filepath.Join(dir, "latency-cdf-"+x.Workload+".png"), x.Workload); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 var palette = []color.Color{
@@ -142,16 +152,27 @@ func (r *Report) plotThroughput(path string) error {
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
-// plotCDF draws each run's latency distribution.
-func (r *Report) plotCDF(path string) error {
+// plotCDF draws the latency distribution of each run of one workload:
+// colour by system, dashes by client count.
+func (r *Report) plotCDF(path, workload string) error {
 	p := plot.New()
-	p.Title.Text = "cycle latency CDF"
+	p.Title.Text = "cycle latency CDF, " + workload
 	p.X.Label.Text = "latency (µs, log)"
 	p.Y.Label.Text = "fraction of cycles"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	for i, x := range r.Runs {
-		if x.hist == nil {
+	systems, clients := map[string]int{}, map[int]int{}
+	for _, x := range r.Runs {
+		if _, ok := systems[x.System]; !ok {
+			systems[x.System] = len(systems)
+		}
+		if _, ok := clients[x.Clients]; !ok {
+			clients[x.Clients] = len(clients)
+		}
+	}
+	dashes := [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}
+	for _, x := range r.Runs {
+		if x.hist == nil || x.Workload != workload {
 			continue
 		}
 		var pts plotter.XYs
@@ -165,10 +186,12 @@ func (r *Report) plotCDF(path string) error {
 		if err != nil {
 			return err
 		}
-		l.Color = palette[i%len(palette)]
+		l.Color = palette[systems[x.System]%len(palette)]
+		l.Dashes = dashes[clients[x.Clients]%len(dashes)]
+		l.Width = vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s %s c=%d", x.System, x.Workload, x.Clients), l)
+		p.Legend.Add(fmt.Sprintf("%s c=%d", x.System, x.Clients), l)
 	}
-	p.Legend.Top, p.Legend.Left = true, false
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	p.Legend.Top, p.Legend.Left = true, true
+	return p.Save(9*vg.Inch, 5*vg.Inch, path)
 }

@@ -6,6 +6,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -168,19 +169,9 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 	}
 }
 
-// Status describes this member.
-type Status struct {
-	ID         uint64 `json:"id"`
-	Role       string `json:"role"`
-	Term       uint64 `json:"term"`
-	Leader     uint64 `json:"leader"`
-	LeaderAddr string `json:"leader_addr,omitempty"`
-	Commit     uint64 `json:"commit"`
-	Applied    uint64 `json:"applied"`
-	Locks      int    `json:"locks"`
-	LastToken  uint64 `json:"last_token"`
-	Digest     string `json:"digest"`
-}
+// Status describes a member; it is the same shape the client protocol and
+// the HTTP /status endpoint carry.
+type Status = wire.Status
 
 // Status returns this member's view of the cluster. Applied, Digest and
 // Locks are read together, so two members at the same applied index must
@@ -191,8 +182,8 @@ func (n *Node) Status() Status {
 	n.statusMu.Unlock()
 	n.mu.Lock()
 	st := Status{
-		ID: n.cfg.ID, Role: roleName(rs.state), Term: rs.term, Leader: rs.lead,
-		Commit: rs.commit, Applied: n.lm.applied, Locks: n.lm.machine.Len(),
+		ID: n.cfg.ID, Addr: n.cfg.ClientAddr, Role: roleName(rs.state), Term: rs.term, Leader: rs.lead,
+		Commit: rs.commit, Applied: n.lm.applied, Locks: uint64(n.lm.machine.Len()),
 		LastToken: n.lm.machine.LastToken(), Digest: n.lm.machine.Digest(),
 	}
 	n.mu.Unlock()

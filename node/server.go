@@ -199,7 +199,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) *wire.Response {
 			resp.Op, resp.Held, resp.Token, resp.RemainingMS = wire.OpValue, info.Held, info.Token, uint64(info.RemainingMS)
 		}
 	case wire.OpStatus:
-		resp.Op, resp.Status = wire.OpStatusInfo, WireStatus(n.Status(), n.cfg.ClientAddr)
+		resp.Op, resp.Status = wire.OpStatusInfo, n.Status()
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -272,13 +272,6 @@ func resultLabel(op wire.Op) string {
 	return "error"
 }
 
-// WireStatus converts a Status for the client protocol.
-func WireStatus(st Status, addr string) wire.Status {
-	return wire.Status{ID: st.ID, Addr: addr, Role: st.Role, Term: st.Term, Leader: st.Leader,
-		LeaderAddr: st.LeaderAddr, Commit: st.Commit, Applied: st.Applied, Locks: uint64(st.Locks),
-		LastToken: st.LastToken, Digest: st.Digest}
-}
-
 // HTTPHandler serves /metrics (Prometheus), /status (JSON), /healthz and
 // Go's /debug/pprof profiles.
 func (n *Node) HTTPHandler() *http.ServeMux {
@@ -286,7 +279,7 @@ func (n *Node) HTTPHandler() *http.ServeMux {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(WireStatus(n.Status(), n.cfg.ClientAddr))
+		json.NewEncoder(w).Encode(n.Status())
 	})
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

@@ -45,12 +45,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "data directory (default: a new temporary directory)")
 	bin := fs.String("bin", "", "raftlock executable for the nodes (default: this one)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
-	pos, _, err := parse(fs, args, stderr)
-	if err != nil {
+	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("unexpected argument %q", pos[0])
 	}
 	var counts []int
 	for _, c := range splitList(*clients) {
@@ -80,6 +76,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return usageErr("unknown peer %q", p)
 		}
 	}
+	var err error
 	if *dir == "" {
 		if *dir, err = os.MkdirTemp("", "raftlock-bench-"); err != nil {
 			return err
@@ -140,7 +137,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.Table(stdout)
 	if *out != "" {
-		fmt.Fprintf(stdout, "results in %s (bench.json, bench.md, throughput.png, latency-cdf.png)\n", *out)
+		fmt.Fprintf(stdout, "results in %s (bench.json, bench.md, throughput.png, latency-cdf-*.png)\n", *out)
 	}
 	return nil
 }

@@ -105,40 +105,28 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 }
 
 func runRelease(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("release", "release KEY --token N [--json]")
-	var cf clientFlags
-	cf.register(fs)
-	token := fs.Uint64("token", 0, "the holder's fencing token (required)")
-	key, err := oneKey(fs, args, stderr)
-	if err != nil {
-		return err
-	}
-	if *token == 0 {
-		return usageErr("--token is required")
-	}
-	cl, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	if err := cl.Release(ctx, key, *token); err != nil {
-		return clientErr(err)
-	}
-	if cf.json {
-		return printJSON(stdout, map[string]any{"key": key, "token": *token, "released": true})
-	}
-	fmt.Fprintf(stdout, "released %s (token %d)\n", key, *token)
-	return nil
+	return runHolderCommand("release", args, stdout, stderr)
 }
 
 func runRenew(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("renew", "renew KEY --token N [--lease 10s] [--json]")
+	return runHolderCommand("renew", args, stdout, stderr)
+}
+
+// runHolderCommand is release and renew: calls made by the holder, with
+// its token, answered "not the holder" (exit 4) otherwise.
+func runHolderCommand(name string, args []string, stdout, stderr io.Writer) error {
+	synopsis := "release KEY --token N [--json]"
+	if name == "renew" {
+		synopsis = "renew KEY --token N [--lease 10s] [--json]"
+	}
+	fs := newFlagSet(name, synopsis)
 	var cf clientFlags
 	cf.register(fs)
 	token := fs.Uint64("token", 0, "the holder's fencing token (required)")
-	lease := fs.Duration("lease", 10*time.Second, "new lease length from now (10ms..1h)")
+	var lease *time.Duration
+	if name == "renew" {
+		lease = fs.Duration("lease", 10*time.Second, "new lease length from now (10ms..1h)")
+	}
 	key, err := oneKey(fs, args, stderr)
 	if err != nil {
 		return err
@@ -153,13 +141,24 @@ func runRenew(args []string, stdout, stderr io.Writer) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	if err := cl.Renew(ctx, key, *token, *lease); err != nil {
+	if name == "renew" {
+		err = cl.Renew(ctx, key, *token, *lease)
+	} else {
+		err = cl.Release(ctx, key, *token)
+	}
+	if err != nil {
 		return clientErr(err)
 	}
-	if cf.json {
+	switch {
+	case cf.json && name == "renew":
 		return printJSON(stdout, map[string]any{"key": key, "token": *token, "lease_ms": lease.Milliseconds()})
+	case cf.json:
+		return printJSON(stdout, map[string]any{"key": key, "token": *token, "released": true})
+	case name == "renew":
+		fmt.Fprintf(stdout, "renewed %s (token %d) for %v\n", key, *token, *lease)
+	default:
+		fmt.Fprintf(stdout, "released %s (token %d)\n", key, *token)
 	}
-	fmt.Fprintf(stdout, "renewed %s (token %d) for %v\n", key, *token, *lease)
 	return nil
 }
 
@@ -214,12 +213,8 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", "status [--json]")
 	var cf clientFlags
 	cf.register(fs)
-	pos, _, err := parse(fs, args, stderr)
-	if err != nil {
+	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("unexpected argument %q", pos[0])
 	}
 	cl, err := cf.client()
 	if err != nil {

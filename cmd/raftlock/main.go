@@ -136,6 +136,18 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []strin
 	}
 }
 
+// parseNoArgs parses a command that takes flags only.
+func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
 func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {

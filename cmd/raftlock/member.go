@@ -189,12 +189,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("node", "node --id N --peers 1=HOST:PORT,... --listen HOST:PORT --http HOST:PORT --data DIR")
 	var m memberFlags
 	m.register(fs)
-	pos, _, err := parse(fs, args, stderr)
-	if err != nil {
+	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("unexpected argument %q", pos[0])
 	}
 	peers, err := parsePeers(m.peers)
 	if err != nil {
@@ -221,16 +217,13 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "data directory (default: a new temporary directory)")
 	var m memberFlags
 	m.registerTuning(fs)
-	pos, _, err := parse(fs, args, stderr)
-	if err != nil {
+	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("unexpected argument %q", pos[0])
 	}
 	if *nodes < 1 || *nodes > 9 {
 		return usageErr("--nodes must be 1..9")
 	}
+	var err error
 	if *dir == "" {
 		if *dir, err = os.MkdirTemp("", "raftlock-cluster-"); err != nil {
 			return err
