@@ -18,6 +18,7 @@ type Metrics struct {
 	ghostReleases, snapshotsInstalled                   prometheus.Counter
 	fsyncSeconds, batchSize                             prometheus.Histogram
 	applied, locksHeld, waiters, isLeader, term         prometheus.Gauge
+	commit, applyLag                                    prometheus.Gauge
 	// ClientRequests counts client calls by operation and result; the
 	// client server increments it.
 	ClientRequests *prometheus.CounterVec
@@ -50,6 +51,8 @@ func newMetrics() *Metrics {
 		Help: "Commands per proposed log entry.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)})
 	m.Registry.MustRegister(m.fsyncSeconds, m.batchSize)
 	m.applied = gauge("applied_index", "Highest applied log index.")
+	m.commit = gauge("commit_index", "Highest log index known committed.")
+	m.applyLag = gauge("apply_lag_entries", "Committed entries not yet applied.")
 	m.locksHeld = gauge("locks_held", "Locks in the applied table.")
 	m.waiters = gauge("waiters", "Acquires queued on this leader.")
 	m.isLeader = gauge("is_leader", "1 when this member is the leader.")

@@ -572,6 +572,11 @@ func (n *Node) applyLoop() {
 		}
 		applied := n.lm.applied
 		n.metrics.locksHeld.Set(float64(n.lm.machine.Len()))
+		n.statusMu.Lock()
+		commit := n.status.commit
+		n.statusMu.Unlock()
+		n.metrics.commit.Set(float64(commit))
+		n.metrics.applyLag.Set(float64(commit - min(commit, applied)))
 		n.signalAppliedLocked()
 		var data []byte
 		if applied-lastSnap >= n.cfg.SnapshotEvery {
