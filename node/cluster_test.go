@@ -16,7 +16,7 @@ import (
 // testCluster runs members in this process over real loopback TCP with real
 // pebble directories.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	peers  map[uint64]string
 	dirs   map[uint64]string
 	clocks map[uint64]*SkewClock
@@ -24,7 +24,7 @@ type testCluster struct {
 	tune   func(*Config)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,7 +34,7 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func newTestCluster(t *testing.T, size int, tune func(*Config)) *testCluster {
+func newTestCluster(t testing.TB, size int, tune func(*Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, peers: map[uint64]string{}, dirs: map[uint64]string{},
 		clocks: map[uint64]*SkewClock{}, nodes: map[uint64]*Node{}, tune: tune}
@@ -85,7 +85,7 @@ func (c *testCluster) stop(id uint64) {
 }
 
 // waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
