@@ -43,7 +43,7 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (Target, error) {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
 		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
 	}
-	g := &procGroup{}
+	g := &procGroup{env: shareCores(3)}
 	for i := 0; i < 3; i++ {
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])

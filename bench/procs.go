@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -14,6 +15,15 @@ import (
 type procGroup struct {
 	cmds []*exec.Cmd
 	logs []*os.File
+	env  []string // added to each process's environment
+}
+
+// shareCores gives each of n Go server processes its share of this
+// machine's cores, as if each ran on a machine of its own: without it three
+// replicas on two cores spend their time in each other's idle spinning
+// (measured: 1-client p50 2.3 ms with GOMAXPROCS=2 per member, 1.7 ms with 1).
+func shareCores(n int) []string {
+	return []string{fmt.Sprintf("GOMAXPROCS=%d", max(1, runtime.NumCPU()/max(n, 1)))}
 }
 
 func (g *procGroup) start(bin string, args []string, logPath string) error {
@@ -22,6 +32,7 @@ func (g *procGroup) start(bin string, args []string, logPath string) error {
 		return err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), g.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

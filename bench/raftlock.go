@@ -42,7 +42,7 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]))
 		https = append(https, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
 	}
-	g := &procGroup{}
+	g := &procGroup{env: shareCores(cfg.Nodes)}
 	for i := 0; i < cfg.Nodes; i++ {
 		args := []string{"node", "--id", fmt.Sprint(i + 1), "--peers", strings.Join(peers, ","),
 			"--listen", eps[i], "--http", https[i], "--data", filepath.Join(cfg.Dir, fmt.Sprintf("raftlock-%d", i+1)),
