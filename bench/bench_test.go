@@ -68,6 +68,11 @@ func TestReportWriter(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+	// Open-loop runs only: no throughput curve, and no failure.
+	open := &Report{Runs: []Run{{System: "raftlock", Workload: Uncontended, Clients: 64, Rate: 100, Latency: h.Summary(), hist: h}}}
+	if err := open.Write(t.TempDir()); err != nil {
+		t.Fatalf("open-loop report: %v", err)
+	}
 	var tab bytes.Buffer
 	rep.Table(&tab)
 	if !strings.Contains(tab.String(), "raftlock") {

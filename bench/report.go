@@ -76,8 +76,8 @@ func (r *Report) Markdown(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// Write writes bench.json, bench.md, throughput.png and one
-// latency-cdf-WORKLOAD.png per workload.
+// Write writes bench.json, bench.md, throughput.png (closed-loop runs) and
+// one latency-cdf-WORKLOAD.png per workload.
 func (r *Report) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -131,6 +131,9 @@ func (r *Report) plotThroughput(path string) error {
 		}
 		name := x.System + " " + x.Workload
 		series[name] = append(series[name], plotter.XY{X: float64(x.Clients), Y: x.ThroughputOpsS})
+	}
+	if len(series) == 0 {
+		return nil // open-loop runs only: no closed-loop curve to draw
 	}
 	names := make([]string, 0, len(series))
 	for n := range series {
