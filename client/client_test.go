@@ -284,12 +284,12 @@ func TestLockerRenewsAndReleases(t *testing.T) {
 	c, _ := startCluster(t, 3)
 	cl := newClient(t, c.Endpoints()...)
 	ctx := ctxT(t, 20*time.Second)
-	lk, err := cl.Lock(ctx, "k", 300*time.Millisecond, 0)
+	lk, err := cl.Lock(ctx, "k", time.Second, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Hold it across several leases: renewals keep it.
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		info, err := cl.Get(ctx, "k")
 		if err != nil || !info.Held || info.Token != lk.Token() {

@@ -26,8 +26,9 @@ type conn struct {
 }
 
 func newConn(addr string, nc net.Conn, log *slog.Logger) *conn {
-	cn := &conn{addr: addr, nc: nc, log: log, w: wire.NewWriter(nc),
+	cn := &conn{addr: addr, nc: nc, log: log,
 		pending: make(map[uint64]chan wire.Response), done: make(chan struct{})}
+	cn.w = wire.NewWriter(nc, func(err error) { cn.close(fmt.Errorf("write: %w", err)) })
 	go cn.readLoop()
 	return cn
 }
@@ -47,6 +48,9 @@ func (cn *conn) close(err error) {
 	cn.err = err
 	close(cn.done)
 	cn.nc.Close()
+	if cn.w != nil {
+		cn.w.Close()
+	}
 }
 
 // roundTrip sends req and waits for its answer. sent reports whether the
@@ -65,9 +69,7 @@ func (cn *conn) roundTrip(ctx context.Context, req *wire.Request) (resp wire.Res
 		delete(cn.pending, req.ID)
 		cn.mu.Unlock()
 	}()
-	queued, err := cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, req) })
-	if err != nil {
-		cn.close(fmt.Errorf("write: %w", err))
+	if queued, err := cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, req) }); err != nil {
 		return wire.Response{}, queued, fmt.Errorf("connection to %s lost: %w", cn.addr, err)
 	}
 	select {

@@ -101,7 +101,10 @@ func (s *Server) Close() error {
 func (s *Server) serveConn(c net.Conn) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := wire.NewWriter(deadlineWriter{c})
+	out := wire.NewWriter(deadlineWriter{c}, func(err error) {
+		s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
+		c.Close() // the reader fails next, which cancels this connection's requests
+	})
 	var reqWG sync.WaitGroup
 	var cmu sync.Mutex
 	cancels := make(map[uint64]context.CancelFunc)
@@ -110,6 +113,7 @@ func (s *Server) serveConn(c net.Conn) {
 		cancel()
 		c.Close()
 		reqWG.Wait()
+		out.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
@@ -150,10 +154,7 @@ func (s *Server) serveConn(c net.Conn) {
 					if resp == nil {
 						return
 					}
-					if _, err := out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) }); err != nil {
-						cancel() // the client is gone: end its other requests too
-						c.Close()
-					}
+					out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
 				}()
 				continue
 			}
