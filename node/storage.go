@@ -58,7 +58,14 @@ var _ Storage = (*DiskStorage)(nil)
 // OpenDiskStorage opens (or creates) the log store in dir. A fresh store gets
 // the initial configuration voters; an existing one keeps its own.
 func OpenDiskStorage(dir string, voters []uint64, log *slog.Logger) (*DiskStorage, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log}})
+	db, err := pebble.Open(dir, &pebble.Options{
+		Logger: pebbleLogger{log},
+		// A large memtable lets most log entries be deleted by a compaction
+		// (snapshot) while still in memory, so they never reach an sstable:
+		// with the 4 MiB default, flushes and L0 compactions of entries that
+		// were about to be deleted took the CPU the commit path needed.
+		MemTableSize: 64 << 20,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}

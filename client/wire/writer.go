@@ -2,6 +2,7 @@ package wire
 
 import (
 	"io"
+	"runtime"
 	"sync"
 )
 
@@ -71,6 +72,10 @@ func (fw *Writer) flushLoop() {
 			return
 		case <-fw.kick:
 		}
+		// A woken goroutine runs before the others its waker made runnable;
+		// yield once so the rest of a burst (the answers of one applied
+		// entry) joins this write instead of each taking its own.
+		runtime.Gosched()
 		fw.mu.Lock()
 		if len(fw.buf) == 0 {
 			fw.mu.Unlock()
