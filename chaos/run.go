@@ -74,6 +74,7 @@ type NodeDigest struct {
 type Result struct {
 	Events      []history.Event
 	Digests     []NodeDigest
+	Resolutions []Resolution // info acquires resolved from the committed log
 	ClockFaults bool
 }
 
@@ -185,7 +186,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if b, err := json.MarshalIndent(digests, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.Out, "digests.json"), append(b, '\n'), 0o644)
 	}
-	return &Result{Events: rec.Events(), Digests: digests, ClockFaults: slices.Contains(cfg.Nemeses, "clock")}, nil
+	res := &Result{Events: rec.Events(), Digests: digests, ClockFaults: slices.Contains(cfg.Nemeses, "clock")}
+	converged := len(digests) == cfg.Nodes
+	for _, d := range digests {
+		converged = converged && d.Applied == digests[0].Applied && d.Digest == digests[0].Digest
+	}
+	if len(digests) > 0 {
+		if log, err := sup.auditLog(bg, digests[0].Node); err != nil {
+			cfg.Log.Warn("post-run audit skipped", "err", err)
+		} else {
+			res.Resolutions = resolveInfo(res.Events, log, converged)
+		}
+	}
+	if b, err := json.MarshalIndent(res.Resolutions, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(cfg.Out, "resolved.json"), append(b, '\n'), 0o644)
+	}
+	return res, nil
 }
 
 // finalReads reads every key once, after healing, from a fresh process.

@@ -42,8 +42,17 @@ type NodeDigest struct {
 	Digest  string `json:"digest"`
 }
 
+// Resolution says, from the committed log, whether an info acquire (named
+// by its invoke event's index) happened, and with which token.
+type Resolution struct {
+	Index    int64  `json:"index"`
+	Happened bool   `json:"happened"`
+	Token    uint64 `json:"token,omitempty"`
+}
+
 // Options tune Check.
 type Options struct {
+	Resolutions    []Resolution  // info acquires resolved after the run
 	Timeout        time.Duration // linearizability time budget; default 60s
 	LeaseTolerance time.Duration // slack for the lease timing check
 	ClockFaults    bool          // clock faults ran: lease timing is reported, not decisive
@@ -89,6 +98,7 @@ type Stats struct {
 	ByType    map[string]int `json:"by_type"`
 	Grants    int            `json:"grants"`
 	Nemesis   int            `json:"nemesis_windows"`
+	Resolved  int            `json:"info_resolved"` // info acquires settled by the committed log
 	CheckTime float64        `json:"check_seconds"`
 }
 
@@ -99,8 +109,9 @@ func Check(events []history.Event, opts Options) *Verdict {
 		opts.Timeout = 60 * time.Second
 	}
 	ops, windows := Pair(events)
+	ops, resolved := resolve(ops, opts.Resolutions)
 	v := &Verdict{ops: ops, windows: windows}
-	v.Stats = Stats{Events: len(events), Ops: len(ops), ByType: map[string]int{}, Nemesis: len(windows)}
+	v.Stats = Stats{Events: len(events), Ops: len(ops), ByType: map[string]int{}, Nemesis: len(windows), Resolved: resolved}
 	for _, o := range ops {
 		v.Stats.ByType[o.Type]++
 		if o.F == "acquire" && o.Type == history.OK {
@@ -126,6 +137,39 @@ func Check(events []history.Event, opts Options) *Verdict {
 	}
 	v.Stats.CheckTime = time.Since(start).Seconds()
 	return v
+}
+
+// resolve applies post-run resolutions: an info acquire that happened
+// carries its token (its return time stays unknown); one that did not is
+// removed, as if never invoked.
+func resolve(ops []*Op, rs []Resolution) ([]*Op, int) {
+	if len(rs) == 0 {
+		return ops, 0
+	}
+	byIndex := map[int64]Resolution{}
+	for _, r := range rs {
+		byIndex[r.Index] = r
+	}
+	out := ops[:0:0]
+	n := 0
+	for _, o := range ops {
+		r, ok := byIndex[o.Invoke.Index]
+		if !ok || o.F != "acquire" || o.Type != history.Info {
+			out = append(out, o)
+			continue
+		}
+		n++
+		if r.Happened && r.Token != 0 {
+			o.Resolved = history.Ptr(r.Token)
+			out = append(out, o)
+		}
+	}
+	return out, n
+}
+
+// isGrant: an acquire known to have happened (ok, or info resolved).
+func isGrant(o *Op) bool {
+	return o.F == "acquire" && (o.Type == history.OK || o.Resolved != nil)
 }
 
 func isLockOp(o *Op) bool {
@@ -194,26 +238,26 @@ func checkLinearizable(ops []*Op, timeout time.Duration) (Result, map[string]por
 func checkFencing(ops []*Op) Result {
 	res := Result{Name: "fencing", Decides: true, Status: StatusOK}
 	seen := map[uint64]*Op{}
-	grants := byKey(ops, func(o *Op) bool { return o.F == "acquire" && o.Type == history.OK })
+	grants := byKey(ops, isGrant)
 	for _, o := range ops {
 		if o.F == "acquire" && o.Type == history.Fail && o.Error() == "grant-rejected" {
 			res.Violations = append(res.Violations, Violation{Key: o.Key,
 				Message: "the state machine rejected a grant: the leader proposed a Grant for a held key",
 				Events:  []history.Event{o.Invoke, *o.Done}})
 		}
-		if o.F != "acquire" || o.Type != history.OK {
+		if !isGrant(o) {
 			continue
 		}
 		t := o.Token()
 		if t == 0 {
 			res.Violations = append(res.Violations, Violation{Key: o.Key, Message: "grant without a token",
-				Events: []history.Event{o.Invoke, *o.Done}})
+				Events: o.events()})
 			continue
 		}
 		if prev, ok := seen[t]; ok {
 			res.Violations = append(res.Violations, Violation{Key: o.Key,
 				Message: fmt.Sprintf("token %d granted twice (keys %q and %q)", t, prev.Key, o.Key),
-				Events:  []history.Event{*prev.Done, *o.Done}})
+				Events:  append(prev.events(), o.events()...)})
 		}
 		seen[t] = o
 	}
@@ -234,7 +278,7 @@ func checkFencing(ops []*Op) Result {
 			if best != nil && best.Token() >= b.Token() {
 				res.Violations = append(res.Violations, Violation{Key: key,
 					Message: fmt.Sprintf("token %d was granted after token %d had been returned", b.Token(), best.Token()),
-					Events:  []history.Event{*best.Done, b.Invoke, *b.Done}})
+					Events:  append(best.events(), b.events()...)})
 			}
 		}
 	}
@@ -253,7 +297,7 @@ func checkLeaseTiming(ops []*Op, opts Options) Result {
 	if opts.ClockFaults {
 		res.Note = "clock faults were injected: timing exclusion is reported, not decisive; fencing keeps the resource safe"
 	}
-	grants := byKey(ops, func(o *Op) bool { return o.F == "acquire" && o.Type == history.OK })
+	grants := byKey(ops, isGrant)
 	releases := map[uint64][]*Op{}
 	renews := map[uint64][]*Op{}
 	for _, o := range ops {
@@ -289,7 +333,7 @@ func checkLeaseTiming(ops []*Op, opts Options) Result {
 				res.Violations = append(res.Violations, Violation{Key: key,
 					Message: fmt.Sprintf("token %d was granted %.1fms before token %d's lease (from its %s) could have run out",
 						g2.Token(), float64(end-g2.Return())/1e6, g1.Token(), basis),
-					Events: []history.Event{g1.Invoke, *g1.Done, g2.Invoke, *g2.Done}})
+					Events: append(g1.events(), g2.events()...)})
 			}
 		}
 	}

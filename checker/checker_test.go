@@ -249,3 +249,31 @@ func BenchmarkCheck100k(b *testing.B) {
 		}
 	}
 }
+
+func TestResolvedInfoAcquires(t *testing.T) {
+	// Index 0/1: an info acquire on a; 2/3: an ok grant of token 7 on b.
+	b := new(builder).
+		add(0, "invoke", "acquire", "a", lease(1000)).add(0, "info", "acquire", "a", errv("outcome unknown")).
+		add(1, "invoke", "acquire", "b", lease(1000)).add(1, "ok", "acquire", "b", tok(7))
+	if v := Check(b.events, Options{}); v.ExitCode != ExitValid {
+		t.Fatalf("unresolved: exit %d", v.ExitCode)
+	}
+	// The log says the info acquire was granted token 7 too: a duplicate.
+	v := Check(b.events, Options{Resolutions: []Resolution{{Index: 0, Happened: true, Token: 7}}})
+	if statusOf(v, "fencing") != StatusViolation || v.Stats.Resolved != 1 {
+		t.Fatalf("resolved duplicate token: fencing %s, resolved %d", statusOf(v, "fencing"), v.Stats.Resolved)
+	}
+
+	// A get sees token 9 that only the info acquire could have produced...
+	b = new(builder).
+		add(0, "invoke", "acquire", "k", lease(1000)).add(0, "info", "acquire", "k", errv("outcome unknown")).
+		add(1, "invoke", "get", "k", history.Value{}).add(1, "ok", "get", "k", held(9))
+	if v := Check(b.events, Options{}); v.ExitCode != ExitValid {
+		t.Fatalf("unresolved: exit %d", v.ExitCode)
+	}
+	// ...but the committed log says it never happened.
+	v = Check(b.events, Options{Resolutions: []Resolution{{Index: 0, Happened: false}}})
+	if statusOf(v, "linearizability") != StatusViolation {
+		t.Fatalf("resolved as not happened: linearizability %s", statusOf(v, "linearizability"))
+	}
+}

@@ -43,9 +43,13 @@ type lockOutput struct {
 func opInput(o *Op) lockInput { return lockInput{F: o.F, Token: o.Token()} }
 
 func opOutput(o *Op) lockOutput {
-	switch o.Type {
-	case history.Info:
+	switch {
+	case o.Resolved != nil:
+		return lockOutput{Kind: outGranted, Token: *o.Resolved}
+	case o.Type == history.Info:
 		return lockOutput{Kind: outUnknown}
+	}
+	switch o.Type {
 	case history.Fail:
 		switch {
 		case o.F == "acquire" && o.Error() == "held":

@@ -10,11 +10,20 @@ import (
 // Op is one client operation: an invocation and its completion. An
 // operation never completed counts as info (outcome unknown).
 type Op struct {
-	Process history.Process
-	F, Key  string
-	Invoke  history.Event
-	Done    *history.Event
-	Type    string // ok, fail or info
+	Process  history.Process
+	F, Key   string
+	Invoke   history.Event
+	Done     *history.Event
+	Type     string  // ok, fail or info
+	Resolved *uint64 // info acquire found granted in the committed log: its token
+}
+
+// events are the operation's invocation and, if any, its completion.
+func (o *Op) events() []history.Event {
+	if o.Done == nil {
+		return []history.Event{o.Invoke}
+	}
+	return []history.Event{o.Invoke, *o.Done}
 }
 
 // Call is the invocation time.
@@ -33,7 +42,10 @@ func (o *Op) Return() int64 {
 // (release, renew, read, write).
 func (o *Op) Token() uint64 {
 	if o.F == "acquire" {
-		if o.Type == history.OK && o.Done.Value.Token != nil {
+		switch {
+		case o.Resolved != nil:
+			return *o.Resolved
+		case o.Type == history.OK && o.Done.Value.Token != nil:
 			return *o.Done.Value.Token
 		}
 		return 0

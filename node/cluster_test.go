@@ -623,3 +623,35 @@ func TestRenewNotRefusedOnAnUncommittedExpire(t *testing.T) {
 		t.Fatalf("renew while the Expire is uncommitted: %v; want no answer (timeout or outcome unknown)", err)
 	}
 }
+
+func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	l := c.leader()
+	ctx := ctxT(t, 10*time.Second)
+	tok, err := l.Acquire(ctx, "k", time.Second, 0, 77)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, "k", tok); err != nil {
+		t.Fatal(err)
+	}
+	cmds, complete, err := l.CommittedLog()
+	if err != nil || !complete {
+		t.Fatalf("CommittedLog: complete=%v err=%v", complete, err)
+	}
+	var grant, release *LoggedCommand
+	for i := range cmds {
+		switch cmds[i].Op {
+		case "grant":
+			grant = &cmds[i]
+		case "release":
+			release = &cmds[i]
+		}
+	}
+	if grant == nil || grant.Tag != 77 || grant.Token != tok || grant.Status != "Granted" {
+		t.Fatalf("grant record %+v, want tag 77 token %d", grant, tok)
+	}
+	if release == nil || release.Status != "Released" || release.Index <= grant.Index {
+		t.Fatalf("release record %+v", release)
+	}
+}

@@ -273,6 +273,21 @@ func resultLabel(op wire.Op) string {
 	return "error"
 }
 
+// AuditHandler serves GET /debug/log: the applied log as JSON, for the
+// chaos harness's post-run audit ({"complete":bool,"commands":[...]}).
+func (n *Node) AuditHandler(w http.ResponseWriter, r *http.Request) {
+	cmds, complete, err := n.CommittedLog()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(struct {
+		Complete bool            `json:"complete"`
+		Commands []LoggedCommand `json:"commands"`
+	}{complete, cmds})
+}
+
 // HTTPHandler serves /metrics (Prometheus), /status (JSON), /healthz and
 // Go's /debug/pprof profiles.
 func (n *Node) HTTPHandler() *http.ServeMux {

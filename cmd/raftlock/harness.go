@@ -44,9 +44,10 @@ func printVerdict(v *checker.Verdict, out string, asJSON bool, stdout io.Writer)
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("check", "check HISTORY.jsonl [--out DIR] [--digests FILE] [--timeout 60s] [--lease-tolerance 0] [--clock-faults] [--json]")
+	fs := newFlagSet("check", "check HISTORY.jsonl [--out DIR] [--digests FILE] [--resolved FILE] [--timeout 60s] [--lease-tolerance 0] [--clock-faults] [--json]")
 	out := fs.String("out", "", "write verdict.json, summary.md, visualisations and the latency plot here")
 	digests := fs.String("digests", "", "JSON list of {node, applied, digest} for the convergence check")
+	resolved := fs.String("resolved", "", "JSON list of {index, happened, token}: info acquires settled from the committed log")
 	timeout := fs.Duration("timeout", 60*time.Second, "linearizability time budget (exit 2 when exceeded)")
 	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check")
 	clockFaults := fs.Bool("clock-faults", false, "clock faults ran: lease timing is reported, not decisive (default: read from the header)")
@@ -79,6 +80,15 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		}
 		if err := json.Unmarshal(b, &opts.Digests); err != nil {
 			return harnessErr(fmt.Errorf("%s: %w", *digests, err))
+		}
+	}
+	if *resolved != "" {
+		b, err := os.ReadFile(*resolved)
+		if err != nil {
+			return harnessErr(err)
+		}
+		if err := json.Unmarshal(b, &opts.Resolutions); err != nil {
+			return harnessErr(fmt.Errorf("%s: %w", *resolved, err))
 		}
 	}
 	v := checker.Check(events, opts)
@@ -163,6 +173,9 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	opts := checker.Options{ClockFaults: res.ClockFaults}
 	for _, d := range res.Digests {
 		opts.Digests = append(opts.Digests, checker.NodeDigest{Node: d.Node, Applied: d.Applied, Digest: d.Digest})
+	}
+	for _, r := range res.Resolutions {
+		opts.Resolutions = append(opts.Resolutions, checker.Resolution{Index: r.Index, Happened: r.Happened, Token: r.Token})
 	}
 	v := checker.Check(res.Events, opts)
 	if err := v.WriteReports(cfg.Out); err != nil {

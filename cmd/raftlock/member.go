@@ -144,6 +144,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 		mux := n.HTTPHandler()
 		if skew != nil {
 			mux.HandleFunc("POST /debug/clock", clockHandler(skew))
+			mux.HandleFunc("GET /debug/log", n.AuditHandler)
 		}
 		mb.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go mb.http.Serve(hln)

@@ -1,0 +1,68 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// LoggedCommand is one committed command with the result it had when
+// applied: what a post-run audit matches against a client history.
+type LoggedCommand struct {
+	Index  uint64 `json:"index"`
+	Term   uint64 `json:"term"`
+	Op     string `json:"op"`
+	Key    string `json:"key"`
+	Tag    uint64 `json:"tag,omitempty"`
+	Status string `json:"status"`
+	Token  uint64 `json:"token,omitempty"`
+}
+
+// CommittedLog replays this member's applied log through a fresh state
+// machine (from its snapshot, if the log was compacted) and returns every
+// command with its result. complete is false when a snapshot replaced the
+// log's beginning: commands before it are then not listed.
+func (n *Node) CommittedLog() (cmds []LoggedCommand, complete bool, err error) {
+	applied := n.appliedIndex()
+	snap, err := n.storage.Snapshot()
+	if err != nil {
+		return nil, false, err
+	}
+	m := fsm.New()
+	if len(snap.GetData()) > 0 {
+		if m, err = fsm.Restore(snap.GetData()); err != nil {
+			return nil, false, fmt.Errorf("restore snapshot: %w", err)
+		}
+	}
+	first, err := n.storage.FirstIndex()
+	if err != nil {
+		return nil, false, err
+	}
+	if first > snap.GetMetadata().GetIndex()+1 {
+		return nil, false, errors.New("log compacted past the snapshot")
+	}
+	var ents []*raftpb.Entry
+	if applied >= first {
+		if ents, err = n.storage.Entries(first, applied+1, 1<<62); err != nil {
+			return nil, false, fmt.Errorf("read log %d..%d: %w", first, applied, err)
+		}
+	}
+	for _, e := range ents {
+		if e.GetType() != raftpb.EntryType_EntryNormal || len(e.GetData()) == 0 {
+			continue
+		}
+		envs, err := fsm.DecodeBatch(e.GetData())
+		if err != nil {
+			continue // skipped at apply on every member too
+		}
+		for _, env := range envs {
+			res := m.Apply(env.Cmd)
+			cmds = append(cmds, LoggedCommand{Index: e.GetIndex(), Term: e.GetTerm(), Op: env.Cmd.Op.String(),
+				Key: env.Cmd.Key, Tag: env.Tag, Status: res.Status.String(), Token: res.Token})
+		}
+	}
+	return cmds, snap.GetMetadata().GetIndex() == 0, nil
+}
