@@ -109,15 +109,15 @@ func Check(events []history.Event, opts Options) *Verdict {
 		opts.Timeout = 60 * time.Second
 	}
 	ops, windows := Pair(events)
-	ops, resolved := resolve(ops, opts.Resolutions)
-	v := &Verdict{ops: ops, windows: windows}
-	v.Stats = Stats{Events: len(events), Ops: len(ops), ByType: map[string]int{}, Nemesis: len(windows), Resolved: resolved}
+	stats := Stats{Events: len(events), Ops: len(ops), ByType: map[string]int{}, Nemesis: len(windows)}
 	for _, o := range ops {
-		v.Stats.ByType[o.Type]++
+		stats.ByType[o.Type]++
 		if o.F == "acquire" && o.Type == history.OK {
-			v.Stats.Grants++
+			stats.Grants++
 		}
 	}
+	ops, stats.Resolved = resolve(ops, opts.Resolutions)
+	v := &Verdict{ops: ops, windows: windows, Stats: stats}
 	lin, info := checkLinearizable(ops, opts.Timeout)
 	v.lin = info
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, opts), checkResource(ops), checkConvergence(opts.Digests)}

@@ -39,9 +39,9 @@ func fileSafe(key string) string {
 func (v *Verdict) Summary(w io.Writer) {
 	word := map[string]string{"true": "VALID", "false": "INVALID", "unknown": "UNKNOWN"}[v.Valid]
 	fmt.Fprintf(w, "# raftlock check: %s\n\n", word)
-	fmt.Fprintf(w, "%d events, %d operations (ok %d, fail %d, info %d), %d grants, %d nemesis windows; checked in %.2fs.\n\n",
+	fmt.Fprintf(w, "%d events, %d operations (ok %d, fail %d, info %d), %d grants, %d nemesis windows, %d info acquires resolved from the committed log; checked in %.2fs.\n\n",
 		v.Stats.Events, v.Stats.Ops, v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
-		v.Stats.Grants, v.Stats.Nemesis, v.Stats.CheckTime)
+		v.Stats.Grants, v.Stats.Nemesis, v.Stats.Resolved, v.Stats.CheckTime)
 	fmt.Fprintln(w, "| check | status | decides | violations | note |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, r := range v.Checks {
@@ -123,7 +123,7 @@ func (v *Verdict) nemesisAnnotations() []porcupine.Annotation {
 // with the nemesis windows shaded.
 func (v *Verdict) plotLatency(path string) error {
 	p := plot.New()
-	p.Title.Text = "operation latency over time (shaded: faults)"
+	p.Title.Text = "operation latency over time, fault windows shaded"
 	p.X.Label.Text = "time since start (s)"
 	p.Y.Label.Text = "latency (ms)"
 	series := map[string]plotter.XYs{}
@@ -140,6 +140,17 @@ func (v *Verdict) plotLatency(path string) error {
 		maxY = 1
 	}
 	p.Add(&shading{windows: v.windows, maxY: maxY})
+	kinds := map[string]bool{}
+	for _, w := range v.windows {
+		kinds[w.Kind] = true
+	}
+	for _, k := range []string{"kill", "pause", "partition", "clock"} {
+		if kinds[k] {
+			swatch, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}})
+			swatch.Color, swatch.LineStyle.Width = faultColors[k], 0
+			p.Legend.Add("fault: "+k, swatch)
+		}
+	}
 	colors := map[string]color.Color{"acquire": color.RGBA{31, 119, 180, 255}, "release": color.RGBA{44, 160, 44, 255},
 		"renew": color.RGBA{148, 103, 189, 255}, "get": color.RGBA{255, 127, 14, 255}}
 	for _, f := range []string{"acquire", "release", "renew", "get"} {
@@ -166,12 +177,20 @@ type shading struct {
 	maxY    float64
 }
 
+// faultColors shade each nemesis family in its own translucent colour.
+var faultColors = map[string]color.Color{
+	"kill":      color.NRGBA{214, 39, 40, 50},
+	"pause":     color.NRGBA{255, 127, 14, 60},
+	"partition": color.NRGBA{148, 103, 189, 60},
+	"clock":     color.NRGBA{31, 119, 180, 45},
+}
+
 func (s *shading) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
 	for _, w := range s.windows {
 		x0, x1 := trX(float64(w.Start)/1e9), trX(float64(w.End)/1e9)
 		y0, y1 := trY(0), trY(s.maxY)
-		c.FillPolygon(color.RGBA{240, 200, 200, 160}, []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
+		c.FillPolygon(faultColors[w.Kind], []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
 	}
 }
 
