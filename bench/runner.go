@@ -72,12 +72,14 @@ type Run struct {
 // Hist is the run's latency histogram.
 func (r *Run) Hist() *Histogram { return r.hist }
 
-func (s Spec) key(client int, n int64) string {
+// key names the lock a cycle takes. Each run has its own keys (run), so a
+// run never waits on locks an earlier run left behind.
+func (s Spec) key(run int64, client int, n int64) string {
 	switch s.Workload {
 	case Contended:
-		return fmt.Sprintf("hot-%d", (client+int(n))%max(s.HotKeys, 1))
+		return fmt.Sprintf("r%d-hot-%d", run, (client+int(n))%max(s.HotKeys, 1))
 	}
-	return fmt.Sprintf("own-%d", client)
+	return fmt.Sprintf("r%d-own-%d", run, client)
 }
 
 // cycle runs one operation of the workload and returns how long the lock
@@ -89,13 +91,17 @@ func (s Spec) cycle(ctx context.Context, sess Session, key string) (time.Duratio
 		return 0, err
 	}
 	wait := time.Since(start)
+	// The release must happen even when the run is being stopped: a lock
+	// left held would stall the next run on the same cluster for a lease.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	if s.Workload == Mixed {
 		if err := sess.Read(ctx, key); err != nil {
-			unlock(ctx)
+			unlock(rctx)
 			return wait, err
 		}
 	}
-	return wait, unlock(ctx)
+	return wait, unlock(rctx)
 }
 
 // Measure runs spec against t, printing a progress line every 2 s.
@@ -127,6 +133,7 @@ func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run,
 	for i := range hists {
 		hists[i], waits[i] = NewHistogram(), NewHistogram()
 	}
+	run := time.Now().UnixNano()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -143,7 +150,7 @@ func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run,
 		waits[i].Record(wait)
 	}
 	if spec.Rate > 0 {
-		openLoop(runCtx, &wg, spec, sessions, record)
+		openLoop(runCtx, &wg, spec, run, sessions, record)
 	} else {
 		for i, sess := range sessions {
 			wg.Add(1)
@@ -151,7 +158,7 @@ func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run,
 				defer wg.Done()
 				for n := int64(0); runCtx.Err() == nil; n++ {
 					start := time.Now()
-					wait, err := spec.cycle(runCtx, sess, spec.key(i, n))
+					wait, err := spec.cycle(runCtx, sess, spec.key(run, i, n))
 					if runCtx.Err() != nil {
 						return
 					}
@@ -226,7 +233,7 @@ loop:
 // openLoop starts cycles at a fixed rate whatever the service does, and
 // measures each from its intended start, so a stall shows in the latency
 // instead of hiding in fewer requests (no coordinated omission).
-func openLoop(ctx context.Context, wg *sync.WaitGroup, spec Spec, sessions []Session,
+func openLoop(ctx context.Context, wg *sync.WaitGroup, spec Spec, run int64, sessions []Session,
 	record func(int, time.Duration, time.Duration, error)) {
 	free := make(chan int, len(sessions))
 	for i := range sessions {
@@ -254,7 +261,7 @@ func openLoop(ctx context.Context, wg *sync.WaitGroup, spec Spec, sessions []Ses
 					return
 				}
 				defer func() { free <- i }()
-				wait, err := spec.cycle(ctx, sessions[i], spec.key(i, n))
+				wait, err := spec.cycle(ctx, sessions[i], spec.key(run, i, n))
 				if ctx.Err() == nil {
 					record(i, time.Since(intended), wait, err)
 				}
