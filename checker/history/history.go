@@ -137,8 +137,8 @@ func validate(e Event, open map[Process]Event, retired map[Process]bool) error {
 	default:
 		return fmt.Errorf("unknown f %q", e.F)
 	}
-	if e.Key == "" {
-		return errors.New("client event without a key")
+	if e.Key == "" && e.Type == Invoke {
+		return errors.New("invocation without a key")
 	}
 	switch e.Type {
 	case Invoke:
@@ -154,7 +154,7 @@ func validate(e Event, open map[Process]Event, retired map[Process]bool) error {
 		if !ok {
 			return fmt.Errorf("process %d completes %s with nothing open", e.Process, e.F)
 		}
-		if inv.F != e.F || inv.Key != e.Key {
+		if inv.F != e.F || (e.Key != "" && inv.Key != e.Key) {
 			return fmt.Errorf("process %d completes %s %q but invoked %s %q", e.Process, e.F, e.Key, inv.F, inv.Key)
 		}
 		delete(open, e.Process)
