@@ -167,9 +167,11 @@ func TestReadValidatesFormat(t *testing.T) {
 {"index":0,"time":1200,"process":3,"type":"invoke","f":"acquire","key":"k1","value":{"lease_ms":1000,"wait_ms":0}}
 {"index":1,"time":1300,"process":"nemesis","type":"info","f":"kill","value":{"nodes":[2]}}
 {"index":2,"time":9800,"process":3,"type":"ok","f":"acquire","key":"k1","value":{"token":17}}
+{"index":3,"time":9900,"process":3,"type":"invoke","f":"release","key":"k1","value":{"token":17}}
+{"index":4,"time":9990,"process":3,"type":"ok","f":"release","value":{}}
 `
 	h, events, err := history.Read(strings.NewReader(good))
-	if err != nil || h["seed"] != 1.0 || len(events) != 3 || events[1].Process != history.Nemesis {
+	if err != nil || h["seed"] != 1.0 || len(events) != 5 || events[1].Process != history.Nemesis {
 		t.Fatalf("read: %v %v %+v", h, err, events)
 	}
 	for name, bad := range map[string]string{
