@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/freeport"
 )
 
 // ClusterSpec describes the cluster a Supervisor runs.
@@ -61,7 +61,7 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 		paused: map[int]bool{}, clocked: map[int]bool{}}
 	for _, id := range s.IDs() {
 		for _, m := range []map[int]string{s.raft, s.clients, s.https} {
-			addr, err := freeAddr()
+			addr, err := freeport.Addr()
 			if err != nil {
 				return nil, err
 			}
@@ -87,15 +87,6 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // IDs lists the member ids, 1..N.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -38,10 +39,10 @@ func Start(dir string, size int, tune func(*node.Config)) (*Cluster, error) {
 		members: map[uint64]*member{}, tune: tune}
 	for id := uint64(1); id <= uint64(size); id++ {
 		var err error
-		if c.Peers[id], err = freeAddr(); err != nil {
+		if c.Peers[id], err = freeport.Addr(); err != nil {
 			return nil, err
 		}
-		if c.Clients[id], err = freeAddr(); err != nil {
+		if c.Clients[id], err = freeport.Addr(); err != nil {
 			return nil, err
 		}
 	}
@@ -52,15 +53,6 @@ func Start(dir string, size int, tune func(*node.Config)) (*Cluster, error) {
 		}
 	}
 	return c, nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // StartMember (re)starts member id from its data directory.
