@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/client/wire"
 )
 
 // Config is one chaos run.
@@ -221,16 +222,12 @@ func finalReads(ctx context.Context, wl *Workload, keys []string) {
 // applied index, then takes each member's digest.
 func collectDigests(ctx context.Context, sup *Supervisor) []NodeDigest {
 	deadline := time.Now().Add(15 * time.Second)
-	var st map[int]statusLite
+	var st map[int]wire.Status
 	for {
-		st = statusLites(ctx, sup)
+		st = sup.Status(ctx)
 		same := len(st) == len(sup.IDs())
-		var applied uint64
 		for _, s := range st {
-			if applied == 0 {
-				applied = s.applied
-			}
-			same = same && s.applied == applied
+			same = same && s.Applied == st[sup.IDs()[0]].Applied
 		}
 		if same || time.Now().After(deadline) {
 			break
@@ -240,21 +237,8 @@ func collectDigests(ctx context.Context, sup *Supervisor) []NodeDigest {
 	var out []NodeDigest
 	for _, id := range sup.IDs() {
 		if s, ok := st[id]; ok {
-			out = append(out, NodeDigest{Node: id, Applied: s.applied, Digest: s.digest})
+			out = append(out, NodeDigest{Node: id, Applied: s.Applied, Digest: s.Digest})
 		}
-	}
-	return out
-}
-
-type statusLite struct {
-	applied uint64
-	digest  string
-}
-
-func statusLites(ctx context.Context, sup *Supervisor) map[int]statusLite {
-	out := map[int]statusLite{}
-	for id, s := range sup.Status(ctx) {
-		out[id] = statusLite{applied: s.Applied, digest: s.Digest}
 	}
 	return out
 }

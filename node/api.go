@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -22,10 +23,41 @@ func (n *Node) Acquire(ctx context.Context, key string, lease, wait time.Duratio
 	if err := ValidateLease(lease.Milliseconds()); err != nil {
 		return 0, err
 	}
-	n.mu.Lock()
-	if err := n.leaderReadyLocked(); err != nil {
+	for {
+		tok, err := n.acquire(ctx, key, lease, wait, tag)
+		if errors.Is(err, errWaitExpired) {
+			// The wait ran out while the key looked held: answer as a
+			// try-acquire would now, which confirms "held" first.
+			wait = 0
+			continue
+		}
+		return tok, err
+	}
+}
+
+// errWaitExpired ends a queued acquire whose wait ran out; Acquire turns it
+// into a confirmed answer.
+var errWaitExpired = errors.New("wait expired")
+
+func (n *Node) acquire(ctx context.Context, key string, lease, wait time.Duration, tag uint64) (uint64, error) {
+	for confirmed := false; ; confirmed = true {
+		n.mu.Lock()
+		if err := n.leaderReadyLocked(); err != nil {
+			n.mu.Unlock()
+			return 0, err
+		}
+		_, held := n.lm.machine.Get(key)
+		if n.canGrantLocked(key, false) || wait > 0 || !held || confirmed {
+			break // n.mu stays locked for the decision below
+		}
 		n.mu.Unlock()
-		return 0, err
+		// "Held" is a read of the table: confirm it is current (this node
+		// still leads and has applied everything committed) before
+		// answering, as Get does. A deposed leader must not answer from
+		// its stale table.
+		if err := n.linearize(ctx); err != nil {
+			return 0, err
+		}
 	}
 	req := n.newRequestLocked(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(lease.Milliseconds())}, tag)
 	_, held := n.lm.machine.Get(key)
@@ -69,17 +101,29 @@ func (n *Node) holderCall(ctx context.Context, cmd fsm.Command) error {
 	if err := ValidateKey(cmd.Key); err != nil {
 		return err
 	}
-	n.mu.Lock()
-	if err := n.leaderReadyLocked(); err != nil {
+	for confirmed := false; ; confirmed = true {
+		n.mu.Lock()
+		if err := n.leaderReadyLocked(); err != nil {
+			n.mu.Unlock()
+			return err
+		}
+		// Decide on the applied state only: an Expire of this token may be
+		// in the log already, but until it applies the token holds the key,
+		// and a Renew queued behind it will simply apply as NotFound.
+		if n.holdsLocked(cmd.Key, cmd.Token) || (cmd.Op == fsm.OpRelease && n.cfg.Bug == BugReleaseSkipsOwner) {
+			break // n.mu stays locked for the proposal below
+		}
+		if confirmed {
+			n.mu.Unlock()
+			return ErrNotFound
+		}
 		n.mu.Unlock()
-		return err
-	}
-	// Decide on the applied state only: an Expire of this token may be in
-	// the log already, but until it applies the token holds the key, and a
-	// Renew queued behind it will simply apply as NotFound.
-	if !n.holdsLocked(cmd.Key, cmd.Token) && !(cmd.Op == fsm.OpRelease && n.cfg.Bug == BugReleaseSkipsOwner) {
-		n.mu.Unlock()
-		return ErrNotFound
+		// "Not the holder" is a read: confirm the table is current first
+		// (found by the chaos harness: a leader resumed after SIGSTOP
+		// answered a renewal from the table it had before the pause).
+		if err := n.linearize(ctx); err != nil {
+			return err
+		}
 	}
 	if cmd.Op == fsm.OpRelease {
 		cmd.Token = 0 // Release{key}: the seed's command has no token
@@ -118,23 +162,7 @@ func (n *Node) Get(ctx context.Context, key string, stale bool) (LockInfo, error
 		if err != nil {
 			return LockInfo{}, err
 		}
-		r := &readRequest{ctx: ctx, index: make(chan uint64, 1)}
-		select {
-		case n.readc <- r:
-		case <-ctx.Done():
-			return LockInfo{}, ctx.Err()
-		case <-n.stopc:
-			return LockInfo{}, ErrStopped
-		}
-		var index uint64
-		select {
-		case index = <-r.index:
-		case <-ctx.Done():
-			return LockInfo{}, ctx.Err()
-		case <-n.stopc:
-			return LockInfo{}, ErrStopped
-		}
-		if err := n.waitApplied(ctx, index); err != nil {
+		if err := n.linearize(ctx); err != nil {
 			return LockInfo{}, err
 		}
 	}
@@ -149,6 +177,29 @@ func (n *Node) Get(ctx context.Context, key string, stale bool) (LockInfo, error
 		info.RemainingMS = max(0, (ls.deadline - n.clock.Now()).Milliseconds())
 	}
 	return info, nil
+}
+
+// linearize returns once this node's applied table reflects every command
+// committed before the call: raft's ReadIndex confirms with a quorum that
+// this node still leads, then the apply loop catches up to that index.
+func (n *Node) linearize(ctx context.Context) error {
+	r := &readRequest{ctx: ctx, index: make(chan uint64, 1)}
+	select {
+	case n.readc <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return ErrStopped
+	}
+	var index uint64
+	select {
+	case index = <-r.index:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return ErrStopped
+	}
+	return n.waitApplied(ctx, index)
 }
 
 func (n *Node) waitApplied(ctx context.Context, index uint64) error {

@@ -655,3 +655,32 @@ func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
 		t.Fatalf("release record %+v", release)
 	}
 }
+
+// A leader cut off from its followers still believes it leads for up to an
+// election timeout. In that window its table may be stale, so it must not
+// answer "held" or "not the holder" from it: negative answers are reads and
+// are confirmed with a quorum first (found by the chaos harness: a leader
+// resumed after SIGSTOP answered a renewal from its pre-pause table).
+func TestIsolatedLeaderGivesNoNegativeAnswers(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.ElectionTicks = 50 }) // a long window
+	l := c.leader()
+	ctx := ctxT(t, 10*time.Second)
+	tok, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.followers(l) {
+		c.stop(f.ID())
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := l.Acquire(short, "k", time.Second, 0, 0); err == nil || errors.Is(err, ErrHeld) {
+		t.Fatalf("try-acquire on an isolated leader: %v; want no answer, not ErrHeld", err)
+	}
+	if err := l.Release(short, "k", tok+1); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("release with a wrong token on an isolated leader: %v; want no answer, not ErrNotFound", err)
+	}
+	if err := l.Renew(short, "nokey", 1, time.Second); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("renew of a free key on an isolated leader: %v; want no answer, not ErrNotFound", err)
+	}
+}

@@ -371,7 +371,7 @@ func (n *Node) tickLocked() {
 		for _, w := range q {
 			if now >= w.waitUntil && !w.cancelled && held {
 				w.cancelled = true
-				n.deliverLocked(w, fsm.Result{}, ErrHeld)
+				n.deliverLocked(w, fsm.Result{}, errWaitExpired)
 			}
 			if !w.cancelled {
 				live = append(live, w)
