@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,10 +31,23 @@ func startCluster(t *testing.T) string {
 
 func cli(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	var out, errb syncBuffer
 	code := run(args, &out, &errb)
 	return code, out.String(), errb.String()
 }
+
+// syncBuffer is a bytes.Buffer safe for exec's copying goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func TestAcquireGetReleaseExitCodes(t *testing.T) {
 	eps := startCluster(t)
@@ -135,5 +149,44 @@ func TestExecPassesTokenReturnsStatusAndReleases(t *testing.T) {
 	}
 	if code, _, _ := cli(t, "exec", "job", "--endpoints", eps, "--", "true"); code != 0 {
 		t.Fatalf("exec true: exit %d", code)
+	}
+}
+
+// exec stops its command and says so when the lock is lost (here: released
+// behind its back with the token exec handed to the command).
+func TestExecStopsCommandWhenLockLost(t *testing.T) {
+	eps := startCluster(t)
+	dir := t.TempDir()
+	tokenFile, done := filepath.Join(dir, "token"), filepath.Join(dir, "done")
+	result := make(chan [3]any, 1)
+	go func() {
+		code, out, errOut := cli(t, "exec", "job", "--lease", "300ms", "--endpoints", eps, "--",
+			"sh", "-c", `echo "$RAFTLOCK_TOKEN" > `+tokenFile+`; sleep 20; touch `+done)
+		result <- [3]any{code, out, errOut}
+	}()
+	var tok string
+	deadline := time.Now().Add(10 * time.Second)
+	for tok == "" && time.Now().Before(deadline) {
+		if b, err := os.ReadFile(tokenFile); err == nil {
+			tok = strings.TrimSpace(string(b))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tok == "" {
+		t.Fatal("the command never started")
+	}
+	if code, _, e := cli(t, "release", "job", "--token", tok, "--endpoints", eps); code != 0 {
+		t.Fatalf("release behind exec's back: exit %d %s", code, e)
+	}
+	select {
+	case r := <-result:
+		if r[0].(int) != exitError || !strings.Contains(r[2].(string), "lost the lock") {
+			t.Fatalf("exec after losing the lock: exit %v, stderr %q", r[0], r[2])
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("exec did not stop its command after losing the lock")
+	}
+	if _, err := os.Stat(done); err == nil {
+		t.Fatal("the command ran to completion")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -294,9 +295,16 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return clientErr(err)
 	}
+	// The command's output and exec's own messages share the writers.
+	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
 	cmd := exec.Command(rest[0], rest[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.Env = append(os.Environ(), fmt.Sprintf("RAFTLOCK_TOKEN=%d", lk.Token()), "RAFTLOCK_KEY="+key)
+	// Its own process group, so that stopping the command stops everything
+	// it started: nothing may keep using the resource once the lock is gone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	signalGroup := func(sig syscall.Signal) { syscall.Kill(-cmd.Process.Pid, sig) }
 	if err := cmd.Start(); err != nil {
 		lk.Unlock(context.Background())
 		return fmt.Errorf("start %s: %w", rest[0], err)
@@ -314,15 +322,15 @@ wait:
 		case waitErr = <-exited:
 			break wait
 		case s := <-sigs:
-			cmd.Process.Signal(s)
+			signalGroup(s.(syscall.Signal))
 		case <-lk.Lost():
 			lostErr = lk.Err()
 			fmt.Fprintf(stderr, "raftlock exec: lost the lock on %s (%v); stopping %s\n", key, lostErr, rest[0])
-			cmd.Process.Signal(syscall.SIGTERM)
+			signalGroup(syscall.SIGTERM)
 			select {
 			case waitErr = <-exited:
 			case <-time.After(5 * time.Second):
-				cmd.Process.Kill()
+				signalGroup(syscall.SIGKILL)
 				waitErr = <-exited
 			}
 			break wait
@@ -348,6 +356,18 @@ wait:
 		return waitErr
 	}
 	return nil
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // extraCommands are the harness commands (chaos, check, bench).
