@@ -113,26 +113,18 @@ func (s *etcdSession) Lock(ctx context.Context, key string, wait bool) (func(con
 	}
 	// etcd-txn: put-if-absent under the session's lease, delete to release.
 	k := "/bench/txn/" + key
-	for backoff := time.Millisecond; ; backoff = min(2*backoff, 10*time.Millisecond) {
+	return pollLock(ctx, wait, time.Millisecond, 10*time.Millisecond, func() (func(context.Context) error, error) {
 		resp, err := s.t.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 			Then(clientv3.OpPut(k, s.id, clientv3.WithLease(s.sess.Lease()))).Commit()
-		if err != nil {
+		if err != nil || !resp.Succeeded {
 			return nil, err
 		}
-		if resp.Succeeded {
-			return func(ctx context.Context) error {
-				_, err := s.t.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(k), "=", s.id)).Then(clientv3.OpDelete(k)).Commit()
-				return err
-			}, nil
-		}
-		if !wait {
-			return nil, errors.New("held")
-		}
-		if !sleepCtx(ctx, backoff) {
-			return nil, ctx.Err()
-		}
-	}
+		return func(ctx context.Context) error {
+			_, err := s.t.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(k), "=", s.id)).Then(clientv3.OpDelete(k)).Commit()
+			return err
+		}, nil
+	})
 }
 
 func (s *etcdSession) Read(ctx context.Context, key string) error {

@@ -84,24 +84,16 @@ func (s *redisSession) Lock(ctx context.Context, key string, wait bool) (func(co
 	s.n++
 	token := s.id + "-" + strconv.FormatInt(s.n, 10)
 	px := strconv.FormatInt(s.t.lease.Milliseconds(), 10)
-	for backoff := 100 * time.Microsecond; ; backoff = min(2*backoff, 5*time.Millisecond) {
+	return pollLock(ctx, wait, 100*time.Microsecond, 5*time.Millisecond, func() (func(context.Context) error, error) {
 		r, err := s.c.do("SET", key, token, "NX", "PX", px)
-		if err != nil {
+		if err != nil || r != "OK" {
 			return nil, err
 		}
-		if r == "OK" {
-			return func(context.Context) error {
-				_, err := s.c.do("EVAL", releaseScript, "1", key, token)
-				return err
-			}, nil
-		}
-		if !wait {
-			return nil, errors.New("held")
-		}
-		if !sleepCtx(ctx, backoff) {
-			return nil, ctx.Err()
-		}
-	}
+		return func(context.Context) error {
+			_, err := s.c.do("EVAL", releaseScript, "1", key, token)
+			return err
+		}, nil
+	})
 }
 
 func (s *redisSession) Read(ctx context.Context, key string) error {

@@ -270,6 +270,24 @@ func openLoop(ctx context.Context, wg *sync.WaitGroup, spec Spec, run int64, ses
 	}()
 }
 
+// pollLock takes a lock on a service with no wait queue: try, and with
+// wait, retry with a growing backoff (from first, up to last) until ctx ends.
+func pollLock(ctx context.Context, wait bool, first, last time.Duration,
+	try func() (unlock func(context.Context) error, err error)) (func(context.Context) error, error) {
+	for backoff := first; ; backoff = min(2*backoff, last) {
+		unlock, err := try()
+		if err != nil || unlock != nil {
+			return unlock, err
+		}
+		if !wait {
+			return nil, errors.New("held")
+		}
+		if !sleepCtx(ctx, backoff) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -517,6 +517,18 @@ func TestNoDecisionBeforeTermBarrier(t *testing.T) {
 	}
 }
 
+// expireNow makes n's local deadline for key's token pass and runs the
+// timers, as if the lease had run out; it reports whether an Expire was
+// proposed.
+func expireNow(n *Node, key string, token uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lm.leases[key] = lease{token: token, deadline: 0}
+	n.tickLocked()
+	m, ok := n.lm.expiring[key]
+	return ok && m.token == token
+}
+
 // An Expire proposed for a token and a Renew of that token must never both
 // succeed: the holder would believe in a lease the log has already ended.
 func TestRenewAndExpireNeverBothSucceed(t *testing.T) {
@@ -529,10 +541,7 @@ func TestRenewAndExpireNeverBothSucceed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.mu.Lock()
-	l.lm.leases["a"] = lease{token: tok, deadline: 0} // the leader's deadline has passed
-	l.tickLocked()
-	l.mu.Unlock()
+	expireNow(l, "a", tok)
 	if err := l.Renew(ctx, "a", tok, time.Hour); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("renew behind a proposed Expire: %v, want ErrNotFound", err)
 	}
@@ -545,11 +554,8 @@ func TestRenewAndExpireNeverBothSucceed(t *testing.T) {
 	l.mu.Lock()
 	req := l.newRequestLocked(fsm.Command{Op: fsm.OpRenew, Key: "b", Token: tok, LeaseMS: 3_600_000}, 0)
 	l.proposeLocked(req)
-	l.lm.leases["b"] = lease{token: tok, deadline: 0}
-	l.tickLocked()
-	_, expiring := l.lm.expiring["b"]
 	l.mu.Unlock()
-	if expiring {
+	if expireNow(l, "b", tok) {
 		t.Fatal("an Expire was proposed while a Renew of the same token was in flight")
 	}
 	if res, err := l.wait(ctx, req); err != nil || res.Status != fsm.Renewed {
@@ -609,12 +615,7 @@ func TestRenewNotRefusedOnAnUncommittedExpire(t *testing.T) {
 	for _, f := range c.followers(l) {
 		c.stop(f.ID()) // nothing commits from now on
 	}
-	l.mu.Lock()
-	l.lm.leases["k"] = lease{token: tok, deadline: 0}
-	l.tickLocked() // proposes Expire{k, tok}, which cannot commit
-	_, expiring := l.lm.expiring["k"]
-	l.mu.Unlock()
-	if !expiring {
+	if !expireNow(l, "k", tok) { // proposes Expire{k, tok}, which cannot commit
 		t.Fatal("no Expire proposed")
 	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)

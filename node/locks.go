@@ -56,10 +56,10 @@ type lockManager struct {
 	seq      uint64
 }
 
-func newLockManager(m *fsm.Machine, applied, seqStart uint64) *lockManager {
+// newLockManager returns an empty manager; restoreLocked installs its table.
+func newLockManager(seqStart uint64) *lockManager {
 	return &lockManager{
-		machine: m, applied: applied, appliedCh: make(chan struct{}),
-		leases: make(map[string]lease), pending: make(map[fsm.RequestID]*request),
+		appliedCh: make(chan struct{}), pending: make(map[fsm.RequestID]*request),
 		inflight: make(map[string]fsm.RequestID), renewing: make(map[string]int), waiters: make(map[string][]*request),
 		expiring: make(map[string]expireMark), seq: seqStart,
 	}

@@ -208,7 +208,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("read initial state: %w", err)
 	}
 	n.confState = cs
-	n.lm = newLockManager(machine, snap.GetMetadata().GetIndex(), uint64(time.Now().UnixNano()))
+	n.lm = newLockManager(uint64(time.Now().UnixNano()))
 	n.restoreLocked(machine, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm())
 
 	rcfg := &raft.Config{
@@ -451,7 +451,13 @@ func (n *Node) proposeQueued() {
 
 func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error {
 	rd := n.rn.Ready()
-	if rd.SoftState != nil || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) {
+	// Role, leader and term change only with a SoftState or a new term; a
+	// commit-only hard state (most Readies) needs no status work and no
+	// n.mu, which the apply loop holds.
+	n.statusMu.Lock()
+	termChanged := rd.HardState != nil && rd.HardState.GetTerm() != n.status.term
+	n.statusMu.Unlock()
+	if rd.SoftState != nil || termChanged {
 		bs := n.rn.BasicStatus()
 		st := raftStatus{term: bs.GetTerm(), lead: bs.Lead, commit: bs.GetCommit(), state: bs.RaftState}
 		n.statusMu.Lock()
