@@ -93,13 +93,18 @@ type Verdict struct {
 
 // Stats summarise the history.
 type Stats struct {
-	Events    int            `json:"events"`
-	Ops       int            `json:"ops"`
-	ByType    map[string]int `json:"by_type"`
-	Grants    int            `json:"grants"`
-	Nemesis   int            `json:"nemesis_windows"`
-	Resolved  int            `json:"info_resolved"` // info acquires settled by the committed log
-	CheckTime float64        `json:"check_seconds"`
+	Events   int            `json:"events"`
+	Ops      int            `json:"ops"`
+	ByType   map[string]int `json:"by_type"`
+	Grants   int            `json:"grants"`
+	Nemesis  int            `json:"nemesis_windows"`
+	Resolved int            `json:"info_resolved"` // info acquires settled by the committed log
+	// Filled by the chaos harness from the members' metrics (summed over
+	// every member and every incarnation of it); zero for raftlock check.
+	Restarts           int     `json:"restarts"`
+	Snapshots          int     `json:"snapshots"`
+	SnapshotsInstalled int     `json:"snapshots_installed"`
+	CheckTime          float64 `json:"check_seconds"`
 }
 
 // Check runs every check on events.

@@ -42,6 +42,10 @@ func (v *Verdict) Summary(w io.Writer) {
 	fmt.Fprintf(w, "%d events, %d operations (ok %d, fail %d, info %d), %d grants, %d nemesis windows, %d info acquires resolved from the committed log; checked in %.2fs.\n\n",
 		v.Stats.Events, v.Stats.Ops, v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
 		v.Stats.Grants, v.Stats.Nemesis, v.Stats.Resolved, v.Stats.CheckTime)
+	if v.Stats.Restarts+v.Stats.Snapshots+v.Stats.SnapshotsInstalled > 0 {
+		fmt.Fprintf(w, "Cluster: %d member restarts, %d snapshots taken, %d snapshots installed from the leader.\n\n",
+			v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled)
+	}
 	fmt.Fprintln(w, "| check | status | decides | violations | note |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, r := range v.Checks {

@@ -66,6 +66,13 @@ type Value struct {
 	Node     *int     `json:"node,omitempty"`
 	Rate     *float64 `json:"rate,omitempty"`
 	OffsetMS *int64   `json:"offset_ms,omitempty"`
+	// Network faults on directed peer links: Links lists [from, to] pairs
+	// (a one-way partition cuts only those directions); DelayMS and JitterMS
+	// slow them, Loss drops that fraction of their messages.
+	Links    [][]int  `json:"links,omitempty"`
+	DelayMS  *int64   `json:"delay_ms,omitempty"`
+	JitterMS *int64   `json:"jitter_ms,omitempty"`
+	Loss     *float64 `json:"loss,omitempty"`
 }
 
 // Event is one line of a history.
