@@ -26,6 +26,12 @@ type outcome struct {
 type lease struct {
 	token    uint64
 	deadline time.Duration
+	length   time.Duration
+}
+
+func newLease(token uint64, now time.Duration, ms uint64) lease {
+	d := time.Duration(ms) * time.Millisecond
+	return lease{token: token, deadline: now + d, length: d}
 }
 
 type expireMark struct {
@@ -256,10 +262,8 @@ func (n *Node) afterApplyLocked(env fsm.Envelope, res fsm.Result, entryTerm uint
 
 	// Leases: every node, local clock, set at apply (rule 6).
 	switch res.Status {
-	case fsm.Granted:
-		lm.leases[key] = lease{token: res.Token, deadline: now + time.Duration(env.Cmd.LeaseMS)*time.Millisecond}
-	case fsm.Renewed:
-		lm.leases[key] = lease{token: res.Token, deadline: now + time.Duration(env.Cmd.LeaseMS)*time.Millisecond}
+	case fsm.Granted, fsm.Renewed:
+		lm.leases[key] = newLease(res.Token, now, env.Cmd.LeaseMS)
 	case fsm.Released:
 		delete(lm.leases, key)
 	case fsm.Expired:
@@ -356,7 +360,7 @@ func (n *Node) restoreLocked(m *fsm.Machine, index, term uint64) {
 	now := n.clock.Now()
 	for _, k := range m.Keys() {
 		l, _ := m.Get(k)
-		lm.leases[k] = lease{token: l.Token, deadline: now + time.Duration(l.LeaseMS)*time.Millisecond}
+		lm.leases[k] = newLease(l.Token, now, l.LeaseMS)
 	}
 }
 
@@ -399,7 +403,7 @@ func (n *Node) tickLocked() {
 		return
 	}
 	for key, l := range lm.leases {
-		if now < l.deadline {
+		if now < n.hooks.expireAt(l) {
 			continue
 		}
 		if m, ok := lm.expiring[key]; ok && m.token == l.token && now-m.at < time.Second {

@@ -18,7 +18,7 @@ type Metrics struct {
 	ghostReleases, snapshotsInstalled                   prometheus.Counter
 	fsyncSeconds, batchSize                             prometheus.Histogram
 	applied, locksHeld, waiters, isLeader, term         prometheus.Gauge
-	commit, applyLag                                    prometheus.Gauge
+	commit, applyLag, firstIndex                        prometheus.Gauge
 	// ClientRequests counts client calls by operation and result; the
 	// client server increments it.
 	ClientRequests *prometheus.CounterVec
@@ -52,6 +52,7 @@ func newMetrics() *Metrics {
 	m.Registry.MustRegister(m.fsyncSeconds, m.batchSize)
 	m.applied = gauge("applied_index", "Highest applied log index.")
 	m.commit = gauge("commit_index", "Highest log index known committed.")
+	m.firstIndex = gauge("first_index", "First log index still stored; a follower behind it needs a snapshot.")
 	m.applyLag = gauge("apply_lag_entries", "Committed entries not yet applied.")
 	m.locksHeld = gauge("locks_held", "Locks in the applied table.")
 	m.waiters = gauge("waiters", "Acquires queued on this leader.")

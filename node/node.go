@@ -34,11 +34,12 @@ const (
 	BugAckBeforeCommit     = "ack-before-commit"
 	BugFollowerLocalExpire = "follower-local-expire"
 	BugStaleRead           = "stale-read"
+	BugEarlyExpire         = "early-expire"
 )
 
 // Bugs lists the planted bugs by name.
 var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
-	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead}
+	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire}
 
 // Config configures one member.
 type Config struct {
@@ -109,6 +110,7 @@ type Node struct {
 	rn        *raft.RawNode // owned by the raft loop
 	confState *raftpb.ConfState
 	metrics   *Metrics
+	hooks     hooks
 
 	mu      sync.Mutex // guards lm, stopped
 	lm      *lockManager
@@ -174,7 +176,7 @@ func New(cfg Config) (*Node, error) {
 		propc: make(chan struct{}, 1), recvc: make(chan *raftpb.Message, 1024),
 		reportc: make(chan peerReport, 256), readc: make(chan *readRequest, 256),
 		applyc: make(chan applyTask, 256), stopc: make(chan struct{}),
-		metrics: newMetrics(),
+		metrics: newMetrics(), hooks: plantHooks(cfg.Bug),
 	}
 	voters := make([]uint64, 0, len(cfg.Peers))
 	for id := range cfg.Peers {
@@ -248,6 +250,7 @@ func (n *Node) Start() error {
 		n.storage.Close()
 		return err
 	}
+	n.noteFirstIndex()
 	n.wg.Add(3)
 	go n.raftLoop()
 	go n.applyLoop()
@@ -551,6 +554,7 @@ func (n *Node) applyLoop() {
 			n.mu.Unlock()
 			lastSnap = t.snap.GetMetadata().GetIndex()
 			n.metrics.snapshotsInstalled.Inc()
+			n.noteFirstIndex()
 			n.log.Info("installed snapshot", "index", lastSnap)
 			continue
 		}
@@ -600,7 +604,16 @@ func (n *Node) applyLoop() {
 			}
 			lastSnap = applied
 			n.metrics.snapshots.Inc()
+			n.noteFirstIndex()
 		}
+	}
+}
+
+// noteFirstIndex publishes the first stored log index: the harness watches
+// it to know when a lagging follower can only catch up by snapshot.
+func (n *Node) noteFirstIndex() {
+	if i, err := n.storage.FirstIndex(); err == nil {
+		n.metrics.firstIndex.Set(float64(i))
 	}
 }
 

@@ -31,6 +31,7 @@ type memberFlags struct {
 	data           string
 	tick           time.Duration
 	snapshotEvery  uint64
+	snapshotKeep   uint64
 	maxInflight    int
 	noBatch        bool
 	logLevel       string
@@ -50,6 +51,7 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.DurationVar(&m.tick, "tick", 20*time.Millisecond, "raft tick; election timeout is 10 ticks")
 	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots")
+	fs.Uint64Var(&m.snapshotKeep, "snapshot-keep", 1000, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
 	fs.IntVar(&m.maxInflight, "max-inflight", 256, "raft append messages in flight per follower (1: no pipelining)")
 	fs.BoolVar(&m.noBatch, "no-batch", false, "one command per log entry (ablation)")
 	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -122,7 +124,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	}
 	n, err := node.New(node.Config{
 		ID: m.id, Peers: peers, ClientAddr: m.listen, DataDir: m.data,
-		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, MaxInflight: m.maxInflight,
+		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
 		NoBatch: m.noBatch, Clock: clock, Logger: log, Bug: m.unsafeBug,
 	})
 	if err != nil {
