@@ -98,9 +98,6 @@ func (s *DiskStorage) load(voters []uint64) error {
 			return fmt.Errorf("write initial configuration: %w", err)
 		}
 	}
-	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-		return fmt.Errorf("load snapshot: %w", err)
-	}
 	hs := &raftpb.HardState{}
 	if found, err := s.getProto(keyHardState, hs); err != nil {
 		return err
@@ -109,24 +106,67 @@ func (s *DiskStorage) load(voters []uint64) error {
 			return err
 		}
 	}
-	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(snap.GetMetadata().GetIndex() + 1), UpperBound: keyEntryHigh})
+	ents, err := s.storedEntries()
 	if err != nil {
 		return err
+	}
+	return s.mirror(snap, ents)
+}
+
+// storedEntries reads every log entry in pebble, checking they are
+// contiguous.
+func (s *DiskStorage) storedEntries() ([]*raftpb.Entry, error) {
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: keyEntryLow, UpperBound: keyEntryHigh})
+	if err != nil {
+		return nil, err
 	}
 	defer iter.Close()
 	var ents []*raftpb.Entry
 	for iter.First(); iter.Valid(); iter.Next() {
 		e := &raftpb.Entry{}
 		if err := proto.Unmarshal(iter.Value(), e); err != nil {
-			return fmt.Errorf("entry %x: %w", iter.Key(), err)
+			return nil, fmt.Errorf("entry %x: %w", iter.Key(), err)
 		}
 		if n := len(ents); n > 0 && e.GetIndex() != ents[n-1].GetIndex()+1 {
-			return fmt.Errorf("log gap: entry %d after %d", e.GetIndex(), ents[n-1].GetIndex())
+			return nil, fmt.Errorf("log gap: entry %d after %d", e.GetIndex(), ents[n-1].GetIndex())
 		}
 		ents = append(ents, e)
 	}
-	if err := iter.Error(); err != nil {
-		return err
+	return ents, iter.Error()
+}
+
+// mirror loads the snapshot and the stored entries into the in-memory log.
+// Entries at and below the snapshot index are the ones Compact kept for
+// slow followers: they stay readable, as they were before the restart.
+func (s *DiskStorage) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
+	index, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
+	if len(ents) > 0 && ents[0].GetIndex() < index && ents[len(ents)-1].GetIndex() >= index {
+		if got := ents[index-ents[0].GetIndex()].GetTerm(); got != term {
+			return fmt.Errorf("stored entry %d has term %d, the snapshot at it term %d", index, got, term)
+		}
+		// The first kept entry becomes the log's base, then the snapshot
+		// is recorded at its own index on top of the loaded entries.
+		base := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+			Index: new(ents[0].GetIndex()), Term: new(ents[0].GetTerm()), ConfState: snap.GetMetadata().GetConfState()}}
+		if err := s.MemoryStorage.ApplySnapshot(base); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+			return fmt.Errorf("load log base %d: %w", ents[0].GetIndex(), err)
+		}
+		if err := s.MemoryStorage.Append(ents[1:]); err != nil {
+			return err
+		}
+		if _, err := s.MemoryStorage.CreateSnapshot(index, snap.GetMetadata().GetConfState(), snap.GetData()); err != nil {
+			return fmt.Errorf("load snapshot at %d: %w", index, err)
+		}
+		return nil
+	}
+	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		return fmt.Errorf("load snapshot: %w", err)
+	}
+	for len(ents) > 0 && ents[0].GetIndex() <= index {
+		ents = ents[1:] // covered by the snapshot
+	}
+	if len(ents) > 0 && ents[0].GetIndex() != index+1 {
+		return fmt.Errorf("log gap: first entry %d after a snapshot at %d", ents[0].GetIndex(), index)
 	}
 	return s.MemoryStorage.Append(ents)
 }
@@ -158,8 +198,10 @@ func (s *DiskStorage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *
 			return err
 		}
 		b.Set(keySnapshot, data, nil)
-		// The snapshot replaces the whole log up to its index.
-		b.DeleteRange(keyEntryLow, entryKey(snap.GetMetadata().GetIndex()+1), nil)
+		// A received snapshot replaces the whole log, entries above its
+		// index included: they may come from a term the leader overwrote.
+		// Entries in this same batch are set after the deletion and stay.
+		b.DeleteRange(keyEntryLow, keyEntryHigh, nil)
 	}
 	if len(entries) > 0 {
 		for _, e := range entries {
@@ -173,7 +215,7 @@ func (s *DiskStorage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *
 		// suffix after it. Only then: a range tombstone per append would make
 		// every memtable flush fragment thousands of them.
 		last := entries[len(entries)-1].GetIndex()
-		if stored, err := s.MemoryStorage.LastIndex(); err == nil && stored > last {
+		if stored, err := s.MemoryStorage.LastIndex(); err == nil && stored > last && raft.IsEmptySnap(snap) {
 			b.DeleteRange(entryKey(last+1), entryKey(stored+1), nil)
 		}
 	}

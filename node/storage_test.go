@@ -55,3 +55,98 @@ func TestDiskStorageTruncatesConflictingSuffix(t *testing.T) {
 		t.Fatalf("hard state term %d after restart", hs.GetTerm())
 	}
 }
+
+func openTestStorage(t *testing.T, dir string) *DiskStorage {
+	t.Helper()
+	s, err := OpenDiskStorage(dir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("open storage: %v", err)
+	}
+	return s
+}
+
+func logTerms(t *testing.T, s *DiskStorage) []uint64 {
+	t.Helper()
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	var terms []uint64
+	for i := first; i <= last; i++ {
+		term, err := s.Term(i)
+		if err != nil {
+			t.Fatalf("term of %d: %v", i, err)
+		}
+		terms = append(terms, term)
+	}
+	return terms
+}
+
+// Installing a snapshot replaces the whole log: entries above the snapshot
+// from an older term must not come back after a restart, or the member
+// would read back terms going backwards and could grant a vote it must
+// refuse. The snapshot and the next entry arrive in separate Readies.
+func TestDiskStorageSnapshotInstallDropsEveryStoredEntry(t *testing.T) {
+	for _, together := range []bool{false, true} {
+		dir := t.TempDir()
+		s := openTestStorage(t, dir)
+		if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(0))}, ents(1, 1, 12), nil, true); err != nil {
+			t.Fatal(err)
+		}
+		snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(8)), Term: new(uint64(2)),
+			ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}, Data: []byte("table")}
+		hs := &raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(8))}
+		if together {
+			if err := s.Save(hs, ents(2, 9, 9), snap, true); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := s.Save(hs, nil, snap, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Save(nil, ents(2, 9, 9), nil, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		s = openTestStorage(t, dir)
+		if last, _ := s.LastIndex(); last != 9 {
+			t.Fatalf("together=%v: last index after reopen %d (terms from first: %v), want 9", together, last, logTerms(t, s))
+		}
+		if term, _ := s.Term(9); term != 2 {
+			t.Fatalf("together=%v: term of entry 9 is %d, want 2", together, term)
+		}
+		s.Close()
+	}
+}
+
+// Entries kept behind a snapshot for slow followers (SnapshotKeep) are
+// still there after a restart, so a restart does not force a snapshot on
+// every follower that lags by less than the keep.
+func TestDiskStorageReloadsEntriesKeptBehindSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStorage(t, dir)
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(30))}, ents(1, 1, 30), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
+	if err := s.Compact(25, cs, []byte("table@25"), 20); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		if first, _ := s.FirstIndex(); first != 21 {
+			t.Fatalf("%s: first index %d, want 21", when, first)
+		}
+		es, err := s.Entries(21, 31, 1<<30)
+		if err != nil || len(es) != 10 || es[0].GetData()[0] != 21 {
+			t.Fatalf("%s: entries 21..30: %d entries, %v", when, len(es), err)
+		}
+		snap, _ := s.Snapshot()
+		if snap.GetMetadata().GetIndex() != 25 || string(snap.GetData()) != "table@25" || len(snap.GetMetadata().GetConfState().GetVoters()) != 3 {
+			t.Fatalf("%s: snapshot %v", when, snap.GetMetadata())
+		}
+	}
+	check("before reopen")
+	s.Close()
+	s = openTestStorage(t, dir)
+	defer s.Close()
+	check("after reopen")
+}
