@@ -308,3 +308,49 @@ func TestLockerRenewsAndReleases(t *testing.T) {
 		t.Fatal("still held after Unlock")
 	}
 }
+
+// A request id already in flight on a connection is refused; the earlier
+// request keeps its own cancel and its own answer.
+func TestDuplicateRequestIDRefused(t *testing.T) {
+	c, leader := startCluster(t, 3)
+	cl := newClient(t, c.Endpoints()...)
+	ctx := ctxT(t, 20*time.Second)
+	tok, err := cl.Acquire(ctx, "k", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", c.Clients[leader])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waiting := &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "k", LeaseMS: 60000, WaitMS: 10000}
+	conn.Write(wire.AppendRequest(nil, waiting))
+	conn.Write(wire.AppendRequest(nil, &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "other", LeaseMS: 60000}))
+	r := bufio.NewReader(conn)
+	read := func() wire.Response {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		body, err := wire.ReadFrame(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := wire.DecodeResponse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := read(); resp.ID != 7 || resp.Op != wire.OpInvalidArgument {
+		t.Fatalf("duplicate id answered %+v, want InvalidArgument", resp)
+	}
+	if err := cl.Release(ctx, "k", tok.Token); err != nil {
+		t.Fatal(err)
+	}
+	if resp := read(); resp.ID != 7 || resp.Op != wire.OpGranted {
+		t.Fatalf("the first request with id 7 answered %+v, want Granted", resp)
+	}
+	if info, err := cl.Get(ctx, "other"); err != nil || info.Held {
+		t.Fatalf("the refused request ran: other is %+v, %v", info, err)
+	}
+}

@@ -183,7 +183,7 @@ func (n *Node) Get(ctx context.Context, key string, stale bool) (LockInfo, error
 // committed before the call: raft's ReadIndex confirms with a quorum that
 // this node still leads, then the apply loop catches up to that index.
 func (n *Node) linearize(ctx context.Context) error {
-	r := &readRequest{ctx: ctx, index: make(chan uint64, 1)}
+	r := &readRequest{ctx: ctx, done: make(chan readDone, 1)}
 	select {
 	case n.readc <- r:
 	case <-ctx.Done():
@@ -191,15 +191,18 @@ func (n *Node) linearize(ctx context.Context) error {
 	case <-n.stopc:
 		return ErrStopped
 	}
-	var index uint64
+	var d readDone
 	select {
-	case index = <-r.index:
+	case d = <-r.done:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.stopc:
 		return ErrStopped
 	}
-	return n.waitApplied(ctx, index)
+	if d.err != nil {
+		return d.err
+	}
+	return n.waitApplied(ctx, d.index)
 }
 
 func (n *Node) waitApplied(ctx context.Context, index uint64) error {

@@ -109,7 +109,7 @@ func (n *Node) proposeLocked(req *request) {
 		}
 	}
 	n.lm.pending[req.env.ID] = req
-	n.enqueue(req.env)
+	n.enqueueLocked(req.env)
 	if n.cfg.Bug == BugAckBeforeCommit {
 		// Planted bug: answer as soon as the command is proposed.
 		res := fsm.Result{Status: fsm.Granted, Token: n.lm.machine.LastToken() + 1}
@@ -127,7 +127,7 @@ func (n *Node) proposeLocked(req *request) {
 // ghost Release).
 func (n *Node) proposeInternalLocked(cmd fsm.Command) {
 	n.lm.seq++
-	n.enqueue(fsm.Envelope{ID: fsm.RequestID{Node: n.cfg.ID, Seq: n.lm.seq}, Cmd: cmd})
+	n.enqueueLocked(fsm.Envelope{ID: fsm.RequestID{Node: n.cfg.ID, Seq: n.lm.seq}, Cmd: cmd})
 }
 
 func (n *Node) deliverLocked(req *request, res fsm.Result, err error) {
@@ -239,19 +239,17 @@ func (n *Node) pumpLocked(key string) {
 }
 
 // applyLocked applies one committed command on this node and, on the
-// leader, answers its requester and takes the decisions it triggers.
-func (n *Node) applyLocked(env fsm.Envelope, entryTerm uint64) {
+// leader, answers its requester and takes the decisions it triggers. It
+// returns the command's result.
+func (n *Node) applyLocked(env fsm.Envelope, entryTerm uint64) fsm.Result {
 	lm := n.lm
-	if n.cfg.Bug == BugTokenAtPropose && env.Cmd.Op == fsm.OpGrant && env.Tag != 0 {
+	res := lm.machine.Apply(env.Cmd)
+	if n.cfg.Bug == BugTokenAtPropose && env.Cmd.Op == fsm.OpGrant && env.Tag != 0 && res.Status == fsm.Granted {
 		// Planted bug, continued: the proposed token wins over the counter.
-		res := lm.machine.Apply(env.Cmd)
-		if res.Status == fsm.Granted {
-			res.Token = env.Tag
-		}
-		n.afterApplyLocked(env, res, entryTerm)
-		return
+		res.Token = env.Tag
 	}
-	n.afterApplyLocked(env, lm.machine.Apply(env.Cmd), entryTerm)
+	n.afterApplyLocked(env, res, entryTerm)
+	return res
 }
 
 func (n *Node) afterApplyLocked(env fsm.Envelope, res fsm.Result, entryTerm uint64) {

@@ -62,6 +62,11 @@ type Config struct {
 	Storage   Storage   // default: pebble in DataDir
 	Logger    *slog.Logger
 
+	// AuditJournal, when set, is a file where every applied entry and its
+	// results are appended for the chaos harness's post-run audit (see
+	// CommittedLog). Only with fault injection: it grows without bound.
+	AuditJournal string
+
 	// Bug plants one named bug (see Bugs). Never set in production: the
 	// CLI accepts it only with fault injection enabled.
 	Bug string
@@ -111,13 +116,14 @@ type Node struct {
 	confState *raftpb.ConfState
 	metrics   *Metrics
 	hooks     hooks
+	journal   *journal // nil unless Config.AuditJournal
 
 	mu      sync.Mutex // guards lm, stopped
 	lm      *lockManager
 	stopped bool
 
 	propMu    sync.Mutex
-	propQueue []fsm.Envelope
+	propQueue []queuedCommand
 	propc     chan struct{}
 
 	recvc   chan *raftpb.Message
@@ -147,10 +153,25 @@ type peerReport struct {
 	failed   bool
 }
 
+// queuedCommand is a command waiting for the next proposal, stamped with
+// the term in which the leader decided it: it may be proposed in that term
+// only, since the table it was validated against may not hold in a later
+// one.
+type queuedCommand struct {
+	env  fsm.Envelope
+	term uint64
+}
+
 type readRequest struct {
 	ctx   context.Context
 	rctx  []byte
-	index chan uint64
+	until uint64        // the raft loop's tick count at which it gives up
+	done  chan readDone // buffered
+}
+
+type readDone struct {
+	index uint64
+	err   error
 }
 
 type applyTask struct {
@@ -166,6 +187,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if _, ok := cfg.Peers[cfg.ID]; !ok {
 		return nil, fmt.Errorf("member %d is not in the peer list", cfg.ID)
+	}
+	if cfg.MaxBatch > fsm.MaxBatch {
+		return nil, fmt.Errorf("max batch %d exceeds the codec's limit of %d commands per entry", cfg.MaxBatch, fsm.MaxBatch)
 	}
 	if cfg.Bug != "" && !validBug(cfg.Bug) {
 		return nil, fmt.Errorf("unknown planted bug %q", cfg.Bug)
@@ -225,6 +249,12 @@ func New(cfg Config) (*Node, error) {
 		n.storage.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	if cfg.AuditJournal != "" {
+		if n.journal, err = openJournal(cfg.AuditJournal); err != nil {
+			n.storage.Close()
+			return nil, err
+		}
+	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
 		if n.transport, err = NewTCPTransport(cfg.ID, cfg.Peers, cfg.ClientAddr, log); err != nil {
@@ -278,6 +308,9 @@ func (n *Node) Close() error {
 		n.transport.Close()
 		n.wg.Wait()
 		n.storage.Close()
+		if n.journal != nil {
+			n.journal.close()
+		}
 	})
 	return n.Err()
 }
@@ -335,17 +368,31 @@ func (n *Node) ReportUnreachable(id uint64) {
 	}
 }
 
-// ReportSnapshot implements PeerHandler.
+// ReportSnapshot implements PeerHandler. It never blocks its caller, which
+// may be the raft loop itself (Send with a full peer queue), the only
+// reader of reportc; and it never drops the report, without which raft
+// would leave the follower waiting for a snapshot forever.
 func (n *Node) ReportSnapshot(id uint64, failed bool) {
+	r := peerReport{id: id, snapshot: true, failed: failed}
 	select {
-	case n.reportc <- peerReport{id: id, snapshot: true, failed: failed}:
-	case <-n.stopc:
+	case n.reportc <- r:
+	default:
+		go func() {
+			select {
+			case n.reportc <- r:
+			case <-n.stopc:
+			}
+		}()
 	}
 }
 
-func (n *Node) enqueue(env fsm.Envelope) {
+// enqueueLocked queues env for the next proposal, decided in the current
+// term.
+func (n *Node) enqueueLocked(env fsm.Envelope) { n.enqueueInTerm(env, n.lm.term) }
+
+func (n *Node) enqueueInTerm(env fsm.Envelope, term uint64) {
 	n.propMu.Lock()
-	n.propQueue = append(n.propQueue, env)
+	n.propQueue = append(n.propQueue, queuedCommand{env: env, term: term})
 	n.propMu.Unlock()
 	select {
 	case n.propc <- struct{}{}:
@@ -360,7 +407,11 @@ func (n *Node) raftLoop() {
 	ticker := n.clock.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	reads := make(map[string]*readRequest)
-	var readSeq uint64
+	var readSeq, ticks uint64
+	// raft drops a ReadIndex silently when leadership changes hands or
+	// there is no leader: a read still unanswered after a few election
+	// timeouts gets the retryable Unavailable instead of waiting forever.
+	readTimeout := uint64(3 * n.cfg.ElectionTicks)
 	isLeader := false
 	for {
 		select {
@@ -368,8 +419,10 @@ func (n *Node) raftLoop() {
 			return
 		case <-ticker.C():
 			n.rn.Tick()
+			ticks++
 			for k, r := range reads {
-				if r.ctx.Err() != nil {
+				if r.ctx.Err() != nil || ticks >= r.until {
+					r.done <- readDone{err: ErrUnavailable}
 					delete(reads, k)
 				}
 			}
@@ -397,6 +450,7 @@ func (n *Node) raftLoop() {
 		case r := <-n.readc:
 			readSeq++
 			r.rctx = binary.BigEndian.AppendUint64(nil, readSeq)
+			r.until = ticks + readTimeout
 			reads[string(r.rctx)] = r
 			n.rn.ReadIndex(r.rctx)
 		case <-n.propc:
@@ -431,12 +485,27 @@ func (n *Node) raftLoop() {
 // rides in one entry.
 func (n *Node) proposeQueued() {
 	n.propMu.Lock()
-	q := n.propQueue
+	queued := n.propQueue
 	n.propQueue = nil
-	if n.cfg.NoBatch && len(q) > 1 {
-		n.propQueue, q = q[1:], q[:1]
+	if n.cfg.NoBatch && len(queued) > 1 {
+		n.propQueue, queued = queued[1:], queued[:1]
 	}
 	n.propMu.Unlock()
+	bs := n.rn.BasicStatus()
+	q := make([]fsm.Envelope, 0, len(queued))
+	var stale []fsm.Envelope
+	for _, c := range queued {
+		if bs.RaftState == raft.StateLeader && c.term == bs.GetTerm() {
+			q = append(q, c.env)
+		} else {
+			stale = append(stale, c.env)
+		}
+	}
+	if len(stale) > 0 {
+		n.mu.Lock()
+		n.dropLocked(stale)
+		n.mu.Unlock()
+	}
 	for len(q) > 0 {
 		k := min(len(q), n.cfg.MaxBatch)
 		batch := q[:k]
@@ -471,6 +540,12 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 			n.metrics.leaderChanges.Inc()
 		}
 		*isLeader = st.state == raft.StateLeader
+		if !*isLeader {
+			for k, r := range reads {
+				r.done <- readDone{err: ErrUnavailable}
+				delete(reads, k)
+			}
+		}
 		n.mu.Lock()
 		n.becomeLocked(*isLeader, st.term, st.lead)
 		n.mu.Unlock()
@@ -482,32 +557,36 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 	if *isLeader {
 		n.transport.Send(rd.Messages)
 	}
-	// A commit-only change of the hard state (MustSync false) is not
-	// written: a commit index recovered lower than it was is safe, raft
-	// learns it again from the leader, and every Ready that does write
-	// carries the current one. That saves a WAL write per Ready per member.
-	if len(rd.Entries) > 0 || rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) {
+	// Every hard state raft hands over is written, commit-only changes
+	// included: Compact stores a snapshot at the applied index, and raft
+	// refuses to start from a stored commit below the stored snapshot. A
+	// commit-only change need not be synced (the WAL is ordered, so it can
+	// never be newer on disk than the entries it counts). A snapshot is
+	// always synced, although MustSync ignores it: the follower acknowledges
+	// it, and one that lost it after a crash would be asked to commit
+	// entries it no longer has.
+	hasSnap := !raft.IsEmptySnap(rd.Snapshot)
+	sync := rd.MustSync || hasSnap
+	if len(rd.Entries) > 0 || rd.HardState != nil || hasSnap {
 		start := time.Now()
-		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
+		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, sync); err != nil {
 			return fmt.Errorf("persist ready: %w", err)
 		}
-		if rd.MustSync {
+		if sync {
 			n.metrics.fsyncs.Inc()
 			n.metrics.fsyncSeconds.Observe(time.Since(start).Seconds())
 		}
 		n.metrics.entriesPersisted.Add(float64(len(rd.Entries)))
 	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		n.applyc <- applyTask{snap: rd.Snapshot}
+	if hasSnap && !n.handOff(applyTask{snap: rd.Snapshot}) {
+		return nil
 	}
 	// Followers answer (MsgAppResp, votes) only once their write is durable.
 	if !*isLeader {
 		n.transport.Send(rd.Messages)
 	}
 	if len(rd.CommittedEntries) > 0 {
-		select {
-		case n.applyc <- applyTask{entries: rd.CommittedEntries}:
-		case <-n.stopc:
+		if !n.handOff(applyTask{entries: rd.CommittedEntries}) {
 			return nil
 		}
 		last := rd.CommittedEntries[len(rd.CommittedEntries)-1]
@@ -523,11 +602,22 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 	for _, rs := range rd.ReadStates {
 		if r, ok := reads[string(rs.RequestCtx)]; ok {
 			delete(reads, string(rs.RequestCtx))
-			r.index <- rs.Index
+			r.done <- readDone{index: rs.Index}
 		}
 	}
 	n.rn.Advance(rd)
 	return nil
+}
+
+// handOff gives t to the apply loop; false when the node is stopping (the
+// apply loop may be gone, and nothing else drains applyc).
+func (n *Node) handOff(t applyTask) bool {
+	select {
+	case n.applyc <- t:
+		return true
+	case <-n.stopc:
+		return false
+	}
 }
 
 // applyLoop applies committed entries in order, off the raft loop, so a slow
@@ -569,9 +659,18 @@ func (n *Node) applyLoop() {
 					// Identical bytes on every node: skipping is deterministic.
 					n.log.Error("skipping undecodable entry", "index", e.GetIndex(), "err", err)
 				}
+				var logged []LoggedCommand
 				for _, env := range envs {
-					n.applyLocked(env, e.GetTerm())
+					res := n.applyLocked(env, e.GetTerm())
+					if n.journal != nil {
+						logged = append(logged, loggedCommand(e, env, res))
+					}
 				}
+				if n.journal != nil {
+					n.journal.add(journalEntry{Index: e.GetIndex(), Term: e.GetTerm(), Commands: logged})
+				}
+			} else if n.journal != nil {
+				n.journal.add(journalEntry{Index: e.GetIndex(), Term: e.GetTerm()})
 			}
 			n.lm.applied, n.lm.appliedTerm = e.GetIndex(), e.GetTerm()
 			if n.lm.leader && e.GetTerm() == n.lm.term && !n.lm.barrier {
@@ -593,6 +692,13 @@ func (n *Node) applyLoop() {
 			data = n.lm.machine.Snapshot()
 		}
 		n.mu.Unlock()
+		// Journal before any snapshot that covers these entries, so a
+		// restart replays whatever the journal misses.
+		if n.journal != nil {
+			if err := n.journal.flush(); err != nil {
+				n.log.Error("audit journal incomplete", "err", err)
+			}
+		}
 		if data != nil {
 			compactTo := uint64(1)
 			if applied > n.cfg.SnapshotKeep {

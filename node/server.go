@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -140,8 +141,21 @@ func (s *Server) serveConn(c net.Conn) {
 				}
 				rctx, rcancel := context.WithCancel(ctx)
 				cmu.Lock()
-				cancels[req.ID] = rcancel
+				_, dup := cancels[req.ID]
+				if !dup {
+					cancels[req.ID] = rcancel
+				}
 				cmu.Unlock()
+				if dup {
+					// A second request under an id still in flight would take
+					// over the first one's cancel: refuse it, run nothing.
+					rcancel()
+					<-sem
+					resp := &wire.Response{ID: req.ID, Op: wire.OpInvalidArgument,
+						Reason: fmt.Sprintf("request id %d is already in flight on this connection", req.ID)}
+					out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
+					continue
+				}
 				reqWG.Add(1)
 				go func() {
 					defer reqWG.Done()
