@@ -25,8 +25,15 @@ type LoggedCommand struct {
 // machine (from its snapshot, if the log was compacted) and returns every
 // command with its result. complete is false when a snapshot replaced the
 // log's beginning: commands before it are then not listed.
+//
+// With an audit journal the commands come from it instead, and the log
+// is complete when this member applied every entry itself (it installed no
+// snapshot from the leader), however often it compacted its log.
 func (n *Node) CommittedLog() (cmds []LoggedCommand, complete bool, err error) {
 	applied := n.appliedIndex()
+	if n.journal != nil {
+		return readJournal(n.journal.path, applied)
+	}
 	snap, err := n.storage.Snapshot()
 	if err != nil {
 		return nil, false, err
@@ -59,10 +66,13 @@ func (n *Node) CommittedLog() (cmds []LoggedCommand, complete bool, err error) {
 			continue // skipped at apply on every member too
 		}
 		for _, env := range envs {
-			res := m.Apply(env.Cmd)
-			cmds = append(cmds, LoggedCommand{Index: e.GetIndex(), Term: e.GetTerm(), Op: env.Cmd.Op.String(),
-				Key: env.Cmd.Key, Tag: env.Tag, Status: res.Status.String(), Token: res.Token})
+			cmds = append(cmds, loggedCommand(e, env, m.Apply(env.Cmd)))
 		}
 	}
 	return cmds, snap.GetMetadata().GetIndex() == 0, nil
+}
+
+func loggedCommand(e *raftpb.Entry, env fsm.Envelope, res fsm.Result) LoggedCommand {
+	return LoggedCommand{Index: e.GetIndex(), Term: e.GetTerm(), Op: env.Cmd.Op.String(),
+		Key: env.Cmd.Key, Tag: env.Tag, Status: res.Status.String(), Token: res.Token}
 }

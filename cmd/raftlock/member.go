@@ -122,7 +122,11 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	if err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
-	n, err := node.New(node.Config{
+	journal := ""
+	if m.faultInjection {
+		journal = filepath.Join(m.data, "audit-journal.jsonl")
+	}
+	n, err := node.New(node.Config{AuditJournal: journal,
 		ID: m.id, Peers: peers, ClientAddr: m.listen, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
 		NoBatch: m.noBatch, Clock: clock, Logger: log, Bug: m.unsafeBug,
