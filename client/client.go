@@ -128,7 +128,13 @@ func (c *Client) AcquireTagged(ctx context.Context, key string, lease, wait time
 
 // Release gives key up; token must be the holder's, or ErrNotFound.
 func (c *Client) Release(ctx context.Context, key string, token uint64) error {
-	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRelease, Key: key, Token: token}, false)
+	return c.ReleaseTagged(ctx, key, token, 0)
+}
+
+// ReleaseTagged is Release with an operation id recorded in the log, as
+// AcquireTagged.
+func (c *Client) ReleaseTagged(ctx context.Context, key string, token, tag uint64) error {
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRelease, Key: key, Token: token, Tag: tag}, false)
 	if err != nil {
 		return err
 	}
@@ -140,7 +146,13 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 
 // Renew restarts the holder's lease at lease from now.
 func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) error {
-	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRenew, Key: key, Token: token, LeaseMS: uint64(lease.Milliseconds())}, false)
+	return c.RenewTagged(ctx, key, token, lease, 0)
+}
+
+// RenewTagged is Renew with an operation id recorded in the log, as
+// AcquireTagged.
+func (c *Client) RenewTagged(ctx context.Context, key string, token uint64, lease time.Duration, tag uint64) error {
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRenew, Key: key, Token: token, LeaseMS: uint64(lease.Milliseconds()), Tag: tag}, false)
 	if err != nil {
 		return err
 	}

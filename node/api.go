@@ -82,22 +82,23 @@ func (n *Node) acquire(ctx context.Context, key string, lease, wait time.Duratio
 	return res.Token, nil
 }
 
-// Release gives key up; token must be the holder's (rule 5).
-func (n *Node) Release(ctx context.Context, key string, token uint64) error {
-	return n.holderCall(ctx, fsm.Command{Op: fsm.OpRelease, Key: key, Token: token})
+// Release gives key up; token must be the holder's (rule 5). tag, as in
+// Acquire, is an optional client operation id carried into the log.
+func (n *Node) Release(ctx context.Context, key string, token, tag uint64) error {
+	return n.holderCall(ctx, fsm.Command{Op: fsm.OpRelease, Key: key, Token: token}, tag)
 }
 
 // Renew restarts the holder's lease at lease from now.
-func (n *Node) Renew(ctx context.Context, key string, token uint64, lease time.Duration) error {
+func (n *Node) Renew(ctx context.Context, key string, token uint64, lease time.Duration, tag uint64) error {
 	if err := ValidateLease(lease.Milliseconds()); err != nil {
 		return err
 	}
-	return n.holderCall(ctx, fsm.Command{Op: fsm.OpRenew, Key: key, Token: token, LeaseMS: uint64(lease.Milliseconds())})
+	return n.holderCall(ctx, fsm.Command{Op: fsm.OpRenew, Key: key, Token: token, LeaseMS: uint64(lease.Milliseconds())}, tag)
 }
 
 // holderCall proposes a Release or Renew after checking, in the applied
 // state, that the caller's token holds the key.
-func (n *Node) holderCall(ctx context.Context, cmd fsm.Command) error {
+func (n *Node) holderCall(ctx context.Context, cmd fsm.Command, tag uint64) error {
 	if err := ValidateKey(cmd.Key); err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func (n *Node) holderCall(ctx context.Context, cmd fsm.Command) error {
 	if cmd.Op == fsm.OpRelease {
 		cmd.Token = 0 // Release{key}: the seed's command has no token
 	}
-	req := n.newRequestLocked(cmd, 0)
+	req := n.newRequestLocked(cmd, tag)
 	n.proposeLocked(req)
 	n.mu.Unlock()
 	res, err := n.wait(ctx, req)

@@ -19,7 +19,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := l.Release(ctx, "k", tok); err != nil {
+		if err := l.Release(ctx, "k", tok, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -175,7 +175,7 @@ func TestHappyPathTokensGrow(t *testing.T) {
 		if err != nil || !info.Held || info.Token != tok || info.RemainingMS <= 0 {
 			t.Fatalf("get %s = %+v, %v", key, info, err)
 		}
-		if err := l.Release(ctx, key, tok); err != nil {
+		if err := l.Release(ctx, key, tok, 0); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 	}
@@ -199,8 +199,8 @@ func TestBadInputRejected(t *testing.T) {
 	_, checks["long key"] = l.Acquire(ctx, long, time.Second, 0, 0)
 	_, checks["short lease"] = l.Acquire(ctx, "k", 9*time.Millisecond, 0, 0)
 	_, checks["long lease"] = l.Acquire(ctx, "k", time.Hour+time.Millisecond, 0, 0)
-	checks["renew lease"] = l.Renew(ctx, "k", 1, 0)
-	checks["release key"] = l.Release(ctx, "", 1)
+	checks["renew lease"] = l.Renew(ctx, "k", 1, 0, 0)
+	checks["release key"] = l.Release(ctx, "", 1, 0)
 	_, checks["get key"] = l.Get(ctx, long, false)
 	for name, err := range checks {
 		if !errors.As(err, &inv) {
@@ -297,7 +297,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%3 != 0 {
-			if err := l.Release(ctx, key, tok); err != nil {
+			if err := l.Release(ctx, key, tok, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -406,7 +406,7 @@ func TestWaitersGrantedInFIFOOrder(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the gone waiter to leave the queue", func() bool { return waiterCount(l, "k") == 3 })
 	prev := holder
-	if err := l.Release(ctx, "k", holder); err != nil {
+	if err := l.Release(ctx, "k", holder, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []int{0, 2, 3} {
@@ -415,7 +415,7 @@ func TestWaitersGrantedInFIFOOrder(t *testing.T) {
 			t.Fatalf("grant %+v, want waiter %d with a token above %d", g, want, prev)
 		}
 		prev = g.token
-		if err := l.Release(ctx, "k", g.token); err != nil {
+		if err := l.Release(ctx, "k", g.token, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -453,23 +453,23 @@ func TestStaleReleaseRejected(t *testing.T) {
 		cur, err = l.Acquire(ctx, "k", time.Hour, 0, 0)
 		return err == nil
 	})
-	if err := l.Release(ctx, "k", old); !errors.Is(err, ErrNotFound) {
+	if err := l.Release(ctx, "k", old, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("stale release: %v, want ErrNotFound", err)
 	}
-	if err := l.Renew(ctx, "k", old, time.Second); !errors.Is(err, ErrNotFound) {
+	if err := l.Renew(ctx, "k", old, time.Second, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("stale renew: %v, want ErrNotFound", err)
 	}
-	if err := l.Release(ctx, "nokey", cur); !errors.Is(err, ErrNotFound) {
+	if err := l.Release(ctx, "nokey", cur, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("release of a free key: %v, want ErrNotFound", err)
 	}
 	info, err := l.Get(ctx, "k", false)
 	if err != nil || !info.Held || info.Token != cur {
 		t.Fatalf("holder after stale release: %+v, %v", info, err)
 	}
-	if err := l.Renew(ctx, "k", cur, 30*time.Second); err != nil {
+	if err := l.Renew(ctx, "k", cur, 30*time.Second, 0); err != nil {
 		t.Fatalf("renew by the holder: %v", err)
 	}
-	if err := l.Release(ctx, "k", cur); err != nil {
+	if err := l.Release(ctx, "k", cur, 0); err != nil {
 		t.Fatalf("release by the holder: %v", err)
 	}
 }
@@ -509,7 +509,7 @@ func TestNoDecisionBeforeTermBarrier(t *testing.T) {
 	if _, err := l.Acquire(ctx, "k", time.Second, 0, 0); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("acquire before the barrier: %v, want ErrUnavailable", err)
 	}
-	if err := l.Release(ctx, "k", 1); !errors.Is(err, ErrUnavailable) {
+	if err := l.Release(ctx, "k", 1, 0); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("release before the barrier: %v, want ErrUnavailable", err)
 	}
 	if _, err := l.Get(ctx, "k", false); !errors.Is(err, ErrUnavailable) {
@@ -542,7 +542,7 @@ func TestRenewAndExpireNeverBothSucceed(t *testing.T) {
 		t.Fatal(err)
 	}
 	expireNow(l, "a", tok)
-	if err := l.Renew(ctx, "a", tok, time.Hour); !errors.Is(err, ErrNotFound) {
+	if err := l.Renew(ctx, "a", tok, time.Hour, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("renew behind a proposed Expire: %v, want ErrNotFound", err)
 	}
 
@@ -620,7 +620,7 @@ func TestRenewNotRefusedOnAnUncommittedExpire(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	if err := l.Renew(short, "k", tok, time.Hour); err == nil || errors.Is(err, ErrNotFound) {
+	if err := l.Renew(short, "k", tok, time.Hour, 0); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("renew while the Expire is uncommitted: %v; want no answer (timeout or outcome unknown)", err)
 	}
 }
@@ -633,7 +633,7 @@ func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Release(ctx, "k", tok); err != nil {
+	if err := l.Release(ctx, "k", tok, 78); err != nil {
 		t.Fatal(err)
 	}
 	cmds, complete, err := l.CommittedLog()
@@ -652,7 +652,7 @@ func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
 	if grant == nil || grant.Tag != 77 || grant.Token != tok || grant.Status != "Granted" {
 		t.Fatalf("grant record %+v, want tag 77 token %d", grant, tok)
 	}
-	if release == nil || release.Status != "Released" || release.Index <= grant.Index {
+	if release == nil || release.Status != "Released" || release.Index <= grant.Index || release.Tag != 78 {
 		t.Fatalf("release record %+v", release)
 	}
 }
@@ -678,10 +678,10 @@ func TestIsolatedLeaderGivesNoNegativeAnswers(t *testing.T) {
 	if _, err := l.Acquire(short, "k", time.Second, 0, 0); err == nil || errors.Is(err, ErrHeld) {
 		t.Fatalf("try-acquire on an isolated leader: %v; want no answer, not ErrHeld", err)
 	}
-	if err := l.Release(short, "k", tok+1); err == nil || errors.Is(err, ErrNotFound) {
+	if err := l.Release(short, "k", tok+1, 0); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("release with a wrong token on an isolated leader: %v; want no answer, not ErrNotFound", err)
 	}
-	if err := l.Renew(short, "nokey", 1, time.Second); err == nil || errors.Is(err, ErrNotFound) {
+	if err := l.Renew(short, "nokey", 1, time.Second, 0); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("renew of a free key on an isolated leader: %v; want no answer, not ErrNotFound", err)
 	}
 }

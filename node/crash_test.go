@@ -27,7 +27,7 @@ func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Release(ctx, key, tok); err != nil {
+		if err := l.Release(ctx, key, tok, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestReadOnIsolatedLeaderEndsUnavailable(t *testing.T) {
 		ch <- answer{err, time.Since(start)}
 	}()
 	go func() {
-		ch <- answer{l.Release(context.Background(), "k", 7), time.Since(start)}
+		ch <- answer{l.Release(context.Background(), "k", 7, 0), time.Since(start)}
 	}()
 	go func() {
 		_, err := l.Acquire(context.Background(), "held-or-not", time.Second, 0, 0)

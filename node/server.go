@@ -198,13 +198,13 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) *wire.Response {
 		}
 	case wire.OpRelease:
 		op = "release"
-		if err = n.Release(ctx, req.Key, req.Token); err == nil {
+		if err = n.Release(ctx, req.Key, req.Token, req.Tag); err == nil {
 			resp.Op = wire.OpReleased
 		}
 	case wire.OpRenew:
 		op = "renew"
 		lease := time.Duration(min(req.LeaseMS, MaxLeaseMS+1)) * time.Millisecond
-		if err = n.Renew(ctx, req.Key, req.Token, lease); err == nil {
+		if err = n.Renew(ctx, req.Key, req.Token, lease, req.Tag); err == nil {
 			resp.Op = wire.OpRenewed
 		}
 	case wire.OpGet:

@@ -21,8 +21,8 @@ type Op uint8
 // Requests.
 const (
 	OpAcquire Op = 0x01 // Key, LeaseMS, WaitMS, Tag
-	OpRelease Op = 0x02 // Key, Token
-	OpRenew   Op = 0x03 // Key, Token, LeaseMS
+	OpRelease Op = 0x02 // Key, Token, Tag (optional on decode)
+	OpRenew   Op = 0x03 // Key, Token, LeaseMS, Tag (optional on decode)
 	OpGet     Op = 0x04 // Key, Stale
 	OpStatus  Op = 0x05 //
 	OpCancel  Op = 0x06 // ID names the request to cancel; no answer
@@ -109,10 +109,12 @@ func AppendRequest(b []byte, r *Request) []byte {
 	case OpRelease:
 		b = appendString(b, r.Key)
 		b = binary.AppendUvarint(b, r.Token)
+		b = binary.AppendUvarint(b, r.Tag)
 	case OpRenew:
 		b = appendString(b, r.Key)
 		b = binary.AppendUvarint(b, r.Token)
 		b = binary.AppendUvarint(b, r.LeaseMS)
+		b = binary.AppendUvarint(b, r.Tag)
 	case OpGet:
 		b = appendString(b, r.Key)
 		b = appendBool(b, r.Stale)
@@ -184,9 +186,9 @@ func DecodeRequest(body []byte) (Request, error) {
 	case OpAcquire:
 		r.Key, r.LeaseMS, r.WaitMS, r.Tag = d.string(), d.uvarint(), d.uvarint(), d.uvarint()
 	case OpRelease:
-		r.Key, r.Token = d.string(), d.uvarint()
+		r.Key, r.Token, r.Tag = d.string(), d.uvarint(), d.optionalUvarint()
 	case OpRenew:
-		r.Key, r.Token, r.LeaseMS = d.string(), d.uvarint(), d.uvarint()
+		r.Key, r.Token, r.LeaseMS, r.Tag = d.string(), d.uvarint(), d.uvarint(), d.optionalUvarint()
 	case OpGet:
 		r.Key, r.Stale = d.string(), d.bool()
 	case OpStatus, OpCancel:
@@ -269,6 +271,14 @@ func (d *decoder) uvarint() uint64 {
 	}
 	d.buf = d.buf[n:]
 	return v
+}
+
+// optionalUvarint reads a trailing field that older clients do not send.
+func (d *decoder) optionalUvarint() uint64 {
+	if d.err != nil || len(d.buf) == 0 {
+		return 0
+	}
+	return d.uvarint()
 }
 
 func (d *decoder) string() string {

@@ -24,6 +24,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{ID: 1, Op: OpAcquire, Key: "k", LeaseMS: 1000, WaitMS: 30000, Tag: 7},
 		{ID: 1 << 60, Op: OpRelease, Key: "key/with/slashes", Token: 99},
 		{ID: 3, Op: OpRenew, Key: "k", Token: 5, LeaseMS: 10},
+		{ID: 7, Op: OpRelease, Key: "k", Token: 99, Tag: 12},
+		{ID: 8, Op: OpRenew, Key: "k", Token: 5, LeaseMS: 10, Tag: 13},
 		{ID: 4, Op: OpGet, Key: "k", Stale: true},
 		{ID: 5, Op: OpStatus},
 		{ID: 6, Op: OpCancel},
@@ -31,6 +33,22 @@ func TestRequestRoundTrip(t *testing.T) {
 		got, err := DecodeRequest(roundTripFrame(t, AppendRequest(nil, &r)))
 		if err != nil || !reflect.DeepEqual(got, r) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, got, err)
+		}
+	}
+}
+
+// A release or renew from a client that sends no tag still decodes.
+func TestUntaggedReleaseAndRenewDecode(t *testing.T) {
+	for _, r := range []Request{
+		{ID: 1, Op: OpRelease, Key: "k", Token: 99},
+		{ID: 2, Op: OpRenew, Key: "k", Token: 5, LeaseMS: 10},
+	} {
+		frame := AppendRequest(nil, &r)
+		frame = frame[:len(frame)-1] // drop the trailing zero tag
+		frame[3]--                   // and shorten the length prefix
+		got, err := DecodeRequest(roundTripFrame(t, frame))
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Fatalf("untagged %+v: %+v, %v", r, got, err)
 		}
 	}
 }
