@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -58,7 +59,15 @@ var _ Storage = (*DiskStorage)(nil)
 // OpenDiskStorage opens (or creates) the log store in dir. A fresh store gets
 // the initial configuration voters; an existing one keeps its own.
 func OpenDiskStorage(dir string, voters []uint64, log *slog.Logger) (*DiskStorage, error) {
+	return OpenDiskStorageFS(dir, vfs.Default, voters, log)
+}
+
+// OpenDiskStorageFS is OpenDiskStorage on the filesystem fs: tests and a
+// simulator pass pebble's crash-testing in-memory filesystem, which loses
+// every write not yet synced.
+func OpenDiskStorageFS(dir string, fs vfs.FS, voters []uint64, log *slog.Logger) (*DiskStorage, error) {
 	db, err := pebble.Open(dir, &pebble.Options{
+		FS:     fs,
 		Logger: pebbleLogger{log},
 		// A large memtable lets most log entries be deleted by a compaction
 		// (snapshot) while still in memory, so they never reach an sstable:
@@ -265,6 +274,13 @@ func (s *DiskStorage) Compact(index uint64, cs *raftpb.ConfState, data []byte, c
 	b := s.db.NewBatch()
 	defer b.Close()
 	b.Set(keySnapshot, enc, nil)
+	// The log's base (the entry before the first readable one) must be a
+	// stored entry, or a restart would start the log one entry later than
+	// it was: after a snapshot install the base is the snapshot itself, so
+	// compact past it.
+	if first, err := s.MemoryStorage.FirstIndex(); err == nil && compactTo < first {
+		compactTo = first
+	}
 	if compactTo > index {
 		compactTo = index
 	}
