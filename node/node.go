@@ -35,11 +35,12 @@ const (
 	BugFollowerLocalExpire = "follower-local-expire"
 	BugStaleRead           = "stale-read"
 	BugEarlyExpire         = "early-expire"
+	BugSkipCommitHardState = "skip-commit-hardstate"
 )
 
 // Bugs lists the planted bugs by name.
 var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
-	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire}
+	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire, BugSkipCommitHardState}
 
 // Config configures one member.
 type Config struct {
@@ -567,9 +568,10 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 	// entries it no longer has.
 	hasSnap := !raft.IsEmptySnap(rd.Snapshot)
 	sync := rd.MustSync || hasSnap
-	if len(rd.Entries) > 0 || rd.HardState != nil || hasSnap {
+	hs := n.hooks.hardStateToSave(&rd)
+	if len(rd.Entries) > 0 || hs != nil || hasSnap {
 		start := time.Now()
-		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, sync); err != nil {
+		if err := n.storage.Save(hs, rd.Entries, rd.Snapshot, sync); err != nil {
 			return fmt.Errorf("persist ready: %w", err)
 		}
 		if sync {
