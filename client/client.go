@@ -11,11 +11,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
@@ -28,6 +31,9 @@ var (
 	ErrUnavailable    = errors.New("raftlock: cluster unavailable")
 	ErrOutcomeUnknown = errors.New("raftlock: outcome unknown")
 	ErrClosed         = errors.New("raftlock: client closed")
+	// ErrNoMember: every endpoint refused the connection; nothing was
+	// sent, so nothing happened.
+	ErrNoMember = errors.New("raftlock: no member reachable")
 )
 
 // InvalidArgumentError is the cluster rejecting a call's arguments.
@@ -112,6 +118,9 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 // AcquireTagged is Acquire with a caller-chosen operation id that the
 // cluster records with the grant in its log (for post-run audits).
 func (c *Client) AcquireTagged(ctx context.Context, key string, lease, wait time.Duration, tag uint64) (Grant, error) {
+	if err := validate(key, &lease); err != nil {
+		return Grant{}, err
+	}
 	resp, err := c.call(ctx, &wire.Request{Op: wire.OpAcquire, Key: key,
 		LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(max(wait, 0).Milliseconds()), Tag: tag}, false)
 	if err != nil {
@@ -134,6 +143,9 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 // ReleaseTagged is Release with an operation id recorded in the log, as
 // AcquireTagged.
 func (c *Client) ReleaseTagged(ctx context.Context, key string, token, tag uint64) error {
+	if err := validate(key, nil); err != nil {
+		return err
+	}
 	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRelease, Key: key, Token: token, Tag: tag}, false)
 	if err != nil {
 		return err
@@ -152,6 +164,9 @@ func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time
 // RenewTagged is Renew with an operation id recorded in the log, as
 // AcquireTagged.
 func (c *Client) RenewTagged(ctx context.Context, key string, token uint64, lease time.Duration, tag uint64) error {
+	if err := validate(key, &lease); err != nil {
+		return err
+	}
 	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRenew, Key: key, Token: token, LeaseMS: uint64(lease.Milliseconds()), Tag: tag}, false)
 	if err != nil {
 		return err
@@ -180,6 +195,9 @@ func (c *Client) GetStale(ctx context.Context, key string) (LockInfo, error) {
 }
 
 func (c *Client) get(ctx context.Context, key string, stale bool) (LockInfo, error) {
+	if err := validate(key, nil); err != nil {
+		return LockInfo{}, err
+	}
 	resp, err := c.call(ctx, &wire.Request{Op: wire.OpGet, Key: key, Stale: stale}, true)
 	if err != nil {
 		return LockInfo{}, err
@@ -206,6 +224,21 @@ func (c *Client) Status(ctx context.Context, addr string) (wire.Status, error) {
 	return resp.Status, nil
 }
 
+// validate checks a call's arguments before anything is sent, so a call
+// that could never succeed fails as "invalid argument", never as an
+// outcome unknown. A lease is checked in whole milliseconds, as sent.
+func validate(key string, lease *time.Duration) error {
+	if err := wire.ValidateKey(key); err != nil {
+		return &InvalidArgumentError{Reason: err.Error()}
+	}
+	if lease != nil {
+		if err := wire.ValidateLease(lease.Milliseconds()); err != nil {
+			return &InvalidArgumentError{Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
 func answerError(resp wire.Response) error {
 	switch resp.Op {
 	case wire.OpNotFound:
@@ -230,6 +263,7 @@ func answerError(resp wire.Response) error {
 func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (wire.Response, error) {
 	backoff := 10 * time.Millisecond
 	var lastErr error
+	refused := map[string]bool{} // endpoints that refused a connection
 	target := c.target("")
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -267,8 +301,15 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 				target = c.target(target)
 			}
 		} else {
-			if errors.Is(err, ErrClosed) {
+			if pe := (*ProtocolError)(nil); errors.Is(err, ErrClosed) || errors.As(err, &pe) {
 				return wire.Response{}, err
+			}
+			if errors.Is(err, syscall.ECONNREFUSED) && slices.Contains(c.endpoints, target) {
+				refused[target] = true
+				if len(refused) == len(c.endpoints) {
+					return wire.Response{}, fmt.Errorf("%w at %s: every member refused the connection",
+						ErrNoMember, strings.Join(c.endpoints, ","))
+				}
 			}
 			lastErr = err
 			c.forgetLeader(target)
@@ -315,6 +356,37 @@ func (c *Client) forgetLeader(addr string) {
 	c.mu.Unlock()
 }
 
+// ProtocolError says an endpoint does not speak this client's protocol: the
+// wrong port, or another version. No retry can cure it.
+type ProtocolError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ProtocolError) Error() string {
+	if errors.Is(e.Err, wire.ErrNotRaftlock) {
+		return e.Addr + " is not a raftlock client port"
+	}
+	return fmt.Sprintf("%s: %v", e.Addr, e.Err)
+}
+
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// greet sends the protocol greeting and checks the member's, within the
+// dial timeout.
+func (c *Client) greet(ctx context.Context, nc net.Conn) error {
+	deadline := time.Now().Add(max(c.opts.DialTimeout, time.Second))
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	nc.SetDeadline(deadline)
+	defer nc.SetDeadline(time.Time{})
+	if _, err := io.WriteString(nc, wire.Greeting); err != nil {
+		return err
+	}
+	return wire.CheckGreeting(nc)
+}
+
 func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -330,6 +402,13 @@ func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if err := c.greet(ctx, nc); err != nil {
+		nc.Close()
+		if errors.Is(err, wire.ErrNotRaftlock) || errors.Is(err, wire.ErrVersion) {
+			return nil, &ProtocolError{Addr: addr, Err: err}
+		}
+		return nil, fmt.Errorf("greet %s: %w", addr, err)
 	}
 	cn := newConn(addr, nc, c.opts.Logger)
 	c.mu.Lock()

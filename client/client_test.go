@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,7 +134,13 @@ func fakeMember(t *testing.T) (addr string, received func() int) {
 			if err != nil {
 				return
 			}
-			if _, err := wire.ReadFrame(bufio.NewReader(c)); err == nil {
+			r := bufio.NewReader(c)
+			if wire.CheckGreeting(r) != nil {
+				c.Close()
+				continue
+			}
+			io.WriteString(c, wire.Greeting)
+			if _, err := wire.ReadFrame(r); err == nil {
 				mu.Lock()
 				count++
 				mu.Unlock()
@@ -171,15 +180,32 @@ func TestOutcomeUnknownWhenConnectionCutAfterSend(t *testing.T) {
 // connection (to be closed to simulate the client vanishing).
 func rawAcquire(t *testing.T, addr, key string, lease, wait time.Duration) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, _ := dialGreeted(t, addr)
 	req := &wire.Request{ID: 1, Op: wire.OpAcquire, Key: key, LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(wait.Milliseconds())}
 	if _, err := conn.Write(wire.AppendRequest(nil, req)); err != nil {
 		t.Fatal(err)
 	}
 	return conn
+}
+
+// dialGreeted opens a raw client connection and exchanges the greeting.
+func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, wire.Greeting); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := wire.CheckGreeting(r); err != nil {
+		t.Fatalf("greeting from %s: %v", addr, err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	return conn, r
 }
 
 func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
@@ -248,10 +274,7 @@ func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
 		{0, 0, 0, 9, 0x55, 0, 0, 0, 0, 0, 0, 0, 1}, // unknown opcode
 	}
 	for i, b := range bad {
-		conn, err := net.Dial("tcp", c.Clients[leader])
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn, _ := dialGreeted(t, c.Clients[leader])
 		conn.Write(b)
 		if i == 1 {
 			conn.(*net.TCPConn).CloseWrite()
@@ -319,15 +342,10 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := net.Dial("tcp", c.Clients[leader])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, r := dialGreeted(t, c.Clients[leader])
 	waiting := &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "k", LeaseMS: 60000, WaitMS: 10000}
 	conn.Write(wire.AppendRequest(nil, waiting))
 	conn.Write(wire.AppendRequest(nil, &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "other", LeaseMS: 60000}))
-	r := bufio.NewReader(conn)
 	read := func() wire.Response {
 		t.Helper()
 		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -352,5 +370,110 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 	}
 	if info, err := cl.Get(ctx, "other"); err != nil || info.Held {
 		t.Fatalf("the refused request ran: other is %+v, %v", info, err)
+	}
+}
+
+// A call with a key or lease outside DESIGN.md's bounds fails before
+// anything is sent, as an invalid argument naming the bounds: never as an
+// outcome unknown.
+func TestInvalidArgumentsRefusedBeforeSending(t *testing.T) {
+	addr, received := fakeMember(t)
+	cl := newClient(t, addr)
+	ctx := ctxT(t, 5*time.Second)
+	long := strings.Repeat("k", 5000)
+	calls := map[string]error{}
+	_, calls["acquire with a 5000-byte key"] = cl.Acquire(ctx, long, time.Second, 0)
+	_, calls["acquire with a 2h lease"] = cl.Acquire(ctx, "k", 2*time.Hour, 0)
+	_, calls["acquire with a -5s lease"] = cl.Acquire(ctx, "k", -5*time.Second, 0)
+	calls["release with an empty key"] = cl.Release(ctx, "", 1)
+	calls["renew with a 5ms lease"] = cl.Renew(ctx, "k", 1, 5*time.Millisecond)
+	_, calls["get with a 5000-byte key"] = cl.Get(ctx, long)
+	for what, err := range calls {
+		var inv *client.InvalidArgumentError
+		if !errors.As(err, &inv) || errors.Is(err, client.ErrOutcomeUnknown) {
+			t.Errorf("%s: %v, want an invalid argument", what, err)
+		}
+	}
+	if err := calls["acquire with a -5s lease"]; err == nil || !strings.Contains(err.Error(), "got -5000ms") {
+		t.Errorf("the message does not show the lease given: %v", err)
+	}
+	if n := received(); n != 0 {
+		t.Fatalf("%d invalid calls reached the member", n)
+	}
+}
+
+// A member answers a request it can still frame (a whole frame over the
+// size limit, a field out of bounds) with InvalidArgument and keeps the
+// connection.
+func TestOversizedAndBadFieldRequestsAnswered(t *testing.T) {
+	c, leader := startCluster(t, 3)
+	conn, r := dialGreeted(t, c.Clients[leader])
+	read := func() wire.Response {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		body, err := wire.ReadFrame(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := wire.DecodeResponse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	big := wire.AppendRequest(nil, &wire.Request{ID: 3, Op: wire.OpAcquire, Key: strings.Repeat("k", 100<<10), LeaseMS: 1000})
+	conn.Write(big)
+	if resp := read(); resp.ID != 3 || resp.Op != wire.OpInvalidArgument || !strings.Contains(resp.Reason, "exceeds") {
+		t.Fatalf("oversized request answered %+v", resp)
+	}
+	conn.Write(wire.AppendRequest(nil, &wire.Request{ID: 4, Op: wire.OpGet, Key: strings.Repeat("k", 5000)}))
+	if resp := read(); resp.ID != 4 || resp.Op != wire.OpInvalidArgument {
+		t.Fatalf("a 5000-byte key answered %+v", resp)
+	}
+	conn.Write(wire.AppendRequest(nil, &wire.Request{ID: 5, Op: wire.OpGet, Key: "k"}))
+	if resp := read(); resp.ID != 5 || resp.Op != wire.OpValue {
+		t.Fatalf("the connection did not survive: %+v", resp)
+	}
+}
+
+// Pointed at the HTTP port, or at a member of another protocol version, the
+// client says so at once instead of reporting an unknown outcome.
+func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
+	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(httpLn)
+	t.Cleanup(func() { srv.Close() })
+	otherLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { otherLn.Close() })
+	go func() {
+		for {
+			c, err := otherLn.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "RAFTLOCK/9\n")
+			c.Close()
+		}
+	}()
+	for _, tc := range []struct{ addr, want string }{
+		{httpLn.Addr().String(), httpLn.Addr().String() + " is not a raftlock client port"},
+		{otherLn.Addr().String(), "RAFTLOCK/9"},
+	} {
+		cl := newClient(t, tc.addr)
+		start := time.Now()
+		_, err := cl.Acquire(ctxT(t, 10*time.Second), "k", time.Second, 0)
+		var pe *client.ProtocolError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: %v, want a protocol error saying %q", tc.addr, err, tc.want)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Fatalf("%s: took %v to say so", tc.addr, took)
+		}
 	}
 }

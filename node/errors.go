@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+
+	"github.com/raftlock/raftlock/client/wire"
 )
 
 // Errors a lock call returns. The client server maps each to one answer.
@@ -45,22 +47,22 @@ func (e *InvalidArgumentError) Error() string { return "invalid argument: " + e.
 
 // Lease bounds of DESIGN.md section 2 rule 10.
 const (
-	MinLeaseMS = 10
-	MaxLeaseMS = 3_600_000
+	MinLeaseMS = wire.MinLeaseMS
+	MaxLeaseMS = wire.MaxLeaseMS
 )
 
 // ValidateKey checks a lock key.
 func ValidateKey(key string) error {
-	if len(key) == 0 || len(key) > 256 {
-		return &InvalidArgumentError{Reason: fmt.Sprintf("key must be 1..256 bytes, got %d", len(key))}
+	if err := wire.ValidateKey(key); err != nil {
+		return &InvalidArgumentError{Reason: err.Error()}
 	}
 	return nil
 }
 
 // ValidateLease checks a lease length in milliseconds.
 func ValidateLease(ms int64) error {
-	if ms < MinLeaseMS || ms > MaxLeaseMS {
-		return &InvalidArgumentError{Reason: fmt.Sprintf("lease must be %dms..%dms, got %dms", MinLeaseMS, MaxLeaseMS, ms)}
+	if err := wire.ValidateLease(ms); err != nil {
+		return &InvalidArgumentError{Reason: err.Error()}
 	}
 	return nil
 }

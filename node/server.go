@@ -120,11 +120,29 @@ func (s *Server) serveConn(c net.Conn) {
 		s.mu.Unlock()
 	}()
 	r := bufio.NewReaderSize(c, 32<<10)
+	if err := s.greet(c, r); err != nil {
+		s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
+		return
+	}
+	answerInvalid := func(id uint64, reason string) {
+		resp := &wire.Response{ID: id, Op: wire.OpInvalidArgument, Reason: reason}
+		out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
+	}
 	for {
 		body, err := wire.ReadFrame(r)
+		if oe := (*wire.OversizedFrameError)(nil); errors.As(err, &oe) && oe.Skipped {
+			// Skipped whole: the stream is still in step, so answer it.
+			answerInvalid(oe.ID, fmt.Sprintf("request of %d bytes exceeds the limit of %d bytes", oe.Size, wire.MaxFrame))
+			continue
+		}
 		if err == nil {
 			var req wire.Request
 			req, err = wire.DecodeRequest(body)
+			if _, id, ok := wire.RequestHeader(body); err != nil && ok {
+				// A known request with a bad field: the frame was whole.
+				answerInvalid(id, err.Error())
+				continue
+			}
 			if err == nil {
 				if req.Op == wire.OpCancel {
 					cmu.Lock()
@@ -151,9 +169,7 @@ func (s *Server) serveConn(c net.Conn) {
 					// over the first one's cancel: refuse it, run nothing.
 					rcancel()
 					<-sem
-					resp := &wire.Response{ID: req.ID, Op: wire.OpInvalidArgument,
-						Reason: fmt.Sprintf("request id %d is already in flight on this connection", req.ID)}
-					out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
+					answerInvalid(req.ID, fmt.Sprintf("request id %d is already in flight on this connection", req.ID))
 					continue
 				}
 				reqWG.Add(1)
@@ -178,6 +194,21 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		return
 	}
+}
+
+// greet exchanges the protocol greeting: the client's first, then this
+// member's. A client of another version gets this member's greeting (so it
+// can say which versions differ) before the connection closes.
+func (s *Server) greet(c net.Conn, r *bufio.Reader) error {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	err := wire.CheckGreeting(r)
+	if err == nil || errors.Is(err, wire.ErrVersion) {
+		if _, werr := io.WriteString(c, wire.Greeting); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
 }
 
 // handle runs one request and returns its answer, or nil when the request

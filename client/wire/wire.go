@@ -8,11 +8,9 @@
 package wire
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 )
 
 // Op is a frame's opcode. Requests are below 0x80, answers above.
@@ -152,27 +150,6 @@ func AppendResponse(b []byte, r *Response) []byte {
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
-}
-
-// ReadFrame reads one frame body. A length over MaxFrame is an error before
-// anything is allocated.
-func ReadFrame(r *bufio.Reader) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > MaxFrame {
-		return nil, fmt.Errorf("%w: frame of %d bytes exceeds %d", ErrMalformed, n, MaxFrame)
-	}
-	if n < headerLength {
-		return nil, fmt.Errorf("%w: frame of %d bytes is shorter than a header", ErrMalformed, n)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, fmt.Errorf("%w: truncated frame: %v", ErrMalformed, err)
-	}
-	return body, nil
 }
 
 // DecodeRequest decodes a request frame body.

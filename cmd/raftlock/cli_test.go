@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +189,37 @@ func TestExecStopsCommandWhenLockLost(t *testing.T) {
 	}
 	if _, err := os.Stat(done); err == nil {
 		t.Fatal("the command ran to completion")
+	}
+}
+
+// Errors where nothing happened read as such, at once: a malformed
+// endpoint is a usage error, a cluster with every member down answers
+// "no member reachable" without waiting out the timeout, and a lease out
+// of range names the value given.
+func TestNothingHappenedErrorsAreImmediateAndPlain(t *testing.T) {
+	if code, _, errOut := cli(t, "get", "k", "--endpoints", "nonsense"); code != exitUsage || !strings.Contains(errOut, "nonsense") {
+		t.Fatalf("--endpoints nonsense: exit %d (%q), want %d", code, errOut, exitUsage)
+	}
+	var down []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		down = append(down, ln.Addr().String())
+		ln.Close() // nobody listens there now: connections are refused
+	}
+	start := time.Now()
+	code, _, errOut := cli(t, "acquire", "k", "--endpoints", strings.Join(down, ","))
+	if code != exitError || !strings.Contains(errOut, "no member reachable at") {
+		t.Fatalf("every member down: exit %d (%q), want 1 and 'no member reachable'", code, errOut)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("every member down: took %v, want an immediate answer", took)
+	}
+	for lease, want := range map[string]string{"-5s": "got -5000ms", "2h": "got 7200000ms"} {
+		if code, _, errOut := cli(t, "acquire", "k", "--lease", lease, "--endpoints", strings.Join(down, ",")); code != exitError || !strings.Contains(errOut, want) {
+			t.Fatalf("--lease %s: exit %d (%q), want 1 and %q", lease, code, errOut, want)
+		}
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,11 +41,35 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 }
 
 func (c *clientFlags) client() (*client.Client, error) {
-	cl, err := client.New(strings.Split(c.endpoints, ","), client.Options{})
+	eps, err := parseEndpoints(c.endpoints)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(eps, client.Options{})
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}
 	return cl, nil
+}
+
+// parseEndpoints splits a comma-separated list of HOST:PORT addresses; a
+// malformed one is a usage error before anything is dialled.
+func parseEndpoints(s string) ([]string, error) {
+	var eps []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(e)
+		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n == 0 {
+			return nil, usageErr("bad endpoint %q in --endpoints: want HOST:PORT", e)
+		}
+		eps = append(eps, e)
+	}
+	if len(eps) == 0 {
+		return nil, usageErr("--endpoints is empty")
+	}
+	return eps, nil
 }
 
 // clientErr maps a client error to its exit code.
