@@ -130,7 +130,7 @@ func leaseOutlived(g *Op, h *holderOps, endAt int64, endOp *Op, clocks *clockMod
 	for _, r := range h.renewals {
 		if r.Call() > endAt {
 			return Violation{Key: g.Key,
-				Message: fmt.Sprintf("token %d on %q was renewed (renewal invoked at %s succeeded) after %s showed it gone",
+				Message: fmt.Sprintf("token %d on %q was renewed (renewal invoked at %s succeeded) after it had lost the key; seen by %s",
 					t, g.Key, ms(r.Call()), describe(endOp)),
 				Events: concatEvents(g, r, endOp)}, true
 		}
@@ -177,7 +177,7 @@ func leaseOutlived(g *Op, h *holderOps, endAt int64, endOp *Op, clocks *clockMod
 		clock = ", even at the fastest clock the injected faults allow"
 	}
 	return Violation{Key: g.Key,
-		Message: fmt.Sprintf("token %d on %q was seen gone %.1fms before its lease of %dms (from its %s invoked at %s) could have run out%s: %s",
+		Message: fmt.Sprintf("token %d lost %q %.1fms before its %dms lease (from its %s invoked at %s) could have run out%s; seen by %s",
 			t, g.Key, short/1e6, leaseOf(closest), basis, ms(closest.Call()), clock, describe(endOp)),
 		Events: concatEvents(g, closest, endOp)}, true
 }
