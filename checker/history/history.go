@@ -107,7 +107,10 @@ func Read(r io.Reader) (map[string]any, []Event, error) {
 		if len(b) == 0 {
 			continue
 		}
-		if len(events) == 0 && header == nil && bytes.HasPrefix(b, []byte(`{"header"`)) {
+		if bytes.HasPrefix(b, []byte(`{"header"`)) {
+			if len(events) > 0 || header != nil {
+				return nil, nil, fmt.Errorf("line %d: a header may only be the first line", line)
+			}
 			var h struct {
 				Header map[string]any `json:"header"`
 			}
@@ -161,17 +164,25 @@ func (v *validator) check(e Event) error {
 	if e.Time < 0 {
 		return fmt.Errorf("negative time %d", e.Time)
 	}
+	if err := v.checkOp(e); err != nil {
+		return err
+	}
 	if v.seen {
 		// The harness stamps and writes events under one lock, so file
 		// order is time order and index order.
 		if e.Time < v.lastTime {
-			return fmt.Errorf("time %d goes backwards (the line before has %d)", e.Time, v.lastTime)
+			return fmt.Errorf("time %d goes backwards (the event before has %d)", e.Time, v.lastTime)
 		}
 		if e.Index <= v.lastIdx {
 			return fmt.Errorf("index %d does not follow index %d", e.Index, v.lastIdx)
 		}
 	}
 	v.seen, v.lastTime, v.lastIdx = true, e.Time, e.Index
+	return nil
+}
+
+// checkOp checks e on its own and against the operation it completes.
+func (v *validator) checkOp(e Event) error {
 	if e.Process == Nemesis {
 		return checkNemesis(e)
 	}
