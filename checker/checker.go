@@ -131,7 +131,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	}
 	ops, stats.Resolved = resolve(ops, opts.Resolutions)
 	v := &Verdict{ops: ops, windows: windows, Stats: stats}
-	if len(ops) == 0 {
+	if stats.Ops == 0 {
 		// Nothing was checked: that is no evidence of correctness.
 		v.Valid, v.ExitCode = "unknown", ExitUnknown
 		v.Checks = []Result{{Name: "history", Status: StatusUnknown, Decides: true, Note: "no client operations to check"}}

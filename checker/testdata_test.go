@@ -122,3 +122,13 @@ func TestResolvedGrantReturnIsBoundedByLaterSightings(t *testing.T) {
 		t.Fatalf("resolved grant returns at %v, want %d (the get that saw token 4)", op, b.events[2].Time)
 	}
 }
+
+// A history with no client operation proves nothing: unknown, never valid,
+// whether it comes from a file or straight from the chaos harness.
+func TestNothingToCheckIsUnknown(t *testing.T) {
+	for _, events := range [][]history.Event{nil, {nemesis(10, "kill", history.Value{Nodes: []int{1}})}} {
+		if v := Check(events, Options{}); v.ExitCode != ExitUnknown || v.Valid != "unknown" {
+			t.Errorf("%d events: exit %d, valid %q; want unknown", len(events), v.ExitCode, v.Valid)
+		}
+	}
+}
