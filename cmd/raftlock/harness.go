@@ -49,7 +49,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	digests := fs.String("digests", "", "JSON list of {node, applied, digest} for the convergence check")
 	resolved := fs.String("resolved", "", "JSON list of {index, happened, token}: info acquires settled from the committed log")
 	timeout := fs.Duration("timeout", 60*time.Second, "linearizability time budget (exit 2 when exceeded)")
-	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check")
+	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check (0 is exact: deadlines are set after the invocation, on the same monotonic clock)")
 	clockFaults := fs.Bool("clock-faults", false, "declare clocks unreliable beyond the history's clock events: lease timing is reported, not decisive (default: decided, with clock fault windows read from the history)")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
 	pos, _, err := parse(fs, args, stderr)
