@@ -55,8 +55,16 @@ type Options struct {
 	Resolutions    []Resolution  // info acquires resolved after the run
 	Timeout        time.Duration // linearizability time budget; default 60s
 	LeaseTolerance time.Duration // slack for the lease timing check
-	ClockFaults    bool          // clock faults ran: lease timing is reported, not decisive
 	Digests        []NodeDigest  // for the convergence check; none: skipped
+	// ClockOverride declares clocks unreliable beyond what the history's
+	// clock events record (raftlock check --clock-faults): lease timing is
+	// then reported and does not decide. Without it, timing is decided from
+	// the history's own clock fault windows.
+	ClockOverride bool
+	// Deprecated: ignored. Clock fault windows are read from the history's
+	// clock events; whether the nemesis could inject them says nothing about
+	// the stretches it did not. Use ClockOverride to make timing advisory.
+	ClockFaults bool
 }
 
 // Violation is one thing found wrong, with the events involved.
@@ -123,9 +131,19 @@ func Check(events []history.Event, opts Options) *Verdict {
 	}
 	ops, stats.Resolved = resolve(ops, opts.Resolutions)
 	v := &Verdict{ops: ops, windows: windows, Stats: stats}
+	if stats.Ops == 0 {
+		// Nothing was checked: that is no evidence of correctness.
+		v.Valid, v.ExitCode = "unknown", ExitUnknown
+		v.Checks = []Result{{Name: "history", Status: StatusUnknown, Decides: true, Note: "no client operations to check"}}
+		v.Stats.CheckTime = time.Since(start).Seconds()
+		return v
+	}
+	ev := gatherEvidence(ops)
+	boundResolved(ops, ev)
 	lin, info := checkLinearizable(ops, opts.Timeout)
 	v.lin = info
-	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, opts), checkResource(ops), checkConvergence(opts.Digests)}
+	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
+		checkResource(ops), checkConvergence(opts.Digests)}
 	v.Valid, v.ExitCode = "true", ExitValid
 	for _, r := range v.Checks {
 		if !r.Decides {
@@ -238,108 +256,77 @@ func checkLinearizable(ops []*Op, timeout time.Duration) (Result, map[string]por
 	return res, infos
 }
 
-// checkFencing: every granted token is unique, per key tokens grow in
-// real-time order, and the state machine never had to reject a grant.
+// checkFencing: the state machine never had to reject a grant; every
+// granted token is unique and belongs to one key, whichever operation saw it
+// (a grant, a get, a release or renewal with it); and tokens grow in real
+// time over all keys (rule 1): an operation that saw a token returned before
+// a grant was invoked means that grant's token is higher.
 func checkFencing(ops []*Op) Result {
 	res := Result{Name: "fencing", Decides: true, Status: StatusOK}
-	seen := map[uint64]*Op{}
-	grants := byKey(ops, isGrant)
+	granted := map[uint64]*Op{}
+	keyOf := map[uint64]*Op{}
+	var seen []sighting
 	for _, o := range ops {
 		if o.F == "acquire" && o.Type == history.Fail && o.Error() == "grant-rejected" {
 			res.Violations = append(res.Violations, Violation{Key: o.Key,
 				Message: "the state machine rejected a grant: the leader proposed a Grant for a held key",
 				Events:  []history.Event{o.Invoke, *o.Done}})
 		}
-		if !isGrant(o) {
-			continue
-		}
-		t := o.Token()
-		if t == 0 {
-			res.Violations = append(res.Violations, Violation{Key: o.Key, Message: "grant without a token",
-				Events: o.events()})
-			continue
-		}
-		if prev, ok := seen[t]; ok {
-			res.Violations = append(res.Violations, Violation{Key: o.Key,
-				Message: fmt.Sprintf("token %d granted twice (keys %q and %q)", t, prev.Key, o.Key),
-				Events:  append(prev.events(), o.events()...)})
-		}
-		seen[t] = o
-	}
-	for _, key := range sortedKeys(grants) {
-		gs := grants[key]
-		byReturn := append([]*Op(nil), gs...)
-		sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return() < byReturn[j].Return() })
-		byCall := append([]*Op(nil), gs...)
-		sort.Slice(byCall, func(i, j int) bool { return byCall[i].Call() < byCall[j].Call() })
-		var best *Op // highest token among grants that returned before the current call
-		i := 0
-		for _, b := range byCall {
-			for ; i < len(byReturn) && byReturn[i].Return() < b.Call(); i++ {
-				if best == nil || byReturn[i].Token() > best.Token() {
-					best = byReturn[i]
-				}
-			}
-			if best != nil && best.Token() >= b.Token() {
-				res.Violations = append(res.Violations, Violation{Key: key,
-					Message: fmt.Sprintf("token %d was granted after token %d had been returned", b.Token(), best.Token()),
-					Events:  append(best.events(), b.events()...)})
-			}
-		}
-	}
-	if len(res.Violations) > 0 {
-		res.Status = StatusViolation
-	}
-	return res
-}
-
-// checkLeaseTiming: with grants G1 then G2 of a key (in token order) and no
-// release of G1 that may have freed the key, G2 must not return before G1's
-// lease ran out, counted from the invocation of G1's acquire or of its last
-// renewal that succeeded before G2 returned.
-func checkLeaseTiming(ops []*Op, opts Options) Result {
-	res := Result{Name: "lease-timing", Decides: !opts.ClockFaults, Status: StatusOK}
-	if opts.ClockFaults {
-		res.Note = "clock faults were injected: timing exclusion is reported, not decisive; fencing keeps the resource safe"
-	}
-	grants := byKey(ops, isGrant)
-	releases := map[uint64][]*Op{}
-	renews := map[uint64][]*Op{}
-	for _, o := range ops {
-		switch {
-		case o.F == "release" && o.Type != history.Fail:
-			releases[o.Token()] = append(releases[o.Token()], o)
-		case o.F == "renew" && o.Type == history.OK:
-			renews[o.Token()] = append(renews[o.Token()], o)
-		}
-	}
-	for _, key := range sortedKeys(grants) {
-		gs := grants[key]
-		sort.Slice(gs, func(i, j int) bool { return gs[i].Token() < gs[j].Token() })
-		for i := 1; i < len(gs); i++ {
-			g1, g2 := gs[i-1], gs[i]
-			released := false
-			for _, r := range releases[g1.Token()] {
-				if r.Call() <= g2.Return() {
-					released = true
-				}
-			}
-			if released {
+		if isGrant(o) {
+			t := o.Token()
+			if t == 0 {
+				res.Violations = append(res.Violations, Violation{Key: o.Key, Message: "grant without a token",
+					Events: o.events()})
 				continue
 			}
-			from, leaseMS, basis := g1.Call(), leaseOf(g1), "acquire"
-			for _, r := range renews[g1.Token()] {
-				if r.Return() <= g2.Return() && r.Call() > from {
-					from, leaseMS, basis = r.Call(), leaseOf(r), "renewal"
-				}
+			if prev, ok := granted[t]; ok {
+				res.Violations = append(res.Violations, Violation{Key: o.Key,
+					Message: fmt.Sprintf("token %d granted twice (keys %q and %q)", t, prev.Key, o.Key),
+					Events:  append(prev.events(), o.events()...)})
 			}
-			end := from + leaseMS*int64(time.Millisecond) - int64(opts.LeaseTolerance)
-			if g2.Return() < end {
-				res.Violations = append(res.Violations, Violation{Key: key,
-					Message: fmt.Sprintf("token %d was granted %.1fms before token %d's lease (from its %s) could have run out",
-						g2.Token(), float64(end-g2.Return())/1e6, g1.Token(), basis),
-					Events: append(g1.events(), g2.events()...)})
+			granted[t] = o
+			if o.Return() != maxTime {
+				seen = append(seen, sighting{token: t, at: o.Return(), op: o})
 			}
+		}
+		t, ok := sightingOf(o)
+		if !ok && o.Resolved != nil {
+			t, ok = *o.Resolved, true
+		}
+		if !ok || t == 0 {
+			continue
+		}
+		if o.F != "acquire" {
+			seen = append(seen, sighting{token: t, at: o.Return(), op: o})
+		}
+		if prev, ok := keyOf[t]; !ok {
+			keyOf[t] = o
+		} else if prev.Key != o.Key {
+			res.Violations = append(res.Violations, Violation{Key: o.Key,
+				Message: fmt.Sprintf("token %d seen on two keys: %s, and %s", t, describe(prev), describe(o)),
+				Events:  concatEvents(prev, o)})
+		}
+	}
+	sort.Slice(seen, func(i, j int) bool { return seen[i].at < seen[j].at })
+	grants := make([]*Op, 0, len(granted))
+	for _, o := range ops {
+		if isGrant(o) && o.Token() != 0 {
+			grants = append(grants, o)
+		}
+	}
+	sort.SliceStable(grants, func(i, j int) bool { return grants[i].Call() < grants[j].Call() })
+	var best *sighting // highest token seen before the current grant's call
+	i := 0
+	for _, g := range grants {
+		for ; i < len(seen) && seen[i].at < g.Call(); i++ {
+			if best == nil || seen[i].token > best.token {
+				best = &seen[i]
+			}
+		}
+		if best != nil && best.token >= g.Token() && best.op != g {
+			res.Violations = append(res.Violations, Violation{Key: g.Key,
+				Message: fmt.Sprintf("token %d was granted on %q after token %d had been seen: %s", g.Token(), g.Key, best.token, describe(best.op)),
+				Events:  concatEvents(best.op, g)})
 		}
 	}
 	if len(res.Violations) > 0 {

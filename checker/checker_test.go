@@ -134,11 +134,11 @@ func TestInvalidHistories(t *testing.T) {
 	}
 }
 
-func TestLeaseTimingNotDecisiveUnderClockFaults(t *testing.T) {
+func TestClockOverrideMakesLeaseTimingAdvisory(t *testing.T) {
 	b := new(builder).
 		add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
 		at(200).add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(2))
-	v := Check(b.events, Options{ClockFaults: true})
+	v := Check(b.events, Options{ClockOverride: true})
 	if v.ExitCode != ExitValid || statusOf(v, "lease-timing") != StatusViolation {
 		t.Fatalf("exit %d, lease-timing %s; want valid with the timing violation reported", v.ExitCode, statusOf(v, "lease-timing"))
 	}

@@ -1,8 +1,10 @@
 package checker
 
 import (
+	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/raftlock/raftlock/checker/history"
 )
@@ -16,6 +18,9 @@ type Op struct {
 	Done     *history.Event
 	Type     string  // ok, fail or info
 	Resolved *uint64 // info acquire found granted in the committed log: its token
+	// SeenBy bounds a resolved acquire's return: the earliest return of an
+	// operation that saw its token or a higher one on its key (0: none).
+	SeenBy int64
 }
 
 // events are the operation's invocation and, if any, its completion.
@@ -26,14 +31,22 @@ func (o *Op) events() []history.Event {
 	return []history.Event{o.Invoke, *o.Done}
 }
 
+// maxTime is the return of an operation that may take effect at any time.
+const maxTime = math.MaxInt64
+
 // Call is the invocation time.
 func (o *Op) Call() int64 { return o.Invoke.Time }
 
-// Return is the completion time; an info operation may take effect any time
-// after its call, so it returns at +inf.
+// Return is the completion time. An info operation may take effect any time
+// after its call, so it returns at +inf, unless it is a resolved grant that
+// a later operation saw: it had taken effect by then (the bound etcd's
+// robustness validation puts on a request whose outcome it learns later).
 func (o *Op) Return() int64 {
 	if o.Type == history.Info || o.Done == nil {
-		return math.MaxInt64
+		if o.Resolved != nil && o.SeenBy != 0 {
+			return max(o.SeenBy, o.Call())
+		}
+		return maxTime
 	}
 	return o.Done.Time
 }
@@ -66,7 +79,7 @@ func (o *Op) Error() string {
 
 // Window is a nemesis fault from its start to its heal.
 type Window struct {
-	Kind       string // kill, pause, partition, clock
+	Kind       string // kill, pause, partition, delay, loss, clock
 	Start, End int64
 	Detail     string
 }
@@ -76,27 +89,13 @@ type Window struct {
 func Pair(events []history.Event) ([]*Op, []Window) {
 	var ops []*Op
 	open := map[history.Process]*Op{}
-	var windows []Window
-	started := map[string]int64{}
+	ws := newWindowSet()
 	var end int64
 	for i := range events {
 		e := &events[i]
 		end = max(end, e.Time)
 		if e.Process == history.Nemesis {
-			kind, closing := nemesisKind(e)
-			if kind == "" {
-				continue
-			}
-			if !closing {
-				if _, ok := started[kind]; !ok {
-					started[kind] = e.Time
-				}
-				continue
-			}
-			if s, ok := started[kind]; ok {
-				windows = append(windows, Window{Kind: kind, Start: s, End: e.Time})
-				delete(started, kind)
-			}
+			ws.add(e)
 			continue
 		}
 		if e.Type == history.Invoke {
@@ -110,35 +109,109 @@ func Pair(events []history.Event) ([]*Op, []Window) {
 			delete(open, e.Process)
 		}
 	}
-	for kind, s := range started {
-		windows = append(windows, Window{Kind: kind, Start: s, End: end})
-	}
-	sort.Slice(windows, func(i, j int) bool { return windows[i].Start < windows[j].Start })
-	return ops, windows
+	return ops, ws.close(end)
 }
 
-// nemesisKind maps a nemesis event to the fault it opens or closes.
-func nemesisKind(e *history.Event) (kind string, closing bool) {
+// windowSet follows the faults in force. Faults on members (kill, pause,
+// clock) are tracked per member, so that overlapping faults of one family
+// make one window that lasts until the last of them heals; network faults
+// (partition, delay, loss) last until the next heal.
+type windowSet struct {
+	members map[string]map[int]bool // kill, pause, clock: members affected
+	since   map[string]int64        // family -> start of its open window
+	detail  map[string][]string
+	out     []Window
+}
+
+func newWindowSet() *windowSet {
+	return &windowSet{members: map[string]map[int]bool{"kill": {}, "pause": {}, "clock": {}},
+		since: map[string]int64{}, detail: map[string][]string{}}
+}
+
+func (s *windowSet) open(kind string, t int64, detail string) {
+	if _, ok := s.since[kind]; !ok {
+		s.since[kind] = t
+	}
+	s.detail[kind] = append(s.detail[kind], detail)
+}
+
+func (s *windowSet) shut(kind string, t int64) {
+	start, ok := s.since[kind]
+	if !ok {
+		return
+	}
+	s.out = append(s.out, Window{Kind: kind, Start: start, End: t, Detail: strings.Join(s.detail[kind], "; ")})
+	delete(s.since, kind)
+	delete(s.detail, kind)
+}
+
+func (s *windowSet) setMembers(kind string, nodes []int, on bool, t int64, detail string) {
+	m := s.members[kind]
+	for _, n := range nodes {
+		if on {
+			m[n] = true
+		} else {
+			delete(m, n)
+		}
+	}
+	switch {
+	case on:
+		s.open(kind, t, detail)
+	case len(m) == 0:
+		s.shut(kind, t)
+	}
+}
+
+func (s *windowSet) add(e *history.Event) {
+	v := e.Value
 	switch e.F {
 	case "kill":
-		return "kill", false
+		s.setMembers("kill", v.Nodes, true, e.Time, fmt.Sprintf("kill %v", v.Nodes))
 	case "start":
-		return "kill", true
+		s.setMembers("kill", v.Nodes, false, e.Time, "")
+		// A restarted member runs a normal clock again.
+		s.setMembers("clock", v.Nodes, false, e.Time, "")
 	case "pause":
-		return "pause", false
+		s.setMembers("pause", v.Nodes, true, e.Time, fmt.Sprintf("pause %v", v.Nodes))
 	case "resume":
-		return "pause", true
+		s.setMembers("pause", v.Nodes, false, e.Time, "")
 	case "partition":
-		return "partition", false
-	case "heal":
-		return "partition", true
-	case "clock":
-		if e.Value.Rate != nil && *e.Value.Rate == 1 && (e.Value.OffsetMS == nil || *e.Value.OffsetMS == 0) {
-			return "clock", true
+		if len(v.Links) > 0 {
+			s.open("partition", e.Time, fmt.Sprintf("cut links %v", v.Links))
+		} else {
+			s.open("partition", e.Time, fmt.Sprintf("partition %v", v.Groups))
 		}
-		return "clock", false
+	case "delay":
+		s.open("delay", e.Time, fmt.Sprintf("delay %v by %dms", v.Links, deref(v.DelayMS)))
+	case "loss":
+		s.open("loss", e.Time, fmt.Sprintf("loss %v of %g", v.Links, deref(v.Loss)))
+	case "heal":
+		for _, k := range []string{"partition", "delay", "loss"} {
+			s.shut(k, e.Time)
+		}
+	case "clock":
+		n := deref(v.Node)
+		faulty := deref(v.Rate) != 1 || deref(v.OffsetMS) != 0
+		s.setMembers("clock", []int{n}, faulty, e.Time,
+			fmt.Sprintf("node %d at %gx, %+dms", n, deref(v.Rate), deref(v.OffsetMS)))
 	}
-	return "", false
+}
+
+// close ends every window still open at end, and sorts them by start.
+func (s *windowSet) close(end int64) []Window {
+	for _, k := range sortedKeys(s.since) {
+		s.shut(k, end)
+	}
+	sort.SliceStable(s.out, func(i, j int) bool { return s.out[i].Start < s.out[j].Start })
+	return s.out
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // byKey groups operations by key, keeping invocation order.

@@ -118,7 +118,7 @@ func (v *Verdict) nemesisAnnotations() []porcupine.Annotation {
 	var as []porcupine.Annotation
 	for _, w := range v.windows {
 		as = append(as, porcupine.Annotation{Tag: "nemesis", Start: w.Start, End: w.End,
-			Description: w.Kind, BackgroundColor: "#f6d5d5"})
+			Description: w.Kind, Details: w.Detail, BackgroundColor: "#f6d5d5"})
 	}
 	return as
 }
@@ -148,10 +148,10 @@ func (v *Verdict) plotLatency(path string) error {
 	for _, w := range v.windows {
 		kinds[w.Kind] = true
 	}
-	for _, k := range []string{"kill", "pause", "partition", "clock"} {
+	for _, k := range []string{"kill", "pause", "partition", "delay", "loss", "clock"} {
 		if kinds[k] {
 			swatch, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}})
-			swatch.Color, swatch.LineStyle.Width = faultColors[k], 0
+			swatch.Color, swatch.LineStyle.Width = faultColor(k), 0
 			p.Legend.Add("fault: "+k, swatch)
 		}
 	}
@@ -181,12 +181,23 @@ type shading struct {
 	maxY    float64
 }
 
-// faultColors shade each nemesis family in its own translucent colour.
-var faultColors = map[string]color.Color{
-	"kill":      color.NRGBA{214, 39, 40, 50},
-	"pause":     color.NRGBA{255, 127, 14, 60},
-	"partition": color.NRGBA{148, 103, 189, 60},
-	"clock":     color.NRGBA{31, 119, 180, 45},
+// faultColor shades each nemesis family in its own translucent colour.
+func faultColor(kind string) color.Color {
+	switch kind {
+	case "kill":
+		return color.NRGBA{214, 39, 40, 50}
+	case "pause":
+		return color.NRGBA{255, 127, 14, 60}
+	case "partition":
+		return color.NRGBA{148, 103, 189, 60}
+	case "delay":
+		return color.NRGBA{140, 86, 75, 55}
+	case "loss":
+		return color.NRGBA{227, 119, 194, 55}
+	case "clock":
+		return color.NRGBA{31, 119, 180, 45}
+	}
+	return color.NRGBA{127, 127, 127, 45}
 }
 
 func (s *shading) Plot(c draw.Canvas, p *plot.Plot) {
@@ -194,7 +205,7 @@ func (s *shading) Plot(c draw.Canvas, p *plot.Plot) {
 	for _, w := range s.windows {
 		x0, x1 := trX(float64(w.Start)/1e9), trX(float64(w.End)/1e9)
 		y0, y1 := trY(0), trY(s.maxY)
-		c.FillPolygon(faultColors[w.Kind], []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
+		c.FillPolygon(faultColor(w.Kind), []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
 	}
 }
 

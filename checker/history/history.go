@@ -89,16 +89,17 @@ type Event struct {
 // Ptr returns a pointer to v, for Value's optional fields.
 func Ptr[T any](v T) *T { return &v }
 
-// Read parses a history. It checks the format (types, a process with at
-// most one open operation, completions matching their invocations) and
-// returns the header, if any, and the events in file order.
+// Read parses a history. It checks the format (one JSON object per line,
+// times that never go backwards, each type's required fields, a process
+// with at most one open operation, completions matching their invocations
+// and not stamped before them) and returns the header, if any, and the
+// events in file order. Errors name the line.
 func Read(r io.Reader) (map[string]any, []Event, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var header map[string]any
 	var events []Event
-	open := map[Process]Event{}
-	retired := map[Process]bool{}
+	v := validator{open: map[Process]Event{}, retired: map[Process]bool{}}
 	line := 0
 	for sc.Scan() {
 		line++
@@ -106,22 +107,24 @@ func Read(r io.Reader) (map[string]any, []Event, error) {
 		if len(b) == 0 {
 			continue
 		}
-		if len(events) == 0 && header == nil && bytes.HasPrefix(b, []byte(`{"header"`)) {
+		if bytes.HasPrefix(b, []byte(`{"header"`)) {
+			if len(events) > 0 || header != nil {
+				return nil, nil, fmt.Errorf("line %d: a header may only be the first line", line)
+			}
 			var h struct {
 				Header map[string]any `json:"header"`
 			}
-			if err := json.Unmarshal(b, &h); err != nil {
+			if err := decodeOne(b, &h); err != nil {
 				return nil, nil, fmt.Errorf("line %d: header: %w", line, err)
 			}
 			header = h.Header
 			continue
 		}
 		var e Event
-		dec := json.NewDecoder(bytes.NewReader(b))
-		if err := dec.Decode(&e); err != nil {
+		if err := decodeOne(b, &e); err != nil {
 			return nil, nil, fmt.Errorf("line %d: %w", line, err)
 		}
-		if err := validate(e, open, retired); err != nil {
+		if err := v.check(e); err != nil {
 			return nil, nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		events = append(events, e)
@@ -132,44 +135,175 @@ func Read(r io.Reader) (map[string]any, []Event, error) {
 	return header, events, nil
 }
 
-func validate(e Event, open map[Process]Event, retired map[Process]bool) error {
-	if e.Process == Nemesis {
-		if e.Type != Info {
-			return fmt.Errorf("nemesis event of type %q, want info", e.Type)
+// decodeOne decodes exactly one JSON object from b: a second object or any
+// trailing text on the line is an error, not silently dropped.
+func decodeOne(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if off := dec.InputOffset(); int(off) < len(b) {
+		if _, err := dec.Token(); err == io.EOF {
+			return nil
 		}
-		return nil
+		return fmt.Errorf("unexpected text after the event at column %d: %.20q", off+1, b[off:])
+	}
+	return nil
+}
+
+// validator carries what checking one event needs from the events before it.
+type validator struct {
+	open     map[Process]Event
+	retired  map[Process]bool
+	seen     bool
+	lastTime int64
+	lastIdx  int64
+}
+
+func (v *validator) check(e Event) error {
+	if e.Time < 0 {
+		return fmt.Errorf("negative time %d", e.Time)
+	}
+	if err := v.checkOp(e); err != nil {
+		return err
+	}
+	if v.seen {
+		// The harness stamps and writes events under one lock, so file
+		// order is time order and index order.
+		if e.Time < v.lastTime {
+			return fmt.Errorf("time %d goes backwards (the event before has %d)", e.Time, v.lastTime)
+		}
+		if e.Index <= v.lastIdx {
+			return fmt.Errorf("index %d does not follow index %d", e.Index, v.lastIdx)
+		}
+	}
+	v.seen, v.lastTime, v.lastIdx = true, e.Time, e.Index
+	return nil
+}
+
+// checkOp checks e on its own and against the operation it completes.
+func (v *validator) checkOp(e Event) error {
+	if e.Process == Nemesis {
+		return checkNemesis(e)
 	}
 	switch e.F {
 	case "acquire", "release", "renew", "get", "write", "read":
 	default:
 		return fmt.Errorf("unknown f %q", e.F)
 	}
-	if e.Key == "" && e.Type == Invoke {
-		return errors.New("invocation without a key")
-	}
 	switch e.Type {
 	case Invoke:
-		if retired[e.Process] {
+		if e.Key == "" {
+			return errors.New("invocation without a key")
+		}
+		if err := checkInvokeValue(e); err != nil {
+			return err
+		}
+		if v.retired[e.Process] {
 			return fmt.Errorf("process %d invoked again after an info", e.Process)
 		}
-		if prev, ok := open[e.Process]; ok {
+		if prev, ok := v.open[e.Process]; ok {
 			return fmt.Errorf("process %d invoked %s while %s (index %d) is open", e.Process, e.F, prev.F, prev.Index)
 		}
-		open[e.Process] = e
+		v.open[e.Process] = e
 	case OK, Fail, Info:
-		inv, ok := open[e.Process]
+		inv, ok := v.open[e.Process]
 		if !ok {
 			return fmt.Errorf("process %d completes %s with nothing open", e.Process, e.F)
 		}
 		if inv.F != e.F || (e.Key != "" && inv.Key != e.Key) {
 			return fmt.Errorf("process %d completes %s %q but invoked %s %q", e.Process, e.F, e.Key, inv.F, inv.Key)
 		}
-		delete(open, e.Process)
+		if e.Time < inv.Time {
+			return fmt.Errorf("completion at time %d stamped before its invocation (index %d, time %d)", e.Time, inv.Index, inv.Time)
+		}
+		if e.Type == OK {
+			if err := checkOKValue(e); err != nil {
+				return err
+			}
+		}
+		delete(v.open, e.Process)
 		if e.Type == Info {
-			retired[e.Process] = true
+			v.retired[e.Process] = true
 		}
 	default:
 		return fmt.Errorf("unknown type %q", e.Type)
+	}
+	return nil
+}
+
+// checkInvokeValue: the fields an invocation must carry (DESIGN.md section
+// 4); a missing lease or token would otherwise read as 0 and change what
+// the checks decide.
+func checkInvokeValue(e Event) error {
+	v := e.Value
+	switch e.F {
+	case "acquire":
+		if v.LeaseMS == nil || *v.LeaseMS <= 0 {
+			return errors.New("acquire invocation without a positive lease_ms")
+		}
+	case "renew":
+		if v.LeaseMS == nil || *v.LeaseMS <= 0 {
+			return errors.New("renew invocation without a positive lease_ms")
+		}
+		if v.Token == nil {
+			return errors.New("renew invocation without a token")
+		}
+	case "release", "read", "write":
+		if v.Token == nil {
+			return fmt.Errorf("%s invocation without a token", e.F)
+		}
+	}
+	return nil
+}
+
+// checkOKValue: the fields a successful completion must carry.
+func checkOKValue(e Event) error {
+	v := e.Value
+	switch e.F {
+	case "acquire":
+		if v.Token == nil {
+			return errors.New("ok acquire without a token")
+		}
+	case "get":
+		if v.Held == nil {
+			return errors.New("ok get without held")
+		}
+		if *v.Held && v.Token == nil {
+			return errors.New("ok get held without a token")
+		}
+	}
+	return nil
+}
+
+// checkNemesis: a fault event is an info of the nemesis process. The
+// families the checker reasons about must name their targets; any other f
+// is accepted (a newer harness may inject faults this checker only shows).
+func checkNemesis(e Event) error {
+	if e.Type != Info {
+		return fmt.Errorf("nemesis event of type %q, want info", e.Type)
+	}
+	v := e.Value
+	switch e.F {
+	case "kill", "start", "pause", "resume":
+		if len(v.Nodes) == 0 {
+			return fmt.Errorf("nemesis %s without nodes", e.F)
+		}
+	case "partition":
+		if len(v.Groups) == 0 && len(v.Links) == 0 {
+			return errors.New("nemesis partition without groups or links")
+		}
+	case "delay", "loss":
+		if len(v.Links) == 0 {
+			return fmt.Errorf("nemesis %s without links", e.F)
+		}
+	case "clock":
+		if v.Node == nil || v.Rate == nil {
+			return errors.New("nemesis clock without node and rate")
+		}
+		if *v.Rate <= 0 {
+			return fmt.Errorf("nemesis clock with rate %g, want > 0", *v.Rate)
+		}
 	}
 	return nil
 }

@@ -49,8 +49,8 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	digests := fs.String("digests", "", "JSON list of {node, applied, digest} for the convergence check")
 	resolved := fs.String("resolved", "", "JSON list of {index, happened, token}: info acquires settled from the committed log")
 	timeout := fs.Duration("timeout", 60*time.Second, "linearizability time budget (exit 2 when exceeded)")
-	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check")
-	clockFaults := fs.Bool("clock-faults", false, "clock faults ran: lease timing is reported, not decisive (default: read from the header)")
+	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check (0 is exact: deadlines are set after the invocation, on the same monotonic clock)")
+	clockFaults := fs.Bool("clock-faults", false, "declare clocks unreliable beyond the history's clock events: lease timing is reported, not decisive (default: decided, with clock fault windows read from the history)")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
 	pos, _, err := parse(fs, args, stderr)
 	if err != nil {
@@ -68,11 +68,11 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return harnessErr(err)
 	}
 	defer f.Close()
-	header, events, err := history.Read(f)
+	_, events, err := history.Read(f)
 	if err != nil {
-		return harnessErr(fmt.Errorf("%s: %w", pos[0], err))
+		return harnessErr(fmt.Errorf("%s: malformed history: %w", pos[0], err))
 	}
-	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockFaults: *clockFaults || headerHasClock(header)}
+	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockOverride: *clockFaults}
 	if *digests != "" {
 		b, err := os.ReadFile(*digests)
 		if err != nil {
@@ -98,17 +98,10 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	printVerdict(v, *out, *asJSON, stdout)
-	return verdictErr(v)
-}
-
-func headerHasClock(h map[string]any) bool {
-	ns, _ := h["nemeses"].([]any)
-	for _, n := range ns {
-		if n == "clock" {
-			return true
-		}
+	if v.Stats.Ops == 0 {
+		return withCode(checker.ExitUnknown, fmt.Errorf("%s: nothing to check: the history has no client operations", pos[0]))
 	}
-	return false
+	return verdictErr(v)
 }
 
 func errHelp(err error) error {
