@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -258,6 +259,31 @@ func roleName(s raft.StateType) string {
 		return "pre-candidate"
 	}
 	return "follower"
+}
+
+// Healthy says why this member cannot serve, as etcd's /health does: it
+// stopped on an error, knows no leader, or is not applying what is
+// committed. nil means healthy.
+func (n *Node) Healthy() error {
+	if err := n.Err(); err != nil {
+		return fmt.Errorf("stopped: %w", err)
+	}
+	n.statusMu.Lock()
+	rs := n.status
+	n.statusMu.Unlock()
+	if rs.lead == 0 {
+		return errors.New("no leader")
+	}
+	n.mu.Lock()
+	stopped, applied, since := n.stopped, n.lm.applied, n.clock.Now()-n.lm.appliedAt
+	n.mu.Unlock()
+	if stopped {
+		return ErrStopped
+	}
+	if stall := 10 * time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval; rs.commit > applied && since > stall {
+		return fmt.Errorf("not applying: %d committed entries not applied for %v", rs.commit-applied, since.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // Metrics returns this member's metrics.

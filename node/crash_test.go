@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -291,5 +294,39 @@ func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
 				t.Fatalf("member %d lists tag %d %d times, want once", id, 1000+i, tags[uint64(1000+i)])
 			}
 		}
+	}
+}
+
+// /healthz says 503 with the reason when the member has no leader, as
+// etcd's /health does; /metrics has the leader gauge and the per-operation
+// request latency.
+func TestHealthzAndLeaderGauge(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	l := c.leader()
+	get := func(n *Node, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		n.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get(l, "/healthz"); code != 200 {
+		t.Fatalf("healthz on a healthy leader: %d %q", code, body)
+	}
+	srv := NewServer(l)
+	srv.handle(context.Background(), &wire.Request{ID: 1, Op: wire.OpGet, Key: "k"})
+	if _, body := get(l, "/metrics"); !strings.Contains(body, "raftlock_has_leader 1") ||
+		!strings.Contains(body, `raftlock_request_duration_seconds_count{op="get"} 1`) {
+		t.Fatalf("metrics lack the leader gauge or the request histogram:\n%s", body)
+	}
+	f := c.followers(l)[0]
+	for _, o := range c.followers(l)[1:] {
+		c.stop(o.ID())
+	}
+	c.stop(l.ID())
+	waitFor(t, 10*time.Second, "the lone follower to lose its leader", func() bool {
+		code, body := get(f, "/healthz")
+		return code == 503 && strings.Contains(body, "no leader")
+	})
+	if _, body := get(f, "/metrics"); !strings.Contains(body, "raftlock_has_leader 0") {
+		t.Fatal("raftlock_has_leader is not 0 on a member with no leader")
 	}
 }

@@ -47,6 +47,7 @@ type lockManager struct {
 	applied     uint64
 	appliedTerm uint64
 	appliedCh   chan struct{} // closed and replaced whenever applied moves
+	appliedAt   time.Duration // node clock when applied last moved
 
 	leases   map[string]lease // every node, local clock (rule 6)
 	pending  map[fsm.RequestID]*request

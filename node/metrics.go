@@ -19,9 +19,11 @@ type Metrics struct {
 	fsyncSeconds, batchSize                             prometheus.Histogram
 	applied, locksHeld, waiters, isLeader, term         prometheus.Gauge
 	commit, applyLag, firstIndex                        prometheus.Gauge
-	// ClientRequests counts client calls by operation and result; the
-	// client server increments it.
+	// ClientRequests counts client calls by operation and result, and
+	// RequestSeconds times them; the client server records both.
 	ClientRequests *prometheus.CounterVec
+	RequestSeconds *prometheus.HistogramVec
+	hasLeader      prometheus.Gauge
 }
 
 func newMetrics() *Metrics {
@@ -60,7 +62,10 @@ func newMetrics() *Metrics {
 	m.term = gauge("term", "Current raft term.")
 	m.ClientRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "client_requests_total",
 		Help: "Client requests by operation and result."}, []string{"op", "result"})
-	m.Registry.MustRegister(m.ClientRequests)
+	m.RequestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "raftlock", Name: "request_duration_seconds",
+		Help: "Latency of client requests by operation, as the member sees it.", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18)}, []string{"op"})
+	m.hasLeader = gauge("has_leader", "1 when this member knows a leader.")
+	m.Registry.MustRegister(m.ClientRequests, m.RequestSeconds)
 	m.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -551,6 +551,7 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 		n.becomeLocked(*isLeader, st.term, st.lead)
 		n.mu.Unlock()
 		n.metrics.isLeader.Set(b2f(*isLeader))
+		n.metrics.hasLeader.Set(b2f(st.lead != 0))
 		n.metrics.term.Set(float64(st.term))
 	}
 	// The leader sends its appends before its own fsync (raft thesis
@@ -726,6 +727,7 @@ func (n *Node) noteFirstIndex() {
 }
 
 func (n *Node) signalAppliedLocked() {
+	n.lm.appliedAt = n.clock.Now()
 	close(n.lm.appliedCh)
 	n.lm.appliedCh = make(chan struct{})
 	n.metrics.applied.Set(float64(n.lm.applied))

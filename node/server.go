@@ -218,6 +218,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) *wire.Response {
 	resp := &wire.Response{ID: req.ID}
 	var err error
 	op := "status"
+	start := time.Now()
+	defer func() { n.metrics.RequestSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds()) }()
 	switch req.Op {
 	case wire.OpAcquire:
 		op = "acquire"
@@ -346,7 +348,7 @@ func (n *Node) HTTPHandler() *http.ServeMux {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := n.Err(); err != nil {
+		if err := n.Healthy(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
