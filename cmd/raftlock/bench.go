@@ -42,7 +42,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	noBatch := fs.Bool("no-batch", false, "ablation: one command per log entry")
 	maxInflight := fs.Int("max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
 	out := fs.String("out", "", "write bench.json, bench.md and plots here")
-	dir := fs.String("dir", "", "data directory (default: a new temporary directory)")
+	dir := dataFlag(fs, "", "data directory for the clusters it starts (default: a new temporary directory, removed after)")
 	bin := fs.String("bin", "", "raftlock executable for the nodes (default: this one)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	if err := parseNoArgs(fs, args, stderr); err != nil {

@@ -45,6 +45,7 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.listen, "listen", "127.0.0.1:8001", "client API address")
 	fs.StringVar(&m.http, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
 	fs.StringVar(&m.data, "data", "", "data directory (required)")
+	fs.StringVar(&m.data, "dir", "", "alias of --data")
 	m.registerTuning(fs)
 }
 
@@ -218,10 +219,26 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// defaultClusterData is where `raftlock cluster` keeps its members' data
+// unless told otherwise, as etcd keeps default.etcd: in the current
+// directory, so a restart finds the same locks and tokens.
+const defaultClusterData = "raftlock-data"
+
+// dataFlag registers the data-directory flag every command names --data,
+// with --dir accepted as an alias.
+func dataFlag(fs *flag.FlagSet, def, usage string) *string {
+	dir := fs.String("data", def, usage)
+	fs.StringVar(dir, "dir", def, "alias of --data")
+	return dir
+}
+
 func runCluster(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("cluster", "cluster [--nodes 3] [--dir DIR]")
+	fs := newFlagSet("cluster", "cluster [--nodes 3] [--data DIR]")
 	nodes := fs.Int("nodes", 3, "number of members (1..9)")
-	dir := fs.String("dir", "", "data directory (default: a new temporary directory)")
+	dir := dataFlag(fs, defaultClusterData, "data directory, one subdirectory per member, reused on restart")
+	peerPort := fs.Int("peer-port", 7001, "raft port of member 1 (member N uses this + N-1)")
+	clientPort := fs.Int("client-port", 8001, "client port of member 1")
+	httpPort := fs.Int("http-port", 9001, "HTTP port of member 1")
 	var m memberFlags
 	m.registerTuning(fs)
 	if err := parseNoArgs(fs, args, stderr); err != nil {
@@ -230,19 +247,18 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	if *nodes < 1 || *nodes > 9 {
 		return usageErr("--nodes must be 1..9")
 	}
-	var err error
 	if *dir == "" {
-		if *dir, err = os.MkdirTemp("", "raftlock-cluster-"); err != nil {
-			return err
-		}
+		return usageErr("--data must name a directory")
 	}
+	_, err := os.Stat(filepath.Join(*dir, "1"))
+	reused := err == nil
 	log, err := newLogger(m.logLevel, stderr)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
 	peers := map[uint64]string{}
 	for i := 1; i <= *nodes; i++ {
-		peers[uint64(i)] = fmt.Sprintf("127.0.0.1:%d", 7000+i)
+		peers[uint64(i)] = fmt.Sprintf("127.0.0.1:%d", *peerPort+i-1)
 	}
 	var members []*member
 	defer func() {
@@ -254,8 +270,8 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	for i := 1; i <= *nodes; i++ {
 		mf := m
 		mf.id = uint64(i)
-		mf.listen = fmt.Sprintf("127.0.0.1:%d", 8000+i)
-		mf.http = fmt.Sprintf("127.0.0.1:%d", 9000+i)
+		mf.listen = fmt.Sprintf("127.0.0.1:%d", *clientPort+i-1)
+		mf.http = fmt.Sprintf("127.0.0.1:%d", *httpPort+i-1)
 		mf.data = filepath.Join(*dir, strconv.Itoa(i))
 		mb, err := startMember(mf, peers, log.With("member", i))
 		if err != nil {
@@ -265,9 +281,17 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		endpoints = append(endpoints, mf.listen)
 	}
 	sort.Strings(endpoints)
-	fmt.Fprintf(stdout, "raftlock cluster: %d members, data in %s\n", *nodes, *dir)
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		abs = *dir
+	}
+	state := "new"
+	if reused {
+		state = "reused: locks and tokens carry on; remove it for a fresh cluster"
+	}
+	fmt.Fprintf(stdout, "raftlock cluster: %d members, data in %s (%s)\n", *nodes, abs, state)
 	fmt.Fprintf(stdout, "endpoints: %s\n", strings.Join(endpoints, ","))
-	fmt.Fprintf(stdout, "metrics:   http://127.0.0.1:9001/metrics (9001..%d)\n", 9000+*nodes)
+	fmt.Fprintf(stdout, "metrics:   http://127.0.0.1:%d/metrics (%d..%d)\n", *httpPort, *httpPort, *httpPort+*nodes-1)
 	fmt.Fprintln(stdout, "Ctrl-C to stop.")
 	waitForSignal()
 	fmt.Fprintln(stdout, "stopping")

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/freeport"
+)
+
+// `raftlock cluster` without --data keeps its state in ./raftlock-data and
+// finds it again on restart: tokens carry on instead of starting at 1.
+func TestClusterReusesDefaultDataDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	bin := buildBinary(t)
+	work := t.TempDir()
+	port := func() string {
+		addr, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p, _ := strings.Cut(addr, ":")
+		return p
+	}
+	peer, cport, hport := port(), port(), port()
+	endpoint := "127.0.0.1:" + cport
+	start := func() (*exec.Cmd, string) {
+		t.Helper()
+		cmd := exec.Command(bin, "cluster", "--nodes", "1", "--peer-port", peer, "--client-port", cport, "--http-port", hport)
+		cmd.Dir = work
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		sc := bufio.NewScanner(out)
+		var banner string
+		for sc.Scan() {
+			banner += sc.Text() + "\n"
+			if strings.HasPrefix(sc.Text(), "endpoints:") {
+				break
+			}
+		}
+		go func() {
+			for sc.Scan() {
+			}
+		}()
+		return cmd, banner
+	}
+	stop := func(cmd *exec.Cmd) {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	}
+	acquire := func(key string) uint64 {
+		t.Helper()
+		cl, err := client.New([]string{endpoint}, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for {
+			g, err := cl.Acquire(ctx, key, time.Hour, 0)
+			if err == nil {
+				return g.Token
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("acquire %s: %v", key, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	cmd, banner := start()
+	want := filepath.Join(work, defaultClusterData)
+	if !strings.Contains(banner, "data in "+want+" (new)") {
+		t.Fatalf("first start does not say where its data is:\n%s", banner)
+	}
+	first := acquire("a")
+	stop(cmd)
+	if _, err := os.Stat(filepath.Join(want, "1")); err != nil {
+		t.Fatalf("no member data in the default directory: %v", err)
+	}
+	cmd, banner = start()
+	defer stop(cmd)
+	if !strings.Contains(banner, "data in "+want+" (reused") {
+		t.Fatalf("restart does not say it reused its data:\n%s", banner)
+	}
+	if second := acquire("b"); second != first+1 {
+		t.Fatalf("token after restart %d, want %d (tokens must carry on)", second, first+1)
+	}
+}
