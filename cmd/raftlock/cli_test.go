@@ -223,3 +223,21 @@ func TestNothingHappenedErrorsAreImmediateAndPlain(t *testing.T) {
 		}
 	}
 }
+
+// exec exits as a shell would: 127 when the command is not found (without
+// taking the lock), 128+n when it dies by signal n; and it has no --json.
+func TestExecExitCodesAsAShell(t *testing.T) {
+	eps := startCluster(t)
+	if code, _, errOut := cli(t, "exec", "job", "--endpoints", eps, "--", "no-such-command-raftlock"); code != exitNotFound {
+		t.Fatalf("a missing command: exit %d (%s), want 127", code, errOut)
+	}
+	if code, out, _ := cli(t, "get", "job", "--json", "--endpoints", eps); code != 0 || !strings.Contains(out, `"held":false`) {
+		t.Fatalf("a missing command took the lock: %q", out)
+	}
+	if code, _, errOut := cli(t, "exec", "job", "--endpoints", eps, "--", "sh", "-c", "kill -TERM $$"); code != 128+15 {
+		t.Fatalf("a command killed by SIGTERM: exit %d (%s), want 143", code, errOut)
+	}
+	if code, _, _ := cli(t, "exec", "job", "--json", "--endpoints", eps, "--", "true"); code != exitUsage {
+		t.Fatalf("exec --json: exit %d, want a usage error (exec prints no JSON)", code)
+	}
+}

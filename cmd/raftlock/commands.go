@@ -30,13 +30,16 @@ type clientFlags struct {
 	timeout   time.Duration
 }
 
-func (c *clientFlags) register(fs *flag.FlagSet) {
+// register adds --endpoints and --timeout; queries add --json too.
+func (c *clientFlags) register(fs *flag.FlagSet, query bool) {
 	def := os.Getenv("RAFTLOCK_ENDPOINTS")
 	if def == "" {
 		def = defaultEndpoints
 	}
 	fs.StringVar(&c.endpoints, "endpoints", def, "comma-separated client addresses (env RAFTLOCK_ENDPOINTS)")
-	fs.BoolVar(&c.json, "json", false, "print JSON")
+	if query {
+		fs.BoolVar(&c.json, "json", false, "print JSON")
+	}
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long (added to --wait)")
 }
 
@@ -106,7 +109,7 @@ func oneKey(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
 func runAcquire(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("acquire", "acquire KEY [--lease 10s] [--wait 0s] [--json]")
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, true)
 	lease := fs.Duration("lease", 10*time.Second, "lease length (10ms..1h)")
 	wait := fs.Duration("wait", 0, "queue for the lock this long (0: fail at once when held)")
 	key, err := oneKey(fs, args, stderr)
@@ -148,7 +151,7 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 	}
 	fs := newFlagSet(name, synopsis)
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, true)
 	token := fs.Uint64("token", 0, "the holder's fencing token (required)")
 	var lease *time.Duration
 	if name == "renew" {
@@ -192,7 +195,7 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 func runGet(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("get", "get KEY [--stale] [--json]")
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, true)
 	stale := fs.Bool("stale", false, "read any member's local state (fast, possibly stale)")
 	key, err := oneKey(fs, args, stderr)
 	if err != nil {
@@ -239,7 +242,7 @@ type statusEntry struct {
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", "status [--json]")
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, true)
 	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
 	}
@@ -298,7 +301,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 func runExec(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] -- CMD ARGS...")
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, false)
 	lease := fs.Duration("lease", 10*time.Second, "lease length, renewed every third of it")
 	wait := fs.Duration("wait", 30*time.Second, "queue for the lock this long")
 	pos, rest, err := parse(fs, args, stderr)
@@ -310,6 +313,16 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 		return usageErr("want KEY -- CMD ARGS...")
 	}
 	key := pos[0]
+	// Find the command before taking the lock: a typo must not hold a
+	// lock, and it exits as a shell would.
+	path, err := exec.LookPath(rest[0])
+	if err != nil {
+		code := exitNotFound
+		if errors.Is(err, os.ErrPermission) {
+			code = exitCannotRun
+		}
+		return withCode(code, fmt.Errorf("%s: %w", rest[0], err))
+	}
 	cl, err := cf.client()
 	if err != nil {
 		return err
@@ -323,7 +336,8 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	}
 	// The command's output and exec's own messages share the writers.
 	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
-	cmd := exec.Command(rest[0], rest[1:]...)
+	cmd := exec.Command(path, rest[1:]...)
+	cmd.Args[0] = rest[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.Env = append(os.Environ(), fmt.Sprintf("RAFTLOCK_TOKEN=%d", lk.Token()), "RAFTLOCK_KEY="+key)
 	// Its own process group, so that stopping the command stops everything
@@ -373,7 +387,9 @@ wait:
 	var ee *exec.ExitError
 	if errors.As(waitErr, &ee) {
 		code := ee.ExitCode()
-		if code < 0 {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal()) // as a shell reports a death by signal
+		} else if code < 0 {
 			code = exitError
 		}
 		return withCode(code, errors.New(""))

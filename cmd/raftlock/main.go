@@ -20,6 +20,11 @@ const (
 	exitHeld     = 3
 	exitNotOwner = 4
 	exitUnknown  = 5
+
+	// exec, as shells do: the command cannot run, or was not found (a death
+	// by signal n exits 128+n).
+	exitCannotRun = 126
+	exitNotFound  = 127
 )
 
 // exitErr carries an exit code with its one-line message.
