@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -75,6 +77,12 @@ func OpenDiskStorageFS(dir string, fs vfs.FS, voters []uint64, log *slog.Logger)
 		// were about to be deleted took the CPU the commit path needed.
 		MemTableSize: 64 << 20,
 	})
+	if err != nil && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
+		strings.Contains(err.Error(), "lock held by current process")) {
+		// pebble's directory lock is held: say so, not "resource
+		// temporarily unavailable".
+		return nil, fmt.Errorf("data directory %s is in use by another process (another member running on it?)", dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -149,4 +150,14 @@ func TestDiskStorageReloadsEntriesKeptBehindSnapshot(t *testing.T) {
 	s = openTestStorage(t, dir)
 	defer s.Close()
 	check("after reopen")
+}
+
+func TestDataDirectoryInUseSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStorage(t, dir)
+	defer s.Close()
+	_, err := OpenDiskStorage(dir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("second open of a data directory: %v, want 'in use by another process'", err)
+	}
 }

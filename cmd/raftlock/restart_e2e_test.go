@@ -270,3 +270,27 @@ func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
 	}
 	t.Logf("snapshots installed by the final incarnations: %v", installs)
 }
+
+// A second member started on a data directory in use says so plainly.
+func TestSecondMemberOnSameDataDirectoryRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c := newProcessCluster(t, 1, "--log-level", "warn")
+	m := c.members[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	waitUntil(ctx, t, "the member to serve", func() bool {
+		_, err := m.metric(ctx, "raftlock_applied_index")
+		return err == nil
+	})
+	other, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, c.bin, "node", "--id", "1", "--peers", "1="+m.peer, "--listen", other,
+		"--data", filepath.Join(c.dir, "data-1")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in use by another process") {
+		t.Fatalf("second member on the same data directory: %v\n%s", err, out)
+	}
+}
