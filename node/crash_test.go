@@ -330,3 +330,49 @@ func TestHealthzAndLeaderGauge(t *testing.T) {
 		t.Fatal("raftlock_has_leader is not 0 on a member with no leader")
 	}
 }
+
+// A queued command of an earlier term that is dropped must not undo the
+// bookkeeping of this term's commands: a stale Renew's drop once cleared
+// the mark that holds back an Expire behind a Renew in flight.
+func TestStaleDropKeepsThisTermsRenewMark(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	l := c.leader()
+	l.mu.Lock()
+	l.lm.renewing["k"] = 1 // a Renew of this term is in flight
+	l.enqueueInTerm(fsm.Envelope{ID: fsm.RequestID{Node: l.ID(), Seq: 1 << 40}, Cmd: fsm.Command{Op: fsm.OpRenew, Key: "k", Token: 1, LeaseMS: 1000}}, l.lm.term-1)
+	l.mu.Unlock()
+	waitFor(t, 5*time.Second, "the stale command to leave the queue", func() bool {
+		l.propMu.Lock()
+		defer l.propMu.Unlock()
+		return len(l.propQueue) == 0
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if got := l.lm.renewing["k"]; got != 1 {
+		t.Fatalf("renew mark after dropping a stale renew: %d, want 1", got)
+	}
+}
+
+// A journal line cut by a kill is dropped on open, so the next
+// incarnation's first line is read back.
+func TestAuditJournalDropsTornTail(t *testing.T) {
+	path := t.TempDir() + "/journal"
+	j, err := openJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.add(journalEntry{Index: 1, Term: 1})
+	j.flush()
+	j.f.WriteString(`{"index":2,"te`) // torn by a kill
+	j.close()
+	j, err = openJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.add(journalEntry{Index: 2, Term: 1})
+	j.flush()
+	j.close()
+	if _, complete, err := readJournal(path, 2); err != nil || !complete {
+		t.Fatalf("journal after a torn tail: complete=%v err=%v", complete, err)
+	}
+}

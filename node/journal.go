@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,11 +32,41 @@ type journalEntry struct {
 }
 
 func openJournal(path string) (*journal, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open audit journal: %w", err)
 	}
+	if err := dropTornTail(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open audit journal: %w", err)
+	}
 	return &journal{path: path, f: f}, nil
+}
+
+// dropTornTail cuts a line a kill left half-written, which would otherwise
+// swallow the first line this incarnation appends.
+func dropTornTail(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	size := st.Size()
+	buf := make([]byte, min(size, 1<<20))
+	for end := size; end > 0; {
+		start := max(0, end-int64(len(buf)))
+		chunk := buf[:end-start]
+		if _, err := f.ReadAt(chunk, start); err != nil {
+			return err
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			if cut := start + int64(i) + 1; cut != size {
+				return f.Truncate(cut)
+			}
+			return nil
+		}
+		end = start
+	}
+	return f.Truncate(0)
 }
 
 // add buffers one applied entry.

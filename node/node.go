@@ -449,6 +449,12 @@ func (n *Node) raftLoop() {
 				n.rn.ReportUnreachable(r.id)
 			}
 		case r := <-n.readc:
+			if !isLeader {
+				// Stepped down since the caller checked: raft would forward
+				// the ReadIndex to a leader this member may not reach.
+				r.done <- readDone{err: ErrUnavailable}
+				break
+			}
 			readSeq++
 			r.rctx = binary.BigEndian.AppendUint64(nil, readSeq)
 			r.until = ticks + readTimeout
@@ -494,17 +500,28 @@ func (n *Node) proposeQueued() {
 	n.propMu.Unlock()
 	bs := n.rn.BasicStatus()
 	q := make([]fsm.Envelope, 0, len(queued))
-	var stale []fsm.Envelope
+	var stale []queuedCommand
 	for _, c := range queued {
 		if bs.RaftState == raft.StateLeader && c.term == bs.GetTerm() {
 			q = append(q, c.env)
 		} else {
-			stale = append(stale, c.env)
+			stale = append(stale, c)
 		}
 	}
 	if len(stale) > 0 {
 		n.mu.Lock()
-		n.dropLocked(stale)
+		for _, c := range stale {
+			if c.term == n.lm.term {
+				// Still the lock manager's term (raft stepped down and the
+				// Ready that says so is next): undo its bookkeeping.
+				n.dropLocked([]fsm.Envelope{c.env})
+			} else if req, ok := n.lm.pending[c.env.ID]; ok {
+				// An older term: becomeLocked already reset the bookkeeping,
+				// which now belongs to this term's commands; only answer.
+				delete(n.lm.pending, c.env.ID)
+				n.deliverLocked(req, fsm.Result{}, ErrUnavailable)
+			}
+		}
 		n.mu.Unlock()
 	}
 	for len(q) > 0 {
@@ -696,10 +713,12 @@ func (n *Node) applyLoop() {
 		}
 		n.mu.Unlock()
 		// Journal before any snapshot that covers these entries, so a
-		// restart replays whatever the journal misses.
+		// restart replays whatever the journal misses; a failed write skips
+		// the snapshot, which would make the gap permanent.
 		if n.journal != nil {
 			if err := n.journal.flush(); err != nil {
-				n.log.Error("audit journal incomplete", "err", err)
+				n.log.Error("audit journal write failed; snapshot postponed", "err", err)
+				data = nil
 			}
 		}
 		if data != nil {

@@ -165,12 +165,15 @@ func (s *Server) serveConn(c net.Conn) {
 				}
 				cmu.Unlock()
 				if dup {
-					// A second request under an id still in flight would take
-					// over the first one's cancel: refuse it, run nothing.
+					// A second request under an id still in flight: no answer
+					// could say which of the two it is for, so this client
+					// breaks the protocol. Closing cancels the first request
+					// (a grant that still applies is released as a ghost).
 					rcancel()
 					<-sem
-					answerInvalid(req.ID, fmt.Sprintf("request id %d is already in flight on this connection", req.ID))
-					continue
+					err = fmt.Errorf("request id %d reused while in flight", req.ID)
+					s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
+					return
 				}
 				reqWG.Add(1)
 				go func() {
