@@ -46,6 +46,7 @@ var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrie
 type Config struct {
 	ID         uint64
 	Peers      map[uint64]string // raft peer addresses, this member included
+	PeerListen string            // where to listen for peers; default Peers[ID]
 	ClientAddr string            // announced to peers for redirects
 	DataDir    string
 
@@ -195,7 +196,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Bug != "" && !validBug(cfg.Bug) {
 		return nil, fmt.Errorf("unknown planted bug %q", cfg.Bug)
 	}
-	log := cfg.Logger.With("node", cfg.ID)
+	log := cfg.Logger.With("member", cfg.ID)
 	n := &Node{
 		cfg: cfg, log: log, clock: cfg.Clock,
 		propc: make(chan struct{}, 1), recvc: make(chan *raftpb.Message, 1024),
@@ -258,7 +259,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		if n.transport, err = NewTCPTransport(cfg.ID, cfg.Peers, cfg.ClientAddr, log); err != nil {
+		if n.transport, err = NewTCPTransport(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log); err != nil {
 			n.storage.Close()
 			return nil, err
 		}
@@ -556,6 +557,9 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 		n.statusMu.Unlock()
 		if st.lead != prevLead {
 			n.metrics.leaderChanges.Inc()
+			n.log.Info("leader changed", "leader", st.lead, "previous", prevLead, "term", st.term, "role", roleName(st.state))
+		} else if rd.SoftState != nil {
+			n.log.Info("role changed", "role", roleName(st.state), "term", st.term, "leader", st.lead)
 		}
 		*isLeader = st.state == raft.StateLeader
 		if !*isLeader {

@@ -66,12 +66,15 @@ type TCPTransport struct {
 	wg     sync.WaitGroup
 }
 
-// NewTCPTransport returns a transport for member id listening on
-// peers[id], announcing clientAddr to its peers.
-func NewTCPTransport(id uint64, peers map[uint64]string, clientAddr string, log *slog.Logger) (*TCPTransport, error) {
-	listen, ok := peers[id]
-	if !ok {
+// NewTCPTransport returns a transport for member id listening on listen
+// (default peers[id], the address its peers dial), announcing clientAddr to
+// its peers.
+func NewTCPTransport(id uint64, peers map[uint64]string, listen, clientAddr string, log *slog.Logger) (*TCPTransport, error) {
+	if _, ok := peers[id]; !ok {
 		return nil, fmt.Errorf("member %d is not in the peer list", id)
+	}
+	if listen == "" {
+		listen = peers[id]
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &TCPTransport{

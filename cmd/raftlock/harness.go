@@ -153,7 +153,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 		return harnessErr(err)
 	}
 	cfg.Progress = stderr
-	if log, err := newLogger("warn", stderr); err == nil {
+	if log, err := newLogger("warn", "text", stderr); err == nil {
 		cfg.Log = log
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

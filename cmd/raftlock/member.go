@@ -27,6 +27,9 @@ type memberFlags struct {
 	id             uint64
 	peers          string
 	listen         string
+	peerListen     string
+	advertise      string
+	logFormat      string
 	http           string
 	data           string
 	tick           time.Duration
@@ -42,7 +45,9 @@ type memberFlags struct {
 func (m *memberFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&m.id, "id", 0, "member id (required, > 0)")
 	fs.StringVar(&m.peers, "peers", "", "every member's raft address: 1=127.0.0.1:7001,2=...")
-	fs.StringVar(&m.listen, "listen", "127.0.0.1:8001", "client API address")
+	fs.StringVar(&m.listen, "listen", "127.0.0.1:8001", "client API address to listen on")
+	fs.StringVar(&m.advertise, "advertise-client", "", "client address other members give out in redirects (default: --listen; set it when --listen is 0.0.0.0)")
+	fs.StringVar(&m.peerListen, "peer-listen", "", "raft address to listen on (default: this member's address in --peers, which is what the others dial)")
 	fs.StringVar(&m.http, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
 	fs.StringVar(&m.data, "data", "", "data directory (required)")
 	fs.StringVar(&m.data, "dir", "", "alias of --data")
@@ -56,6 +61,7 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.IntVar(&m.maxInflight, "max-inflight", 256, "raft append messages in flight per follower (1: no pipelining)")
 	fs.BoolVar(&m.noBatch, "no-batch", false, "one command per log entry (ablation)")
 	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
 	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs, ", "))
 }
@@ -83,12 +89,19 @@ func parsePeers(s string) (map[uint64]string, error) {
 	return peers, nil
 }
 
-func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("bad --log-level %q", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("bad --log-format %q: want text or json", format)
 }
 
 // member is a running node with its client and HTTP servers.
@@ -115,7 +128,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	var clock node.Clock = node.NewSystemClock()
 	var skew *node.SkewClock
 	if m.faultInjection {
-		log.Warn("FAULT INJECTION ENABLED: this member's clock can be changed over HTTP; never run it in production", "bug", m.unsafeBug)
+		log.Warn("FAULT INJECTION ENABLED: this member's clock can be changed over HTTP; never run it in production", "member", m.id, "bug", m.unsafeBug)
 		skew = node.NewSkewClock()
 		clock = skew
 	}
@@ -127,8 +140,12 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	if m.faultInjection {
 		journal = filepath.Join(m.data, "audit-journal.jsonl")
 	}
+	advertise := m.advertise
+	if advertise == "" {
+		advertise = m.listen
+	}
 	n, err := node.New(node.Config{AuditJournal: journal,
-		ID: m.id, Peers: peers, ClientAddr: m.listen, DataDir: m.data,
+		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
 		NoBatch: m.noBatch, Clock: clock, Logger: log, Bug: m.unsafeBug,
 	})
@@ -204,7 +221,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageErr("--peers: %v", err)
 	}
-	log, err := newLogger(m.logLevel, stderr)
+	log, err := newLogger(m.logLevel, m.logFormat, stderr)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
@@ -212,9 +229,10 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("member running", "id", m.id, "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data)
+	mlog := log.With("member", m.id)
+	mlog.Info("member running", "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data)
 	sig := waitForSignal()
-	log.Info("stopping", "signal", sig.String())
+	mlog.Info("stopping", "signal", sig.String())
 	mb.Close()
 	return nil
 }
@@ -252,7 +270,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	}
 	_, err := os.Stat(filepath.Join(*dir, "1"))
 	reused := err == nil
-	log, err := newLogger(m.logLevel, stderr)
+	log, err := newLogger(m.logLevel, m.logFormat, stderr)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
@@ -273,7 +291,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		mf.listen = fmt.Sprintf("127.0.0.1:%d", *clientPort+i-1)
 		mf.http = fmt.Sprintf("127.0.0.1:%d", *httpPort+i-1)
 		mf.data = filepath.Join(*dir, strconv.Itoa(i))
-		mb, err := startMember(mf, peers, log.With("member", i))
+		mb, err := startMember(mf, peers, log)
 		if err != nil {
 			return fmt.Errorf("member %d: %w", i, err)
 		}

@@ -35,6 +35,9 @@ type processCluster struct {
 	dir     string
 	extra   []string
 	members []*processMember
+	// listenArgs, if set, gives a member's --listen and --peer-listen
+	// flags (default: listen where the others dial it).
+	listenArgs func(m *processMember) []string
 }
 
 func buildBinary(t *testing.T) string {
@@ -50,7 +53,12 @@ func buildBinary(t *testing.T) string {
 
 func newProcessCluster(t *testing.T, size int, extra ...string) *processCluster {
 	t.Helper()
-	c := &processCluster{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra}
+	return newProcessClusterWith(t, size, nil, extra...)
+}
+
+func newProcessClusterWith(t *testing.T, size int, listenArgs func(*processMember) []string, extra ...string) *processCluster {
+	t.Helper()
+	c := &processCluster{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra, listenArgs: listenArgs}
 	for id := 1; id <= size; id++ {
 		m := &processMember{id: id}
 		for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {
@@ -87,8 +95,12 @@ func (c *processCluster) start(m *processMember) {
 	for _, p := range c.members {
 		peers = append(peers, fmt.Sprintf("%d=%s", p.id, p.peer))
 	}
-	args := append([]string{"node", "--id", strconv.Itoa(m.id), "--peers", strings.Join(peers, ","),
-		"--listen", m.client, "--http", m.httpAddr, "--data", filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id))}, c.extra...)
+	listen := []string{"--listen", m.client}
+	if c.listenArgs != nil {
+		listen = c.listenArgs(m)
+	}
+	args := append(append([]string{"node", "--id", strconv.Itoa(m.id), "--peers", strings.Join(peers, ","),
+		"--http", m.httpAddr, "--data", filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id))}, listen...), c.extra...)
 	logf, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		c.t.Fatal(err)
@@ -292,5 +304,48 @@ func TestSecondMemberOnSameDataDirectoryRefused(t *testing.T) {
 		"--data", filepath.Join(c.dir, "data-1")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "in use by another process") {
 		t.Fatalf("second member on the same data directory: %v\n%s", err, out)
+	}
+}
+
+// Members listening on every interface give out the addresses they
+// advertise: redirects and status name --advertise-client, and peers dial
+// the --peers address while the member listens on --peer-listen.
+func TestMembersListeningOnAllInterfacesAdvertiseReachableAddresses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	port := func(addr string) string { _, p, _ := strings.Cut(addr, ":"); return p }
+	c := newProcessClusterWith(t, 3, func(m *processMember) []string {
+		return []string{"--listen", "0.0.0.0:" + port(m.client), "--advertise-client", m.client,
+			"--peer-listen", "0.0.0.0:" + port(m.peer)}
+	}, "--log-level", "warn")
+	cl, err := client.New(c.endpoints(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	waitUntil(ctx, t, "a leader that follower redirects name by its advertised address", func() bool {
+		for _, m := range c.members {
+			sctx, scancel := context.WithTimeout(ctx, time.Second)
+			st, err := cl.Status(sctx, m.client)
+			scancel()
+			if err != nil || st.Addr != m.client {
+				return false
+			}
+			if st.Role == "follower" && st.LeaderAddr != "" {
+				for _, l := range c.members {
+					if l.id == int(st.Leader) && st.LeaderAddr != l.client {
+						t.Fatalf("member %d names leader %d at %s, want its advertised %s", m.id, l.id, st.LeaderAddr, l.client)
+					}
+				}
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := cl.Acquire(ctx, "k", time.Minute, 0); err != nil {
+		t.Fatalf("acquire through redirects: %v", err)
 	}
 }
