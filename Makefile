@@ -7,7 +7,7 @@ CHAOS_TIME ?= 30s
 .PHONY: build test lint fuzz chaos chaos-suite mutation bench bench-full peers clean
 
 build:
-	$(GO) build -o $(BIN) ./cmd/raftlock
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
 
 # The test suite CI runs: unit tests, in-process clusters over loopback TCP
 # and real pebble directories, and an end-to-end test against built

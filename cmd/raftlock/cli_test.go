@@ -241,3 +241,40 @@ func TestExecExitCodesAsAShell(t *testing.T) {
 		t.Fatalf("exec --json: exit %d, want a usage error (exec prints no JSON)", code)
 	}
 }
+
+// Every flag can come from RAFTLOCK_*; the command line wins. Help spells
+// flags --name; version and completion work.
+func TestEnvironmentVersionCompletionAndHelp(t *testing.T) {
+	eps := startCluster(t)
+	t.Setenv("RAFTLOCK_ENDPOINTS", eps)
+	t.Setenv("RAFTLOCK_LEASE", "42s")
+	code, out, errOut := cli(t, "acquire", "env-key", "--json")
+	if code != 0 || !strings.Contains(out, `"lease_ms":42000`) {
+		t.Fatalf("acquire with RAFTLOCK_LEASE=42s: exit %d %q %s", code, out, errOut)
+	}
+	code, out, _ = cli(t, "acquire", "env-key-2", "--lease", "7s", "--json")
+	if code != 0 || !strings.Contains(out, `"lease_ms":7000`) {
+		t.Fatalf("--lease 7s over RAFTLOCK_LEASE: exit %d %q", code, out)
+	}
+	if code, out, _ := cli(t, "--version"); code != 0 || !strings.HasPrefix(out, "raftlock ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("--version: exit %d %q", code, out)
+	}
+	for _, sh := range []string{"bash", "zsh"} {
+		if code, out, _ := cli(t, "completion", sh); code != 0 || !strings.Contains(out, "__complete") {
+			t.Fatalf("completion %s: exit %d", sh, code)
+		}
+	}
+	if _, out, _ := cli(t, "__complete", "acquire", "--le"); strings.TrimSpace(out) != "--lease" {
+		t.Fatalf("completing 'acquire --le': %q", out)
+	}
+	if _, out, _ := cli(t, "__complete", "sta"); strings.TrimSpace(out) != "status" {
+		t.Fatalf("completing 'sta': %q", out)
+	}
+	if _, _, errOut := cli(t, "get", "--help"); !strings.Contains(errOut, "  --endpoints") || strings.Contains(errOut, "  -endpoints") {
+		t.Fatalf("help does not spell flags --name:\n%s", errOut)
+	}
+	t.Setenv("RAFTLOCK_LEASE", "soon")
+	if code, _, errOut := cli(t, "acquire", "k"); code != exitUsage || !strings.Contains(errOut, "RAFTLOCK_LEASE") {
+		t.Fatalf("a bad RAFTLOCK_LEASE: exit %d %q", code, errOut)
+	}
+}

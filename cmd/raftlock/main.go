@@ -57,6 +57,8 @@ func commands() []command {
 		{"get", "read a lock (linearizable)", runGet},
 		{"exec", "run a command while holding a lock", runExec},
 		{"status", "show every member's raft status", runStatus},
+		{"version", "print the version, commit and Go version", runVersion},
+		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
 	}
 }
 
@@ -70,7 +72,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'raftlock COMMAND --help' for a command's flags.")
-	fmt.Fprintln(w, "Endpoints come from --endpoints or RAFTLOCK_ENDPOINTS (default "+defaultEndpoints+").")
+	fmt.Fprintln(w, "Endpoints come from --endpoints or RAFTLOCK_ENDPOINTS (default "+defaultEndpoints+");")
+	fmt.Fprintln(w, "every flag --some-name may also be set as RAFTLOCK_SOME_NAME.")
 }
 
 func main() {
@@ -84,6 +87,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
+		return exitOK
+	}
+	if args[0] == "--version" {
+		args = []string{"version"}
+	}
+	if args[0] == completeCommand {
+		complete(args[1:], stdout)
 		return exitOK
 	}
 	for _, c := range append(commands(), extraCommands()...) {
@@ -116,6 +126,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // is returned as rest, untouched.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []string, err error) {
 	fs.SetOutput(stderr)
+	if err := setFromEnv(fs); err != nil {
+		return nil, nil, err
+	}
 	for i, a := range args {
 		if a == "--" {
 			args, rest = args[:i], args[i+1:]
@@ -156,8 +169,8 @@ func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: raftlock %s\n\nflags:\n", synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "usage: raftlock %s\n\nflags (each also read from RAFTLOCK_NAME, e.g. --lease-min from RAFTLOCK_LEASE_MIN):\n", synopsis)
+		printDefaults(fs)
 	}
 	return fs
 }

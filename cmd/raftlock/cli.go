@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+)
+
+// envName is the environment variable a flag is also read from.
+func envName(flagName string) string {
+	return "RAFTLOCK_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// setFromEnv sets every flag whose RAFTLOCK_* variable is set; the command
+// line, parsed after, wins over the environment.
+func setFromEnv(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		v, ok := os.LookupEnv(envName(f.Name))
+		if !ok || err != nil {
+			return
+		}
+		if serr := fs.Set(f.Name, v); serr != nil {
+			err = usageErr("%s=%q: %v", envName(f.Name), v, serr)
+		}
+	})
+	return err
+}
+
+// printDefaults is flag.PrintDefaults with the --name spelling the README
+// and the synopses use.
+func printDefaults(fs *flag.FlagSet) {
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		if name != "" {
+			fmt.Fprintf(&b, " %s", name)
+		}
+		fmt.Fprintf(&b, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteString("\n")
+	})
+	io.WriteString(fs.Output(), b.String())
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("version", "version")
+	if err := parseNoArgs(fs, args, stderr); err != nil {
+		return err
+	}
+	version, commit, modified := "(devel)", "unknown", ""
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision":
+				commit = s.Value
+			case s.Key == "vcs.modified" && s.Value == "true":
+				modified = " (modified)"
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "raftlock %s\ncommit %s%s\n%s\n", version, commit, modified, goVersion)
+	return nil
+}
+
+// completeCommand is the hidden command the completion scripts call with
+// the words typed so far; it prints one candidate per line.
+const completeCommand = "__complete"
+
+func complete(words []string, stdout io.Writer) {
+	cur := ""
+	if len(words) > 0 {
+		cur, words = words[len(words)-1], words[:len(words)-1]
+	}
+	all := append(commands(), extraCommands()...)
+	if len(words) == 0 {
+		for _, c := range all {
+			if strings.HasPrefix(c.name, cur) {
+				fmt.Fprintln(stdout, c.name)
+			}
+		}
+		return
+	}
+	if !strings.HasPrefix(cur, "-") {
+		return // arguments: keys and files are the shell's own business
+	}
+	for _, c := range all {
+		if c.name != words[0] {
+			continue
+		}
+		// A command's flags are whatever its --help lists.
+		var help bytes.Buffer
+		c.run([]string{"--help"}, io.Discard, &help)
+		for _, line := range strings.Split(help.String(), "\n") {
+			f, ok := strings.CutPrefix(line, "  --")
+			if !ok {
+				continue
+			}
+			name, _, _ := strings.Cut(f, " ")
+			if strings.HasPrefix("--"+name, cur) {
+				fmt.Fprintln(stdout, "--"+name)
+			}
+		}
+	}
+}
+
+const bashCompletion = `# bash completion for raftlock: source it, or put it in
+# /etc/bash_completion.d/raftlock (raftlock completion bash > ...).
+_raftlock() {
+	local IFS=$'\n'
+	COMPREPLY=($(raftlock __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
+}
+complete -o default -F _raftlock raftlock
+`
+
+const zshCompletion = `#compdef raftlock
+# zsh completion for raftlock: put it on your fpath as _raftlock
+# (raftlock completion zsh > "${fpath[1]}/_raftlock").
+_raftlock() {
+	local -a candidates
+	candidates=("${(@f)$(raftlock __complete "${(@)words[2,CURRENT]}" 2>/dev/null)}")
+	if (( ${#candidates} )) && [[ -n "${candidates[1]}" ]]; then
+		compadd -- "${candidates[@]}"
+	else
+		_files
+	fi
+}
+compdef _raftlock raftlock
+`
+
+func runCompletion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("completion", "completion bash|zsh")
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want one shell: bash or zsh")
+	}
+	switch pos[0] {
+	case "bash":
+		io.WriteString(stdout, bashCompletion)
+	case "zsh":
+		io.WriteString(stdout, zshCompletion)
+	default:
+		return usageErr("no completion for %q: want bash or zsh", pos[0])
+	}
+	return nil
+}
