@@ -73,6 +73,12 @@ func TestReportWriter(t *testing.T) {
 	if err := open.Write(t.TempDir()); err != nil {
 		t.Fatalf("open-loop report: %v", err)
 	}
+	// One client count (the ablations, or an interrupted run): a log axis
+	// over a single value used to panic.
+	one := &Report{Partial: true, Runs: rep.Runs[:1]}
+	if err := one.Write(t.TempDir()); err != nil {
+		t.Fatalf("one-point report: %v", err)
+	}
 	var tab bytes.Buffer
 	rep.Table(&tab)
 	if !strings.Contains(tab.String(), "raftlock") {

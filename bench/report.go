@@ -22,6 +22,9 @@ type Report struct {
 	Floor   Floor    `json:"floor"`
 	Runs    []Run    `json:"runs"`
 	Notes   []string `json:"notes,omitempty"`
+	// Partial: the invocation was interrupted; Runs holds what was
+	// measured before, and a note says where it stopped.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Machine facts recorded with results.
@@ -40,6 +43,9 @@ func opt(v *float64, format string) string {
 
 // Table writes the runs as an aligned text table.
 func (r *Report) Table(w io.Writer) {
+	if r.Partial {
+		fmt.Fprintln(w, "PARTIAL: interrupted; only the runs below were measured")
+	}
 	fmt.Fprintf(w, "floor: fsync %.0fµs, loopback rtt %.0fµs\n", r.Floor.FsyncUS, r.Floor.RTTUS)
 	fmt.Fprintf(w, "%-16s %-11s %7s %12s %9s %9s %9s %9s %9s %10s %9s\n", "system", "workload", "clients",
 		"cycles/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "cpu s/kop", "ent/fsync")
@@ -56,6 +62,9 @@ func (r *Report) Table(w io.Writer) {
 // Markdown writes the report as a Markdown document.
 func (r *Report) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "# raftlock bench\n\n")
+	if r.Partial {
+		fmt.Fprintf(w, "**Partial**: the run was interrupted; only the runs below were measured.\n\n")
+	}
 	if r.Command != "" {
 		fmt.Fprintf(w, "Command: `%s`\n\n", r.Command)
 	}
@@ -152,6 +161,10 @@ func (r *Report) plotThroughput(path string) error {
 		p.Legend.Add(n, l, s)
 	}
 	p.Legend.Top, p.Legend.Left = true, true
+	if p.X.Min == p.X.Max {
+		// One client count: gonum's log axis cannot span a single value.
+		p.X.Min, p.X.Max = p.X.Min/2, p.X.Max*2
+	}
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 

@@ -99,9 +99,19 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("measure floor: %w", err)
 	}
 	systems := append([]string{"raftlock"}, peers...)
+	interrupted := func(where string) {
+		rep.Partial = true
+		rep.Notes = append(rep.Notes, "interrupted during "+where+"; the runs listed were measured before")
+		fmt.Fprintln(progress, "bench: interrupted during "+where+": writing what was measured, marked partial")
+	}
+measure:
 	for _, sys := range systems {
 		t, err := startTarget(ctx, sys, *dir, *bin, *endpoints, *nodes, *noBatch, *maxInflight, *lease)
 		if err != nil {
+			if ctx.Err() != nil {
+				interrupted("the start of " + sys)
+				break measure
+			}
 			if sys == "raftlock" {
 				return err
 			}
@@ -116,6 +126,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 					Warmup: *warmup, HotKeys: *hotKeys}, progress)
 				if err != nil {
 					t.Close()
+					if ctx.Err() != nil {
+						interrupted(fmt.Sprintf("%s %s c=%d", sys, w, c))
+						break measure
+					}
 					return fmt.Errorf("%s %s c=%d: %w", sys, w, c, err)
 				}
 				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %9.0f cycles/s p50 %dµs p99 %dµs\n",
@@ -138,6 +152,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	rep.Table(stdout)
 	if *out != "" {
 		fmt.Fprintf(stdout, "results in %s (bench.json, bench.md, throughput.png, latency-cdf-*.png)\n", *out)
+	}
+	if rep.Partial {
+		return withCode(exitInterrupted, errors.New("interrupted: partial results"))
 	}
 	return nil
 }

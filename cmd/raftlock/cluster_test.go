@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,5 +104,54 @@ func TestClusterReusesDefaultDataDirectory(t *testing.T) {
 	}
 	if second := acquire("b"); second != first+1 {
 		t.Fatalf("token after restart %d, want %d (tokens must carry on)", second, first+1)
+	}
+}
+
+// Ctrl-C in the middle of a bench keeps what was already measured: the
+// results are written, marked partial, and the exit status says so.
+func TestBenchInterruptedWritesPartialResults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	bin := buildBinary(t)
+	out := filepath.Join(t.TempDir(), "results")
+	cmd := exec.Command(bin, "bench", "--clients", "1,2", "--workload", "uncontended", "--duration", "2s",
+		"--warmup", "0s", "--out", out)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		// The first run's result line, then the second run starts.
+		if strings.Contains(sc.Text(), "c=1 ") && strings.Contains(sc.Text(), "cycles/s") {
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // into the second run
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("interrupted bench: %v, want exit %d", err, exitInterrupted)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "bench.json"))
+	if err != nil {
+		t.Fatalf("no results written: %v", err)
+	}
+	var rep struct {
+		Partial bool              `json:"partial"`
+		Runs    []json.RawMessage `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || !rep.Partial || len(rep.Runs) != 1 {
+		t.Fatalf("bench.json: partial=%v runs=%d (%v), want partial with the one finished run", rep.Partial, len(rep.Runs), err)
 	}
 }

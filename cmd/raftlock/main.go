@@ -25,6 +25,9 @@ const (
 	// by signal n exits 128+n).
 	exitCannotRun = 126
 	exitNotFound  = 127
+
+	// A run stopped by Ctrl-C after writing what it had (128+SIGINT).
+	exitInterrupted = 130
 )
 
 // exitErr carries an exit code with its one-line message.
