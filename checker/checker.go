@@ -27,6 +27,13 @@ const (
 	StatusSkipped   = "skipped"
 )
 
+// Verdicts.
+const (
+	VerdictValid   = "valid"
+	VerdictInvalid = "invalid"
+	VerdictUnknown = "unknown"
+)
+
 // Exit codes of raftlock check and raftlock chaos.
 const (
 	ExitValid     = 0
@@ -88,7 +95,10 @@ type Result struct {
 
 // Verdict is the whole decision.
 type Verdict struct {
-	Valid    string   `json:"valid"` // "true", "false" or "unknown"
+	// Valid is true only when every deciding check passed (jq '.valid ==
+	// true'); Verdict says which of "valid", "invalid" or "unknown".
+	Valid    bool     `json:"valid"`
+	Verdict  string   `json:"verdict"`
 	ExitCode int      `json:"exit_code"`
 	Checks   []Result `json:"checks"`
 	Stats    Stats    `json:"stats"`
@@ -133,7 +143,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	v := &Verdict{ops: ops, windows: windows, Stats: stats}
 	if stats.Ops == 0 {
 		// Nothing was checked: that is no evidence of correctness.
-		v.Valid, v.ExitCode = "unknown", ExitUnknown
+		v.Valid, v.Verdict, v.ExitCode = false, VerdictUnknown, ExitUnknown
 		v.Checks = []Result{{Name: "history", Status: StatusUnknown, Decides: true, Note: "no client operations to check"}}
 		v.Stats.CheckTime = time.Since(start).Seconds()
 		return v
@@ -144,17 +154,17 @@ func Check(events []history.Event, opts Options) *Verdict {
 	v.lin = info
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
 		checkResource(ops), checkConvergence(opts.Digests)}
-	v.Valid, v.ExitCode = "true", ExitValid
+	v.Valid, v.Verdict, v.ExitCode = true, VerdictValid, ExitValid
 	for _, r := range v.Checks {
 		if !r.Decides {
 			continue
 		}
 		switch r.Status {
 		case StatusViolation:
-			v.Valid, v.ExitCode = "false", ExitViolation
+			v.Valid, v.Verdict, v.ExitCode = false, VerdictInvalid, ExitViolation
 		case StatusUnknown:
 			if v.ExitCode == ExitValid {
-				v.Valid, v.ExitCode = "unknown", ExitUnknown
+				v.Valid, v.Verdict, v.ExitCode = false, VerdictUnknown, ExitUnknown
 			}
 		}
 	}

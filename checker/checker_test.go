@@ -2,6 +2,7 @@ package checker
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -277,5 +278,25 @@ func TestResolvedInfoAcquires(t *testing.T) {
 	v = Check(b.events, Options{Resolutions: []Resolution{{Index: 0, Happened: false}}})
 	if statusOf(v, "linearizability") != StatusViolation {
 		t.Fatalf("resolved as not happened: linearizability %s", statusOf(v, "linearizability"))
+	}
+}
+
+// verdict.json's "valid" is a JSON boolean, so `jq '.valid == true'` works;
+// "verdict" names the three outcomes.
+func TestVerdictValidIsABoolean(t *testing.T) {
+	dir := t.TempDir()
+	if err := Check(syntheticHistory(200, 2), Options{}).WriteReports(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "verdict.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["valid"] != true || got["verdict"] != VerdictValid {
+		t.Fatalf(`verdict.json has valid=%#v verdict=%#v, want true and "valid"`, got["valid"], got["verdict"])
 	}
 }

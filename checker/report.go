@@ -37,7 +37,7 @@ func fileSafe(key string) string {
 
 // Summary writes a short human account of the verdict.
 func (v *Verdict) Summary(w io.Writer) {
-	word := map[string]string{"true": "VALID", "false": "INVALID", "unknown": "UNKNOWN"}[v.Valid]
+	word := strings.ToUpper(v.Verdict)
 	fmt.Fprintf(w, "# raftlock check: %s\n\n", word)
 	fmt.Fprintf(w, "%d events, %d operations (ok %d, fail %d, info %d), %d grants, %d nemesis windows, %d info acquires resolved from the committed log; checked in %.2fs.\n\n",
 		v.Stats.Events, v.Stats.Ops, v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],

@@ -127,8 +127,8 @@ func TestResolvedGrantReturnIsBoundedByLaterSightings(t *testing.T) {
 // whether it comes from a file or straight from the chaos harness.
 func TestNothingToCheckIsUnknown(t *testing.T) {
 	for _, events := range [][]history.Event{nil, {nemesis(10, "kill", history.Value{Nodes: []int{1}})}} {
-		if v := Check(events, Options{}); v.ExitCode != ExitUnknown || v.Valid != "unknown" {
-			t.Errorf("%d events: exit %d, valid %q; want unknown", len(events), v.ExitCode, v.Valid)
+		if v := Check(events, Options{}); v.ExitCode != ExitUnknown || v.Valid || v.Verdict != VerdictUnknown {
+			t.Errorf("%d events: exit %d, valid %v, verdict %q; want unknown", len(events), v.ExitCode, v.Valid, v.Verdict)
 		}
 	}
 }
