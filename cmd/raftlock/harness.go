@@ -119,18 +119,20 @@ func errHelp(err error) error {
 }
 
 func runChaos(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--time 30s] [--nemesis kill,pause,partition,clock] [--out DIR] [--unsafe-bug NAME]")
+	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--time 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] [--snapshot-every 100] [--out DIR] [--unsafe-bug NAME]")
 	cfg := chaos.Config{}
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the schedule and the workload")
 	fs.DurationVar(&cfg.Time, "time", 30*time.Second, "how long the workload runs")
 	fs.IntVar(&cfg.Clients, "clients", 8, "concurrent clients")
 	fs.IntVar(&cfg.Keys, "keys", 3, "keys they contend on")
-	nemeses := fs.String("nemesis", "kill,pause,partition,clock", "fault families (comma-separated; 'none' for none)")
+	nemeses := fs.String("nemesis", strings.Join(chaos.Families, ","), "fault families (comma-separated; 'none' for none)")
 	fs.DurationVar(&cfg.Interval, "interval", 3*time.Second, "mean quiet time between faults")
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "mean fault length")
 	fs.DurationVar(&cfg.LeaseMin, "lease-min", 200*time.Millisecond, "shortest lease a client asks for")
 	fs.DurationVar(&cfg.LeaseMax, "lease-max", time.Second, "longest lease a client asks for")
+	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 100, "every member's --snapshot-every: applied entries between snapshots")
+	fs.Uint64Var(&cfg.SnapshotKeep, "snapshot-keep", 20, "every member's --snapshot-keep: entries kept behind a snapshot (small, so an isolated follower soon needs one)")
 	fs.StringVar(&cfg.Bug, "unsafe-bug", "", "plant a known bug in every node (proves the checker catches it)")
 	fs.StringVar(&cfg.Out, "out", "", "report directory (default chaos-out/seed-N)")
 	fs.StringVar(&cfg.Bin, "bin", "", "raftlock executable for the nodes (default: this one)")
@@ -178,9 +180,19 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 		opts.Resolutions = append(opts.Resolutions, checker.Resolution{Index: r.Index, Happened: r.Happened, Token: r.Token})
 	}
 	v := checker.Check(res.Events, opts)
+	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.SnapshotsInstalled
 	if err := v.WriteReports(cfg.Out); err != nil {
 		return harnessErr(err)
 	}
 	printVerdict(v, cfg.Out, *asJSON, stdout)
-	return verdictErr(v)
+	if err := verdictErr(v); err != nil || len(res.Crashes) == 0 {
+		return err
+	}
+	// A member that died on its own is raftlock's failure, not the
+	// history's: no verdict, and never a silent pass.
+	var crashes []string
+	for _, c := range res.Crashes {
+		crashes = append(crashes, c.String())
+	}
+	return harnessErr(fmt.Errorf("members exited without being killed: %s", strings.Join(crashes, "; ")))
 }
