@@ -228,3 +228,37 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// CutLinks cuts exactly the listed directions; link faults go to the
+// listed links only, and HealNet clears them.
+func TestSupervisorLinkFaults(t *testing.T) {
+	s := &Supervisor{spec: ClusterSpec{Nodes: 3}, proxies: map[[2]int]*Proxy{}}
+	for _, l := range s.Links() {
+		p, err := NewProxy("127.0.0.1:1", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		s.proxies[l] = p
+	}
+	s.CutLinks([][2]int{{1, 2}, {3, 2}})
+	for l, p := range s.proxies {
+		if want := l == [2]int{1, 2} || l == [2]int{3, 2}; p.Blocked() != want {
+			t.Errorf("link %v blocked=%v, want %v", l, p.Blocked(), want)
+		}
+	}
+	f := LinkFault{Delay: time.Millisecond, Loss: 0.5}
+	s.SetLinkFault([][2]int{{2, 1}}, f)
+	for l, p := range s.proxies {
+		if want := l == [2]int{2, 1}; (p.Fault() == f) != want {
+			t.Errorf("link %v fault %+v", l, p.Fault())
+		}
+	}
+	s.Heal()
+	s.HealNet()
+	for l, p := range s.proxies {
+		if p.Blocked() || p.Fault() != (LinkFault{}) {
+			t.Errorf("link %v not healed", l)
+		}
+	}
+}
