@@ -401,11 +401,12 @@ func (n *Nemesis) watch(ctx context.Context, id int, bound, period time.Duration
 // isolatePastCompaction cuts a follower off until the leader has compacted
 // its log past the follower's applied index (so only a snapshot can bring
 // it back), heals, and kills the follower while the leader's snapshot is
-// on its way or being installed (at a drawn moment up to 150 ms after the
-// heal, or as soon as the install is seen done, whichever comes first).
+// on its way or being installed (at a drawn moment up to 60 ms after the
+// heal, or as soon as the install is seen done, whichever comes first: on
+// loopback the install takes a few tens of milliseconds after the heal).
 // The restart is the fault's heal.
 func (n *Nemesis) isolatePastCompaction(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
-	killAfter := time.Duration(rng.IntN(151)) * time.Millisecond
+	killAfter := time.Duration(rng.IntN(61)) * time.Millisecond
 	leader := n.Sup.Leader(ctx)
 	var others []int
 	for _, id := range n.Sup.IDs() {
@@ -434,7 +435,7 @@ func (n *Nemesis) isolatePastCompaction(ctx context.Context, rng *rand.Rand) (fu
 	n.Sup.Heal()
 	n.record("heal", history.Value{})
 	n.setCurrent("kill %d during its snapshot install", f)
-	installed := n.watch(ctx, f, killAfter, 2*time.Millisecond, func(_, now MemberMetrics) bool {
+	installed := n.watch(ctx, f, killAfter, time.Millisecond, func(_, now MemberMetrics) bool {
 		return now.Installed > before.Installed
 	})
 	n.Sup.kill(f)
