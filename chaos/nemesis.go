@@ -290,7 +290,7 @@ func (n *Nemesis) clock(ctx context.Context, rng *rand.Rand) (func(context.Conte
 
 // net slows (delay with jitter) or thins (message loss) some directed
 // links, or both: every link of one member, every link, or a random half.
-// The heal is recorded as the same fault with zero values.
+// Its end is a heal naming the links.
 func (n *Nemesis) net(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
 	all := n.Sup.Links()
 	var links [][2]int
@@ -331,12 +331,7 @@ func (n *Nemesis) net(ctx context.Context, rng *rand.Rand) (func(context.Context
 	n.Sup.SetLinkFault(links, f)
 	return func(context.Context) {
 		n.Sup.SetLinkFault(links, LinkFault{})
-		if f.Delay > 0 {
-			n.record("delay", history.Value{Links: linkList(links), DelayMS: history.Ptr[int64](0), JitterMS: history.Ptr[int64](0)})
-		}
-		if f.Loss > 0 {
-			n.record("loss", history.Value{Links: linkList(links), Loss: history.Ptr(0.0)})
-		}
+		n.record("heal", history.Value{Links: linkList(links)})
 	}, fmt.Sprintf("%s on %d links", strings.Join(desc, " + "), len(links))
 }
 
