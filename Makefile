@@ -30,7 +30,8 @@ fuzz:
 chaos: build
 	$(BIN) chaos --seed $(SEED) --time $(CHAOS_TIME)
 
-# The short suite CI runs: three seeds covering kill, pause, partition, clock.
+# The short suite CI runs: three seeds, every nemesis family (kill, pause,
+# partition, clock, net, snapshot), snapshots on (--snapshot-every 100).
 chaos-suite: build
 	for s in 101 102 103; do $(BIN) chaos --seed $$s --time $(CHAOS_TIME) --out chaos-out/suite-$$s || exit $$?; done
 

@@ -3,8 +3,10 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/raftlock/raftlock/checker/history"
 )
@@ -30,6 +32,48 @@ type auditCommand struct {
 	Token  uint64 `json:"token"`
 }
 
+// bestAuditLog asks every member for its applied log and returns the one
+// to audit against: a complete one (its journal covers every applied entry
+// from index 1), else the longest, which then says complete=false. A member
+// that installed a snapshot from the leader has a gap; another may not.
+func (s *Supervisor) bestAuditLog(ctx context.Context) (auditLog, int, error) {
+	logs := map[int]auditLog{}
+	var errs []error
+	for _, id := range s.IDs() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		l, err := s.auditLog(cctx, id)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		logs[id] = l
+	}
+	id := pickAuditLog(logs)
+	if id == 0 {
+		return auditLog{}, 0, fmt.Errorf("no member served its log: %w", errors.Join(errs...))
+	}
+	return logs[id], id, nil
+}
+
+// pickAuditLog chooses among the members' logs (see bestAuditLog); ties go
+// to the lowest id, so the choice does not depend on map order. 0: none.
+func pickAuditLog(logs map[int]auditLog) int {
+	best := 0
+	better := func(a, b auditLog) bool {
+		if a.Complete != b.Complete {
+			return a.Complete
+		}
+		return len(a.Commands) > len(b.Commands)
+	}
+	for id, l := range logs {
+		if b, ok := logs[best]; !ok || better(l, b) || (!better(b, l) && id < best) {
+			best = id
+		}
+	}
+	return best
+}
+
 // auditLog fetches member id's applied log.
 func (s *Supervisor) auditLog(ctx context.Context, id int) (auditLog, error) {
 	var out auditLog
@@ -39,13 +83,16 @@ func (s *Supervisor) auditLog(ctx context.Context, id int) (auditLog, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("node %d: /debug/log: %w", id, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		return out, fmt.Errorf("node %d: /debug/log: %s", id, resp.Status)
 	}
-	return out, json.NewDecoder(resp.Body).Decode(&out)
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return out, fmt.Errorf("node %d: /debug/log: %w", id, err)
+	}
+	return out, nil
 }
 
 // resolveInfo matches the history's info acquires (tagged with their invoke

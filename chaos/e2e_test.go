@@ -56,7 +56,7 @@ func TestKillLeaderProcess(t *testing.T) {
 	if leader == 0 {
 		t.Fatal("no leader")
 	}
-	sup.Kill(leader)
+	sup.Kill(ctx, leader)
 	info, err := cl.Get(ctx, "k")
 	if err != nil || !info.Held || info.Token != g.Token {
 		t.Fatalf("after SIGKILL of leader %d: %+v, %v; want held by %d", leader, info, err, g.Token)

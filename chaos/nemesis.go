@@ -7,14 +7,23 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/raftlock/raftlock/checker/history"
 )
 
-// Nemesis families.
-var Families = []string{"kill", "pause", "partition", "clock"}
+// Families are the nemesis families, in the order --nemesis documents them.
+var Families = []string{"kill", "pause", "partition", "clock", "net", "snapshot"}
+
+// combinable are the families that may run two at once: each touches state
+// of its own (clocks, link faults, cut links, processes, signals), so any
+// two of them heal independently. snapshot drives a partition and kills of
+// its own and runs alone. Two at once are injected in this order and healed
+// in the reverse: a member is set its clock before it is paused, and is
+// resumed before anything else is asked of it.
+var combinable = []string{"clock", "net", "partition", "kill", "pause"}
 
 // Nemesis injects faults on a schedule drawn from its seed.
 type Nemesis struct {
@@ -26,7 +35,25 @@ type Nemesis struct {
 	Seed     uint64
 	Log      *slog.Logger
 
-	current atomic.Value // string: the fault in force, for the progress line
+	current        atomic.Value // string: the fault in force, for the progress line
+	snapshotFaults int          // snapshot faults so far, plus a drawn 0 or 1; Run's goroutine only
+	Counts         NemesisCounts
+}
+
+// NemesisCounts say how often the timing-sensitive faults hit their moment.
+type NemesisCounts struct {
+	AfterSnapshot   atomic.Int64 // kills that followed a snapshot by one poll (a few ms)
+	Compacted       atomic.Int64 // isolations that lasted until the leader compacted past the follower
+	DuringInstall   atomic.Int64 // kills of a healed follower before its snapshot install was seen done
+	AfterInstall    atomic.Int64 // kills of a healed follower just after its install completed
+	Double          atomic.Int64 // times two faults ran at once
+	SnapshotTimeout atomic.Int64 // snapshot faults whose moment never came within the bound
+}
+
+// String summarises the counts for the log.
+func (c *NemesisCounts) String() string {
+	return fmt.Sprintf("kills right after a snapshot %d, isolations past compaction %d, kills during an install %d, just after one %d, double faults %d, snapshot faults timed out %d",
+		c.AfterSnapshot.Load(), c.Compacted.Load(), c.DuringInstall.Load(), c.AfterInstall.Load(), c.Double.Load(), c.SnapshotTimeout.Load())
 }
 
 // Current describes the fault in force, or "".
@@ -39,19 +66,50 @@ func (n *Nemesis) setCurrent(format string, args ...any) {
 	n.current.Store(fmt.Sprintf(format, args...))
 }
 
-// Run injects faults until ctx ends, healing each before the next.
+// Run injects faults until ctx ends, healing each before the next. The
+// families come in rounds, each a seeded shuffle of all of them, so a run
+// of a few rounds' length sees every family. Now and then (one time in
+// four, when two combinable families are enabled) two faults run at once.
 func (n *Nemesis) Run(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(n.Seed, 0x6e656d65))
+	var round []string
+	var pair []string
+	for _, f := range combinable {
+		if slices.Contains(n.Families, f) {
+			pair = append(pair, f)
+		}
+	}
 	for {
 		sleep(ctx, jitter(rng, n.Interval))
 		if ctx.Err() != nil {
 			return
 		}
-		family := n.Families[rng.IntN(len(n.Families))]
-		heal := n.inject(ctx, rng, family)
+		if len(round) == 0 {
+			round = slices.Clone(n.Families)
+			rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		}
+		families := round[:1]
+		round = round[1:]
+		if len(pair) >= 2 && rng.IntN(4) == 0 {
+			i := rng.IntN(len(pair))
+			j := (i + 1 + rng.IntN(len(pair)-1)) % len(pair)
+			families = []string{pair[min(i, j)], pair[max(i, j)]}
+			n.Counts.Double.Add(1)
+		}
+		var heals []func(context.Context)
+		var what []string
+		for _, f := range families {
+			heal, desc := n.inject(ctx, rng, f)
+			heals = append(heals, heal)
+			what = append(what, desc)
+			n.setCurrent("%s", strings.Join(what, " + "))
+		}
 		sleep(ctx, jitter(rng, n.Duration))
-		// Heal even when the run is over: the final reads need a whole cluster.
-		heal(context.WithoutCancel(ctx))
+		// Heal even when the run is over, the last fault first: the final
+		// reads need a whole cluster.
+		for i := len(heals) - 1; i >= 0; i-- {
+			heals[i](context.WithoutCancel(ctx))
+		}
 		n.setCurrent("")
 		if ctx.Err() != nil {
 			return
@@ -91,28 +149,22 @@ func (n *Nemesis) targets(ctx context.Context, rng *rand.Rand) []int {
 	return out
 }
 
-// inject starts one fault and returns its heal.
-func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family string) func(context.Context) {
+// inject starts one fault and returns its heal and a description.
+func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family string) (func(context.Context), string) {
 	switch family {
 	case "kill":
 		nodes := n.targets(ctx, rng)
 		n.record("kill", history.Value{Nodes: nodes})
-		n.setCurrent("kill %v", nodes)
 		for _, id := range nodes {
-			n.Sup.Kill(id)
+			n.Sup.Kill(ctx, id)
 		}
-		return func(context.Context) {
-			for _, id := range nodes {
-				if err := n.Sup.StartNode(id); err != nil {
-					n.Log.Error("restart failed", "node", id, "err", err)
-				}
-			}
-			n.record("start", history.Value{Nodes: nodes})
-		}
+		return n.restart(nodes), fmt.Sprintf("kill %v", nodes)
 	case "pause":
 		nodes := n.targets(ctx, rng)
+		if rng.IntN(5) == 0 {
+			nodes = n.Sup.IDs() // the whole cluster: a frozen host or hypervisor
+		}
 		n.record("pause", history.Value{Nodes: nodes})
-		n.setCurrent("pause %v", nodes)
 		for _, id := range nodes {
 			n.Sup.Pause(id)
 		}
@@ -121,36 +173,305 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family string) fun
 				n.Sup.Resume(id)
 			}
 			n.record("resume", history.Value{Nodes: nodes})
-		}
+		}, fmt.Sprintf("pause %v", nodes)
 	case "partition":
+		if rng.IntN(3) == 0 {
+			links := n.oneWay(ctx, rng)
+			n.record("partition", history.Value{Links: linkList(links)})
+			n.Sup.CutLinks(links)
+			return n.healLinks, fmt.Sprintf("one-way %v", links)
+		}
 		groups, connected := n.partition(ctx, rng)
 		n.record("partition", history.Value{Groups: groups})
-		n.setCurrent("partition %v", groups)
 		n.Sup.SetLinks(connected)
-		return func(context.Context) {
-			n.Sup.Heal()
-			n.record("heal", history.Value{})
+		return n.healLinks, fmt.Sprintf("partition %v", groups)
+	case "clock":
+		return n.clock(ctx, rng)
+	case "net":
+		return n.net(ctx, rng)
+	default: // snapshot: the two kinds take turns, the first drawn
+		if n.snapshotFaults == 0 {
+			n.snapshotFaults = 1 + rng.IntN(2)
+		} else {
+			n.snapshotFaults++
 		}
-	default: // clock
-		nodes := n.targets(ctx, rng)
-		rates := []float64{0.25, 0.5, 2, 4}
-		var parts []string
+		if n.snapshotFaults%2 == 0 {
+			return n.killAfterSnapshot(ctx, rng)
+		}
+		return n.isolatePastCompaction(ctx, rng)
+	}
+}
+
+func (n *Nemesis) healLinks(context.Context) {
+	n.Sup.Heal()
+	n.record("heal", history.Value{})
+}
+
+// restart returns the heal of a kill: start the members again.
+func (n *Nemesis) restart(nodes []int) func(context.Context) {
+	return func(context.Context) {
 		for _, id := range nodes {
-			rate := rates[rng.IntN(len(rates))]
-			if err := n.Sup.SetClock(ctx, id, rate, 0); err != nil {
-				n.Log.Warn("clock fault not applied", "node", id, "err", err)
-				continue
+			if err := n.Sup.StartNode(id); err != nil {
+				n.Log.Error("restart failed", "node", id, "err", err)
 			}
-			n.record("clock", history.Value{Node: history.Ptr(id), Rate: history.Ptr(rate), OffsetMS: history.Ptr[int64](0)})
-			parts = append(parts, fmt.Sprintf("%d@%gx", id, rate))
 		}
-		n.setCurrent("clock %s", strings.Join(parts, " "))
-		return func(ctx context.Context) {
-			for _, id := range nodes {
-				if err := n.Sup.SetClock(ctx, id, 1, 0); err == nil {
-					n.record("clock", history.Value{Node: history.Ptr(id), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
-				}
+		n.record("start", history.Value{Nodes: nodes})
+	}
+}
+
+func linkList(links [][2]int) [][]int {
+	out := make([][]int, len(links))
+	for i, l := range links {
+		out[i] = []int{l[0], l[1]}
+	}
+	return out
+}
+
+// oneWay draws directed links to cut, leaving their reverses up: a member
+// that can hear but not speak (or the leader so), one that can speak but
+// not hear, or a single direction between two members.
+func (n *Nemesis) oneWay(ctx context.Context, rng *rand.Rand) [][2]int {
+	ids := n.Sup.IDs()
+	who := ids[rng.IntN(len(ids))]
+	shape := rng.IntN(4)
+	if shape == 0 {
+		if l := n.Sup.Leader(ctx); l != 0 {
+			who = l
+		}
+		shape = 1
+	}
+	var links [][2]int
+	for _, l := range n.Sup.Links() {
+		switch {
+		case shape == 1 && l[0] == who, // mute: its messages are lost
+			shape == 2 && l[1] == who: // deaf: it hears nobody
+			links = append(links, l)
+		}
+	}
+	if shape == 3 {
+		other := ids[(slices.Index(ids, who)+1+rng.IntN(len(ids)-1))%len(ids)]
+		links = [][2]int{{who, other}}
+	}
+	return links
+}
+
+// clock changes the targets' clock rates or makes them jump: forward (a
+// member that expires leases early) or back (its clock stands still until
+// real time catches up, so its deadlines come late).
+func (n *Nemesis) clock(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
+	nodes := n.targets(ctx, rng)
+	rates := []float64{0.25, 0.5, 2, 4}
+	var parts []string
+	for _, id := range nodes {
+		rate, offset := 1.0, int64(0)
+		if rng.IntN(2) == 0 {
+			rate = rates[rng.IntN(len(rates))]
+		} else {
+			offset = 100 + rng.Int64N(2900)
+			if rng.IntN(2) == 0 {
+				offset = -offset
 			}
+		}
+		if err := n.Sup.SetClock(ctx, id, rate, offset); err != nil {
+			n.Log.Warn("clock fault not applied", "node", id, "err", err)
+			continue
+		}
+		n.record("clock", history.Value{Node: history.Ptr(id), Rate: history.Ptr(rate), OffsetMS: history.Ptr(offset)})
+		parts = append(parts, fmt.Sprintf("%d@%gx%+dms", id, rate, offset))
+	}
+	return func(ctx context.Context) {
+		for _, id := range nodes {
+			if err := n.Sup.SetClock(ctx, id, 1, 0); err == nil {
+				n.record("clock", history.Value{Node: history.Ptr(id), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+			}
+		}
+	}, "clock " + strings.Join(parts, " ")
+}
+
+// net slows (delay with jitter) or thins (message loss) some directed
+// links, or both: every link of one member, every link, or a random half.
+// Its end is a heal naming the links.
+func (n *Nemesis) net(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
+	all := n.Sup.Links()
+	var links [][2]int
+	switch rng.IntN(3) {
+	case 0:
+		who := n.Sup.IDs()[rng.IntN(len(n.Sup.IDs()))]
+		for _, l := range all {
+			if l[0] == who || l[1] == who {
+				links = append(links, l)
+			}
+		}
+	case 1:
+		links = all
+	default:
+		for _, l := range all {
+			if rng.IntN(2) == 0 {
+				links = append(links, l)
+			}
+		}
+		if len(links) == 0 {
+			links = all[:1]
+		}
+	}
+	var f LinkFault
+	var desc []string
+	kind := rng.IntN(5) // 0-1 delay, 2-3 loss, 4 both
+	if kind <= 1 || kind == 4 {
+		f.Delay = time.Duration(5+rng.IntN(146)) * time.Millisecond
+		f.Jitter = time.Duration(rng.Int64N(int64(f.Delay) + 1)).Truncate(time.Millisecond)
+		n.record("delay", history.Value{Links: linkList(links), DelayMS: history.Ptr(f.Delay.Milliseconds()), JitterMS: history.Ptr(f.Jitter.Milliseconds())})
+		desc = append(desc, fmt.Sprintf("delay %v±%v", f.Delay, f.Jitter))
+	}
+	if kind >= 2 {
+		f.Loss = []float64{0.05, 0.1, 0.2, 0.4}[rng.IntN(4)]
+		n.record("loss", history.Value{Links: linkList(links), Loss: history.Ptr(f.Loss)})
+		desc = append(desc, fmt.Sprintf("loss %g", f.Loss))
+	}
+	n.Sup.SetLinkFault(links, f)
+	return func(context.Context) {
+		n.Sup.SetLinkFault(links, LinkFault{})
+		n.record("heal", history.Value{Links: linkList(links)})
+	}, fmt.Sprintf("%s on %d links", strings.Join(desc, " + "), len(links))
+}
+
+// snapshotWait bounds how long a snapshot fault waits for its moment.
+const snapshotWait = 10 * time.Second
+
+// killAfterSnapshot watches one member's snapshot counter and kills it with
+// SIGKILL as soon as the counter moves: the crash lands just after the
+// snapshot and the log compaction were written. If no snapshot comes within
+// the bound the member is killed anyway.
+func (n *Nemesis) killAfterSnapshot(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
+	ids := n.Sup.IDs()
+	id := ids[rng.IntN(len(ids))]
+	if rng.IntN(2) == 0 {
+		if l := n.Sup.Leader(ctx); l != 0 {
+			id = l
+		}
+	}
+	n.setCurrent("waiting for a snapshot of %d", id)
+	moved := n.watch(ctx, id, snapshotWait, 5*time.Millisecond, func(first, now MemberMetrics) bool {
+		return now.Snapshots > first.Snapshots
+	})
+	if moved {
+		n.Counts.AfterSnapshot.Add(1)
+	} else {
+		n.Counts.SnapshotTimeout.Add(1)
+	}
+	n.Sup.kill(id) // just read: no second reading before the kill
+	n.record("kill", history.Value{Nodes: []int{id}})
+	return n.restart([]int{id}), fmt.Sprintf("kill %d after a snapshot", id)
+}
+
+// watch polls member id's metrics every period until done(first, latest)
+// holds (true), the bound passes or ctx ends (false). A member that does
+// not answer yet (restarting, paused) is polled again.
+func (n *Nemesis) watch(ctx context.Context, id int, bound, period time.Duration, done func(first, now MemberMetrics) bool) bool {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var first *MemberMetrics
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		m, err := n.Sup.Metrics(rctx, id)
+		rcancel()
+		if err == nil {
+			if first == nil {
+				first = &m
+			}
+			if done(*first, m) {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// isolatePastCompaction cuts a follower off until the leader has compacted
+// its log past the follower's applied index (so only a snapshot can bring
+// it back), heals, and kills the follower while the leader's snapshot is
+// on its way or being installed (at a drawn moment up to 60 ms after the
+// heal, or as soon as the install is seen done, whichever comes first: on
+// loopback the install takes a few tens of milliseconds after the heal).
+// The restart is the fault's heal.
+func (n *Nemesis) isolatePastCompaction(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
+	killAfter := time.Duration(rng.IntN(61)) * time.Millisecond
+	leader := n.Sup.Leader(ctx)
+	var others []int
+	for _, id := range n.Sup.IDs() {
+		if id != leader {
+			others = append(others, id)
+		}
+	}
+	f := others[rng.IntN(len(others))]
+	var rest []int
+	for _, id := range n.Sup.IDs() {
+		if id != f {
+			rest = append(rest, id)
+		}
+	}
+	n.record("partition", history.Value{Groups: [][]int{{f}, rest}})
+	n.Sup.SetLinks(func(i, j int) bool { return i != f && j != f })
+	n.setCurrent("isolate %d until the leader compacts past it", f)
+
+	past := n.compactedPast(ctx, f)
+	if past {
+		n.Counts.Compacted.Add(1)
+	} else {
+		n.Counts.SnapshotTimeout.Add(1)
+	}
+	before, _ := n.Sup.Metrics(ctx, f)
+	n.Sup.Heal()
+	n.record("heal", history.Value{})
+	n.setCurrent("kill %d during its snapshot install", f)
+	installed := n.watch(ctx, f, killAfter, time.Millisecond, func(_, now MemberMetrics) bool {
+		return now.Installed > before.Installed
+	})
+	n.Sup.kill(f)
+	n.record("kill", history.Value{Nodes: []int{f}})
+	if past {
+		if installed {
+			n.Counts.AfterInstall.Add(1)
+		} else {
+			n.Counts.DuringInstall.Add(1)
+		}
+	}
+	return n.restart([]int{f}), fmt.Sprintf("isolate %d past compaction, heal, kill", f)
+}
+
+// compactedPast waits, up to the bound, until some leader's first stored
+// index is above member f's applied index.
+func (n *Nemesis) compactedPast(ctx context.Context, f int) bool {
+	ctx, cancel := context.WithTimeout(ctx, snapshotWait)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var wg sync.WaitGroup
+		var mf MemberMetrics
+		var errf error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mf, errf = n.Sup.Metrics(ctx, f)
+		}()
+		leader := n.Sup.Leader(ctx)
+		wg.Wait()
+		if leader != 0 && leader != f && errf == nil {
+			if ml, err := n.Sup.Metrics(ctx, leader); err == nil && ml.FirstIndex > mf.Applied {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
 		}
 	}
 }

@@ -1,33 +1,67 @@
 package chaos
 
 import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Proxy carries one directed peer link (node i dialling node j) so the
-// harness can cut or slow it without root: pass, blackhole, or delay.
+// maxProxyFrame bounds a frame the proxy will buffer. The members' limit is
+// 64 MiB (a snapshot travels as one message); anything larger is not the
+// peer protocol and closes the stream.
+const maxProxyFrame = 128 << 20
+
+// LinkFault slows or thins the messages of one directed link.
+type LinkFault struct {
+	Delay  time.Duration // added to every message
+	Jitter time.Duration // each message's delay varies by up to ±Jitter; order is kept
+	Loss   float64       // fraction of messages dropped, 0..1
+}
+
+// ProxyCounts are a link's running totals.
+type ProxyCounts struct {
+	Forwarded  int64 // frames delivered
+	Dropped    int64 // frames dropped by Loss
+	Blackholed int64 // bytes swallowed while the link was cut
+}
+
+// Proxy carries one directed peer link (node i dialling node j: the stream
+// carries only i's messages to j) so the harness can cut, slow or thin it
+// without root. It reads the peer protocol's length-prefixed frames, so a
+// loss drops whole messages (never bytes: that would be stream corruption,
+// which the member rightly treats as a broken connection) and a delay
+// keeps the stream's order. The first frame of a stream, the hello, is
+// never dropped.
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	mu      sync.Mutex
 	blocked bool
-	delay   time.Duration
+	fault   LinkFault
+	rng     *rand.Rand // loss and jitter draws, seeded: guarded by mu
 	conns   map[net.Conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
+
+	forwarded, dropped, blackholed atomic.Int64
 }
 
-// NewProxy listens on a free loopback port and forwards to target.
-func NewProxy(target string) (*Proxy, error) {
+// NewProxy listens on a free loopback port and forwards to target; seed
+// drives its loss and jitter draws.
+func NewProxy(target string, seed uint64) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("proxy for %s: %w", target, err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{},
+		rng: rand.New(rand.NewPCG(seed, 0x70726f78))}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -49,11 +83,31 @@ func (p *Proxy) SetBlocked(b bool) {
 	p.dropLocked()
 }
 
-// SetDelay delays every chunk forwarded on the link.
-func (p *Proxy) SetDelay(d time.Duration) {
+// Blocked reports whether the link is cut.
+func (p *Proxy) Blocked() bool {
 	p.mu.Lock()
-	p.delay = d
+	defer p.mu.Unlock()
+	return p.blocked
+}
+
+// SetFault applies f to every message read from now on, on live streams
+// too; the zero LinkFault restores the link.
+func (p *Proxy) SetFault(f LinkFault) {
+	p.mu.Lock()
+	p.fault = f
 	p.mu.Unlock()
+}
+
+// Fault returns the link's current fault.
+func (p *Proxy) Fault() LinkFault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fault
+}
+
+// Counts returns the link's totals so far.
+func (p *Proxy) Counts() ProxyCounts {
+	return ProxyCounts{Forwarded: p.forwarded.Load(), Dropped: p.dropped.Load(), Blackholed: p.blackholed.Load()}
 }
 
 func (p *Proxy) dropLocked() {
@@ -107,13 +161,18 @@ func (p *Proxy) accept() {
 	}
 }
 
+// countingDiscard counts what a cut link swallows.
+type countingDiscard struct{ n *atomic.Int64 }
+
+func (d countingDiscard) Write(b []byte) (int, error) {
+	d.n.Add(int64(len(b)))
+	return len(b), nil
+}
+
 func (p *Proxy) serve(in net.Conn) {
 	defer p.wg.Done()
-	p.mu.Lock()
-	blocked := p.blocked
-	p.mu.Unlock()
-	if blocked {
-		io.Copy(io.Discard, in) // blackhole until the link changes
+	if p.Blocked() {
+		io.Copy(countingDiscard{&p.blackholed}, in) // until the link changes
 		p.untrack(in)
 		return
 	}
@@ -127,31 +186,123 @@ func (p *Proxy) serve(in net.Conn) {
 		p.untrack(in)
 		return
 	}
-	done := make(chan struct{}, 2)
-	forward := func(dst, src net.Conn) {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				p.mu.Lock()
-				d := p.delay
-				p.mu.Unlock()
-				if d > 0 {
-					time.Sleep(d)
-				}
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					break
-				}
+	quit := make(chan struct{})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			close(quit)
+			p.untrack(in, out)
+		})
+	}
+	q := make(chan timedFrame, 256)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		defer close(q) // the writer delivers what is queued, then stops
+		p.readFrames(in, q, quit)
+	}()
+	go func() {
+		defer wg.Done()
+		defer stop()
+		p.writeFrames(out, q, quit)
+	}()
+	go func() {
+		// The receiver never writes on a peer stream; copy it anyway so the
+		// proxy stays a faithful TCP link.
+		defer wg.Done()
+		defer stop()
+		io.Copy(in, out)
+	}()
+	wg.Wait()
+}
+
+// timedFrame is one message with the time it may be delivered.
+type timedFrame struct {
+	b   []byte // length prefix and payload
+	due time.Time
+}
+
+// readFrames reads src's frames, drops the lost ones and stamps the rest
+// with their delivery time, never earlier than the frame before it.
+func (p *Proxy) readFrames(src net.Conn, q chan<- timedFrame, quit <-chan struct{}) {
+	r := bufio.NewReaderSize(src, 64<<10)
+	var last time.Time
+	for first := true; ; first = false {
+		var hdr [4]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > maxProxyFrame {
+			return
+		}
+		b := make([]byte, 4+int(n))
+		copy(b, hdr[:])
+		if _, err := io.ReadFull(r, b[4:]); err != nil {
+			return
+		}
+		delay, drop := p.draw(!first)
+		if drop {
+			p.dropped.Add(1)
+			continue
+		}
+		due := time.Now().Add(delay)
+		if due.Before(last) {
+			due = last
+		}
+		last = due
+		select {
+		case q <- timedFrame{b, due}:
+		case <-quit:
+			return
+		}
+	}
+}
+
+// draw decides one frame's fate under the link's current fault.
+func (p *Proxy) draw(mayDrop bool) (delay time.Duration, drop bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.fault
+	if mayDrop && f.Loss > 0 && p.rng.Float64() < f.Loss {
+		return 0, true
+	}
+	delay = f.Delay
+	if f.Jitter > 0 {
+		delay += time.Duration(p.rng.Int64N(2*int64(f.Jitter)+1)) - f.Jitter
+	}
+	return max(delay, 0), false
+}
+
+// writeFrames delivers frames in order, each at its due time, flushing
+// whenever nothing more is ready.
+func (p *Proxy) writeFrames(dst net.Conn, q <-chan timedFrame, quit <-chan struct{}) {
+	w := bufio.NewWriterSize(dst, 64<<10)
+	var timer *time.Timer
+	for f := range q {
+		if wait := time.Until(f.due); wait > 0 {
+			if w.Flush() != nil {
+				return
 			}
-			if err != nil {
-				break
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-quit:
+				return
 			}
 		}
-		done <- struct{}{}
+		if _, err := w.Write(f.b); err != nil {
+			return
+		}
+		p.forwarded.Add(1)
+		if len(q) == 0 && w.Flush() != nil {
+			return
+		}
 	}
-	go forward(out, in)
-	go forward(in, out)
-	<-done
-	p.untrack(in, out)
-	<-done
+	w.Flush()
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/checker/history"
@@ -31,8 +32,13 @@ type Config struct {
 	LeaseMin time.Duration
 	LeaseMax time.Duration
 	Bug      string
-	Progress io.Writer // one line every few seconds; nil: none
-	Log      *slog.Logger
+	// SnapshotEvery and SnapshotKeep are the members' --snapshot-every and
+	// --snapshot-keep: small, so that kills land before, during and after
+	// snapshots and an isolated follower soon needs one.
+	SnapshotEvery uint64
+	SnapshotKeep  uint64
+	Progress      io.Writer // one line every few seconds; nil: none
+	Log           *slog.Logger
 }
 
 // HarnessError is a failure of the harness itself (the cluster never came
@@ -55,6 +61,8 @@ func (c *Config) Validate() error {
 		return errors.New("leases must satisfy 10ms <= --lease-min <= --lease-max")
 	case c.Interval <= 0 || c.Duration <= 0:
 		return errors.New("--interval and --duration must be positive")
+	case c.SnapshotEvery == 0:
+		return errors.New("--snapshot-every must be at least 1")
 	}
 	for _, f := range c.Nemeses {
 		if !slices.Contains(Families, f) {
@@ -77,6 +85,10 @@ type Result struct {
 	Digests     []NodeDigest
 	Resolutions []Resolution // info acquires resolved from the committed log
 	ClockFaults bool
+	Stats       ClusterStats // restarts and snapshots, summed over the members
+	// Crashes are members that exited on their own (a panic, say): a
+	// failure of raftlock that no history shows, reported beside the verdict.
+	Crashes []Crash
 }
 
 // Run runs the cluster, the workload and the nemesis, then heals, reads
@@ -102,7 +114,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Bug != "" {
 		extra = []string{"--unsafe-bug", cfg.Bug}
 	}
-	sup, err := NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: logs, Nodes: cfg.Nodes, ExtraArgs: extra})
+	sup, err := NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep})
 	if err != nil {
 		return nil, &HarnessError{err}
 	}
@@ -124,7 +137,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	rec, err := history.NewRecorder(hf, map[string]any{
 		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Nemeses, "clients": cfg.Clients, "keys": keys,
 		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
-		"time_s": cfg.Time.Seconds(), "bug": cfg.Bug,
+		"time_s": cfg.Time.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery, "snapshot_keep": cfg.SnapshotKeep,
 	})
 	if err != nil {
 		return nil, &HarnessError{err}
@@ -133,6 +146,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Endpoints: sup.ClientAddrs(), Seed: cfg.Seed, Rec: rec, Store: NewFencedStore(rec)}
 	nem := &Nemesis{Sup: sup, Rec: rec, Families: cfg.Nemeses, Interval: cfg.Interval, Duration: cfg.Duration,
 		Seed: cfg.Seed, Log: cfg.Log}
+
+	// The snapshot counters die with each member process: poll them so a
+	// member paused and then killed (it cannot answer the reading Kill
+	// takes) loses at most one period of counts.
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	go sup.PollMetrics(pollCtx, time.Second)
 
 	runCtx, stop := context.WithTimeout(ctx, cfg.Time)
 	defer stop()
@@ -177,32 +197,58 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	err = sup.WaitReady(readyCtx)
 	cancel()
 	if err != nil {
-		return nil, &HarnessError{fmt.Errorf("cluster did not recover after healing: %w", err)}
+		crashes := sup.Crashes()
+		if len(crashes) == 0 {
+			return nil, &HarnessError{fmt.Errorf("cluster did not recover after healing: %w", err)}
+		}
+		// Members that died on their own are raftlock's failure, not the
+		// harness's: carry on, so the run reports them with its history.
+		cfg.Log.Error("cluster did not recover after healing", "err", err, "crashed", crashNote(crashes))
 	}
 	finalReads(bg, wl, keys)
 	digests := collectDigests(bg, sup)
+	stopPoll()
+	sup.ReadAllMetrics(bg)
+	cfg.Log.Info("nemesis", "counts", nem.Counts.String())
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
+	}
 	if err := rec.Flush(); err != nil {
 		return nil, &HarnessError{err}
 	}
 	if b, err := json.MarshalIndent(digests, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.Out, "digests.json"), append(b, '\n'), 0o644)
 	}
-	res := &Result{Events: rec.Events(), Digests: digests, ClockFaults: slices.Contains(cfg.Nemeses, "clock")}
+	res := &Result{Events: rec.Events(), Digests: digests, ClockFaults: slices.Contains(cfg.Nemeses, "clock"),
+		Stats: sup.Stats(), Crashes: sup.Crashes()}
 	converged := len(digests) == cfg.Nodes
 	for _, d := range digests {
 		converged = converged && d.Applied == digests[0].Applied && d.Digest == digests[0].Digest
 	}
-	if len(digests) > 0 {
-		if log, err := sup.auditLog(bg, digests[0].Node); err != nil {
-			cfg.Log.Warn("post-run audit skipped", "err", err)
-		} else {
-			res.Resolutions = resolveInfo(res.Events, log, converged)
+	if log, id, err := sup.bestAuditLog(bg); err != nil {
+		cfg.Log.Warn("post-run audit skipped", "err", err)
+	} else {
+		if !log.Complete {
+			cfg.Log.Warn("no member's audit log is complete: absent acquires stay unknown", "node", id, "commands", len(log.Commands))
 		}
+		res.Resolutions = resolveInfo(res.Events, log, converged)
 	}
 	if b, err := json.MarshalIndent(res.Resolutions, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.Out, "resolved.json"), append(b, '\n'), 0o644)
 	}
 	return res, nil
+}
+
+// crashNote names the members that died on their own, for the log.
+func crashNote(crashes []Crash) string {
+	if len(crashes) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, c := range crashes {
+		parts = append(parts, c.String())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // finalReads reads every key once, after healing, from a fresh process.

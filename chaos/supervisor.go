@@ -5,10 +5,10 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +31,49 @@ type ClusterSpec struct {
 	Dir       string   // data directories and logs go here
 	Nodes     int      // 3 or 5
 	ExtraArgs []string // passed to every node (e.g. --unsafe-bug NAME)
+	Seed      uint64   // the link proxies' loss and jitter draws
+	// SnapshotEvery and SnapshotKeep are passed to every member as
+	// --snapshot-every and --snapshot-keep; zero leaves the member's default.
+	SnapshotEvery uint64
+	SnapshotKeep  uint64
+}
+
+// Crash is a member process that exited without the harness killing it.
+type Crash struct {
+	Node   int
+	Err    string // how it exited
+	Reason string // the last panic or fatal line of its log, if any
+	Log    string // its log file
+}
+
+func (c Crash) String() string {
+	s := fmt.Sprintf("node %d (%s", c.Node, c.Err)
+	if c.Reason != "" {
+		s += ": " + c.Reason
+	}
+	return s + ", see " + c.Log + ")"
+}
+
+// crashReason returns the last "panic:" or "fatal error:" line of the
+// log's tail: what the member died of.
+func crashReason(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 256 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > tail {
+		f.Seek(st.Size()-tail, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	var reason string
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+			reason = strings.TrimSpace(line)
+		}
+	}
+	return reason
 }
 
 // Supervisor runs the members as child processes, every peer link through
@@ -42,12 +85,14 @@ type Supervisor struct {
 	https   map[int]string
 	proxies map[[2]int]*Proxy
 	cl      *client.Client
+	stats   *statsTracker
 
 	mu      sync.Mutex
 	procs   map[int]*exec.Cmd
 	exited  map[int]chan struct{}
 	paused  map[int]bool
 	clocked map[int]bool
+	crashes []Crash
 }
 
 // NewSupervisor picks addresses and starts the link proxies; Start runs the
@@ -58,7 +103,7 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 	}
 	s := &Supervisor{spec: spec, raft: map[int]string{}, clients: map[int]string{}, https: map[int]string{},
 		proxies: map[[2]int]*Proxy{}, procs: map[int]*exec.Cmd{}, exited: map[int]chan struct{}{},
-		paused: map[int]bool{}, clocked: map[int]bool{}}
+		paused: map[int]bool{}, clocked: map[int]bool{}, stats: newStatsTracker()}
 	for _, id := range s.IDs() {
 		for _, m := range []map[int]string{s.raft, s.clients, s.https} {
 			addr, err := freeport.Addr()
@@ -73,7 +118,7 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 			if i == j {
 				continue
 			}
-			p, err := NewProxy(s.raft[j])
+			p, err := NewProxy(s.raft[j], spec.Seed^uint64(i<<8|j))
 			if err != nil {
 				s.Close()
 				return nil, err
@@ -136,12 +181,20 @@ func (s *Supervisor) StartNode(id int) error {
 		}
 		peers = append(peers, fmt.Sprintf("%d=%s", j, addr))
 	}
-	args := append([]string{"node", "--id", strconv.Itoa(id), "--peers", strings.Join(peers, ","),
+	args := []string{"node", "--id", strconv.Itoa(id), "--peers", strings.Join(peers, ","),
 		"--listen", s.clients[id], "--http", s.https[id], "--data", filepath.Join(s.spec.Dir, fmt.Sprintf("data-%d", id)),
-		"--fault-injection", "--snapshot-every", "1000000000", "--log-level", "info"}, s.spec.ExtraArgs...)
-	logf, err := os.OpenFile(filepath.Join(s.spec.Dir, fmt.Sprintf("node-%d.log", id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		"--fault-injection", "--log-level", "info"}
+	if s.spec.SnapshotEvery > 0 {
+		args = append(args, "--snapshot-every", strconv.FormatUint(s.spec.SnapshotEvery, 10))
+	}
+	if s.spec.SnapshotKeep > 0 {
+		args = append(args, "--snapshot-keep", strconv.FormatUint(s.spec.SnapshotKeep, 10))
+	}
+	args = append(args, s.spec.ExtraArgs...)
+	logPath := filepath.Join(s.spec.Dir, fmt.Sprintf("node-%d.log", id))
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return fmt.Errorf("start node %d: %w", id, err)
 	}
 	cmd := exec.Command(s.spec.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -150,19 +203,103 @@ func (s *Supervisor) StartNode(id int) error {
 		logf.Close()
 		return fmt.Errorf("start node %d: %w", id, err)
 	}
+	s.stats.Started(id)
 	done := make(chan struct{})
 	go func() {
-		cmd.Wait()
+		err := cmd.Wait()
 		logf.Close()
+		s.mu.Lock()
+		// Kill forgets the process before signalling it: one still known
+		// here died on its own (a panic, a fatal error).
+		crashed := s.procs[id] == cmd
+		if crashed {
+			delete(s.procs, id)
+			delete(s.paused, id)
+		}
+		s.mu.Unlock()
+		if crashed {
+			c := Crash{Node: id, Err: fmt.Sprint(err), Reason: crashReason(logPath), Log: logPath}
+			s.mu.Lock()
+			s.crashes = append(s.crashes, c)
+			s.mu.Unlock()
+		}
 		close(done)
 	}()
 	s.procs[id], s.exited[id] = cmd, done
 	delete(s.paused, id)
+	delete(s.clocked, id) // a new process starts with a true clock
 	return nil
 }
 
-// Kill sends SIGKILL to member id and waits for it to die.
-func (s *Supervisor) Kill(id int) {
+// Crashes lists the members that exited without being killed.
+func (s *Supervisor) Crashes() []Crash {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Crash(nil), s.crashes...)
+}
+
+// Metrics reads member id's metrics and credits the snapshot counters to
+// the incarnation that answered.
+func (s *Supervisor) Metrics(ctx context.Context, id int) (MemberMetrics, error) {
+	inc := s.stats.Incarnation(id)
+	m, err := fetchMetrics(ctx, s.https[id])
+	if err != nil {
+		return m, fmt.Errorf("metrics of node %d: %w", id, err)
+	}
+	s.stats.Observe(id, inc, m)
+	return m, nil
+}
+
+// ReadAllMetrics reads every running member's metrics once, each with a
+// short timeout (a paused member cannot answer; its last reading stands).
+func (s *Supervisor) ReadAllMetrics(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, id := range s.IDs() {
+		if !s.Running(id) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			s.Metrics(cctx, id)
+		}()
+	}
+	wg.Wait()
+}
+
+// PollMetrics reads every member's metrics every period until ctx ends,
+// so that a member paused and then killed still has a recent reading.
+func (s *Supervisor) PollMetrics(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.ReadAllMetrics(ctx)
+	}
+}
+
+// Stats returns the restart and snapshot counts so far.
+func (s *Supervisor) Stats() ClusterStats { return s.stats.Totals() }
+
+// Kill reads member id's metrics (the counters die with the process),
+// sends it SIGKILL and waits for it to die.
+func (s *Supervisor) Kill(ctx context.Context, id int) {
+	if s.Running(id) && !s.Paused(id) {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		s.Metrics(cctx, id)
+		cancel()
+	}
+	s.kill(id)
+}
+
+// kill sends SIGKILL to member id at once and waits for it to die.
+func (s *Supervisor) kill(id int) {
 	s.mu.Lock()
 	cmd, done := s.procs[id], s.exited[id]
 	delete(s.procs, id)
@@ -181,6 +318,13 @@ func (s *Supervisor) Running(id int) bool {
 	defer s.mu.Unlock()
 	_, ok := s.procs[id]
 	return ok
+}
+
+// Paused reports whether member id is stopped by Pause.
+func (s *Supervisor) Paused(id int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused[id]
 }
 
 // Pause stops member id with SIGSTOP; Resume continues it.
@@ -209,14 +353,85 @@ func (s *Supervisor) SetLinks(connected func(i, j int) bool) {
 	}
 }
 
-// Heal restores every link.
+// Heal restores every cut link.
 func (s *Supervisor) Heal() { s.SetLinks(func(int, int) bool { return true }) }
 
-// SetClock sets member id's clock rate and offset through its fault
-// injection endpoint.
+// CutLinks cuts exactly the directed links given (from, to) and restores
+// every other: a one-way partition when a link's reverse is not listed.
+func (s *Supervisor) CutLinks(links [][2]int) {
+	cut := map[[2]int]bool{}
+	for _, l := range links {
+		cut[l] = true
+	}
+	s.SetLinks(func(i, j int) bool { return !cut[[2]int{i, j}] })
+}
+
+// SetLinkFault applies f to the directed links given.
+func (s *Supervisor) SetLinkFault(links [][2]int, f LinkFault) {
+	for _, l := range links {
+		if p := s.proxies[l]; p != nil {
+			p.SetFault(f)
+		}
+	}
+}
+
+// HealNet clears every link's delay and loss.
+func (s *Supervisor) HealNet() {
+	for _, p := range s.proxies {
+		p.SetFault(LinkFault{})
+	}
+}
+
+// Links lists every directed peer link, in order.
+func (s *Supervisor) Links() [][2]int {
+	var out [][2]int
+	for _, i := range s.IDs() {
+		for _, j := range s.IDs() {
+			if i != j {
+				out = append(out, [2]int{i, j})
+			}
+		}
+	}
+	return out
+}
+
+// LinkCounts returns each directed link's totals.
+func (s *Supervisor) LinkCounts() map[[2]int]ProxyCounts {
+	out := map[[2]int]ProxyCounts{}
+	for l, p := range s.proxies {
+		out[l] = p.Counts()
+	}
+	return out
+}
+
+// SetClock sets member id's clock rate and adds offsetMS to its reading,
+// through its fault injection endpoint. A member that is (re)starting is
+// tried again for a few seconds.
 func (s *Supervisor) SetClock(ctx context.Context, id int, rate float64, offsetMS int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	body := fmt.Sprintf(`{"rate":%g,"offset_ms":%d}`, rate, offsetMS)
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+s.https[id]+"/debug/clock", bytes.NewBufferString(body))
+	for {
+		err := s.postClock(ctx, id, body)
+		if err == nil {
+			s.mu.Lock()
+			s.clocked[id] = rate != 1 || offsetMS != 0
+			s.mu.Unlock()
+			return nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Supervisor) postClock(ctx context.Context, id int, body string) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+s.https[id]+"/debug/clock", strings.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -225,12 +440,9 @@ func (s *Supervisor) SetClock(ctx context.Context, id int, rate float64, offsetM
 		return fmt.Errorf("set clock of node %d: %w", id, err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("set clock of node %d: %s", id, resp.Status)
 	}
-	s.mu.Lock()
-	s.clocked[id] = rate != 1 || offsetMS != 0
-	s.mu.Unlock()
 	return nil
 }
 
@@ -302,6 +514,7 @@ func (s *Supervisor) HealAll(ctx context.Context) (resumed, started, clocks []in
 		s.Resume(id)
 	}
 	s.Heal()
+	s.HealNet()
 	for _, id := range s.IDs() {
 		if !s.Running(id) {
 			if err := s.StartNode(id); err != nil {
@@ -321,8 +534,7 @@ func (s *Supervisor) HealAll(ctx context.Context) (resumed, started, clocks []in
 // Close kills every member and stops the proxies.
 func (s *Supervisor) Close() {
 	for _, id := range s.IDs() {
-		s.Resume(id)
-		s.Kill(id)
+		s.kill(id)
 	}
 	for _, p := range s.proxies {
 		p.Close()

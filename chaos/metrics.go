@@ -1,0 +1,144 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// The member metrics the harness reads (GET /metrics, Prometheus text).
+const (
+	metricSnapshots = "raftlock_snapshots_total"
+	metricInstalled = "raftlock_snapshots_installed_total"
+	metricFirst     = "raftlock_first_index"
+	metricApplied   = "raftlock_applied_index"
+)
+
+// MemberMetrics is one reading of a member's metrics.
+type MemberMetrics struct {
+	Snapshots  uint64 // snapshots taken by this incarnation
+	Installed  uint64 // snapshots received from the leader and installed by it
+	FirstIndex uint64 // first log index still stored
+	Applied    uint64 // applied index
+}
+
+// parseMetrics reads the unlabelled samples the harness needs from a
+// Prometheus text exposition.
+func parseMetrics(r io.Reader) (MemberMetrics, error) {
+	var m MemberMetrics
+	fields := map[string]*uint64{metricSnapshots: &m.Snapshots, metricInstalled: &m.Installed,
+		metricFirst: &m.FirstIndex, metricApplied: &m.Applied}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		dst := fields[name]
+		if !ok || dst == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil {
+			return m, fmt.Errorf("metric %s: %w", name, err)
+		}
+		*dst = uint64(v)
+	}
+	return m, sc.Err()
+}
+
+// fetchMetrics reads the metrics served at addr.
+func fetchMetrics(ctx context.Context, addr string) (MemberMetrics, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return MemberMetrics{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return MemberMetrics{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return MemberMetrics{}, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+// ClusterStats are the cluster's restart and snapshot counts over a run.
+type ClusterStats struct {
+	Restarts           int `json:"restarts"`            // member starts after each member's first
+	Snapshots          int `json:"snapshots"`           // snapshots taken, summed over every incarnation
+	SnapshotsInstalled int `json:"snapshots_installed"` // snapshots installed from a leader, likewise
+}
+
+// statsTracker sums counters that reset whenever a member restarts. Each
+// member process is an incarnation; the total is the sum over incarnations
+// of the highest reading each gave (counters only grow within one). A
+// reading is credited to an incarnation only if no other one started while
+// it was taken (see Observe), so a poll racing a restart is never counted
+// twice or against the wrong process.
+type statsTracker struct {
+	mu     sync.Mutex
+	starts map[int]int              // member -> incarnations started so far
+	best   map[[2]int]MemberMetrics // (member, incarnation) -> highest reading
+}
+
+func newStatsTracker() *statsTracker {
+	return &statsTracker{starts: map[int]int{}, best: map[[2]int]MemberMetrics{}}
+}
+
+// Started notes a new incarnation of member id and returns its number
+// (1 for the first start).
+func (t *statsTracker) Started(id int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.starts[id]++
+	return t.starts[id]
+}
+
+// Incarnation is member id's latest incarnation (0: never started).
+func (t *statsTracker) Incarnation(id int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.starts[id]
+}
+
+// Observe credits m to incarnation inc of member id, if inc is still the
+// latest: a reading asked for while inc ran and received after a restart
+// may have come from either process, and is dropped. The caller takes inc
+// with Incarnation before sending the request.
+func (t *statsTracker) Observe(id, inc int, m MemberMetrics) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if inc == 0 || t.starts[id] != inc {
+		return false
+	}
+	k := [2]int{id, inc}
+	b := t.best[k]
+	b.Snapshots = max(b.Snapshots, m.Snapshots)
+	b.Installed = max(b.Installed, m.Installed)
+	t.best[k] = b
+	return true
+}
+
+// Totals sums the counts.
+func (t *statsTracker) Totals() ClusterStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var s ClusterStats
+	for _, n := range t.starts {
+		s.Restarts += max(n-1, 0)
+	}
+	for _, m := range t.best {
+		s.Snapshots += int(m.Snapshots)
+		s.SnapshotsInstalled += int(m.Installed)
+	}
+	return s
+}
