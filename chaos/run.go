@@ -84,7 +84,6 @@ type Result struct {
 	Events      []history.Event
 	Digests     []NodeDigest
 	Resolutions []Resolution // info acquires resolved from the committed log
-	ClockFaults bool
 	Stats       ClusterStats // restarts and snapshots, summed over the members
 	// Crashes are members that exited on their own (a panic, say): a
 	// failure of raftlock that no history shows, reported beside the verdict.
@@ -219,7 +218,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if b, err := json.MarshalIndent(digests, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.Out, "digests.json"), append(b, '\n'), 0o644)
 	}
-	res := &Result{Events: rec.Events(), Digests: digests, ClockFaults: slices.Contains(cfg.Nemeses, "clock"),
+	res := &Result{Events: rec.Events(), Digests: digests,
 		Stats: sup.Stats(), Crashes: sup.Crashes()}
 	converged := len(digests) == cfg.Nodes
 	for _, d := range digests {

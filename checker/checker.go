@@ -68,10 +68,11 @@ type Options struct {
 	// then reported and does not decide. Without it, timing is decided from
 	// the history's own clock fault windows.
 	ClockOverride bool
-	// Deprecated: ignored. Clock fault windows are read from the history's
-	// clock events; whether the nemesis could inject them says nothing about
-	// the stretches it did not. Use ClockOverride to make timing advisory.
-	ClockFaults bool
+	// Crashes lists members that exited on their own during the run (a
+	// panic on restart, say), as the harness saw them: a lock service whose
+	// members cannot restart is broken, though no history shows it. nil:
+	// not known (raftlock check), the check is skipped.
+	Crashes []string
 }
 
 // Violation is one thing found wrong, with the events involved.
@@ -153,7 +154,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	lin, info := checkLinearizable(ops, opts.Timeout)
 	v.lin = info
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
-		checkResource(ops), checkConvergence(opts.Digests)}
+		checkResource(ops), checkConvergence(opts.Digests), checkCrashes(opts.Crashes)}
 	v.Valid, v.Verdict, v.ExitCode = true, VerdictValid, ExitValid
 	for _, r := range v.Checks {
 		if !r.Decides {
@@ -401,6 +402,21 @@ func checkResource(ops []*Op) Result {
 
 // checkConvergence: members at the same applied index report the same
 // digest, and all of them reached the same index.
+func checkCrashes(crashes []string) Result {
+	res := Result{Name: "member-crashes", Decides: true, Status: StatusOK,
+		Note: "every member process ran until the harness killed it"}
+	switch {
+	case crashes == nil:
+		res.Status, res.Note = StatusSkipped, "no process information (only the chaos harness has it)"
+	case len(crashes) > 0:
+		res.Status, res.Note = StatusViolation, "members exited without being killed"
+		for _, c := range crashes {
+			res.Violations = append(res.Violations, Violation{Message: "member exited on its own: " + c})
+		}
+	}
+	return res
+}
+
 func checkConvergence(ds []NodeDigest) Result {
 	res := Result{Name: "convergence", Decides: true, Status: StatusOK}
 	if len(ds) == 0 {

@@ -300,3 +300,19 @@ func TestVerdictValidIsABoolean(t *testing.T) {
 		t.Fatalf(`verdict.json has valid=%#v verdict=%#v, want true and "valid"`, got["valid"], got["verdict"])
 	}
 }
+
+// A member that exited on its own, as the harness reports it, is a
+// deciding violation; without process information the check is skipped.
+func TestMemberCrashesDecide(t *testing.T) {
+	events := syntheticHistory(50, 1)
+	if v := Check(events, Options{Crashes: []string{"node 2: panic: state.commit 0 is out of range"}}); v.ExitCode != ExitViolation ||
+		statusOf(v, "member-crashes") != StatusViolation {
+		t.Fatalf("a crashed member: exit %d, member-crashes %s", v.ExitCode, statusOf(v, "member-crashes"))
+	}
+	if v := Check(events, Options{Crashes: []string{}}); v.ExitCode != ExitValid || statusOf(v, "member-crashes") != StatusOK {
+		t.Fatalf("no crash: exit %d", v.ExitCode)
+	}
+	if v := Check(events, Options{}); statusOf(v, "member-crashes") != StatusSkipped {
+		t.Fatalf("no process information: member-crashes %s, want skipped", statusOf(v, "member-crashes"))
+	}
+}

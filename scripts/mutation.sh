@@ -15,13 +15,6 @@ declare -A masked=(
   [expire-ignores-token]="every Expire is proposed by the leader after the grant it names applied and before any later Grant of the key (single-leader log order + term barrier), so no late Expire can meet a newer lock; the token check is defence in depth (fsm unit test TestLateExpireCannotRemoveRegrantedLock)"
   [no-term-barrier]="a new leader learns the commit index within one round trip of its election (its empty entry), so the window in which it decides on a stale table is about a millisecond; the rule is tested directly by node TestNoDecisionBeforeTermBarrier"
 )
-# Extra chaos flags per bug. early-expire (the leader expires a lock at half
-# its lease) is a pure lease-timing bug: with clock faults injected the
-# lease-timing check reports but does not decide (a member whose clock runs
-# fast rightly expires early), so its runs leave the clock family out.
-declare -A flags=(
-  [early-expire]="--nemesis kill,pause,partition,net,snapshot"
-)
 printf '%-28s %-7s %-12s %s\n' bug caught seeds_tried seconds_to_detection
 missed=0
 for bug in $bugs; do
@@ -29,8 +22,7 @@ for bug in $bugs; do
   start=$(date +%s.%N)
   for seed in $seeds; do
     tried=$((tried + 1))
-    # shellcheck disable=SC2086 # the flags are words
-    "$bin" chaos --time "$time" --seed "$seed" --unsafe-bug "$bug" ${flags[$bug]:-} --out "$out/$bug-seed-$seed" >"$out/$bug-seed-$seed.txt" 2>&1
+    "$bin" chaos --time "$time" --seed "$seed" --unsafe-bug "$bug" --out "$out/$bug-seed-$seed" >"$out/$bug-seed-$seed.txt" 2>&1
     rc=$?
     if [ $rc -eq 1 ]; then
       caught=yes
