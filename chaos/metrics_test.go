@@ -111,9 +111,9 @@ func TestSupervisorMetricsAcrossRestart(t *testing.T) {
 }
 
 func TestPickAuditLog(t *testing.T) {
-	long := auditLog{Commands: make([]auditCommand, 9)}
-	short := auditLog{Commands: make([]auditCommand, 3)}
-	complete := auditLog{Complete: true, Commands: make([]auditCommand, 5)}
+	long := auditLog{Commands: make([]AuditCommand, 9)}
+	short := auditLog{Commands: make([]AuditCommand, 3)}
+	complete := auditLog{Complete: true, Commands: make([]AuditCommand, 5)}
 	for _, tc := range []struct {
 		logs map[int]auditLog
 		want int

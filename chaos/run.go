@@ -83,7 +83,7 @@ type NodeDigest struct {
 type Result struct {
 	Events      []history.Event
 	Digests     []NodeDigest
-	Resolutions []Resolution // info acquires resolved from the committed log
+	Log         *CommittedLog // the committed log the post-run audit read; nil: none
 	Stats       ClusterStats // restarts and snapshots, summed over the members
 	// Crashes are members that exited on their own (a panic, say): a
 	// failure of raftlock that no history shows, reported beside the verdict.
@@ -230,10 +230,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if !log.Complete {
 			cfg.Log.Warn("no member's audit log is complete: absent acquires stay unknown", "node", id, "commands", len(log.Commands))
 		}
-		res.Resolutions = resolveInfo(res.Events, log, converged)
-	}
-	if b, err := json.MarshalIndent(res.Resolutions, "", "  "); err == nil {
-		os.WriteFile(filepath.Join(cfg.Out, "resolved.json"), append(b, '\n'), 0o644)
+		res.Log = &CommittedLog{Final: log.Complete && converged, Commands: log.Commands}
+		if b, err := json.Marshal(res.Log); err == nil {
+			os.WriteFile(filepath.Join(cfg.Out, "committed-log.json"), append(b, '\n'), 0o644)
+		}
 	}
 	return res, nil
 }

@@ -230,18 +230,19 @@ func (wk *worker) cycle(ctx context.Context, key string) {
 		w.Store.Write(proc, key, token, v+1)
 	}
 	if rng.Float64() < 0.3 {
-		wk.record(history.Invoke, "renew", key, history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())})
+		// Tagged with the invoke index + 1, as acquires: the audit finds it.
+		inv := w.Rec.Record(wk.proc, history.Invoke, "renew", key, history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())})
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := wk.cl.Renew(cctx, key, token, lease)
+		err := wk.cl.RenewTagged(cctx, key, token, lease, uint64(inv.Index)+1)
 		cancel()
 		if !wk.complete("renew", key, err, history.Value{}) && !errors.Is(err, client.ErrNotFound) {
 			return
 		}
 	}
 	if rng.Float64() < 0.9 {
-		wk.record(history.Invoke, "release", key, history.Value{Token: history.Ptr(token)})
+		inv := w.Rec.Record(wk.proc, history.Invoke, "release", key, history.Value{Token: history.Ptr(token)})
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := wk.cl.Release(cctx, key, token)
+		err := wk.cl.ReleaseTagged(cctx, key, token, uint64(inv.Index)+1)
 		cancel()
 		wk.complete("release", key, err, history.Value{})
 	}

@@ -53,6 +53,7 @@ type NodeDigest struct {
 // by its invoke event's index) happened, and with which token.
 type Resolution struct {
 	Index    int64  `json:"index"`
+	F        string `json:"f,omitempty"` // release or renew; empty: acquire
 	Happened bool   `json:"happened"`
 	Token    uint64 `json:"token,omitempty"`
 }
@@ -63,6 +64,10 @@ type Options struct {
 	Timeout        time.Duration // linearizability time budget; default 60s
 	LeaseTolerance time.Duration // slack for the lease timing check
 	Digests        []NodeDigest  // for the convergence check; none: skipped
+	// Log is the committed log the post-run audit read: it settles info
+	// operations (added to Resolutions) and is checked against the history
+	// (the audit check). nil: the audit is skipped.
+	Log *CommittedLog
 	// ClockOverride declares clocks unreliable beyond what the history's
 	// clock events record (raftlock check --clock-faults): lease timing is
 	// then reported and does not decide. Without it, timing is decided from
@@ -117,7 +122,7 @@ type Stats struct {
 	ByType   map[string]int `json:"by_type"`
 	Grants   int            `json:"grants"`
 	Nemesis  int            `json:"nemesis_windows"`
-	Resolved int            `json:"info_resolved"` // info acquires settled by the committed log
+	Resolved int            `json:"info_resolved"` // info operations settled by the committed log
 	// Filled by the chaos harness from the members' metrics (summed over
 	// every member and every incarnation of it); zero for raftlock check.
 	Restarts           int     `json:"restarts"`
@@ -140,7 +145,11 @@ func Check(events []history.Event, opts Options) *Verdict {
 			stats.Grants++
 		}
 	}
-	ops, stats.Resolved = resolve(ops, opts.Resolutions)
+	rs := opts.Resolutions
+	if opts.Log != nil {
+		rs = append(append([]Resolution(nil), rs...), Resolve(events, *opts.Log)...)
+	}
+	ops, stats.Resolved = resolve(ops, rs)
 	v := &Verdict{ops: ops, windows: windows, Stats: stats}
 	if stats.Ops == 0 {
 		// Nothing was checked: that is no evidence of correctness.
@@ -154,7 +163,8 @@ func Check(events []history.Event, opts Options) *Verdict {
 	lin, info := checkLinearizable(ops, opts.Timeout)
 	v.lin = info
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
-		checkResource(ops), checkConvergence(opts.Digests), checkCrashes(opts.Crashes)}
+		checkResource(ops), checkConvergence(opts.Digests), checkCrashes(opts.Crashes),
+		checkAudit(ops, opts.Log)}
 	v.Valid, v.Verdict, v.ExitCode = true, VerdictValid, ExitValid
 	for _, r := range v.Checks {
 		if !r.Decides {
@@ -188,13 +198,19 @@ func resolve(ops []*Op, rs []Resolution) ([]*Op, int) {
 	n := 0
 	for _, o := range ops {
 		r, ok := byIndex[o.Invoke.Index]
-		if !ok || o.F != "acquire" || o.Type != history.Info {
+		if !ok || o.Type != history.Info || (r.F == "" && o.F != "acquire") || (r.F != "" && r.F != o.F) {
 			out = append(out, o)
 			continue
 		}
 		n++
-		if r.Happened && r.Token != 0 {
+		switch {
+		case !r.Happened:
+			// Never applied: it leaves the history.
+		case o.F == "acquire" && r.Token != 0:
 			o.Resolved = history.Ptr(r.Token)
+			out = append(out, o)
+		case o.F != "acquire":
+			o.Applied = true
 			out = append(out, o)
 		}
 	}

@@ -46,6 +46,8 @@ func opOutput(o *Op) lockOutput {
 	switch {
 	case o.Resolved != nil:
 		return lockOutput{Kind: outGranted, Token: *o.Resolved}
+	case o.Applied:
+		return lockOutput{Kind: outOK}
 	case o.Type == history.Info:
 		return lockOutput{Kind: outUnknown}
 	}

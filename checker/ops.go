@@ -18,6 +18,7 @@ type Op struct {
 	Done     *history.Event
 	Type     string  // ok, fail or info
 	Resolved *uint64 // info acquire found granted in the committed log: its token
+	Applied  bool    // info release or renew found applied in the committed log
 	// SeenBy bounds a resolved acquire's return: the earliest return of an
 	// operation that saw its token or a higher one on its key (0: none).
 	SeenBy int64

@@ -44,10 +44,11 @@ func printVerdict(v *checker.Verdict, out string, asJSON bool, stdout io.Writer)
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("check", "check HISTORY.jsonl [--out DIR] [--digests FILE] [--resolved FILE] [--timeout 60s] [--lease-tolerance 0] [--clock-faults] [--json]")
+	fs := newFlagSet("check", "check HISTORY.jsonl [--out DIR] [--digests FILE] [--log FILE] [--resolved FILE] [--timeout 60s] [--lease-tolerance 0] [--clock-faults] [--json]")
 	out := fs.String("out", "", "write verdict.json, summary.md, visualisations and the latency plot here")
 	digests := fs.String("digests", "", "JSON list of {node, applied, digest} for the convergence check")
-	resolved := fs.String("resolved", "", "JSON list of {index, happened, token}: info acquires settled from the committed log")
+	logFile := fs.String("log", "", "committed-log.json of a chaos run: settles info operations and audits the history against the log")
+	resolved := fs.String("resolved", "", "JSON list of {index, f, happened, token}: info operations already settled")
 	timeout := fs.Duration("timeout", 60*time.Second, "linearizability time budget (exit 2 when exceeded)")
 	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check (0 is exact: deadlines are set after the invocation, on the same monotonic clock)")
 	clockFaults := fs.Bool("clock-faults", false, "declare clocks unreliable beyond the history's clock events: lease timing is reported, not decisive (default: decided, with clock fault windows read from the history)")
@@ -80,6 +81,16 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		}
 		if err := json.Unmarshal(b, &opts.Digests); err != nil {
 			return harnessErr(fmt.Errorf("%s: %w", *digests, err))
+		}
+	}
+	if *logFile != "" {
+		b, err := os.ReadFile(*logFile)
+		if err != nil {
+			return harnessErr(err)
+		}
+		opts.Log = &checker.CommittedLog{}
+		if err := json.Unmarshal(b, opts.Log); err != nil {
+			return harnessErr(fmt.Errorf("%s: %w", *logFile, err))
 		}
 	}
 	if *resolved != "" {
@@ -172,8 +183,15 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	for _, d := range res.Digests {
 		opts.Digests = append(opts.Digests, checker.NodeDigest{Node: d.Node, Applied: d.Applied, Digest: d.Digest})
 	}
-	for _, r := range res.Resolutions {
-		opts.Resolutions = append(opts.Resolutions, checker.Resolution{Index: r.Index, Happened: r.Happened, Token: r.Token})
+	if res.Log != nil {
+		opts.Log = &checker.CommittedLog{Final: res.Log.Final}
+		for _, c := range res.Log.Commands {
+			opts.Log.Commands = append(opts.Log.Commands, checker.LogCommand(c))
+		}
+		// What the audit settled, for a reader (check --log redoes it).
+		if b, err := json.MarshalIndent(checker.Resolve(res.Events, *opts.Log), "", "  "); err == nil {
+			os.WriteFile(filepath.Join(cfg.Out, "resolved.json"), append(b, '\n'), 0o644)
+		}
 	}
 	v := checker.Check(res.Events, opts)
 	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.SnapshotsInstalled
