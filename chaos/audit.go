@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
 )
 
 // auditLog is what a member's GET /debug/log returns (the fields used here).

@@ -81,10 +81,10 @@ type NodeDigest struct {
 
 // Result is what a run recorded, for the checker.
 type Result struct {
-	Events      []history.Event
-	Digests     []NodeDigest
-	Log         *CommittedLog // the committed log the post-run audit read; nil: none
-	Stats       ClusterStats // restarts and snapshots, summed over the members
+	Events  []history.Event
+	Digests []NodeDigest
+	Log     *CommittedLog // the committed log the post-run audit read; nil: none
+	Stats   ClusterStats  // restarts and snapshots, summed over the members
 	// Crashes are members that exited on their own (a panic, say): a
 	// failure of raftlock that no history shows, reported beside the verdict.
 	Crashes []Crash

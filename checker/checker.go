@@ -60,7 +60,7 @@ type Resolution struct {
 
 // Options tune Check.
 type Options struct {
-	Resolutions    []Resolution  // info acquires resolved after the run
+	Resolutions    []Resolution  // info operations settled after the run
 	Timeout        time.Duration // linearizability time budget; default 60s
 	LeaseTolerance time.Duration // slack for the lease timing check
 	Digests        []NodeDigest  // for the convergence check; none: skipped

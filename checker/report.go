@@ -39,7 +39,7 @@ func fileSafe(key string) string {
 func (v *Verdict) Summary(w io.Writer) {
 	word := strings.ToUpper(v.Verdict)
 	fmt.Fprintf(w, "# raftlock check: %s\n\n", word)
-	fmt.Fprintf(w, "%d events, %d operations (ok %d, fail %d, info %d), %d grants, %d nemesis windows, %d info acquires resolved from the committed log; checked in %.2fs.\n\n",
+	fmt.Fprintf(w, "%d events, %d operations (ok %d, fail %d, info %d), %d grants, %d nemesis windows, %d info operations settled by the committed log; checked in %.2fs.\n\n",
 		v.Stats.Events, v.Stats.Ops, v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
 		v.Stats.Grants, v.Stats.Nemesis, v.Stats.Resolved, v.Stats.CheckTime)
 	if v.Stats.Restarts+v.Stats.Snapshots+v.Stats.SnapshotsInstalled > 0 {
