@@ -1,12 +1,15 @@
 package checker
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -73,27 +76,26 @@ func (v *Verdict) Summary(w io.Writer) {
 	}
 }
 
-// WriteReports writes verdict.json, summary.md, porcupine visualisations and
-// latency.png into dir.
-func (v *Verdict) WriteReports(dir string) error {
+// WriteReports writes verdict.json, summary.md, timeline.html, porcupine
+// visualisations and latency.png into dir, and returns the names of the
+// files it wrote.
+func (v *Verdict) WriteReports(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
+	var written []string
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return err
+		return written, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "verdict.json"), append(b, '\n'), 0o644); err != nil {
-		return err
+		return written, err
 	}
-	f, err := os.Create(filepath.Join(dir, "summary.md"))
-	if err != nil {
-		return err
+	written = append(written, "verdict.json")
+	if err := writeFile(filepath.Join(dir, "summary.md"), func(w io.Writer) error { v.Summary(w); return nil }); err != nil {
+		return written, err
 	}
-	v.Summary(f)
-	if err := f.Close(); err != nil {
-		return err
-	}
+	written = append(written, "summary.md")
 	failed := map[string]bool{}
 	for _, r := range v.Checks {
 		for _, k := range r.FailedKeys {
@@ -102,16 +104,46 @@ func (v *Verdict) WriteReports(dir string) error {
 	}
 	model := lockModel()
 	annotations := v.nemesisAnnotations()
-	for key, info := range v.lin {
+	keys := slices.Sorted(maps.Keys(v.lin))
+	var lin []string
+	for _, key := range keys {
 		if !failed[key] && v.Stats.Ops >= visualiseAllBelow {
 			continue
 		}
+		info := v.lin[key]
 		info.AddAnnotations(annotations)
-		if err := porcupine.VisualizePath(model, info, filepath.Join(dir, "lin-"+fileSafe(key)+".html")); err != nil {
-			return fmt.Errorf("visualise key %q: %w", key, err)
+		name := "lin-" + fileSafe(key) + ".html"
+		if err := porcupine.VisualizePath(model, info, filepath.Join(dir, name)); err != nil {
+			return written, fmt.Errorf("visualise key %q: %w", key, err)
 		}
+		lin = append(lin, name)
 	}
-	return v.plotLatency(filepath.Join(dir, "latency.png"))
+	written = append(written, lin...)
+	if err := writeFile(filepath.Join(dir, "timeline.html"), func(w io.Writer) error { return v.writeTimeline(w, lin) }); err != nil {
+		return written, fmt.Errorf("timeline: %w", err)
+	}
+	written = append(written, "timeline.html")
+	if err := v.plotLatency(filepath.Join(dir, "latency.png")); err != nil {
+		return written, fmt.Errorf("latency plot: %w", err)
+	}
+	return append(written, "latency.png"), nil
+}
+
+// writeFile creates path and fills it with write, buffered.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (v *Verdict) nemesisAnnotations() []porcupine.Annotation {
