@@ -182,3 +182,24 @@ listeners.dblclick();
 listeners.mouseleave();
 listeners["window:resize"]();
 `
+
+// latency.png's log axis copes with what a linear one never minded: one
+// answered operation (a range of one value), a zero latency, and none.
+func TestLatencyPlotOnALogAxis(t *testing.T) {
+	for name, events := range map[string][]history.Event{
+		"one op": new(builder).add(0, "invoke", "get", "k", history.Value{}).add(0, "ok", "get", "k", free()).events,
+		"zero latency": {
+			{Index: 0, Time: 5, Process: 0, Type: "invoke", F: "get", Key: "k"},
+			{Index: 1, Time: 5, Process: 0, Type: "ok", F: "get", Key: "k", Value: free()},
+		},
+		"unanswered only": new(builder).add(0, "invoke", "acquire", "k", lease(10)).events,
+	} {
+		path := filepath.Join(t.TempDir(), "latency.png")
+		if err := Check(events, Options{}).plotLatency(path); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+			t.Errorf("%s: no plot: %v", name, err)
+		}
+	}
+}
