@@ -183,3 +183,11 @@ func TestDescribeFiles(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// bench --repeat is checked before anything starts.
+func TestBenchRepeatMustBePositive(t *testing.T) {
+	code, _, stderr := cli(t, "bench", "--repeat", "0")
+	if code != exitUsage || !strings.Contains(stderr, "--repeat must be at least 1") {
+		t.Errorf("bench --repeat 0: exit %d, %q; want a usage error", code, stderr)
+	}
+}
