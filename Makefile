@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/raftlock
 SEED ?= 1
-CHAOS_TIME ?= 30s
+CHAOS_DURATION ?= 30s
 
 .PHONY: build test lint fuzz chaos chaos-suite mutation bench bench-full peers clean
 
@@ -26,14 +26,14 @@ fuzz:
 	$(GO) test ./client/wire -run XXX -fuzz FuzzDecodeRequest -fuzztime 20s
 	$(GO) test ./client/wire -run XXX -fuzz FuzzDecodeResponse -fuzztime 20s
 
-# One seeded chaos run: make chaos SEED=7 CHAOS_TIME=60s
+# One seeded chaos run: make chaos SEED=7 CHAOS_DURATION=60s
 chaos: build
-	$(BIN) chaos --seed $(SEED) --time $(CHAOS_TIME)
+	$(BIN) chaos --seed $(SEED) --duration $(CHAOS_DURATION)
 
 # The short suite CI runs: three seeds, every nemesis family (kill, pause,
 # partition, clock, net, snapshot), snapshots on (--snapshot-every 100).
 chaos-suite: build
-	for s in 101 102 103; do $(BIN) chaos --seed $$s --time $(CHAOS_TIME) --out chaos-out/suite-$$s || exit $$?; done
+	for s in 101 102 103; do $(BIN) chaos --seed $$s --duration $(CHAOS_DURATION) --out chaos-out/suite-$$s || exit $$?; done
 
 # Every planted bug over a fixed set of seeds: each must be caught.
 mutation: build

@@ -9,10 +9,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/raftlock/raftlock/internal/logticks"
 )
 
 // Report is a whole bench invocation.
@@ -41,18 +45,56 @@ func opt(v *float64, format string) string {
 	return fmt.Sprintf(format, *v)
 }
 
+// withSpread writes a median with its range over repeats: "8065 (7900-8210)".
+func withSpread[T int64 | float64](format string, v T, spread *[2]T) string {
+	if spread == nil {
+		return fmt.Sprintf(format, v)
+	}
+	return fmt.Sprintf(format+" ("+format+"-"+format+")", v, spread[0], spread[1])
+}
+
+// measures formats a run's ops/s, p50 and p99, with their ranges when the
+// run was repeated.
+func (x *Run) measures() (tput, p50, p99 string) {
+	if x.Spread == nil {
+		return withSpread("%.0f", x.ThroughputOpsS, nil), withSpread("%d", x.Latency.P50, nil), withSpread("%d", x.Latency.P99, nil)
+	}
+	return withSpread("%.0f", x.ThroughputOpsS, &x.Spread.ThroughputOpsS), withSpread("%d", x.Latency.P50, &x.Spread.P50US),
+		withSpread("%d", x.Latency.P99, &x.Spread.P99US)
+}
+
+// opNote says what one op is, in every output that counts them.
+const opNote = "One op is one cycle: acquire + release (mixed adds a linearizable get; contended is one handoff)."
+
+// repeatNote says how repeated points are reported, when some were.
+func (r *Report) repeatNote() string {
+	for _, x := range r.Runs {
+		if x.Spread != nil {
+			return fmt.Sprintf("Each point was run %d times: medians, with (lowest-highest) over the repeats.", x.Spread.Repeats)
+		}
+	}
+	return ""
+}
+
 // Table writes the runs as an aligned text table.
 func (r *Report) Table(w io.Writer) {
 	if r.Partial {
 		fmt.Fprintln(w, "PARTIAL: interrupted; only the runs below were measured")
 	}
 	fmt.Fprintf(w, "floor: fsync %.0fµs, loopback rtt %.0fµs\n", r.Floor.FsyncUS, r.Floor.RTTUS)
-	fmt.Fprintf(w, "%-16s %-11s %7s %12s %9s %9s %9s %9s %9s %10s %9s\n", "system", "workload", "clients",
-		"cycles/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "cpu s/kop", "ent/fsync")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// Names are padded here, so that only the numbers align right.
+	fmt.Fprintf(tw, "%-16s %-11s\tclients\tops/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tcpu s/kop\tent/fsync\tcmd/entry\t\n", "system", "workload")
 	for _, x := range r.Runs {
-		fmt.Fprintf(w, "%-16s %-11s %7d %12.0f %9d %9d %9d %9d %9d %10s %9s\n", x.System, x.Workload, x.Clients,
-			x.ThroughputOpsS, x.Latency.P50, x.Latency.P90, x.Latency.P99, x.Latency.P999, x.Latency.Max,
-			opt(x.CPUSPerKop, "%.3f"), opt(x.EntriesPerFsync, "%.1f"))
+		tput, p50, p99 := x.measures()
+		fmt.Fprintf(tw, "%-16s %-11s\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t\n", x.System, x.Workload, x.Clients,
+			tput, p50, x.Latency.P90, p99, x.Latency.P999, x.Latency.Max,
+			opt(x.CPUSPerKop, "%.3f"), opt(x.EntriesPerFsync, "%.1f"), opt(x.CommandsPerEntry, "%.1f"))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, opNote)
+	if n := r.repeatNote(); n != "" {
+		fmt.Fprintln(w, n)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)
@@ -70,13 +112,17 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Machine: %d CPUs, %s, %s. Floor measured in the same run: fsync of a 4 KiB append %.0f µs (median), loopback round trip %.0f µs (median).\n\n",
 		r.Machine.CPUs, r.Machine.OS, r.Machine.Go, r.Floor.FsyncUS, r.Floor.RTTUS)
-	fmt.Fprintln(w, "One op is one cycle (acquire + release; mixed adds a linearizable get; contended is one handoff).")
+	fmt.Fprintln(w, opNote)
+	if n := r.repeatNote(); n != "" {
+		fmt.Fprintln(w, n)
+	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| system | workload | clients | cycles/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | CPU s / 1k cycles | entries / fsync | commands / entry | errors |")
+	fmt.Fprintln(w, "| system | workload | clients | ops/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | CPU s / 1k ops | entries / fsync | commands / entry | errors |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.Runs {
-		fmt.Fprintf(w, "| %s | %s | %d | %.0f | %d | %d | %d | %d | %d | %s | %s | %s | %d |\n", x.System, x.Workload, x.Clients,
-			x.ThroughputOpsS, x.Latency.P50, x.Latency.P90, x.Latency.P99, x.Latency.P999, x.Latency.Max,
+		tput, p50, p99 := x.measures()
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %d | %s | %d | %d | %s | %s | %s | %d |\n", x.System, x.Workload, x.Clients,
+			tput, p50, x.Latency.P90, p99, x.Latency.P999, x.Latency.Max,
 			opt(x.CPUSPerKop, "%.3f"), opt(x.EntriesPerFsync, "%.1f"), opt(x.CommandsPerEntry, "%.1f"), x.Errors)
 	}
 	for _, n := range r.Notes {
@@ -130,9 +176,9 @@ func (r *Report) plotThroughput(path string) error {
 	p := plot.New()
 	p.Title.Text = "throughput against clients"
 	p.X.Label.Text = "clients"
-	p.Y.Label.Text = "cycles / s"
+	p.Y.Label.Text = "ops / s"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker = logticks.Numbers{}
 	series := map[string]plotter.XYs{}
 	for _, x := range r.Runs {
 		if x.Rate > 0 {
@@ -172,11 +218,11 @@ func (r *Report) plotThroughput(path string) error {
 // colour by system, dashes by client count.
 func (r *Report) plotCDF(path, workload string) error {
 	p := plot.New()
-	p.Title.Text = "cycle latency CDF, " + workload
-	p.X.Label.Text = "latency (µs, log)"
-	p.Y.Label.Text = "fraction of cycles"
+	p.Title.Text = "op latency CDF, " + workload
+	p.X.Label.Text = "latency (log)"
+	p.Y.Label.Text = "fraction of ops"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker = logticks.Durations{Unit: time.Microsecond}
 	systems, clients := map[string]int{}, map[int]int{}
 	for _, x := range r.Runs {
 		if _, ok := systems[x.System]; !ok {

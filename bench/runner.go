@@ -38,7 +38,7 @@ type RaftStats struct {
 // Workloads.
 const (
 	Uncontended = "uncontended" // each client its own key: acquire + release
-	Contended   = "contended"   // hot keys, waiting acquires: a cycle is one handoff
+	Contended   = "contended"   // hot keys, waiting acquires: an op is one handoff
 	Mixed       = "mixed"       // own key: acquire + linearizable get + release
 )
 
@@ -46,13 +46,14 @@ const (
 type Spec struct {
 	Workload string
 	Clients  int
-	Rate     float64 // open loop: cycles per second; 0: closed loop
+	Rate     float64 // open loop: ops per second; 0: closed loop
 	Duration time.Duration
 	Warmup   time.Duration
 	HotKeys  int
 }
 
-// Run is one measured result; one op is one cycle.
+// Run is one measured result. One op is one cycle of the workload:
+// acquire + release (mixed adds a linearizable get; contended: one handoff).
 type Run struct {
 	System           string   `json:"system"`
 	Workload         string   `json:"workload"`
@@ -66,7 +67,10 @@ type Run struct {
 	WaitUS           *Latency `json:"wait_us,omitempty"` // contended: time to get the lock
 	Ops              int64    `json:"ops"`
 	Errors           int64    `json:"errors"`
-	hist             *Histogram
+	// Spread: with bench --repeat, the measures above are medians over
+	// the repeats and Spread has their lowest and highest values.
+	Spread *Spread `json:"spread,omitempty"`
+	hist   *Histogram
 }
 
 // Hist is the run's latency histogram.

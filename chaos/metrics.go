@@ -1,14 +1,13 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/raftlock/raftlock/internal/promtext"
 )
 
 // The member metrics the harness reads (GET /metrics, Prometheus text).
@@ -30,28 +29,12 @@ type MemberMetrics struct {
 // parseMetrics reads the unlabelled samples the harness needs from a
 // Prometheus text exposition.
 func parseMetrics(r io.Reader) (MemberMetrics, error) {
-	var m MemberMetrics
-	fields := map[string]*uint64{metricSnapshots: &m.Snapshots, metricInstalled: &m.Installed,
-		metricFirst: &m.FirstIndex, metricApplied: &m.Applied}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, value, ok := strings.Cut(line, " ")
-		dst := fields[name]
-		if !ok || dst == nil {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil {
-			return m, fmt.Errorf("metric %s: %w", name, err)
-		}
-		*dst = uint64(v)
+	all, err := promtext.Parse(r)
+	if err != nil {
+		return MemberMetrics{}, err
 	}
-	return m, sc.Err()
+	return MemberMetrics{Snapshots: uint64(all[metricSnapshots]), Installed: uint64(all[metricInstalled]),
+		FirstIndex: uint64(all[metricFirst]), Applied: uint64(all[metricApplied])}, nil
 }
 
 // fetchMetrics reads the metrics served at addr.

@@ -19,19 +19,21 @@ import (
 
 // Config is one chaos run.
 type Config struct {
-	Bin      string
-	Out      string // reports, history, node logs and data
-	Nodes    int
-	Seed     uint64
-	Time     time.Duration
-	Clients  int
-	Keys     int
-	Nemeses  []string
-	Interval time.Duration
-	Duration time.Duration
-	LeaseMin time.Duration
-	LeaseMax time.Duration
-	Bug      string
+	Bin     string
+	Out     string // reports, history, node logs and data
+	Nodes   int
+	Seed    uint64
+	Time    time.Duration // how long the workload runs (raftlock chaos --duration)
+	Clients int
+	Keys    int
+	Nemeses []string
+	// FaultInterval is the mean quiet time between faults, FaultDuration
+	// the mean length of one.
+	FaultInterval time.Duration
+	FaultDuration time.Duration
+	LeaseMin      time.Duration
+	LeaseMax      time.Duration
+	Bug           string
 	// SnapshotEvery and SnapshotKeep are the members' --snapshot-every and
 	// --snapshot-keep: small, so that kills land before, during and after
 	// snapshots and an isolated follower soon needs one.
@@ -56,11 +58,11 @@ func (c *Config) Validate() error {
 	case c.Clients < 1 || c.Keys < 1:
 		return errors.New("--clients and --keys must be at least 1")
 	case c.Time <= 0:
-		return errors.New("--time must be positive")
+		return errors.New("--duration must be positive")
 	case c.LeaseMin < 10*time.Millisecond || c.LeaseMax < c.LeaseMin:
 		return errors.New("leases must satisfy 10ms <= --lease-min <= --lease-max")
-	case c.Interval <= 0 || c.Duration <= 0:
-		return errors.New("--interval and --duration must be positive")
+	case c.FaultInterval <= 0 || c.FaultDuration <= 0:
+		return errors.New("--fault-interval and --fault-duration must be positive")
 	case c.SnapshotEvery == 0:
 		return errors.New("--snapshot-every must be at least 1")
 	}
@@ -143,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	wl := &Workload{Clients: cfg.Clients, Keys: keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
 		Endpoints: sup.ClientAddrs(), Seed: cfg.Seed, Rec: rec, Store: NewFencedStore(rec)}
-	nem := &Nemesis{Sup: sup, Rec: rec, Families: cfg.Nemeses, Interval: cfg.Interval, Duration: cfg.Duration,
+	nem := &Nemesis{Sup: sup, Rec: rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log}
 
 	// The snapshot counters die with each member process: poll them so a

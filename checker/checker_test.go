@@ -199,7 +199,7 @@ func TestReportsWritten(t *testing.T) {
 		add(1, "invoke", "get", "k", history.Value{}).add(1, "ok", "get", "k", held(1))
 	v := Check(b.events, Options{})
 	dir := t.TempDir()
-	if err := v.WriteReports(dir); err != nil {
+	if _, err := v.WriteReports(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"verdict.json", "summary.md", "latency.png", "lin-k.html"} {
@@ -285,7 +285,7 @@ func TestResolvedInfoAcquires(t *testing.T) {
 // "verdict" names the three outcomes.
 func TestVerdictValidIsABoolean(t *testing.T) {
 	dir := t.TempDir()
-	if err := Check(syntheticHistory(200, 2), Options{}).WriteReports(dir); err != nil {
+	if _, err := Check(syntheticHistory(200, 2), Options{}).WriteReports(dir); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "verdict.json"))

@@ -1,21 +1,28 @@
 package checker
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/internal/logticks"
 )
 
 // visualiseAllBelow: histories with fewer operations get a visualisation of
@@ -73,27 +80,26 @@ func (v *Verdict) Summary(w io.Writer) {
 	}
 }
 
-// WriteReports writes verdict.json, summary.md, porcupine visualisations and
-// latency.png into dir.
-func (v *Verdict) WriteReports(dir string) error {
+// WriteReports writes verdict.json, summary.md, timeline.html, porcupine
+// visualisations and latency.png into dir, and returns the names of the
+// files it wrote.
+func (v *Verdict) WriteReports(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
+	var written []string
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return err
+		return written, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "verdict.json"), append(b, '\n'), 0o644); err != nil {
-		return err
+		return written, err
 	}
-	f, err := os.Create(filepath.Join(dir, "summary.md"))
-	if err != nil {
-		return err
+	written = append(written, "verdict.json")
+	if err := writeFile(filepath.Join(dir, "summary.md"), func(w io.Writer) error { v.Summary(w); return nil }); err != nil {
+		return written, err
 	}
-	v.Summary(f)
-	if err := f.Close(); err != nil {
-		return err
-	}
+	written = append(written, "summary.md")
 	failed := map[string]bool{}
 	for _, r := range v.Checks {
 		for _, k := range r.FailedKeys {
@@ -102,16 +108,46 @@ func (v *Verdict) WriteReports(dir string) error {
 	}
 	model := lockModel()
 	annotations := v.nemesisAnnotations()
-	for key, info := range v.lin {
+	keys := slices.Sorted(maps.Keys(v.lin))
+	var lin []string
+	for _, key := range keys {
 		if !failed[key] && v.Stats.Ops >= visualiseAllBelow {
 			continue
 		}
+		info := v.lin[key]
 		info.AddAnnotations(annotations)
-		if err := porcupine.VisualizePath(model, info, filepath.Join(dir, "lin-"+fileSafe(key)+".html")); err != nil {
-			return fmt.Errorf("visualise key %q: %w", key, err)
+		name := "lin-" + fileSafe(key) + ".html"
+		if err := porcupine.VisualizePath(model, info, filepath.Join(dir, name)); err != nil {
+			return written, fmt.Errorf("visualise key %q: %w", key, err)
 		}
+		lin = append(lin, name)
 	}
-	return v.plotLatency(filepath.Join(dir, "latency.png"))
+	written = append(written, lin...)
+	if err := writeFile(filepath.Join(dir, "timeline.html"), func(w io.Writer) error { return v.writeTimeline(w, lin) }); err != nil {
+		return written, fmt.Errorf("timeline: %w", err)
+	}
+	written = append(written, "timeline.html")
+	if err := v.plotLatency(filepath.Join(dir, "latency.png")); err != nil {
+		return written, fmt.Errorf("latency plot: %w", err)
+	}
+	return append(written, "latency.png"), nil
+}
+
+// writeFile creates path and fills it with write, buffered.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (v *Verdict) nemesisAnnotations() []porcupine.Annotation {
@@ -123,27 +159,72 @@ func (v *Verdict) nemesisAnnotations() []porcupine.Annotation {
 	return as
 }
 
-// plotLatency draws each completed operation's latency against its start,
-// with the nemesis windows shaded.
+// outcomeColor tells ok, fail and info apart in latency.png, as in
+// timeline.html.
+func outcomeColor(typ string) color.Color {
+	switch typ {
+	case history.OK:
+		return color.RGBA{44, 160, 44, 255}
+	case history.Fail:
+		return color.RGBA{255, 127, 14, 255}
+	}
+	return color.RGBA{214, 39, 40, 255}
+}
+
+// opGlyph gives each lock operation its own marker shape.
+func opGlyph(f string) draw.GlyphDrawer {
+	switch f {
+	case "release":
+		return draw.TriangleGlyph{}
+	case "renew":
+		return draw.SquareGlyph{}
+	case "get":
+		return draw.CrossGlyph{}
+	}
+	return draw.CircleGlyph{}
+}
+
+// plotLatency draws each answered operation's latency against its start
+// on a log axis (a 2 ms grant and a 5 s timeout on one picture), colour
+// for the outcome and shape for the operation, with the nemesis windows
+// shaded and the legend beside the plot, where it hides no point. An info
+// operation is drawn at the time its client gave up.
 func (v *Verdict) plotLatency(path string) error {
 	p := plot.New()
 	p.Title.Text = "operation latency over time, fault windows shaded"
 	p.X.Label.Text = "time since start (s)"
-	p.Y.Label.Text = "latency (ms)"
-	series := map[string]plotter.XYs{}
-	var maxY float64
+	p.Y.Label.Text = "latency (log)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = logticks.Durations{Unit: time.Millisecond}
+	type series struct{ f, typ string }
+	points := map[series]plotter.XYs{}
+	minY, maxY := math.Inf(1), 0.0
 	for _, o := range v.ops {
-		if o.Done == nil || o.Type == history.Info || !isLockOp(o) {
+		if o.Done == nil || !isLockOp(o) {
 			continue
 		}
-		y := float64(o.Done.Time-o.Invoke.Time) / 1e6
-		maxY = max(maxY, y)
-		series[o.F] = append(series[o.F], plotter.XY{X: float64(o.Invoke.Time) / 1e9, Y: y})
+		y := max(float64(o.Done.Time-o.Invoke.Time)/1e6, 0.001)
+		minY, maxY = min(minY, y), max(maxY, y)
+		k := series{o.F, o.Type}
+		points[k] = append(points[k], plotter.XY{X: float64(o.Invoke.Time) / 1e9, Y: y})
 	}
 	if maxY == 0 {
-		maxY = 1
+		minY, maxY = 0.1, 1 // nothing answered: an empty axis, still logarithmic
 	}
-	p.Add(&shading{windows: v.windows, maxY: maxY})
+	p.Add(&shading{windows: v.windows, minY: minY, maxY: maxY})
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.Padding = vg.Points(2)
+	for _, typ := range []string{history.OK, history.Fail, history.Info} {
+		swatch, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}})
+		swatch.Color, swatch.LineStyle.Width = outcomeColor(typ), 0
+		legend.Add(typ, swatch)
+	}
+	for _, f := range []string{"acquire", "release", "renew", "get"} {
+		s, _ := plotter.NewScatter(plotter.XYs{{}})
+		s.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(2.5), Color: color.Gray{80}}
+		legend.Add(f, s)
+	}
 	kinds := map[string]bool{}
 	for _, w := range v.windows {
 		kinds[w.Kind] = true
@@ -152,33 +233,46 @@ func (v *Verdict) plotLatency(path string) error {
 		if kinds[k] {
 			swatch, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}})
 			swatch.Color, swatch.LineStyle.Width = faultColor(k), 0
-			p.Legend.Add("fault: "+k, swatch)
+			legend.Add("fault: "+k, swatch)
 		}
 	}
-	colors := map[string]color.Color{"acquire": color.RGBA{31, 119, 180, 255}, "release": color.RGBA{44, 160, 44, 255},
-		"renew": color.RGBA{148, 103, 189, 255}, "get": color.RGBA{255, 127, 14, 255}}
 	for _, f := range []string{"acquire", "release", "renew", "get"} {
-		if len(series[f]) == 0 {
-			continue
+		for _, typ := range []string{history.OK, history.Fail, history.Info} {
+			pts := points[series{f, typ}]
+			if len(pts) == 0 {
+				continue
+			}
+			s, err := plotter.NewScatter(pts)
+			if err != nil {
+				return err
+			}
+			s.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(1.4), Color: outcomeColor(typ)}
+			p.Add(s)
 		}
-		s, err := plotter.NewScatter(series[f])
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle.Radius = vg.Points(1.2)
-		s.GlyphStyle.Color = colors[f]
-		s.GlyphStyle.Shape = draw.CircleGlyph{}
-		p.Add(s)
-		p.Legend.Add(f, s)
 	}
-	p.Legend.Top = true
-	return p.Save(10*vg.Inch, 4*vg.Inch, path)
+	// Some room around the points; and a log axis cannot span one value,
+	// which gonum would widen to a non-positive minimum.
+	p.Y.Min, p.Y.Max = minY/1.5, maxY*1.5
+	const width, height, legendWidth = 11 * vg.Inch, 4.5 * vg.Inch, 1.3 * vg.Inch
+	img := vgimg.New(width, height)
+	dc := draw.New(img)
+	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+	legend.Draw(draw.Crop(dc, width-legendWidth, 0, 0, -vg.Points(24)))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // shading is a plotter that fills the nemesis windows.
 type shading struct {
-	windows []Window
-	maxY    float64
+	windows    []Window
+	minY, maxY float64 // the data's latency range, so a log axis has one
 }
 
 // faultColor shades each nemesis family in its own translucent colour.
@@ -201,10 +295,11 @@ func faultColor(kind string) color.Color {
 }
 
 func (s *shading) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, trY := p.Transforms(&c)
+	trX, _ := p.Transforms(&c)
+	// Windows span the whole height of the plot, whatever its y scale.
+	y0, y1 := c.Min.Y, c.Max.Y
 	for _, w := range s.windows {
 		x0, x1 := trX(float64(w.Start)/1e9), trX(float64(w.End)/1e9)
-		y0, y1 := trY(0), trY(s.maxY)
 		c.FillPolygon(faultColor(w.Kind), []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
 	}
 }
@@ -217,5 +312,5 @@ func (s *shading) DataRange() (xmin, xmax, ymin, ymax float64) {
 		}
 		xmax = max(xmax, float64(w.End)/1e9)
 	}
-	return xmin, xmax, 0, s.maxY
+	return xmin, xmax, s.minY, s.maxY
 }

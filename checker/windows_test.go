@@ -99,7 +99,7 @@ func TestReportsShadeNewNemesisFamilies(t *testing.T) {
 			t.Errorf("no %s window in %+v", k, v.windows)
 		}
 	}
-	if err := v.WriteReports(t.TempDir()); err != nil {
+	if _, err := v.WriteReports(t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 }

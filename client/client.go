@@ -315,7 +315,7 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 			c.forgetLeader(target)
 			target = c.target(target)
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(jitter(backoff))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs raftlock chaos once per planted bug and seed until the checker catches
 # the bug, and prints: bug, caught, seeds tried, seconds to first detection.
-# Usage: scripts/mutation.sh [BIN] (env: SEEDS="1 2 3", TIME=15s, BUGS="...")
+# Usage: scripts/mutation.sh [BIN] (env: SEEDS="1 2 3", DURATION=15s, BUGS="...";
+# TIME is the older name of DURATION)
 set -u
 bin=${1:-bin/raftlock}
 seeds=${SEEDS:-"1 2 3"}
-time=${TIME:-15s}
+duration=${DURATION:-${TIME:-15s}}
 bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire skip-commit-hardstate"}
 out=${OUT:-mutation-out}
 mkdir -p "$out"
@@ -22,7 +23,7 @@ for bug in $bugs; do
   start=$(date +%s.%N)
   for seed in $seeds; do
     tried=$((tried + 1))
-    "$bin" chaos --time "$time" --seed "$seed" --unsafe-bug "$bug" --out "$out/$bug-seed-$seed" >"$out/$bug-seed-$seed.txt" 2>&1
+    "$bin" chaos --duration "$duration" --seed "$seed" --unsafe-bug "$bug" --out "$out/$bug-seed-$seed" >"$out/$bug-seed-$seed.txt" 2>&1
     rc=$?
     if [ $rc -eq 1 ]; then
       caught=yes

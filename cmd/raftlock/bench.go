@@ -28,13 +28,14 @@ func splitList(s string) []string {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "bench [--clients 1,64] [--workload uncontended,contended,mixed] [--compare etcd,redis] [--out DIR] [--json]")
+	fs := newFlagSet("bench", "bench [--clients 1,64] [--workload uncontended,contended,mixed] [--compare etcd,redis] [--duration 10s] [--repeat 1] [--out DIR] [--json]")
 	nodes := fs.Int("nodes", 3, "raftlock members to start (3 or 5)")
 	endpoints := fs.String("endpoints", "", "bench a running raftlock cluster instead of starting one")
 	workloads := fs.String("workload", "uncontended", "workloads: uncontended, contended, mixed (comma-separated)")
 	clients := fs.String("clients", "64", "closed-loop client counts (comma-separated)")
-	rate := fs.Float64("rate", 0, "open loop: cycles per second (latency from the intended start); 0: closed loop")
+	rate := fs.Float64("rate", 0, "open loop: ops per second (latency from the intended start); 0: closed loop")
 	duration := fs.Duration("duration", 10*time.Second, "measured time per run")
+	repeat := fs.Int("repeat", 1, "run each point `N` times and report the median, with the lowest and highest, so a noisy machine shows its spread")
 	warmup := fs.Duration("warmup", time.Second, "unmeasured time before each run")
 	lease := fs.Duration("lease", 10*time.Second, "lease of every acquire")
 	hotKeys := fs.Int("hot-keys", 1, "contended workload: number of hot keys")
@@ -64,6 +65,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(counts) == 0 || len(wls) == 0 || *duration <= 0 {
 		return usageErr("need clients, a workload and a positive --duration")
+	}
+	if *repeat < 1 {
+		return usageErr("--repeat must be at least 1, got %d", *repeat)
 	}
 	var peers []string
 	for _, p := range splitList(*compare) {
@@ -122,18 +126,32 @@ measure:
 		}
 		for _, w := range wls {
 			for _, c := range counts {
-				r, err := bench.Measure(ctx, t, bench.Spec{Workload: w, Clients: c, Rate: *rate, Duration: *duration,
-					Warmup: *warmup, HotKeys: *hotKeys}, progress)
-				if err != nil {
-					t.Close()
-					if ctx.Err() != nil {
-						interrupted(fmt.Sprintf("%s %s c=%d", sys, w, c))
-						break measure
+				spec := bench.Spec{Workload: w, Clients: c, Rate: *rate, Duration: *duration, Warmup: *warmup, HotKeys: *hotKeys}
+				var reps []bench.Run
+				for i := range *repeat {
+					r, err := bench.Measure(ctx, t, spec, progress)
+					if err != nil {
+						t.Close()
+						if ctx.Err() != nil {
+							interrupted(fmt.Sprintf("%s %s c=%d", sys, w, c))
+							if len(reps) > 0 {
+								// Repeats already measured are results too.
+								rep.Runs = append(rep.Runs, bench.Combine(reps))
+								rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s c=%d: %d of %d repeats", sys, w, c, len(reps), *repeat))
+							}
+							break measure
+						}
+						return fmt.Errorf("%s %s c=%d: %w", sys, w, c, err)
 					}
-					return fmt.Errorf("%s %s c=%d: %w", sys, w, c, err)
+					if *repeat > 1 {
+						fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d run %d/%d %9.0f ops/s p50 %dµs p99 %dµs\n",
+							r.System, w, c, i+1, *repeat, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99)
+					}
+					reps = append(reps, r)
 				}
-				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %9.0f cycles/s p50 %dµs p99 %dµs\n",
-					r.System, w, c, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99)
+				r := bench.Combine(reps)
+				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %9.0f ops/s p50 %dµs p99 %dµs%s\n",
+					r.System, w, c, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99, medianNote(*repeat))
 				rep.Runs = append(rep.Runs, r)
 			}
 		}
@@ -157,6 +175,14 @@ measure:
 		return withCode(exitInterrupted, errors.New("interrupted: partial results"))
 	}
 	return nil
+}
+
+// medianNote marks a progress line that reports a median of repeats.
+func medianNote(repeat int) string {
+	if repeat == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (median of %d)", repeat)
 }
 
 func startTarget(ctx context.Context, sys, dir, bin, endpoints string, nodes int, noBatch bool, maxInflight int, lease time.Duration) (bench.Target, error) {

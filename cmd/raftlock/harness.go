@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,14 +35,16 @@ func verdictErr(v *checker.Verdict) error {
 	return nil
 }
 
-func printVerdict(v *checker.Verdict, out string, asJSON bool, stdout io.Writer) {
+// printVerdict prints the verdict and, last, where the reports are with
+// the names of the files this run wrote there.
+func printVerdict(v *checker.Verdict, out string, written []string, asJSON bool, stdout io.Writer) {
 	if asJSON {
 		json.NewEncoder(stdout).Encode(v)
 		return
 	}
 	v.Summary(stdout)
 	if out != "" {
-		fmt.Fprintf(stdout, "\nreports in %s (verdict.json, summary.md, latency.png, lin-*.html)\n", out)
+		fmt.Fprintf(stdout, "\nreports in %s (%s)\n", out, describeFiles(written))
 	}
 }
 
@@ -103,12 +108,13 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	v := checker.Check(events, opts)
+	var written []string
 	if *out != "" {
-		if err := v.WriteReports(*out); err != nil {
+		if written, err = v.WriteReports(*out); err != nil {
 			return harnessErr(err)
 		}
 	}
-	printVerdict(v, *out, *asJSON, stdout)
+	printVerdict(v, *out, written, *asJSON, stdout)
 	if v.Stats.Ops == 0 {
 		return withCode(checker.ExitUnknown, fmt.Errorf("%s: nothing to check: the history has no client operations", pos[0]))
 	}
@@ -122,24 +128,65 @@ func errHelp(err error) error {
 	return nil
 }
 
-func runChaos(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--time 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] [--snapshot-every 100] [--out DIR] [--unsafe-bug NAME]")
-	cfg := chaos.Config{}
+// chaosFlags defines raftlock chaos's flags on a new flag set: the run
+// length is --duration, as in every command (--time stays as an alias for
+// scripts written before), and the fault schedule's knobs are --fault-*.
+func chaosFlags(cfg *chaos.Config, seed *seedFlag) *flag.FlagSet {
+	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] [--snapshot-every 100] [--out DIR] [--unsafe-bug NAME]")
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
-	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the schedule and the workload")
-	fs.DurationVar(&cfg.Time, "time", 30*time.Second, "how long the workload runs")
+	fs.Var(seed, "seed", "`N`, the seed of the fault schedule and the workload; random draws one and prints it, so the run can be replayed")
+	fs.DurationVar(&cfg.Time, "duration", 30*time.Second, "how long the workload runs")
+	fs.DurationVar(&cfg.Time, "time", 30*time.Second, "alias of --duration")
 	fs.IntVar(&cfg.Clients, "clients", 8, "concurrent clients")
 	fs.IntVar(&cfg.Keys, "keys", 3, "keys they contend on")
-	nemeses := fs.String("nemesis", strings.Join(chaos.Families, ","), "fault families (comma-separated; 'none' for none)")
-	fs.DurationVar(&cfg.Interval, "interval", 3*time.Second, "mean quiet time between faults")
-	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "mean fault length")
+	fs.DurationVar(&cfg.FaultInterval, "fault-interval", 3*time.Second, "mean quiet time between faults")
+	fs.DurationVar(&cfg.FaultDuration, "fault-duration", 2*time.Second, "mean fault length")
 	fs.DurationVar(&cfg.LeaseMin, "lease-min", 200*time.Millisecond, "shortest lease a client asks for")
 	fs.DurationVar(&cfg.LeaseMax, "lease-max", time.Second, "longest lease a client asks for")
 	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 100, "every member's --snapshot-every: applied entries between snapshots")
 	fs.Uint64Var(&cfg.SnapshotKeep, "snapshot-keep", 20, "every member's --snapshot-keep: entries kept behind a snapshot (small, so an isolated follower soon needs one)")
 	fs.StringVar(&cfg.Bug, "unsafe-bug", "", "plant a known bug in every node (proves the checker catches it)")
-	fs.StringVar(&cfg.Out, "out", "", "report directory (default chaos-out/seed-N)")
+	fs.StringVar(&cfg.Out, "out", "", "report directory (default chaos-out/seed-N); replaced if it holds a previous report, refused if it holds anything else")
 	fs.StringVar(&cfg.Bin, "bin", "", "raftlock executable for the nodes (default: this one)")
+	return fs
+}
+
+// seedFlag is chaos's --seed. Left unset, it shows as "random" in the help,
+// which thus reads the same on every run, and a seed is drawn after parsing.
+type seedFlag struct {
+	v   uint64
+	set bool
+}
+
+func (s *seedFlag) String() string {
+	if s == nil || !s.set {
+		return "random"
+	}
+	return strconv.FormatUint(s.v, 10)
+}
+
+func (s *seedFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return errors.New("want a non-negative integer")
+	}
+	s.v, s.set = n, true
+	return nil
+}
+
+// value is the seed given, or a new one drawn small enough to retype.
+func (s *seedFlag) value() uint64 {
+	if !s.set {
+		s.v, s.set = rand.Uint64N(1_000_000), true
+	}
+	return s.v
+}
+
+func runChaos(args []string, stdout, stderr io.Writer) error {
+	cfg := chaos.Config{}
+	var seed seedFlag
+	fs := chaosFlags(&cfg, &seed)
+	nemeses := fs.String("nemesis", strings.Join(chaos.Families, ","), "fault families (comma-separated; 'none' for none)")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
 	pos, _, err := parse(fs, args, stderr)
 	if err != nil {
@@ -151,8 +198,14 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 0 {
 		return harnessErr(fmt.Errorf("unexpected argument %q", pos[0]))
 	}
+	cfg.Seed = seed.value()
 	if *nemeses != "none" && *nemeses != "" {
 		cfg.Nemeses = strings.Split(*nemeses, ",")
+	}
+	// Every flag is checked before the disk is touched: a mistyped re-run
+	// must not cost the previous report.
+	if err := cfg.Validate(); err != nil {
+		return harnessErr(err)
 	}
 	if cfg.Out == "" {
 		cfg.Out = filepath.Join("chaos-out", fmt.Sprintf("seed-%d", cfg.Seed))
@@ -162,7 +215,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 			return harnessErr(err)
 		}
 	}
-	if err := os.RemoveAll(cfg.Out); err != nil {
+	if err := prepareReportDir(cfg.Out); err != nil {
 		return harnessErr(err)
 	}
 	cfg.Progress = stderr
@@ -195,9 +248,13 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	}
 	v := checker.Check(res.Events, opts)
 	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.SnapshotsInstalled
-	if err := v.WriteReports(cfg.Out); err != nil {
+	if _, err := v.WriteReports(cfg.Out); err != nil {
 		return harnessErr(err)
 	}
-	printVerdict(v, cfg.Out, *asJSON, stdout)
+	written, err := reportFiles(cfg.Out)
+	if err != nil {
+		return harnessErr(err)
+	}
+	printVerdict(v, cfg.Out, written, *asJSON, stdout)
 	return verdictErr(v)
 }

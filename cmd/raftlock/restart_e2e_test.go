@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/promtext"
 )
 
 // processMember is one `raftlock node` child process and its addresses.
@@ -149,22 +148,15 @@ func (c *processCluster) log(m *processMember) string {
 
 // metric reads one unlabelled sample from m's /metrics.
 func (m *processMember) metric(ctx context.Context, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+m.httpAddr+"/metrics", nil)
+	all, err := promtext.Fetch(ctx, "http://"+m.httpAddr+"/metrics")
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
+	v, ok := all[name]
+	if !ok {
+		return 0, fmt.Errorf("no metric %s", name)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("no metric %s", name)
+	return v, nil
 }
 
 // waitUntil polls cond every 20 ms until it holds or ctx ends.

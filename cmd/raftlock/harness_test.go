@@ -1,0 +1,193 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/chaos"
+)
+
+// userDir is a directory holding a user's file, as --out might name by
+// mistake.
+func userDir(t *testing.T) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	file = filepath.Join(dir, "thesis.tex")
+	if err := os.WriteFile(file, []byte("years of work"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
+}
+
+// A bad flag is reported before anything on disk is touched, and a
+// directory that is not a previous report is refused, never deleted.
+func TestChaosNeverDeletesWhatIsNotAReport(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		inStderr string
+	}{
+		{"bad --time", []string{"--seed", "9", "--time", "0s"}, "--duration must be positive"},
+		{"bad --nodes", []string{"--seed", "9", "--nodes", "4"}, "--nodes must be 3 or 5"},
+		{"bad --nemesis", []string{"--seed", "9", "--nemesis", "kill,meteor"}, `unknown nemesis "meteor"`},
+		{"good flags, foreign directory", []string{"--seed", "9", "--duration", "1s"}, "not a raftlock report"},
+	} {
+		dir, file := userDir(t)
+		code, _, stderr := cli(t, append(append([]string{"chaos"}, tc.args...), "--out", dir)...)
+		if code != 3 || !strings.Contains(stderr, tc.inStderr) {
+			t.Errorf("%s: exit %d, stderr %q; want 3 with %q", tc.name, code, stderr, tc.inStderr)
+		}
+		if _, err := os.Stat(file); err != nil {
+			t.Errorf("%s: the user's file is gone: %v", tc.name, err)
+		}
+	}
+}
+
+func TestPrepareReportDir(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A report written by this version: replaced, the user's extra file
+	// with it (the marker says the directory is the harness's).
+	marked := filepath.Join(root, "marked")
+	if err := prepareReportDir(marked); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(marked, "logs", "n1.log"), "old")
+	if err := prepareReportDir(marked); err != nil {
+		t.Fatalf("previous report: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(marked, "logs")); err == nil {
+		t.Error("the previous report's logs are still there")
+	}
+	// A report from before the marker: recognised by its history header.
+	legacy := filepath.Join(root, "legacy")
+	write(filepath.Join(legacy, "history.jsonl"), `{"header":{"seed":1}}`+"\n")
+	write(filepath.Join(legacy, "verdict.json"), "{}")
+	if err := prepareReportDir(legacy); err != nil {
+		t.Fatalf("report without marker: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(legacy, "verdict.json")); err == nil {
+		t.Error("the old report's verdict.json is still there")
+	}
+	// Not reports: a history.jsonl of someone else's, and a plain file.
+	other := filepath.Join(root, "other")
+	write(filepath.Join(other, "history.jsonl"), "my shell history\n")
+	if err := prepareReportDir(other); err == nil || !strings.Contains(err.Error(), "not a raftlock report") {
+		t.Errorf("foreign history.jsonl: %v, want a refusal", err)
+	}
+	plain := filepath.Join(root, "file")
+	write(plain, "x")
+	if err := prepareReportDir(plain); err == nil {
+		t.Error("--out naming a file was accepted")
+	}
+	if b, _ := os.ReadFile(plain); string(b) != "x" {
+		t.Error("the file was changed")
+	}
+}
+
+// The run length is --duration in chaos as in bench; --time, its old
+// name, still sets it so that scripts keep working; the fault schedule's
+// knobs are --fault-interval and --fault-duration.
+func TestChaosTimeIsAnAliasOfDuration(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 30 * time.Second},
+		{[]string{"--duration", "9s"}, 9 * time.Second},
+		{[]string{"--time", "7s"}, 7 * time.Second},
+	} {
+		var cfg chaos.Config
+		var seed seedFlag
+		fs := chaosFlags(&cfg, &seed)
+		if _, _, err := parse(fs, tc.args, os.Stderr); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if cfg.Time != tc.want {
+			t.Errorf("%v: run length %v, want %v", tc.args, cfg.Time, tc.want)
+		}
+	}
+	var cfg chaos.Config
+	var seed seedFlag
+	if _, _, err := parse(chaosFlags(&cfg, &seed), []string{"--fault-interval", "4s", "--fault-duration", "1s", "--seed", "12"}, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.FaultInterval != 4*time.Second || cfg.FaultDuration != time.Second || seed.value() != 12 {
+		t.Errorf("fault interval %v, duration %v, seed %d; want 4s, 1s, 12", cfg.FaultInterval, cfg.FaultDuration, seed.value())
+	}
+}
+
+// Help reads the same on every run: the seed's default is "random", not a
+// number drawn at startup.
+func TestChaosHelpIsTheSameOnEveryRun(t *testing.T) {
+	_, _, first := cli(t, "chaos", "--help")
+	time.Sleep(2 * time.Millisecond)
+	_, _, second := cli(t, "chaos", "--help")
+	if first != second {
+		t.Errorf("help differs between runs:\n%s\n---\n%s", first, second)
+	}
+	for _, want := range []string{"--seed N", "(default random)", "--duration duration", "--fault-interval", "--fault-duration", "--time duration\n    \talias of --duration"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("help lacks %q:\n%s", want, first)
+		}
+	}
+	var unset seedFlag
+	if a, b := unset.value(), unset.value(); a != b {
+		t.Errorf("a drawn seed changed: %d then %d", a, b)
+	}
+}
+
+// check --out ends with the list of the files it wrote, timeline.html
+// among them, and nothing it did not write.
+func TestCheckListsTheReportsItWrote(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli(t, "check", testdata("well-formed.jsonl"), "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	listed, ok := strings.CutPrefix(last, "reports in "+dir+" (")
+	if !ok {
+		t.Fatalf("last line %q", last)
+	}
+	names := strings.Split(strings.TrimSuffix(listed, ")"), ", ")
+	if !slices.Contains(names, "timeline.html") || slices.Contains(names, "notes.txt") {
+		t.Errorf("listed %v", names)
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("listed %s, not written: %v", n, err)
+		}
+	}
+}
+
+func TestDescribeFiles(t *testing.T) {
+	got := describeFiles([]string{"lin-a.html", "lin-b.html", "lin-c.html", "lin-d.html", "latency.png", "logs/", "summary.md"})
+	if want := "summary.md, latency.png, logs/, lin-*.html for 4 keys"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// bench --repeat is checked before anything starts.
+func TestBenchRepeatMustBePositive(t *testing.T) {
+	code, _, stderr := cli(t, "bench", "--repeat", "0")
+	if code != exitUsage || !strings.Contains(stderr, "--repeat must be at least 1") {
+		t.Errorf("bench --repeat 0: exit %d, %q; want a usage error", code, stderr)
+	}
+}
