@@ -1,8 +1,6 @@
 package checker
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/raftlock/raftlock/checker/history"
@@ -80,15 +78,7 @@ func TestClockModelBoundsEachMembersAdvance(t *testing.T) {
 }
 
 func TestReportsShadeNewNemesisFamilies(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "well-formed.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	_, events, err := history.Read(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := readTestdata(t, "well-formed")
 	v := Check(events, Options{})
 	kinds := map[string]bool{}
 	for _, w := range v.windows {
