@@ -211,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stopPoll()
 	sup.ReadAllMetrics(bg)
 	cfg.Log.Info("nemesis", "counts", nem.Counts.String())
-	if cfg.Progress != nil {
+	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, "snapshot") || nem.Counts.Double.Load() > 0) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
 	}
 	if err := rec.Flush(); err != nil {

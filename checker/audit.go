@@ -89,7 +89,7 @@ func Resolve(events []history.Event, log CommittedLog) []Resolution {
 func checkAudit(ops []*Op, log *CommittedLog) Result {
 	res := Result{Name: "audit", Decides: true, Status: StatusOK}
 	if log == nil {
-		res.Status, res.Note = StatusSkipped, "no committed log (only the chaos harness reads one)"
+		res.Status, res.Note = StatusSkipped, "no committed log given (chaos reads one; check takes --log)"
 		return res
 	}
 	if !log.Final {

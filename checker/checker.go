@@ -165,6 +165,11 @@ func Check(events []history.Event, opts Options) *Verdict {
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
 		checkResource(ops), checkConvergence(opts.Digests), checkCrashes(opts.Crashes),
 		checkAudit(ops, opts.Log)}
+	for i := range v.Checks {
+		if v.Checks[i].Status == StatusSkipped {
+			v.Checks[i].Decides = false // nothing was checked, so nothing is decided
+		}
+	}
 	v.Valid, v.Verdict, v.ExitCode = true, VerdictValid, ExitValid
 	for _, r := range v.Checks {
 		if !r.Decides {

@@ -268,7 +268,7 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			if lastErr != nil {
-				return wire.Response{}, fmt.Errorf("%w (last error: %v)", err, lastErr)
+				return wire.Response{}, fmt.Errorf("gave up at the deadline: %v (%w)", lastErr, err)
 			}
 			return wire.Response{}, err
 		}

@@ -384,7 +384,7 @@ func TestInvalidArgumentsRefusedBeforeSending(t *testing.T) {
 			t.Errorf("%s: %v, want an invalid argument", what, err)
 		}
 	}
-	if err := calls["acquire with a -5s lease"]; err == nil || !strings.Contains(err.Error(), "got -5000ms") {
+	if err := calls["acquire with a -5s lease"]; err == nil || !strings.Contains(err.Error(), "got -5s") {
 		t.Errorf("the message does not show the lease given: %v", err)
 	}
 	if n := received(); n != 0 {
@@ -451,8 +451,11 @@ func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
 			c.Close()
 		}
 	}()
+	c, leader := startCluster(t, 1)
+	peer := c.Peers[leader]
 	for _, tc := range []struct{ addr, want string }{
 		{httpLn.Addr().String(), httpLn.Addr().String() + " is not a raftlock client port"},
+		{peer, peer + " is not a raftlock client port"},
 		{otherLn.Addr().String(), "RAFTLOCK/9"},
 	} {
 		cl := newClient(t, tc.addr)

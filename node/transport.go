@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/client/wire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -196,6 +198,14 @@ func (t *TCPTransport) accept(ln net.Listener) {
 // with a reason; it never reaches raft.
 func (t *TCPTransport) serve(c net.Conn) error {
 	r := bufio.NewReaderSize(c, 64<<10)
+	if first, _ := r.Peek(len(wire.Greeting)); string(first) == wire.Greeting {
+		// A client pointed at the peer port: answer something that is not
+		// a greeting, so it says "not a raftlock client port" at once
+		// instead of retrying until its deadline.
+		io.WriteString(c, "raftlock peer port: clients use the client port\n")
+		t.log.Debug("client greeting on the peer port", "remote", c.RemoteAddr().String())
+		return nil
+	}
 	hello, err := readFrame(r, 1024)
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)

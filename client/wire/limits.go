@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // Bounds of DESIGN.md section 2 rule 10, checked by the client before it
@@ -28,7 +29,7 @@ func ValidateKey(key string) error {
 // ValidateLease checks a lease length; the message shows the value given.
 func ValidateLease(ms int64) error {
 	if ms < MinLeaseMS || ms > MaxLeaseMS {
-		return fmt.Errorf("lease must be %dms..%dms (1h), got %dms", MinLeaseMS, MaxLeaseMS, ms)
+		return fmt.Errorf("lease must be 10ms..1h, got %v", time.Duration(ms)*time.Millisecond)
 	}
 	return nil
 }

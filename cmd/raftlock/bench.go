@@ -28,7 +28,7 @@ func splitList(s string) []string {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "bench [--clients 1,64] [--workload uncontended,contended,mixed] [--compare etcd,redis] [--duration 10s] [--repeat 1] [--out DIR] [--json]")
+	fs := newFlagSet("bench", "bench [--clients 64] [--workload uncontended] [--compare etcd,redis] [--duration 10s] [--repeat 1] [--out DIR] [--json]")
 	nodes := fs.Int("nodes", 3, "raftlock members to start (3 or 5)")
 	endpoints := fs.String("endpoints", "", "bench a running raftlock cluster instead of starting one")
 	workloads := fs.String("workload", "uncontended", "workloads: uncontended, contended, mixed (comma-separated)")

@@ -118,11 +118,13 @@ func complete(words []string, stdout io.Writer) {
 
 const bashCompletion = `# bash completion for raftlock: source it, or put it in
 # /etc/bash_completion.d/raftlock (raftlock completion bash > ...).
+# It completes raftlock on PATH and the repository's bin/raftlock; the
+# command as typed answers its own completions.
 _raftlock() {
 	local IFS=$'\n'
-	COMPREPLY=($(raftlock __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
+	COMPREPLY=($("${COMP_WORDS[0]}" __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
 }
-complete -o default -F _raftlock raftlock
+complete -o default -F _raftlock raftlock bin/raftlock ./bin/raftlock
 `
 
 const zshCompletion = `#compdef raftlock
@@ -130,14 +132,14 @@ const zshCompletion = `#compdef raftlock
 # (raftlock completion zsh > "${fpath[1]}/_raftlock").
 _raftlock() {
 	local -a candidates
-	candidates=("${(@f)$(raftlock __complete "${(@)words[2,CURRENT]}" 2>/dev/null)}")
+	candidates=("${(@f)$(${words[1]} __complete "${(@)words[2,CURRENT]}" 2>/dev/null)}")
 	if (( ${#candidates} )) && [[ -n "${candidates[1]}" ]]; then
 		compadd -- "${candidates[@]}"
 	else
 		_files
 	fi
 }
-compdef _raftlock raftlock
+compdef _raftlock raftlock bin/raftlock ./bin/raftlock
 `
 
 func runCompletion(args []string, stdout, stderr io.Writer) error {

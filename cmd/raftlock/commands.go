@@ -40,7 +40,7 @@ func (c *clientFlags) register(fs *flag.FlagSet, query bool) {
 	if query {
 		fs.BoolVar(&c.json, "json", false, "print JSON")
 	}
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long (added to --wait)")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
 }
 
 func (c *clientFlags) client() (*client.Client, error) {
@@ -112,6 +112,7 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	cf.register(fs, true)
 	lease := fs.Duration("lease", 10*time.Second, "lease length (10ms..1h)")
 	wait := fs.Duration("wait", 0, "queue for the lock this long (0: fail at once when held)")
+	fs.Lookup("timeout").Usage += " (after --wait)"
 	key, err := oneKey(fs, args, stderr)
 	if err != nil {
 		return err
@@ -236,7 +237,10 @@ type statusEntry struct {
 	Leader  *uint64 `json:"leader,omitempty"`
 	Commit  *uint64 `json:"commit,omitempty"`
 	Applied *uint64 `json:"applied,omitempty"`
-	Error   string  `json:"error,omitempty"`
+	// Digest of the lock table at Applied: equal on every member at one
+	// applied index.
+	Digest string `json:"digest,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -264,7 +268,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 				entries[i] = statusEntry{Addr: ep, Role: "unreachable", Error: err.Error()}
 				return
 			}
-			entries[i] = statusEntry{ID: st.ID, Addr: ep, Role: st.Role, Term: &st.Term, Leader: &st.Leader, Commit: &st.Commit, Applied: &st.Applied}
+			entries[i] = statusEntry{ID: st.ID, Addr: ep, Role: st.Role, Term: &st.Term, Leader: &st.Leader, Commit: &st.Commit, Applied: &st.Applied, Digest: st.Digest}
 		}()
 	}
 	for range eps {
@@ -282,13 +286,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 	} else {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tADDR\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED")
+		fmt.Fprintln(tw, "ID\tADDR\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tDIGEST")
 		for _, e := range entries {
 			if e.Term == nil {
-				fmt.Fprintf(tw, "-\t%s\t%s\t-\t-\t-\t-\n", e.Addr, e.Role)
+				fmt.Fprintf(tw, "-\t%s\t%s\t-\t-\t-\t-\t-\n", e.Addr, e.Role)
 				continue
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\n", e.ID, e.Addr, e.Role, *e.Term, *e.Leader, *e.Commit, *e.Applied)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", e.ID, e.Addr, e.Role, *e.Term, *e.Leader, *e.Commit, *e.Applied, e.Digest)
 		}
 		tw.Flush()
 	}
@@ -304,6 +308,7 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	cf.register(fs, false)
 	lease := fs.Duration("lease", 10*time.Second, "lease length, renewed every third of it")
 	wait := fs.Duration("wait", 30*time.Second, "queue for the lock this long")
+	fs.Lookup("timeout").Usage += " (after --wait)"
 	pos, rest, err := parse(fs, args, stderr)
 	if err != nil {
 		return err

@@ -58,8 +58,8 @@ func TestPrepareReportDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A report written by this version: replaced, the user's extra file
-	// with it (the marker says the directory is the harness's).
+	// A report written by this version: replaced (the marker says the
+	// directory is the harness's), unless something was added to it.
 	marked := filepath.Join(root, "marked")
 	if err := prepareReportDir(marked); err != nil {
 		t.Fatal(err)
@@ -70,6 +70,13 @@ func TestPrepareReportDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(marked, "logs")); err == nil {
 		t.Error("the previous report's logs are still there")
+	}
+	write(filepath.Join(marked, "NOTES.md"), "my notes")
+	if err := prepareReportDir(marked); err == nil || !strings.Contains(err.Error(), "NOTES.md") {
+		t.Errorf("a report with a user's file added: %v, want a refusal naming it", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(marked, "NOTES.md")); string(b) != "my notes" {
+		t.Error("the user's notes inside a report are gone")
 	}
 	// A report from before the marker: recognised by its history header.
 	legacy := filepath.Join(root, "legacy")

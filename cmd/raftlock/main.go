@@ -68,11 +68,13 @@ func commands() []command {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: raftlock COMMAND [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	all := append(commands(), extraCommands()...)
+	width := 0
+	for _, c := range all {
+		width = max(width, len(c.name))
 	}
-	for _, c := range extraCommands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	for _, c := range all {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'raftlock COMMAND --help' for a command's flags.")
 	fmt.Fprintln(w, "Endpoints come from --endpoints or RAFTLOCK_ENDPOINTS (default "+defaultEndpoints+");")
@@ -172,8 +174,13 @@ func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: raftlock %s\n\nflags (each also read from RAFTLOCK_NAME, e.g. --lease-min from RAFTLOCK_LEASE_MIN):\n", synopsis)
-		printDefaults(fs)
+		fmt.Fprintf(fs.Output(), "usage: raftlock %s\n", synopsis)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintf(fs.Output(), "\nflags (each --some-name also read from RAFTLOCK_SOME_NAME):\n")
+			printDefaults(fs)
+		}
 	}
 	return fs
 }

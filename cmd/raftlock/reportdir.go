@@ -27,13 +27,16 @@ func prepareReportDir(dir string) error {
 	case err != nil:
 		return fmt.Errorf("--out %s: %w", dir, err)
 	case len(entries) == 0:
-	case isReport(dir):
+	case !isReport(dir):
+		return fmt.Errorf("--out %s holds files that are not a raftlock report (%s): refusing to delete them; choose another --out or empty it yourself",
+			dir, entries[0].Name())
+	case foreignEntry(entries) != "":
+		return fmt.Errorf("--out %s is a raftlock report with something added (%s): refusing to delete it; move it out or choose another --out",
+			dir, foreignEntry(entries))
+	default:
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("replace the previous report in %s: %w", dir, err)
 		}
-	default:
-		return fmt.Errorf("--out %s holds files that are not a raftlock report (%s): refusing to delete them; choose another --out or empty it yourself",
-			dir, entries[0].Name())
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out %s: %w", dir, err)
@@ -44,6 +47,26 @@ func prepareReportDir(dir string) error {
 	}
 	return nil
 }
+
+// foreignEntry names the first entry of a report directory that no run
+// writes (a user's notes, say), or "".
+func foreignEntry(entries []fs.DirEntry) string {
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case e.IsDir() && name == "logs":
+		case !e.IsDir() && (slices.Contains(reportFileNames, name) ||
+			(strings.HasPrefix(name, "lin-") && strings.HasSuffix(name, ".html"))):
+		default:
+			return name
+		}
+	}
+	return ""
+}
+
+// reportFileNames are the files a chaos run writes into its report.
+var reportFileNames = []string{reportMarker, "history.jsonl", "verdict.json", "summary.md", "latency.png",
+	"timeline.html", "digests.json", "committed-log.json", "resolved.json"}
 
 // isReport tells whether dir holds a previous raftlock chaos report.
 func isReport(dir string) bool {
