@@ -207,18 +207,34 @@ func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
 		held[fmt.Sprintf("held-%d", i)] = g.Token
 	}
 
+	// Load for the whole test, through every kill and restart (it sees
+	// errors while members restart; it only has to keep the log moving).
+	var loadOut syncBuffer
+	load := exec.CommandContext(ctx, c.bin, "bench", "--endpoints", strings.Join(c.endpoints(), ","),
+		"--clients", "8", "--workload", "uncontended", "--warmup", "0s", "--duration", "10m", "--lease", "2s",
+		"--out", filepath.Join(c.dir, "bench"))
+	load.Stdout, load.Stderr = &loadOut, &loadOut
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	loadDone := make(chan struct{})
+	go func() {
+		load.Wait()
+		close(loadDone)
+	}()
+	defer func() {
+		load.Process.Signal(syscall.SIGINT)
+		<-loadDone
+	}()
 	for round := 1; round <= 3; round++ {
 		for _, m := range c.members {
-			// Load for the whole kill and restart of m.
-			load := exec.CommandContext(ctx, c.bin, "bench", "--endpoints", strings.Join(c.endpoints(), ","),
-				"--clients", "8", "--workload", "uncontended", "--warmup", "0s", "--duration", "2s", "--lease", "2s",
-				"--out", filepath.Join(c.dir, fmt.Sprintf("bench-%d-%d", round, m.id)))
-			load.Stdout, load.Stderr = nil, nil
-			if err := load.Start(); err != nil {
-				t.Fatal(err)
-			}
 			before, _ := m.metric(ctx, "raftlock_snapshots_total")
-			waitUntil(ctx, t, fmt.Sprintf("member %d to take a snapshot under load", m.id), func() bool {
+			waitUntil(ctx, t, fmt.Sprintf("member %d to take a snapshot under load (round %d)", m.id, round), func() bool {
+				select {
+				case <-loadDone:
+					t.Fatalf("the bench load stopped:\n%s", loadOut.String())
+				default:
+				}
 				v, err := m.metric(ctx, "raftlock_snapshots_total")
 				return err == nil && v > before
 			})
@@ -231,7 +247,6 @@ func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
 				_, err := m.metric(ctx, "raftlock_applied_index")
 				return err == nil
 			})
-			load.Wait() // the load may see errors while members restart; it only has to run
 		}
 	}
 
