@@ -278,3 +278,26 @@ func TestEnvironmentVersionCompletionAndHelp(t *testing.T) {
 		t.Fatalf("a bad RAFTLOCK_LEASE: exit %d %q", code, errOut)
 	}
 }
+
+// With --json a failed call says what happened on stdout too, so a script
+// reads one place; the exit code stays the command's.
+func TestJSONFailuresOnStdout(t *testing.T) {
+	eps := startCluster(t)
+	if code, _, _ := cli(t, "acquire", "jk", "--endpoints", eps); code != 0 {
+		t.Fatalf("acquire: exit %d", code)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"acquire", "jk"}, exitHeld, `"error":"held"`},
+		{[]string{"release", "jk", "--token", "999"}, exitNotOwner, `"error":"not-found"`},
+		{[]string{"renew", "jk", "--token", "999"}, exitNotOwner, `"error":"not-found"`},
+	} {
+		code, out, _ := cli(t, append(tc.args, "--json", "--endpoints", eps)...)
+		if code != tc.code || !strings.Contains(out, tc.want) || !strings.Contains(out, `"key":"jk"`) {
+			t.Errorf("%v --json: exit %d, stdout %q; want exit %d and %s", tc.args, code, out, tc.code, tc.want)
+		}
+	}
+}

@@ -75,6 +75,29 @@ func parseEndpoints(s string) ([]string, error) {
 	return eps, nil
 }
 
+// fail reports a failed call: with --json, also as {"key","error","message"}
+// on stdout (error: held, not-found, outcome-unknown, invalid-argument or
+// error), so a script reads the outcome from one place; the exit code is
+// clientErr's either way.
+func (c *clientFlags) fail(stdout io.Writer, key string, err error) error {
+	if c.json {
+		code := "error"
+		var inv *client.InvalidArgumentError
+		switch {
+		case errors.Is(err, client.ErrHeld):
+			code = "held"
+		case errors.Is(err, client.ErrNotFound):
+			code = "not-found"
+		case errors.Is(err, client.ErrOutcomeUnknown):
+			code = "outcome-unknown"
+		case errors.As(err, &inv):
+			code = "invalid-argument"
+		}
+		printJSON(stdout, map[string]any{"key": key, "error": code, "message": strings.TrimPrefix(err.Error(), "raftlock: ")})
+	}
+	return clientErr(err)
+}
+
 // clientErr maps a client error to its exit code.
 func clientErr(err error) error {
 	switch {
@@ -126,7 +149,7 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	g, err := cl.Acquire(ctx, key, *lease, *wait)
 	if err != nil {
-		return clientErr(err)
+		return cf.fail(stdout, key, err)
 	}
 	if cf.json {
 		return printJSON(stdout, map[string]any{"key": key, "token": g.Token, "lease_ms": g.LeaseMS})
@@ -178,7 +201,7 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 		err = cl.Release(ctx, key, *token)
 	}
 	if err != nil {
-		return clientErr(err)
+		return cf.fail(stdout, key, err)
 	}
 	switch {
 	case cf.json && name == "renew":
@@ -216,7 +239,7 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		info, err = cl.Get(ctx, key)
 	}
 	if err != nil {
-		return clientErr(err)
+		return cf.fail(stdout, key, err)
 	}
 	if cf.json {
 		return printJSON(stdout, map[string]any{"key": key, "held": info.Held, "token": info.Token, "remaining_ms": info.RemainingMS})
