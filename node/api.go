@@ -112,7 +112,7 @@ func (n *Node) holderCall(ctx context.Context, cmd fsm.Command, tag uint64) erro
 		// Decide on the applied state only: an Expire of this token may be
 		// in the log already, but until it applies the token holds the key,
 		// and a Renew queued behind it will simply apply as NotFound.
-		if n.holdsLocked(cmd.Key, cmd.Token) || (cmd.Op == fsm.OpRelease && n.cfg.Bug == BugReleaseSkipsOwner) {
+		if n.holdsLocked(cmd.Key, cmd.Token) || (cmd.Op == fsm.OpRelease && !n.hooks.releaseChecksHolder) {
 			break // n.mu stays locked for the proposal below
 		}
 		if confirmed {
@@ -157,7 +157,7 @@ func (n *Node) Get(ctx context.Context, key string, stale bool) (LockInfo, error
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	if !stale && n.cfg.Bug != BugStaleRead {
+	if !stale && n.hooks.linearizableReads {
 		n.mu.Lock()
 		err := n.leaderReadyLocked()
 		n.mu.Unlock()

@@ -5,37 +5,103 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // hooks are the points where a planted bug replaces correct behaviour. They
-// are chosen once, in New, from Config.Bug, so decision code calls a hook
-// instead of testing which bug is planted.
+// are chosen once, in New, from Config.Bug, so decision code follows the
+// rule a hook names and never tests which bug is planted. The defaults are
+// the rules of the lock service.
 type hooks struct {
-	// expireAt is when the leader proposes the Expire of l.
+	// expireAt is when the leader proposes the Expire of l (rule 6).
 	expireAt func(l lease) time.Duration
-	// hardStateToSave is the hard state a Ready persists.
+	// hardStateToSave is the hard state a Ready persists (rule 8).
 	hardStateToSave func(rd *raft.Ready) *raftpb.HardState
+	// termBarrier: a new leader decides nothing before the first entry of
+	// its term applies (rule 3).
+	termBarrier bool
+	// linearizableReads: a non-stale read confirms leadership with a
+	// quorum first (rule 9).
+	linearizableReads bool
+	// releaseChecksHolder: a release is proposed only for the holder's
+	// token (rule 5).
+	releaseChecksHolder bool
+	// proposedToken is a token a leader stamps on a Grant it proposes
+	// (in its tag); 0: none, the state machine assigns it at apply (rule 1).
+	proposedToken func(lastToken uint64, inflight int) uint64
+	// appliedToken is the token a Grant that applied is answered with.
+	appliedToken func(env fsm.Envelope, res fsm.Result) uint64
+	// answerAtPropose is an answer given when a command is proposed,
+	// before it commits; false: none (rule 8).
+	answerAtPropose func(cmd fsm.Command, lastToken uint64) (fsm.Result, bool)
+	// localExpiry: a member drops a lock when its own clock says so,
+	// instead of waiting for a committed Expire (rule 6).
+	localExpiry bool
+	// expireCommand is what the leader proposes when a lease runs out.
+	expireCommand func(key string, token uint64) fsm.Command
 }
 
 func plantHooks(bug string) hooks {
 	h := hooks{
-		expireAt:        func(l lease) time.Duration { return l.deadline },
-		hardStateToSave: func(rd *raft.Ready) *raftpb.HardState { return rd.HardState },
+		expireAt:            func(l lease) time.Duration { return l.deadline },
+		hardStateToSave:     func(rd *raft.Ready) *raftpb.HardState { return rd.HardState },
+		termBarrier:         true,
+		linearizableReads:   true,
+		releaseChecksHolder: true,
+		proposedToken:       func(uint64, int) uint64 { return 0 },
+		appliedToken:        func(_ fsm.Envelope, res fsm.Result) uint64 { return res.Token },
+		answerAtPropose:     func(fsm.Command, uint64) (fsm.Result, bool) { return fsm.Result{}, false },
+		expireCommand: func(key string, token uint64) fsm.Command {
+			return fsm.Command{Op: fsm.OpExpire, Key: key, Token: token}
+		},
 	}
 	switch bug {
 	case BugEarlyExpire:
-		// Planted bug: the leader expires a lock at half its lease.
+		// The leader expires a lock at half its lease.
 		h.expireAt = func(l lease) time.Duration { return l.deadline - l.length/2 }
 	case BugSkipCommitHardState:
-		// Planted bug (a real one, fixed): a hard state that only moves the
-		// commit index is not written, while compaction stores snapshots
-		// past the stored commit; the member then cannot restart.
+		// A real bug, fixed: a hard state that only moves the commit index
+		// is not written, while compaction stores snapshots past the
+		// stored commit; the member then cannot restart.
 		h.hardStateToSave = func(rd *raft.Ready) *raftpb.HardState {
 			if rd.MustSync {
 				return rd.HardState
 			}
 			return nil
 		}
+	case BugNoTermBarrier:
+		h.termBarrier = false
+	case BugStaleRead:
+		h.linearizableReads = false
+	case BugReleaseSkipsOwner:
+		h.releaseChecksHolder = false
+	case BugTokenAtPropose:
+		// The leader picks the token when it proposes, and the proposed
+		// token wins over the state machine's counter at apply.
+		h.proposedToken = func(last uint64, inflight int) uint64 { return last + 1 + uint64(inflight) }
+		h.appliedToken = func(env fsm.Envelope, res fsm.Result) uint64 {
+			if env.Tag != 0 {
+				return env.Tag
+			}
+			return res.Token
+		}
+	case BugAckBeforeCommit:
+		// The leader answers as soon as it proposes.
+		h.answerAtPropose = func(cmd fsm.Command, last uint64) (fsm.Result, bool) {
+			switch cmd.Op {
+			case fsm.OpRelease:
+				return fsm.Result{Status: fsm.Released}, true
+			case fsm.OpRenew:
+				return fsm.Result{Status: fsm.Renewed, Token: cmd.Token}, true
+			}
+			return fsm.Result{Status: fsm.Granted, Token: last + 1}, true
+		}
+	case BugFollowerLocalExpire:
+		h.localExpiry = true
+	case BugExpireIgnoresToken:
+		// An expiry removes whatever holds the key.
+		h.expireCommand = func(key string, _ uint64) fsm.Command { return fsm.Command{Op: fsm.OpRelease, Key: key} }
 	}
 	return h
 }

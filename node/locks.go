@@ -81,7 +81,7 @@ func (n *Node) leaderReadyLocked() error {
 	if !lm.leader {
 		return &NotLeaderError{LeaderID: lm.leaderID, LeaderAddr: n.transport.PeerClientAddr(lm.leaderID)}
 	}
-	if !lm.barrier && n.cfg.Bug != BugNoTermBarrier {
+	if !lm.barrier && n.hooks.termBarrier {
 		return ErrUnavailable
 	}
 	return nil
@@ -104,22 +104,13 @@ func (n *Node) proposeLocked(req *request) {
 	}
 	if req.env.Cmd.Op == fsm.OpGrant {
 		n.lm.inflight[req.env.Cmd.Key] = req.env.ID
-		if n.cfg.Bug == BugTokenAtPropose {
-			// Planted bug: the leader picks the token itself.
-			req.env.Tag = n.lm.machine.LastToken() + 1 + uint64(len(n.lm.inflight))
+		if tok := n.hooks.proposedToken(n.lm.machine.LastToken(), len(n.lm.inflight)); tok != 0 {
+			req.env.Tag = tok
 		}
 	}
 	n.lm.pending[req.env.ID] = req
 	n.enqueueLocked(req.env)
-	if n.cfg.Bug == BugAckBeforeCommit {
-		// Planted bug: answer as soon as the command is proposed.
-		res := fsm.Result{Status: fsm.Granted, Token: n.lm.machine.LastToken() + 1}
-		switch req.env.Cmd.Op {
-		case fsm.OpRelease:
-			res = fsm.Result{Status: fsm.Released}
-		case fsm.OpRenew:
-			res = fsm.Result{Status: fsm.Renewed, Token: req.env.Cmd.Token}
-		}
+	if res, ok := n.hooks.answerAtPropose(req.env.Cmd, n.lm.machine.LastToken()); ok {
 		n.deliverLocked(req, res, nil)
 	}
 }
@@ -245,9 +236,8 @@ func (n *Node) pumpLocked(key string) {
 func (n *Node) applyLocked(env fsm.Envelope, entryTerm uint64) fsm.Result {
 	lm := n.lm
 	res := lm.machine.Apply(env.Cmd)
-	if n.cfg.Bug == BugTokenAtPropose && env.Cmd.Op == fsm.OpGrant && env.Tag != 0 && res.Status == fsm.Granted {
-		// Planted bug, continued: the proposed token wins over the counter.
-		res.Token = env.Tag
+	if res.Status == fsm.Granted {
+		res.Token = n.hooks.appliedToken(env, res)
 	}
 	n.afterApplyLocked(env, res, entryTerm)
 	return res
@@ -389,8 +379,7 @@ func (n *Node) tickLocked() {
 	for key := range lm.waiters {
 		n.pumpLocked(key) // a queue on a free key with nothing in flight
 	}
-	if n.cfg.Bug == BugFollowerLocalExpire {
-		// Planted bug: every node drops a lock when its own clock says so.
+	if n.hooks.localExpiry {
 		for key, l := range lm.leases {
 			if now >= l.deadline {
 				lm.machine.Apply(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token})
@@ -414,10 +403,6 @@ func (n *Node) tickLocked() {
 			continue
 		}
 		lm.expiring[key] = expireMark{token: l.token, at: now}
-		cmd := fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token}
-		if n.cfg.Bug == BugExpireIgnoresToken {
-			cmd = fsm.Command{Op: fsm.OpRelease, Key: key}
-		}
-		n.proposeInternalLocked(cmd)
+		n.proposeInternalLocked(n.hooks.expireCommand(key, l.token))
 	}
 }
