@@ -207,6 +207,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Log.Error("cluster did not recover after healing", "err", err, "crashed", crashNote(crashes))
 	}
 	finalReads(bg, wl, keys)
+	// Every member must come back from what it has on disk now that the
+	// load stopped, as after a user's kill -9 (a member whose stored state
+	// it cannot load exits, and member-crashes reports it): kill and
+	// restart each in turn, the rest of the cluster up.
+	for _, id := range sup.IDs() {
+		rec.Record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{id}})
+		rctx, rcancel := context.WithTimeout(bg, 20*time.Second)
+		err := sup.RestartNode(rctx, id)
+		rcancel()
+		if err != nil && len(sup.Crashes()) == 0 {
+			return nil, &HarnessError{fmt.Errorf("final restart of node %d: %w", id, err)}
+		}
+		rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: []int{id}})
+	}
+	readyCtx, cancel = context.WithTimeout(bg, 30*time.Second)
+	if err := sup.WaitReady(readyCtx); err != nil && len(sup.Crashes()) == 0 {
+		cancel()
+		return nil, &HarnessError{fmt.Errorf("cluster did not recover after the final restarts: %w", err)}
+	}
+	cancel()
 	digests := collectDigests(bg, sup)
 	stopPoll()
 	sup.ReadAllMetrics(bg)

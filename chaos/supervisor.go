@@ -312,6 +312,30 @@ func (s *Supervisor) kill(id int) {
 	<-done
 }
 
+// RestartNode kills member id with SIGKILL and starts it again from its
+// data directory, waiting until it serves its metrics or exits on its own
+// (which Crashes then reports).
+func (s *Supervisor) RestartNode(ctx context.Context, id int) error {
+	s.Kill(ctx, id)
+	if err := s.StartNode(id); err != nil {
+		return err
+	}
+	for s.Running(id) {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := s.Metrics(cctx, id)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil // it exited on its own: a crash, recorded
+}
+
 // Running reports whether member id's process is up.
 func (s *Supervisor) Running(id int) bool {
 	s.mu.Lock()
