@@ -2,26 +2,15 @@ package chaos
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testbin"
 )
 
 // buildRaftlock builds the raftlock binary from this tree.
-func buildRaftlock(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "raftlock")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/raftlock")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("build raftlock: %v", err)
-	}
-	return bin
-}
+func buildRaftlock(t *testing.T) string { return testbin.Build(t, "../cmd/raftlock") }
 
 // Three `raftlock node` processes; the leader is killed with SIGKILL; the
 // lock survives with its token, the next grant gets a higher token, and the

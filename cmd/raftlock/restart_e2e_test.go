@@ -15,6 +15,7 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/promtext"
+	"github.com/raftlock/raftlock/internal/testbin"
 )
 
 // processMember is one `raftlock node` child process and its addresses.
@@ -39,16 +40,7 @@ type processCluster struct {
 	listenArgs func(m *processMember) []string
 }
 
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "raftlock")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("build raftlock: %v", err)
-	}
-	return bin
-}
+func buildBinary(t *testing.T) string { return testbin.Build(t, ".") }
 
 func newProcessCluster(t *testing.T, size int, extra ...string) *processCluster {
 	t.Helper()
