@@ -16,7 +16,8 @@ import (
 // NAME-fail.jsonl history that the named check must flag and a
 // NAME-pass.jsonl one, as close to it as the class allows, that must read
 // valid; NAME-VARIANT.resolved.json, when present, holds the post-run
-// audit's resolutions for that history.
+// audit's resolutions for that history, and NAME-VARIANT.log.json the
+// committed log the audit check holds it against.
 var soundnessClasses = []struct {
 	name, check, why string
 }{
@@ -33,6 +34,9 @@ var soundnessClasses = []struct {
 	{"clock-restart-heals", "lease-timing", "a restarted member runs a normal clock"},
 	{"clock-slow", "lease-timing", "slow clocks and backward steps never excuse an early grant"},
 	{"ghost-grant", "lease-timing", "only a grant its client heard promises a lease; a ghost may be released at once"},
+	{"audit-grant-rejected", "audit", "a GrantRejected in the committed log violates the grant rule"},
+	{"audit-lost-grant", "audit", "an acknowledged grant missing from the final log was lost"},
+	{"audit-unapplied-release", "lease-timing", "an info release the log shows never applied excuses no second holder"},
 }
 
 // readTestdata reads testdata/NAME.jsonl.
@@ -59,6 +63,16 @@ func checkFile(t *testing.T, name string) *Verdict {
 	case err == nil:
 		if err := json.Unmarshal(b, &opts.Resolutions); err != nil {
 			t.Fatalf("%s resolutions: %v", name, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		t.Fatal(err)
+	}
+	b, err = os.ReadFile(filepath.Join("testdata", name+".log.json"))
+	switch {
+	case err == nil:
+		opts.Log = &CommittedLog{}
+		if err := json.Unmarshal(b, opts.Log); err != nil {
+			t.Fatalf("%s committed log: %v", name, err)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
 		t.Fatal(err)
