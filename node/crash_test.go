@@ -376,3 +376,61 @@ func TestAuditJournalDropsTornTail(t *testing.T) {
 		t.Fatalf("journal after a torn tail: complete=%v err=%v", complete, err)
 	}
 }
+
+type nopTransport struct{}
+
+func (nopTransport) Start(PeerHandler) error      { return nil }
+func (nopTransport) Send([]*raftpb.Message)       {}
+func (nopTransport) PeerClientAddr(uint64) string { return "" }
+func (nopTransport) Close() error                 { return nil }
+
+// A Ready whose committed entries cannot be handed over because the node is
+// stopping must say so: it was taken from raft but not advanced, and asking
+// raft for another Ready then panics ("two accepted Ready structs without
+// call to Advance"), which a Close racing a busy raft loop once did in CI.
+func TestReadyNotHandedOverStopsTheRaftLoop(t *testing.T) {
+	n, err := New(Config{ID: 1, Peers: map[uint64]string{1: "unused"}, DataDir: t.TempDir(),
+		Transport: nopTransport{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.storage.Close()
+	if err := n.rn.Campaign(); err != nil {
+		t.Fatal(err)
+	}
+	isLeader := false
+	reads := map[string]*readRequest{}
+	// Persist the election and the leader's empty entry until raft hands
+	// over committed entries.
+	for i := 0; ; i++ {
+		if i > 10 {
+			t.Fatal("no committed entries after 10 Readies")
+		}
+		rd := n.rn.Ready()
+		if len(rd.CommittedEntries) > 0 {
+			t.Fatal("committed entries before the first Advance")
+		}
+		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, true); err != nil {
+			t.Fatal(err)
+		}
+		n.rn.Advance(rd)
+		if n.rn.HasReady() {
+			break
+		}
+	}
+	// The apply loop is gone: its queue is full and the node is stopping.
+	for len(n.applyc) < cap(n.applyc) {
+		n.applyc <- applyTask{}
+	}
+	close(n.stopc)
+	for n.rn.HasReady() {
+		err := n.handleReady(&isLeader, reads)
+		if errors.Is(err, errStopping) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("every Ready was advanced although none could be handed to the apply loop")
+}

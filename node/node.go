@@ -466,7 +466,11 @@ func (n *Node) raftLoop() {
 		}
 		for n.rn.HasReady() {
 			if err := n.handleReady(&isLeader, reads); err != nil {
-				n.fail(err)
+				if !errors.Is(err, errStopping) {
+					n.fail(err)
+				}
+				// The Ready was taken but not advanced: raft panics if
+				// asked for another, so the loop ends here.
 				return
 			}
 			if n.cfg.NoBatch {
@@ -603,7 +607,7 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 		n.metrics.entriesPersisted.Add(float64(len(rd.Entries)))
 	}
 	if hasSnap && !n.handOff(applyTask{snap: rd.Snapshot}) {
-		return nil
+		return errStopping
 	}
 	// Followers answer (MsgAppResp, votes) only once their write is durable.
 	if !*isLeader {
@@ -611,7 +615,7 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 	}
 	if len(rd.CommittedEntries) > 0 {
 		if !n.handOff(applyTask{entries: rd.CommittedEntries}) {
-			return nil
+			return errStopping
 		}
 		last := rd.CommittedEntries[len(rd.CommittedEntries)-1]
 		n.statusMu.Lock()
@@ -632,6 +636,10 @@ func (n *Node) handleReady(isLeader *bool, reads map[string]*readRequest) error 
 	n.rn.Advance(rd)
 	return nil
 }
+
+// errStopping ends the raft loop mid-Ready: the node is closing and the
+// apply loop may no longer take work.
+var errStopping = errors.New("node stopping")
 
 // handOff gives t to the apply loop; false when the node is stopping (the
 // apply loop may be gone, and nothing else drains applyc).
