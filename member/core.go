@@ -393,7 +393,7 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 	}
 	bs := c.rn.BasicStatus()
 	prevLead, prevRole := c.lead, c.role
-	c.term, c.lead, c.role = bs.GetTerm(), bs.Lead, bs.RaftState
+	c.term, c.lead, c.role = bs.GetTerm(), knownLeader(bs), bs.RaftState
 	if c.lead != prevLead {
 		c.metrics.LeaderChanges.Inc()
 		c.log.Info("leader changed", "leader", c.lead, "previous", prevLead, "term", c.term, "role", RoleName(c.role))
@@ -409,6 +409,17 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 	c.metrics.IsLeader.Set(b2f(leader))
 	c.metrics.HasLeader.Set(b2f(c.lead != 0))
 	c.metrics.Term.Set(float64(c.term))
+}
+
+// knownLeader is the leader a member follows. A (pre-)candidate follows
+// none: raft keeps the last leader's id through a pre-vote, which would
+// have a member whose leader died report that leader forever (pre-votes
+// never raise the term while no quorum answers).
+func knownLeader(bs raft.BasicStatus) uint64 {
+	if bs.RaftState == raft.StateCandidate || bs.RaftState == raft.StatePreCandidate {
+		return 0
+	}
+	return bs.Lead
 }
 
 // propose turns the queue into as few entries as fit the batch limit:
