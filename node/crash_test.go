@@ -211,9 +211,10 @@ func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
 	}
 	c.start(lagging)
 	c.converged(20 * time.Second)
-	stable := c.followers(l)[0]
+	fs := c.followers(l) // map order: call once
+	stable := fs[0]
 	if stable.ID() == lagging {
-		stable = c.followers(l)[1]
+		stable = fs[1]
 	}
 	c.stop(stable.ID())
 	stable = c.start(stable.ID())
@@ -266,8 +267,9 @@ func TestHealthzAndLeaderGauge(t *testing.T) {
 		!strings.Contains(body, `raftlock_request_duration_seconds_count{op="get"} 1`) {
 		t.Fatalf("metrics lack the leader gauge or the request histogram:\n%s", body)
 	}
-	f := c.followers(l)[0]
-	for _, o := range c.followers(l)[1:] {
+	fs := c.followers(l) // map order: call once
+	f := fs[0]
+	for _, o := range fs[1:] {
 		c.stop(o.ID())
 	}
 	c.stop(l.ID())
