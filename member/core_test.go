@@ -431,10 +431,10 @@ func TestReadOnLeaderThatLosesItsQuorum(t *testing.T) {
 	c.call(1, acquire(1, "k"))
 	c.down[1] = true
 	c.submit(1, Request{Handle: 2, Op: OpGet, Key: "k"})
-	limit := 3 * c.cfgs[1].ElectionTicks
-	if limit == 0 {
-		limit = 30
+	if a, ok := c.answers[1][2]; ok {
+		t.Fatalf("answered %s without a quorum", describeAnswer(OpGet, a))
 	}
+	const limit = 3 * 10 // ElectionTicks defaults to 10
 	for i := 1; i <= limit; i++ {
 		if _, ok := c.answers[1][2]; ok {
 			break
