@@ -1,6 +1,7 @@
 package member
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -723,7 +724,7 @@ func TestCompactionEverySnapshotEveryEntries(t *testing.T) {
 // applied and compacted; the member then cannot restart.
 func TestBugCommitNotPersisted(t *testing.T) {
 	for _, bug := range []string{"", BugCommitNotPersisted} {
-		t.Run("bug="+bug, func(t *testing.T) {
+		t.Run(cmp.Or(bug, "no_bug"), func(t *testing.T) {
 			c := newCluster(t, 1, func(cfg *Config) { cfg.Bug, cfg.SnapshotEvery, cfg.SnapshotKeep = bug, 3, 1 })
 			commitOnly := 0
 			c.onReady = func(_ uint64, ev readyEvent) {
@@ -827,7 +828,7 @@ func TestReadySync(t *testing.T) {
 // taken, before the driver persisted it; correctly, at Advance.
 func TestBugApplyBeforePersist(t *testing.T) {
 	for _, bug := range []string{"", BugApplyBeforePersist} {
-		t.Run("bug="+bug, func(t *testing.T) {
+		t.Run(cmp.Or(bug, "no_bug"), func(t *testing.T) {
 			c := newCluster(t, 3, func(cfg *Config) { cfg.Bug = bug })
 			atReady, atAdvance := 0, 0
 			c.onReady = func(id uint64, ev readyEvent) {
