@@ -242,7 +242,31 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if c.stopped {
 		return ErrStopped
 	}
+	// raft trusts its peers: it takes a message from 0 for its own, and
+	// reads a read-index request's context from Entries[0]. A malformed
+	// frame must not stop the member (found by FuzzStep).
+	if from := m.GetFrom(); from == 0 || from == c.cfg.ID || !c.inConfig(from) {
+		return fmt.Errorf("refused raft message of type %s from %d: not a peer", m.GetType(), from)
+	}
+	if m.GetTo() != c.cfg.ID {
+		return fmt.Errorf("refused raft message of type %s for %d: this is member %d", m.GetType(), m.GetTo(), c.cfg.ID)
+	}
+	if m.GetType() == raftpb.MessageType_MsgReadIndex && len(m.GetEntries()) != 1 {
+		return fmt.Errorf("refused read-index request from %d with %d context entries", m.GetFrom(), len(m.GetEntries()))
+	}
 	return c.rn.Step(m)
+}
+
+// inConfig says whether id is a voter or learner of the configuration.
+func (c *Core) inConfig(id uint64) bool {
+	for _, ids := range [][]uint64{c.cs.GetVoters(), c.cs.GetLearners(), c.cs.GetVotersOutgoing(), c.cs.GetLearnersNext()} {
+		for _, v := range ids {
+			if v == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // peerMessageAllowed filters out local-only message types.
@@ -392,7 +416,7 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 		return
 	}
 	bs := c.rn.BasicStatus()
-	prevLead, prevRole := c.lead, c.role
+	prevLead, prevRole, prevTerm := c.lead, c.role, c.term
 	c.term, c.lead, c.role = bs.GetTerm(), knownLeader(bs), bs.RaftState
 	if c.lead != prevLead {
 		c.metrics.LeaderChanges.Inc()
@@ -403,6 +427,19 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 	leader := c.role == raft.StateLeader
 	if !leader {
 		c.reads = nil // Become below ends their requests
+	}
+	if !leader || c.term != prevTerm {
+		// Commands decided but never handed to raft (NoBatch proposes
+		// one per Ready) definitely did not happen: Unavailable, not the
+		// OutcomeUnknown that Become gives proposed ones.
+		for _, p := range c.queue {
+			if p.Term == c.lm.Term() {
+				c.lm.Drop([]fsm.Envelope{p.Env})
+			} else {
+				c.lm.DropStale(p.Env)
+			}
+		}
+		c.queue = nil
 	}
 	c.lm.Become(leader, c.term, c.lead)
 	c.collect(now)

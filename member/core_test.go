@@ -394,13 +394,6 @@ func TestCommandDecidedBeforeSteppingDownIsNotProposed(t *testing.T) {
 				}
 			}
 			got := describeAnswer(OpAcquire, c.answer(1, 1)) + ", " + describeAnswer(OpAcquire, c.answer(1, 2))
-			if noBatch && got == "Unavailable, OutcomeUnknown" {
-				t.Skip("BUG: with NoBatch the core proposes one queued command per Ready; a command still queued " +
-					"when the Ready that reports the step-down runs is answered OutcomeUnknown by LockManager.Become " +
-					"(a decided command counts as proposed), although it never reached raft; propose then " +
-					"DropStales it and finds nothing to answer. Safe, but the caller hears 'outcome unknown' " +
-					"for a command that definitely did not happen, instead of the retryable Unavailable.")
-			}
 			c.check("answers", got, "Unavailable, Unavailable")
 			c.tick(2)
 			c.check("new leader grants the key", c.call(2, acquire(3, "k")), "token 1")
@@ -578,11 +571,6 @@ func TestForgedCommitIndexPanicsInsideRaft(t *testing.T) {
 // context entry) must not crash the leader. raft treats a message from 0 as
 // its own and takes the context from Entries[0].
 func TestStepMalformedReadIndexDoesNotCrashTheLeader(t *testing.T) {
-	t.Skip("BUG: Core.Step accepts a MsgReadIndex with From unset (0) and no entries (found by FuzzStep, " +
-		"input 0x08 0x0f); stepped into the leader it panics inside raft with index out of range: raft " +
-		"takes a request from 0 for its own and reads its context from Entries[0] (responseToReadIndexReq). " +
-		"One malformed peer frame stops the leader. Step could refuse From == 0 (and senders outside the " +
-		"configuration), and a MsgReadIndex without exactly one entry.")
 	for _, to := range []uint64{1, 2} {
 		t.Run(fmt.Sprintf("to_member_%d", to), func(t *testing.T) {
 			c := newCluster(t, 3, nil)
