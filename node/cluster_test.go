@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,6 +232,41 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 	}
 	if _, err := l.Acquire(ctx, "k", time.Second, 0, 0); err != nil {
 		t.Fatalf("acquire after ghost release: %v", err)
+	}
+}
+
+// Callers that leave while the member's loop is busy must leave no lock
+// behind: the news that a caller left once overtook its call (two queues),
+// so the core ignored it, granted the lock anyway and kept it held by nobody
+// for the whole lease.
+func TestCallersLeavingWhileTheLoopIsBusyLeaveNoLock(t *testing.T) {
+	c := testcluster.New(t, 1, nil)
+	l := c.WaitLeader()
+	ctx := ctxT(t, 30*time.Second)
+	const callers = 20
+	busy, resume := make(chan struct{}), make(chan struct{})
+	go node.Inspect(l, func(*member.Core) { close(busy); <-resume })
+	<-busy
+	var wg sync.WaitGroup
+	for i := range callers {
+		gone, cancel := context.WithCancel(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go func() { time.Sleep(time.Duration(i%5) * time.Millisecond); cancel() }()
+			if _, err := l.Acquire(gone, fmt.Sprintf("k%d", i), time.Hour, 0, 0); !errors.Is(err, context.Canceled) {
+				t.Errorf("acquire %d: %v, want context.Canceled", i, err)
+			}
+		}()
+	}
+	wg.Wait() // every caller has left while the loop was busy
+	close(resume)
+	for i := range callers {
+		key := fmt.Sprintf("k%d", i)
+		testcluster.WaitFor(t, 10*time.Second, key+" to be free", func() bool {
+			info, err := l.Get(ctx, key, false)
+			return err == nil && !info.Held
+		})
 	}
 }
 

@@ -104,8 +104,9 @@ type Node struct {
 	core *member.Core // owned by the loop goroutine
 
 	handles atomic.Uint64
-	callc   chan *call
-	abandc  chan abandon
+	// callc carries calls and their abandonment in one queue, so the loop
+	// always sees a call before the news that its caller left.
+	callc   chan callInput
 	recvc   chan *raftpb.Message
 	reportc chan peerReport
 	fnc     chan func(*member.Core)
@@ -125,9 +126,16 @@ type Node struct {
 type call struct {
 	req  member.Request
 	done chan member.Answer // buffered: the loop never blocks on a caller
+	// Owned by the loop: the answer was sent, and the token it granted.
+	answered bool
+	granted  uint64
 }
 
-type abandon struct{ handle, token uint64 }
+// callInput is a new call, or the news that its caller left.
+type callInput struct {
+	cl      *call
+	abandon bool
+}
 
 type peerReport struct {
 	id       uint64
@@ -153,7 +161,7 @@ func New(cfg Config) (*Node, error) {
 	log := cfg.Logger.With("member", cfg.ID)
 	n := &Node{
 		cfg: cfg, log: log, clock: cfg.Clock, metrics: member.NewMetrics(true),
-		callc: make(chan *call, 1024), abandc: make(chan abandon, 1024),
+		callc: make(chan callInput, 1024),
 		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
 		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),
 	}
@@ -315,24 +323,20 @@ func (n *Node) run() {
 					break drain
 				}
 			}
-		case cl := <-n.callc:
+		case in := <-n.callc:
 			now := n.clock.Now()
-			calls[cl.req.Handle] = cl
-			c.Submit(now, cl.req)
+			n.take(c, calls, in, now)
 		more:
 			// Take every call that is waiting: they are decided together
 			// and proposed in one entry.
 			for range 1024 {
 				select {
-				case cl := <-n.callc:
-					calls[cl.req.Handle] = cl
-					c.Submit(now, cl.req)
+				case in := <-n.callc:
+					n.take(c, calls, in, now)
 				default:
 					break more
 				}
 			}
-		case a := <-n.abandc:
-			c.Abandon(a.handle, a.token)
 		case r := <-n.reportc:
 			if r.snapshot {
 				c.ReportSnapshot(r.id, r.failed)
@@ -353,6 +357,26 @@ func (n *Node) run() {
 		}
 		n.publish()
 	}
+}
+
+// take hands a call to the core, or tells the core its caller left: an
+// unanswered call is abandoned (rule 7), and a grant already sent to a
+// caller that was no longer listening is released.
+func (n *Node) take(c *member.Core, calls map[uint64]*call, in callInput, now time.Duration) {
+	cl := in.cl
+	if !in.abandon {
+		calls[cl.req.Handle] = cl
+		c.Submit(now, cl.req)
+		return
+	}
+	if cl.answered {
+		if cl.granted != 0 {
+			c.Abandon(cl.req.Handle, cl.granted)
+		}
+		return
+	}
+	delete(calls, cl.req.Handle)
+	c.Abandon(cl.req.Handle, 0)
 }
 
 func (n *Node) step(m *raftpb.Message) {
@@ -415,6 +439,10 @@ func (n *Node) deliver(calls map[uint64]*call, answers []member.Answer) {
 			continue // the caller abandoned it
 		}
 		delete(calls, a.Handle)
+		cl.answered = true
+		if a.Err == nil && cl.req.Op == member.OpAcquire {
+			cl.granted = a.Token
+		}
 		if nl, ok := a.Err.(*member.NotLeaderError); ok && nl.LeaderID != 0 {
 			a.Err = &member.NotLeaderError{LeaderID: nl.LeaderID, LeaderAddr: n.transport.PeerClientAddr(nl.LeaderID)}
 		}
