@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/raftlock/raftlock/member"
@@ -135,3 +136,6 @@ func (n *Node) appliedIndex() uint64 {
 	}
 	return applied
 }
+
+// Logger returns the member's logger.
+func (n *Node) Logger() *slog.Logger { return n.log }

@@ -12,6 +12,7 @@ import (
 	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/peer"
 )
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -383,7 +384,7 @@ func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
 	for _, payload := range [][]byte{
 		[]byte("GET / HTTP/1.1\r\n\r\n"),
 		{0xff, 0xff, 0xff, 0xff, 1, 2, 3},
-		append(node.AppendFrame(nil, node.EncodeHello(9, l.ID(), "x")), 0, 0, 0, 5, 1),
+		append(peer.AppendFrame(nil, peer.EncodeHello(9, l.ID(), "x")), 0, 0, 0, 5, 1),
 	} {
 		conn, err := net.Dial("tcp", c.Peers[l.ID()])
 		if err != nil {

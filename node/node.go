@@ -19,6 +19,9 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/logstore"
+	"github.com/raftlock/raftlock/node/peer"
 )
 
 // Bugs lists the planted bugs by name (see Config.Bug).
@@ -41,9 +44,9 @@ type Config struct {
 	MaxBatch       int           // commands per log entry; default 1024
 	NoBatch        bool          // one command per entry and one entry per Ready (ablation)
 
-	Clock     Clock     // default: system clock
-	Transport Transport // default: TCP on Peers[ID]
-	Storage   Storage   // default: pebble in DataDir
+	Clock     clock.Clock    // default: system clock
+	Transport peer.Transport // default: TCP on Peers[ID]
+	Storage   logstore.Store // default: pebble in DataDir
 	Logger    *slog.Logger
 
 	// AuditJournal, when set, is a file where every applied entry and its
@@ -82,7 +85,7 @@ func (c *Config) setDefaults() {
 		c.MaxBatch = 1
 	}
 	if c.Clock == nil {
-		c.Clock = NewSystemClock()
+		c.Clock = clock.NewSystem()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -95,9 +98,9 @@ func (c *Config) setDefaults() {
 type Node struct {
 	cfg       Config
 	log       *slog.Logger
-	clock     Clock
-	storage   Storage
-	transport Transport
+	clock     clock.Clock
+	storage   logstore.Store
+	transport peer.Transport
 	metrics   *member.Metrics
 	journal   *journal // nil unless Config.AuditJournal
 
@@ -175,7 +178,7 @@ func New(cfg Config) (*Node, error) {
 		if cfg.DataDir == "" {
 			return nil, errors.New("a data directory is required")
 		}
-		if n.storage, err = OpenDiskStorage(cfg.DataDir, voters, log); err != nil {
+		if n.storage, err = logstore.Open(cfg.DataDir, voters, log); err != nil {
 			return nil, err
 		}
 	}
@@ -197,7 +200,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		if n.transport, err = NewTCPTransport(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log); err != nil {
+		if n.transport, err = peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log); err != nil {
 			n.storage.Close()
 			return nil, err
 		}
@@ -256,7 +259,7 @@ func (n *Node) fail(err error) {
 	go n.Close()
 }
 
-// Receive implements PeerHandler.
+// Receive implements peer.Handler.
 func (n *Node) Receive(m *raftpb.Message) {
 	select {
 	case n.recvc <- m:
@@ -264,7 +267,7 @@ func (n *Node) Receive(m *raftpb.Message) {
 	}
 }
 
-// ReportUnreachable implements PeerHandler.
+// ReportUnreachable implements peer.Handler.
 func (n *Node) ReportUnreachable(id uint64) {
 	select {
 	case n.reportc <- peerReport{id: id}:
@@ -272,7 +275,7 @@ func (n *Node) ReportUnreachable(id uint64) {
 	}
 }
 
-// ReportSnapshot implements PeerHandler. It never blocks its caller, which
+// ReportSnapshot implements peer.Handler. It never blocks its caller, which
 // may be the loop itself (Send with a full peer queue), the only reader of
 // reportc; and it never drops the report, without which raft would leave
 // the follower waiting for a snapshot forever.
