@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/member"
 )
 
 // testCluster runs members in this process over real loopback TCP with real
@@ -103,9 +103,8 @@ func (c *testCluster) leader() *Node {
 	var l *Node
 	waitFor(c.t, 10*time.Second, "a ready leader", func() bool {
 		for _, n := range c.nodes {
-			n.mu.Lock()
-			ready := n.leaderReadyLocked() == nil
-			n.mu.Unlock()
+			ready := false
+			n.inspect(func(c *member.Core) { ready = c.CanDecide() == nil })
 			if ready {
 				l = n
 				return true
@@ -308,7 +307,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	}
 	n := c.start(lagging)
 	c.converged(20 * time.Second)
-	if got := counterValue(n.metrics.snapshotsInstalled); got < 1 {
+	if got := member.CounterValue(n.metrics.SnapshotsInstalled); got < 1 {
 		t.Fatalf("lagging member installed %v snapshots, want >= 1", got)
 	}
 }
@@ -360,7 +359,7 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 		info, err := l.Get(ctx, "k", false)
 		return err == nil && !info.Held
 	})
-	if got := counterValue(l.metrics.ghostReleases); got != 1 {
+	if got := member.CounterValue(l.metrics.GhostReleases); got != 1 {
 		t.Fatalf("ghost releases = %v, want 1", got)
 	}
 	if _, err := l.Acquire(ctx, "k", time.Second, 0, 0); err != nil {
@@ -369,9 +368,9 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 }
 
 func waiterCount(n *Node, key string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.lm.waiters[key])
+	w := 0
+	n.inspect(func(c *member.Core) { w = c.Waiters(key) })
+	return w
 }
 
 func TestWaitersGrantedInFIFOOrder(t *testing.T) {
@@ -496,132 +495,6 @@ func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
 	}
 	if _, err := l.Acquire(ctx, "k", time.Second, 0, 0); err != nil {
 		t.Fatalf("acquire after garbage: %v", err)
-	}
-}
-
-func TestNoDecisionBeforeTermBarrier(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-	l.mu.Lock()
-	l.lm.barrier = false // as right after an election, before the first entry of the term applied
-	l.mu.Unlock()
-	if _, err := l.Acquire(ctx, "k", time.Second, 0, 0); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("acquire before the barrier: %v, want ErrUnavailable", err)
-	}
-	if err := l.Release(ctx, "k", 1, 0); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("release before the barrier: %v, want ErrUnavailable", err)
-	}
-	if _, err := l.Get(ctx, "k", false); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("get before the barrier: %v, want ErrUnavailable", err)
-	}
-}
-
-// expireNow makes n's local deadline for key's token pass and runs the
-// timers, as if the lease had run out; it reports whether an Expire was
-// proposed.
-func expireNow(n *Node, key string, token uint64) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.lm.leases[key] = lease{token: token, deadline: 0}
-	n.tickLocked()
-	m, ok := n.lm.expiring[key]
-	return ok && m.token == token
-}
-
-// An Expire proposed for a token and a Renew of that token must never both
-// succeed: the holder would believe in a lease the log has already ended.
-func TestRenewAndExpireNeverBothSucceed(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-
-	// Expire first: the renewal is proposed behind it and applies as NotFound.
-	tok, err := l.Acquire(ctx, "a", time.Hour, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expireNow(l, "a", tok)
-	if err := l.Renew(ctx, "a", tok, time.Hour, 0); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("renew behind a proposed Expire: %v, want ErrNotFound", err)
-	}
-
-	// Renew first: no Expire is proposed while it is in flight.
-	tok, err = l.Acquire(ctx, "b", time.Hour, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.mu.Lock()
-	req := l.newRequestLocked(fsm.Command{Op: fsm.OpRenew, Key: "b", Token: tok, LeaseMS: 3_600_000}, 0)
-	l.proposeLocked(req)
-	l.mu.Unlock()
-	if expireNow(l, "b", tok) {
-		t.Fatal("an Expire was proposed while a Renew of the same token was in flight")
-	}
-	if res, err := l.wait(ctx, req); err != nil || res.Status != fsm.Renewed {
-		t.Fatalf("renew: %+v, %v", res, err)
-	}
-	info, err := l.Get(ctx, "b", false)
-	if err != nil || !info.Held || info.RemainingMS < (time.Hour-time.Minute).Milliseconds() {
-		t.Fatalf("after renew: %+v, %v; want held with a fresh hour", info, err)
-	}
-}
-
-// A try-acquire that meets a Grant still in flight must not answer "held":
-// that Grant may be dropped, and then the key was never held.
-func TestTryAcquireDuringInflightGrantWaitsForItsOutcome(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-	phantom := fsm.Envelope{ID: fsm.RequestID{Node: l.ID(), Seq: 1 << 62}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: "k", LeaseMS: 1000}}
-	l.mu.Lock()
-	l.lm.inflight["k"] = phantom.ID // as if another client's Grant were being proposed
-	l.mu.Unlock()
-	type result struct {
-		tok uint64
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		tok, err := l.Acquire(ctx, "k", time.Second, 0, 0)
-		done <- result{tok, err}
-	}()
-	waitFor(t, 5*time.Second, "the try-acquire to queue behind the Grant in flight", func() bool { return waiterCount(l, "k") == 1 })
-	select {
-	case r := <-done:
-		t.Fatalf("try-acquire answered %v before the Grant in flight resolved", r)
-	case <-time.After(3 * l.cfg.TickInterval):
-	}
-	l.mu.Lock()
-	l.dropLocked([]fsm.Envelope{phantom}) // raft refused that proposal
-	l.mu.Unlock()
-	if r := <-done; r.err != nil || r.tok == 0 {
-		t.Fatalf("try-acquire after the Grant in flight was dropped: %+v; want the lock", r)
-	}
-}
-
-// A proposed Expire is not yet a fact: until it commits, a renewal of its
-// token must not be answered NotFound (found by the chaos harness, seed 2:
-// the Expire's commit stalled after a kill, and later acquires rightly saw
-// the key still held by the token the renewal had been told was gone).
-func TestRenewNotRefusedOnAnUncommittedExpire(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-	tok, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range c.followers(l) {
-		c.stop(f.ID()) // nothing commits from now on
-	}
-	if !expireNow(l, "k", tok) { // proposes Expire{k, tok}, which cannot commit
-		t.Fatal("no Expire proposed")
-	}
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if err := l.Renew(short, "k", tok, time.Hour, 0); err == nil || errors.Is(err, ErrNotFound) {
-		t.Fatalf("renew while the Expire is uncommitted: %v; want no answer (timeout or outcome unknown)", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/member"
 )
 
 // A member that took snapshots restarts: the stored commit index is never
@@ -39,7 +40,7 @@ func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
 	}
 	before := c.converged(10 * time.Second)
 	for id, n := range c.nodes {
-		if got := counterValue(n.metrics.snapshots); got < 1 {
+		if got := member.CounterValue(n.metrics.Snapshots); got < 1 {
 			t.Fatalf("member %d took %v snapshots, want >= 1", id, got)
 		}
 	}
@@ -156,41 +157,6 @@ func TestReadOnIsolatedLeaderEndsUnavailable(t *testing.T) {
 	}
 }
 
-// A command validated in one term is never proposed in a later one: a
-// Release checked against the table of term T could otherwise free the lock
-// of a newer holder when the same member leads again in T+2.
-func TestQueuedCommandOfAnEarlierTermIsNotProposed(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-	tok, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.mu.Lock()
-	stale := l.newRequestLocked(fsm.Command{Op: fsm.OpRelease, Key: "k"}, 0)
-	stale.proposed = true
-	l.lm.pending[stale.env.ID] = stale
-	l.enqueueInTerm(stale.env, l.lm.term-1)
-	l.mu.Unlock()
-	select {
-	case o := <-stale.done:
-		if o.err == nil {
-			t.Fatalf("stale release answered %v with no error", o.res)
-		}
-	case <-ctx.Done():
-		t.Fatal("stale release never answered")
-	}
-	// A later command applies after anything queued before it.
-	if _, err := l.Acquire(ctx, "marker", time.Hour, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	info, err := l.Get(ctx, "k", false)
-	if err != nil || !info.Held || info.Token != tok {
-		t.Fatalf("k after a stale release: %+v, %v; want held by %d", info, err, tok)
-	}
-}
-
 func TestMaxBatchAboveCodecLimitRefused(t *testing.T) {
 	_, err := New(Config{ID: 1, Peers: map[uint64]string{1: "127.0.0.1:1"}, DataDir: t.TempDir(), MaxBatch: fsm.MaxBatch + 1})
 	if err == nil {
@@ -221,23 +187,6 @@ func TestReportSnapshotNeverBlocksAndIsNotLost(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the snapshot report was dropped")
-	}
-}
-
-// Handing a snapshot or entries to a dead apply loop must not hang the raft
-// loop once the node stops (Close waits for the raft loop).
-func TestHandOffReturnsWhenStopping(t *testing.T) {
-	n := &Node{applyc: make(chan applyTask), stopc: make(chan struct{})}
-	close(n.stopc)
-	done := make(chan bool)
-	go func() { done <- n.handOff(applyTask{snap: &raftpb.Snapshot{}}) }()
-	select {
-	case ok := <-done:
-		if ok {
-			t.Fatal("handOff reported a delivery nobody received")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("handOff blocked on a stopped node")
 	}
 }
 
@@ -331,28 +280,6 @@ func TestHealthzAndLeaderGauge(t *testing.T) {
 	}
 }
 
-// A queued command of an earlier term that is dropped must not undo the
-// bookkeeping of this term's commands: a stale Renew's drop once cleared
-// the mark that holds back an Expire behind a Renew in flight.
-func TestStaleDropKeepsThisTermsRenewMark(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	l.mu.Lock()
-	l.lm.renewing["k"] = 1 // a Renew of this term is in flight
-	l.enqueueInTerm(fsm.Envelope{ID: fsm.RequestID{Node: l.ID(), Seq: 1 << 40}, Cmd: fsm.Command{Op: fsm.OpRenew, Key: "k", Token: 1, LeaseMS: 1000}}, l.lm.term-1)
-	l.mu.Unlock()
-	waitFor(t, 5*time.Second, "the stale command to leave the queue", func() bool {
-		l.propMu.Lock()
-		defer l.propMu.Unlock()
-		return len(l.propQueue) == 0
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if got := l.lm.renewing["k"]; got != 1 {
-		t.Fatalf("renew mark after dropping a stale renew: %d, want 1", got)
-	}
-}
-
 // A journal line cut by a kill is dropped on open, so the next
 // incarnation's first line is read back.
 func TestAuditJournalDropsTornTail(t *testing.T) {
@@ -375,62 +302,4 @@ func TestAuditJournalDropsTornTail(t *testing.T) {
 	if _, complete, err := readJournal(path, 2); err != nil || !complete {
 		t.Fatalf("journal after a torn tail: complete=%v err=%v", complete, err)
 	}
-}
-
-type nopTransport struct{}
-
-func (nopTransport) Start(PeerHandler) error      { return nil }
-func (nopTransport) Send([]*raftpb.Message)       {}
-func (nopTransport) PeerClientAddr(uint64) string { return "" }
-func (nopTransport) Close() error                 { return nil }
-
-// A Ready whose committed entries cannot be handed over because the node is
-// stopping must say so: it was taken from raft but not advanced, and asking
-// raft for another Ready then panics ("two accepted Ready structs without
-// call to Advance"), which a Close racing a busy raft loop once did in CI.
-func TestReadyNotHandedOverStopsTheRaftLoop(t *testing.T) {
-	n, err := New(Config{ID: 1, Peers: map[uint64]string{1: "unused"}, DataDir: t.TempDir(),
-		Transport: nopTransport{}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.storage.Close()
-	if err := n.rn.Campaign(); err != nil {
-		t.Fatal(err)
-	}
-	isLeader := false
-	reads := map[string]*readRequest{}
-	// Persist the election and the leader's empty entry until raft hands
-	// over committed entries.
-	for i := 0; ; i++ {
-		if i > 10 {
-			t.Fatal("no committed entries after 10 Readies")
-		}
-		rd := n.rn.Ready()
-		if len(rd.CommittedEntries) > 0 {
-			t.Fatal("committed entries before the first Advance")
-		}
-		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, true); err != nil {
-			t.Fatal(err)
-		}
-		n.rn.Advance(rd)
-		if n.rn.HasReady() {
-			break
-		}
-	}
-	// The apply loop is gone: its queue is full and the node is stopping.
-	for len(n.applyc) < cap(n.applyc) {
-		n.applyc <- applyTask{}
-	}
-	close(n.stopc)
-	for n.rn.HasReady() {
-		err := n.handleReady(&isLeader, reads)
-		if errors.Is(err, errStopping) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("every Ready was advanced although none could be handed to the apply loop")
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"github.com/raftlock/raftlock/member"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -164,7 +165,7 @@ func checkRecovered(t *testing.T, at string, disk *vfs.MemFS, want logModel, lat
 		}()
 		if _, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: s,
 			Applied: snap.GetMetadata().GetIndex(), MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
-			Logger: raftLogger{slog.New(slog.DiscardHandler)}}); err != nil {
+			Logger: member.RaftLogger{Log: slog.New(slog.DiscardHandler)}}); err != nil {
 			t.Fatalf("%s: raft refuses the recovered state: %v", at, err)
 		}
 	}()
