@@ -37,8 +37,8 @@ type diskState struct {
 	ents []*raftpb.Entry   // keys "e<index>", sorted by index, maybe with gaps
 }
 
-// op is one write of a batch; they apply in order, as pebble's do.
-type op struct {
+// diskOp is one write of a batch; they apply in order, as pebble's do.
+type diskOp struct {
 	kind   opKind
 	snap   *raftpb.Snapshot
 	hs     *raftpb.HardState
@@ -55,7 +55,7 @@ const (
 	opDeleteRange
 )
 
-type batch []op
+type batch []diskOp
 
 // NewStore returns an empty disk. Open must be called before use.
 func NewStore() *Store { return &Store{} }
@@ -136,17 +136,17 @@ func (s *Store) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb
 	var b batch
 	hasSnap := snap != nil && !raft.IsEmptySnap(snap)
 	if hasSnap {
-		b = append(b, op{kind: opSetSnap, snap: snap}, op{kind: opDeleteRange, lo: 0, hi: ^uint64(0)})
+		b = append(b, diskOp{kind: opSetSnap, snap: snap}, diskOp{kind: opDeleteRange, lo: 0, hi: ^uint64(0)})
 	}
 	if len(entries) > 0 {
-		b = append(b, op{kind: opSetEntries, ents: entries})
+		b = append(b, diskOp{kind: opSetEntries, ents: entries})
 		last := entries[len(entries)-1].GetIndex()
 		if stored, err := s.MemoryStorage.LastIndex(); err == nil && stored > last && !hasSnap {
-			b = append(b, op{kind: opDeleteRange, lo: last + 1, hi: stored + 1})
+			b = append(b, diskOp{kind: opDeleteRange, lo: last + 1, hi: stored + 1})
 		}
 	}
 	if hs != nil && !raft.IsEmptyHardState(hs) {
-		b = append(b, op{kind: opSetHardState, hs: hs})
+		b = append(b, diskOp{kind: opSetHardState, hs: hs})
 	}
 	s.pending = append(s.pending, b)
 	if fail {
