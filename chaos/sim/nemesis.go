@@ -365,7 +365,7 @@ func (n *nemesis) net() func() {
 	kind := n.rng.IntN(5) // 0-1 delay, 2-3 loss, 4 both
 	if kind <= 1 || kind == 4 {
 		f.delay = int64(5+n.rng.IntN(146)) * int64(time.Millisecond)
-		f.jitter = (n.rng.Int64N(f.delay + 1) / int64(time.Millisecond)) * int64(time.Millisecond)
+		f.jitter = (n.rng.Int64N(f.delay+1) / int64(time.Millisecond)) * int64(time.Millisecond)
 		n.record("delay", history.Value{Links: hl, DelayMS: history.Ptr(f.delay / 1e6), JitterMS: history.Ptr(f.jitter / 1e6)})
 	}
 	if kind >= 2 {

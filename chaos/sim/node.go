@@ -28,7 +28,7 @@ type node struct {
 	dead, stopped bool
 	down          bool // killed or crashed, not yet restarted
 	paused        bool
-	busy          bool     // a slow sync is in progress
+	busy          bool    // a slow sync is in progress
 	inbox         []input // inputs held while paused or busy
 	tickGen       uint64
 
