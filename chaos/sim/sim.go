@@ -30,8 +30,8 @@ type Config struct {
 	Faults   []string      // enabled families (subset of Families)
 	Bug      string        // planted bug: member.Config.Bug
 	// MaxOps stops the workload after that many client operations have been
-	// invoked (0: no bound); MaxFaults stops injecting after that many
-	// faults (negative: no bound). Shrinking lowers them.
+	// invoked, MaxFaults the nemesis after that many faults (0: no bound).
+	// Shrinking lowers them.
 	MaxOps    int
 	MaxFaults int
 	Clients   int // default 6
@@ -96,8 +96,8 @@ func (c *Config) Validate() error {
 		return errors.New("--duration must be positive")
 	case c.Clients < 1 || c.Keys < 1:
 		return errors.New("clients and keys must be at least 1")
-	case c.MaxOps < 0:
-		return errors.New("--max-ops must not be negative")
+	case c.MaxOps < 0 || c.MaxFaults < 0:
+		return errors.New("--max-ops and --max-faults must not be negative")
 	case c.LeaseMin < 10*time.Millisecond || c.LeaseMax < c.LeaseMin:
 		return errors.New("leases must satisfy 10ms <= lease-min <= lease-max")
 	}
@@ -115,7 +115,8 @@ func (c *Config) Validate() error {
 // Stats count what a run did.
 type Stats struct {
 	SimSeconds   float64        `json:"sim_seconds"`
-	Ops          int            `json:"ops"`
+	Invoked      int            `json:"invoked"` // operations started (what --max-ops bounds)
+	Ops          int            `json:"ops"`     // operations completed
 	OK           int            `json:"ok"`
 	Fail         int            `json:"fail"`
 	Info         int            `json:"info"`
@@ -132,8 +133,6 @@ type Stats struct {
 	Events       int            `json:"events"`
 	CommitIndex  uint64         `json:"commit_index"`
 	Unconverged  bool           `json:"unconverged,omitempty"`
-	CryptoReads  int            `json:"-"`
-	SafetyErrors int            `json:"-"`
 }
 
 // Result is what a run recorded, for the checker.
@@ -263,7 +262,7 @@ func (s *sim) run() error {
 		s.sch.at(int64(300*time.Millisecond)+int64(c.rng.IntN(50))*int64(time.Millisecond), c.next)
 	}
 	nem := newNemesis(s)
-	if len(cfg.Faults) > 0 && cfg.MaxFaults != 0 {
+	if len(cfg.Faults) > 0 {
 		s.sch.at(int64(500*time.Millisecond), nem.step)
 	}
 	s.sch.at(end, func() {
@@ -303,6 +302,8 @@ func (s *sim) run() error {
 	s.res.Events = s.events
 	s.stats.SimSeconds = float64(s.sch.now) / 1e9
 	s.stats.CommitIndex = s.maxIndex
+	s.stats.Invoked = s.opsStarted
+	s.stats.Events = len(s.events)
 	s.res.Stats = s.stats
 	if s.tr.on() {
 		s.tr.printf("end events=%d ops=%d commit=%d converged=%v", s.stats.Events, s.stats.Ops, s.maxIndex, !s.stats.Unconverged)

@@ -7,7 +7,7 @@ import (
 
 func TestSmoke(t *testing.T) {
 	start := time.Now()
-	res, err := Run(Config{Seed: 1, Duration: 10 * time.Second, Faults: Families, MaxFaults: -1})
+	res, err := Run(Config{Seed: 1, Duration: 10 * time.Second, Faults: Families})
 	if err != nil {
 		t.Fatal(err)
 	}
