@@ -78,7 +78,9 @@ func (s *sim) start(n *node) {
 	if s.tr.on() {
 		s.tr.printf("start node=%d incarnation=%d", n.id, n.incarnation)
 	}
-	s.scheduleTick(n)
+	// Members' tickers are not in phase: the first tick comes anywhere
+	// within one interval.
+	s.scheduleTickAfter(n, 1+s.rngMisc.Int64N(n.clk.interval(int64(s.cfg.Tick))))
 	s.drain(n)
 }
 
@@ -177,9 +179,13 @@ func (s *sim) stop(n *node, err error) {
 // scheduleTick arranges the member's next tick at its clock's next tick
 // instant; a clock change reschedules it.
 func (s *sim) scheduleTick(n *node) {
+	s.scheduleTickAfter(n, n.clk.interval(int64(s.cfg.Tick)))
+}
+
+func (s *sim) scheduleTickAfter(n *node, d int64) {
 	n.tickGen++
 	gen := n.tickGen
-	s.sch.after(n.clk.interval(int64(s.cfg.Tick)), func() {
+	s.sch.after(d, func() {
 		if gen != n.tickGen || !n.up() {
 			return
 		}

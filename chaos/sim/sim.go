@@ -162,6 +162,7 @@ type sim struct {
 
 	rngNet  *rand.Rand // message delays, loss, duplication
 	rngDisk *rand.Rand // I/O errors, slow syncs, crash prefixes
+	rngMisc *rand.Rand // tick phases
 
 	links map[[2]uint64]*link // directed (from, to) member links
 	// base link for client traffic (clients are never partitioned)
@@ -212,6 +213,7 @@ func newSim(cfg Config) *sim {
 	s := &sim{cfg: cfg, links: map[[2]uint64]*link{}, committed: map[uint64]appliedAt{},
 		rngNet:  rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)),
 		rngDisk: rand.New(rand.NewPCG(cfg.Seed, 0x6469736b)),
+		rngMisc: rand.New(rand.NewPCG(cfg.Seed, 0x6d697363)),
 	}
 	s.tr = newTracer(cfg.Trace, &s.sch)
 	s.stats.Faults = map[string]int{}
