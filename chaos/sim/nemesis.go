@@ -131,6 +131,9 @@ func (n *nemesis) inject(family string) func() {
 	}
 	switch family {
 	case "kill", "crash":
+		if n.rng.IntN(2) == 0 {
+			return n.crashAtSnapshot(family == "crash")
+		}
 		nodes := n.targets()
 		if nodes == nil {
 			return nil
@@ -475,5 +478,115 @@ func (n *nemesis) disk() func() {
 			n.record("start", history.Value{Nodes: started})
 		}
 		n.record("heal", history.Value{Nodes: nodes})
+	}
+}
+
+// crashAtSnapshot is the chaos harness's snapshot nemesis, with the moment
+// hit exactly: either a member crashes right after it stores a snapshot of
+// its own (a compaction), or a follower is cut off until the leader has
+// compacted its log past it, the cut heals, and the follower crashes right
+// after it installs the leader's snapshot (its acknowledgement on the
+// wire). If the moment does not come before the fault's end, nothing
+// crashes.
+func (n *nemesis) crashAtSnapshot(powerLoss bool) func() {
+	s := n.s
+	var up []*node
+	for _, m := range s.nodes {
+		if m.up() {
+			up = append(up, m)
+		}
+	}
+	leader := s.leader()
+	if len(up) == 0 || leader == nil {
+		return nil
+	}
+	var victim *node
+	cut := false
+	if n.rng.IntN(2) == 0 {
+		victim = up[n.rng.IntN(len(up))]
+	} else {
+		var followers []*node
+		for _, m := range up {
+			if m != leader {
+				followers = append(followers, m)
+			}
+		}
+		if len(followers) == 0 {
+			return nil
+		}
+		victim = followers[n.rng.IntN(len(followers))]
+		cut = true
+		var rest []int
+		for _, id := range n.ids() {
+			if id != int(victim.id) {
+				rest = append(rest, id)
+			}
+		}
+		for _, l := range s.sortedLinks() {
+			s.link(l[0], l[1]).cut = l[0] == victim.id || l[1] == victim.id
+		}
+		n.record("partition", history.Value{Groups: [][]int{{int(victim.id)}, rest}})
+	}
+	if s.tr.on() {
+		s.tr.printf("fault crash-at-snapshot node=%d isolate=%v power-loss=%v", victim.id, cut, powerLoss)
+	}
+	armed := func() {
+		victim.onSnapshot = func(installed bool) {
+			victim.onSnapshot = nil
+			if installed {
+				s.stats.CrashAfterInstall++
+			} else {
+				s.stats.CrashAfterSnapshot++
+			}
+			// After the current Ready: the acknowledgement is on its way.
+			s.sch.after(1, func() {
+				if victim.up() {
+					s.crash(victim, powerLoss)
+					n.record("kill", history.Value{Nodes: []int{int(victim.id)}})
+				}
+			})
+		}
+	}
+	done := false
+	if cut {
+		// Heal once the leader's log starts above what the victim applied
+		// (polled every 20ms): only a snapshot can bring it back.
+		var poll func()
+		poll = func() {
+			if done {
+				return
+			}
+			l := s.leader()
+			if l != nil && l != victim && victim.up() {
+				first, _ := l.disk.FirstIndex()
+				if first > victim.core.Status().Applied+1 {
+					for _, lk := range s.sortedLinks() {
+						s.link(lk[0], lk[1]).cut = false
+					}
+					n.record("heal", history.Value{})
+					cut = false
+					armed()
+					return
+				}
+			}
+			s.sch.after(int64(20*time.Millisecond), poll)
+		}
+		poll()
+	} else {
+		armed()
+	}
+	return func() {
+		done = true
+		victim.onSnapshot = nil
+		if cut {
+			for _, lk := range s.sortedLinks() {
+				s.link(lk[0], lk[1]).cut = false
+			}
+			n.record("heal", history.Value{})
+		}
+		if !victim.dead && victim.core == nil {
+			s.start(victim)
+			n.record("start", history.Value{Nodes: []int{int(victim.id)}})
+		}
 	}
 }

@@ -40,6 +40,10 @@ type node struct {
 	clientDelay int64
 
 	handles map[uint64]*attempt // client requests submitted and not answered
+
+	// onSnapshot, when set, is called after the member stored a snapshot:
+	// one it received (installed) or one of its own (a compaction).
+	onSnapshot func(installed bool)
 }
 
 func (n *node) up() bool { return n.core != nil && !n.down && !n.dead && !n.stopped }
@@ -117,6 +121,7 @@ func (s *sim) lose(n *node) {
 	n.busy, n.paused = false, false
 	n.inbox = nil
 	n.tickGen++
+	n.onSnapshot = nil
 	hs := make([]uint64, 0, len(n.handles))
 	for h := range n.handles {
 		hs = append(hs, h)
@@ -307,6 +312,9 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 		if s.tr.on() {
 			s.tr.printf("compact node=%d index=%d compact-to=%d", n.id, c.Index, c.CompactTo)
 		}
+		if n.onSnapshot != nil {
+			n.onSnapshot(false)
+		}
 	}
 	// (3) a leader's appends go out before its own write
 	s.sendAll(n, rd.SendBeforePersist)
@@ -323,6 +331,9 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 		}
 		if rd.Snapshot != nil {
 			s.stats.Installed++
+			if n.onSnapshot != nil {
+				n.onSnapshot(true)
+			}
 		}
 		if s.tr.on() {
 			s.tr.printf("save node=%d hs=%v entries=%d snap=%d sync=%v slow=%dus",

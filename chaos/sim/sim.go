@@ -114,25 +114,29 @@ func (c *Config) Validate() error {
 
 // Stats count what a run did.
 type Stats struct {
-	SimSeconds  float64        `json:"sim_seconds"`
-	Invoked     int            `json:"invoked"` // operations started (what --max-ops bounds)
-	Ops         int            `json:"ops"`     // operations completed
-	OK          int            `json:"ok"`
-	Fail        int            `json:"fail"`
-	Info        int            `json:"info"`
-	Faults      map[string]int `json:"faults"`
-	Messages    int            `json:"messages"`
-	Dropped     int            `json:"dropped"`
-	Duplicated  int            `json:"duplicated"`
-	Restarts    int            `json:"restarts"`
-	Snapshots   int            `json:"snapshots"`
-	Installed   int            `json:"snapshots_installed"`
-	LostWrites  int            `json:"lost_unsynced_writes"`
-	IOErrors    int            `json:"io_errors"`
-	SlowSyncs   int            `json:"slow_syncs"`
-	Events      int            `json:"events"`
-	CommitIndex uint64         `json:"commit_index"`
-	Unconverged bool           `json:"unconverged,omitempty"`
+	SimSeconds float64        `json:"sim_seconds"`
+	Invoked    int            `json:"invoked"` // operations started (what --max-ops bounds)
+	Ops        int            `json:"ops"`     // operations completed
+	OK         int            `json:"ok"`
+	Fail       int            `json:"fail"`
+	Info       int            `json:"info"`
+	Faults     map[string]int `json:"faults"`
+	Messages   int            `json:"messages"`
+	Dropped    int            `json:"dropped"`
+	Duplicated int            `json:"duplicated"`
+	Restarts   int            `json:"restarts"`
+	Snapshots  int            `json:"snapshots"`
+	Installed  int            `json:"snapshots_installed"`
+	LostWrites int            `json:"lost_unsynced_writes"`
+	IOErrors   int            `json:"io_errors"`
+	// crashes that hit their moment: right after a compaction, right
+	// after a snapshot install
+	CrashAfterSnapshot int    `json:"crash_after_snapshot"`
+	CrashAfterInstall  int    `json:"crash_after_install"`
+	SlowSyncs          int    `json:"slow_syncs"`
+	Events             int    `json:"events"`
+	CommitIndex        uint64 `json:"commit_index"`
+	Unconverged        bool   `json:"unconverged,omitempty"`
 }
 
 // Result is what a run recorded, for the checker.
