@@ -81,8 +81,12 @@ func WriteSummary(w io.Writer, cfg Config, res *Result, v *checker.Verdict, repl
 		fmt.Fprintf(bw, "Verdict: **%s** (first failing check: `%s`)\n\n", v.Verdict, check)
 	}
 	fmt.Fprintf(bw, "Replay: `%s`\n\n", replay)
-	fmt.Fprintf(bw, "%d members, %v simulated, faults %s, bug %q, max ops %d, max faults %d\n\n",
-		cfg.Nodes, cfg.Duration, strings.Join(cfg.Faults, ","), cfg.Bug, cfg.MaxOps, cfg.MaxFaults)
+	faults := strings.Join(cfg.Faults, ",")
+	if faults == "" {
+		faults = "none"
+	}
+	fmt.Fprintf(bw, "%d members, %v simulated, faults %s, bug %q, max ops %d, max faults %d (0: no bound)\n\n",
+		cfg.Nodes, cfg.Duration, faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults)
 	st := res.Stats
 	fmt.Fprintf(bw, "| stat | value |\n|---|---|\n")
 	fmt.Fprintf(bw, "| simulated seconds | %.3f |\n| operations (ok/fail/info) | %d (%d/%d/%d) |\n", st.SimSeconds, st.Ops, st.OK, st.Fail, st.Info)

@@ -557,9 +557,9 @@ func (n *nemesis) crashAtSnapshot(powerLoss bool) func() {
 				return
 			}
 			l := s.leader()
-			if l != nil && l != victim && victim.up() {
+			if st, ok := s.status(victim); l != nil && l != victim && ok {
 				first, _ := l.disk.FirstIndex()
-				if first > victim.core.Status().Applied+1 {
+				if first > st.Applied+1 {
 					for _, lk := range s.sortedLinks() {
 						s.link(lk[0], lk[1]).cut = false
 					}

@@ -434,9 +434,19 @@ func (s *sim) leader() *node {
 		if !n.up() {
 			continue
 		}
-		if st := n.core.Status(); st.Role == "leader" && st.Term >= term {
+		if st, ok := s.status(n); ok && st.Role == "leader" && st.Term >= term {
 			best, term = n, st.Term
 		}
 	}
 	return best
+}
+
+// status is the member's status; false if it is down (or dies asking).
+func (s *sim) status(n *node) (member.Status, bool) {
+	var st member.Status
+	if !n.up() {
+		return st, false
+	}
+	err := s.protect(n, "Status", func() error { st = n.core.Status(); return nil })
+	return st, err == nil
 }

@@ -29,8 +29,9 @@ type Config struct {
 	Duration time.Duration // simulated time the workload runs
 	Faults   []string      // enabled families (subset of Families)
 	Bug      string        // planted bug: member.Config.Bug
-	// MaxOps stops the workload after that many client operations have been
-	// invoked, MaxFaults the nemesis after that many faults (0: no bound).
+	// MaxOps: once that many client operations were invoked, no client
+	// starts another read or acquire cycle (a cycle under way finishes).
+	// MaxFaults: the nemesis stops after that many faults. 0: no bound.
 	// Shrinking lowers them.
 	MaxOps    int
 	MaxFaults int
@@ -187,8 +188,8 @@ type sim struct {
 
 // appliedAt is what the first member to apply an index applied there.
 type appliedAt struct {
-	node  uint64
-	entry member.AppliedEntry
+	node, incarnation uint64
+	entry             member.AppliedEntry
 }
 
 // Run runs one simulation. It replaces crypto/rand.Reader for its duration
@@ -299,8 +300,7 @@ func (s *sim) run() error {
 		s.stats.Unconverged = true
 	}
 	for _, n := range s.nodes {
-		if n.up() {
-			st := n.core.Status()
+		if st, ok := s.status(n); ok {
 			s.res.Digests = append(s.res.Digests, checker.NodeDigest{Node: int(n.id), Applied: st.Applied, Digest: st.Digest})
 		}
 	}
@@ -339,17 +339,16 @@ func (s *sim) converged() bool {
 			}
 			return false
 		}
-		if st := n.core.Status(); st.Role == "leader" {
+		if st, ok := s.status(n); ok && st.Role == "leader" {
 			leader = n
 		}
 	}
 	if leader == nil {
 		return false
 	}
-	want := leader.core.Status()
+	want, _ := s.status(leader)
 	for _, n := range s.nodes {
-		if n.up() {
-			st := n.core.Status()
+		if st, ok := s.status(n); ok {
 			if st.Applied != want.Commit || st.Applied != want.Applied || st.Leader != want.ID {
 				return false
 			}
@@ -381,13 +380,14 @@ func (s *sim) recordApplied(n *node, applied []member.AppliedEntry) {
 	for _, a := range applied {
 		prev, ok := s.committed[a.Index]
 		if !ok {
-			s.committed[a.Index] = appliedAt{node: n.id, entry: a}
+			s.committed[a.Index] = appliedAt{node: n.id, incarnation: n.incarnation, entry: a}
 			s.maxIndex = max(s.maxIndex, a.Index)
 			continue
 		}
 		if !sameEntry(prev.entry, a) {
-			msg := fmt.Sprintf("at index %d node %d applied term %d %s, node %d applied term %d %s",
-				a.Index, prev.node, prev.entry.Term, commandsString(prev.entry.Commands), n.id, a.Term, commandsString(a.Commands))
+			msg := fmt.Sprintf("at index %d node %d (start %d) applied term %d %s, node %d (start %d) applied term %d %s",
+				a.Index, prev.node, prev.incarnation, prev.entry.Term, commandsString(prev.entry.Commands),
+				n.id, n.incarnation, a.Term, commandsString(a.Commands))
 			if len(s.res.Safety) < 20 {
 				s.res.Safety = append(s.res.Safety, msg)
 			}

@@ -56,7 +56,7 @@ func newSimFlags(f *simFlags) *flag.FlagSet {
 	fs.StringVar(&f.out, "out", "sim-out", "a failing seed's report goes to DIR/seed-N (replaced if it holds a previous report, refused if it holds anything else)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object per seed (and a swarm's summary object)")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "linearizability time budget per seed (exit 2 when exceeded)")
-	fs.IntVar(&f.cfg.MaxOps, "max-ops", 0, "stop the workload after N client operations (0: no bound); shrinking sets it")
+	fs.IntVar(&f.cfg.MaxOps, "max-ops", 0, "start no read or acquire cycle after N client operations were invoked (0: no bound); shrinking sets it")
 	fs.IntVar(&f.cfg.MaxFaults, "max-faults", 0, "inject at most N faults (0: no bound); shrinking sets it")
 	fs.IntVar(&f.cfg.Clients, "clients", 6, "concurrent clients")
 	return fs
