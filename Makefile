@@ -37,8 +37,8 @@ chaos-suite: build
 
 # The deterministic simulator: a swarm of seeds (SIM_SEEDS, default
 # 1..1000), each 10 s of simulated time of a three-member cluster under
-# every fault family, in subprocesses on every CPU; about a minute and a
-# half on 2 cores. Replay a failing seed with the command it prints.
+# every fault family, in subprocesses on every CPU; about 2 minutes on 2
+# cores (results/sim.md). Replay a failing seed with the command it prints.
 SIM_SEEDS ?= 1..1000
 SIM_DURATION ?= 10s
 sim: build

@@ -454,7 +454,7 @@ func runSwarm(f *simFlags, fs *flag.FlagSet, lo, hi uint64, stdout, stderr io.Wr
 	var common []string
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
-		case "seeds", "parallel", "json", "fail-fast", "shrink":
+		case "seed", "seeds", "parallel", "json", "fail-fast", "shrink":
 		default:
 			common = append(common, "--"+fl.Name+"="+fl.Value.String())
 		}
@@ -598,6 +598,16 @@ func printSwarmSummary(s swarmSummary, w io.Writer) {
 func runChild(ctx context.Context, exe string, seed uint64, common []string) seedReport {
 	args := append([]string{"sim", "--seed", strconv.FormatUint(seed, 10), "--json"}, common...)
 	cmd := exec.CommandContext(ctx, exe, args...)
+	// The swarm's own settings must not reach the child through the
+	// environment: RAFTLOCK_SEEDS would make every child a swarm.
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case envName("seed"), envName("seeds"), envName("shrink"), envName("parallel"), envName("fail-fast"):
+		default:
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

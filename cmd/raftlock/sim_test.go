@@ -26,7 +26,13 @@ func TestSim(t *testing.T) {
 
 func runBin(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runBinEnv(t, nil, bin, args...)
+}
+
+func runBinEnv(t *testing.T, env []string, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -115,6 +121,11 @@ func testSimSwarmIsValidAndSummarised(t *testing.T, bin string) {
 	sum, _ := lines[4]["summary"].(map[string]any)
 	if sum == nil || sum["seeds"] != float64(4) || sum["valid"] != float64(4) || sum["speedup"].(float64) <= 1 {
 		t.Fatalf("summary %v", lines[4])
+	}
+	// A swarm set up in the environment does not make its children swarms.
+	stdout, stderr, code = runBinEnv(t, []string{"RAFTLOCK_SEEDS=5..6", "RAFTLOCK_DURATION=2s"}, bin, "sim", "--out", t.TempDir())
+	if code != 0 || !strings.Contains(stdout, "SEEDS") {
+		t.Fatalf("swarm from the environment: exit %d; stdout %s stderr %s", code, stdout, stderr)
 	}
 }
 
