@@ -242,7 +242,31 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if c.stopped {
 		return ErrStopped
 	}
+	// raft trusts its peers: it takes a message from 0 for its own, and
+	// reads a read-index request's context from Entries[0]. A malformed
+	// frame must not stop the member (found by FuzzStep).
+	if from := m.GetFrom(); from == 0 || from == c.cfg.ID || !c.inConfig(from) {
+		return fmt.Errorf("refused raft message of type %s from %d: not a peer", m.GetType(), from)
+	}
+	if m.GetTo() != c.cfg.ID {
+		return fmt.Errorf("refused raft message of type %s for %d: this is member %d", m.GetType(), m.GetTo(), c.cfg.ID)
+	}
+	if m.GetType() == raftpb.MessageType_MsgReadIndex && len(m.GetEntries()) != 1 {
+		return fmt.Errorf("refused read-index request from %d with %d context entries", m.GetFrom(), len(m.GetEntries()))
+	}
 	return c.rn.Step(m)
+}
+
+// inConfig says whether id is a voter or learner of the configuration.
+func (c *Core) inConfig(id uint64) bool {
+	for _, ids := range [][]uint64{c.cs.GetVoters(), c.cs.GetLearners(), c.cs.GetVotersOutgoing(), c.cs.GetLearnersNext()} {
+		for _, v := range ids {
+			if v == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // peerMessageAllowed filters out local-only message types.
@@ -392,8 +416,8 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 		return
 	}
 	bs := c.rn.BasicStatus()
-	prevLead, prevRole := c.lead, c.role
-	c.term, c.lead, c.role = bs.GetTerm(), bs.Lead, bs.RaftState
+	prevLead, prevRole, prevTerm := c.lead, c.role, c.term
+	c.term, c.lead, c.role = bs.GetTerm(), knownLeader(bs), bs.RaftState
 	if c.lead != prevLead {
 		c.metrics.LeaderChanges.Inc()
 		c.log.Info("leader changed", "leader", c.lead, "previous", prevLead, "term", c.term, "role", RoleName(c.role))
@@ -404,11 +428,35 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 	if !leader {
 		c.reads = nil // Become below ends their requests
 	}
+	if !leader || c.term != prevTerm {
+		// Commands decided but never handed to raft (NoBatch proposes
+		// one per Ready) definitely did not happen: Unavailable, not the
+		// OutcomeUnknown that Become gives proposed ones.
+		for _, p := range c.queue {
+			if p.Term == c.lm.Term() {
+				c.lm.Drop([]fsm.Envelope{p.Env})
+			} else {
+				c.lm.DropStale(p.Env)
+			}
+		}
+		c.queue = nil
+	}
 	c.lm.Become(leader, c.term, c.lead)
 	c.collect(now)
 	c.metrics.IsLeader.Set(b2f(leader))
 	c.metrics.HasLeader.Set(b2f(c.lead != 0))
 	c.metrics.Term.Set(float64(c.term))
+}
+
+// knownLeader is the leader a member follows. A (pre-)candidate follows
+// none: raft keeps the last leader's id through a pre-vote, which would
+// have a member whose leader died report that leader forever (pre-votes
+// never raise the term while no quorum answers).
+func knownLeader(bs raft.BasicStatus) uint64 {
+	if bs.RaftState == raft.StateCandidate || bs.RaftState == raft.StatePreCandidate {
+		return 0
+	}
+	return bs.Lead
 }
 
 // propose turns the queue into as few entries as fit the batch limit:

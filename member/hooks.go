@@ -85,12 +85,12 @@ func ValidBug(name string) bool {
 
 func plantHooks(bug string) hooks {
 	h := hooks{
-		expireAt:            func(l lease) time.Duration { return l.deadline },
-		hardStateToSave:     func(rd *raft.Ready) *raftpb.HardState { return rd.HardState },
+		expireAt:        func(l lease) time.Duration { return l.deadline },
+		hardStateToSave: func(rd *raft.Ready) *raftpb.HardState { return rd.HardState },
 		// A snapshot is always synced although raft's MustSync ignores it:
 		// the follower acknowledges it, and one that lost it in a crash
 		// would be asked to commit entries it no longer has.
-		mustSync: func(rd *raft.Ready) bool { return rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) },
+		mustSync:            func(rd *raft.Ready) bool { return rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) },
 		termBarrier:         true,
 		linearizableReads:   true,
 		releaseChecksHolder: true,
