@@ -194,8 +194,7 @@ func (n *nemesis) inject(family string) func() {
 			return n.healLinks
 		}
 		groups, connected := n.partition()
-		for k, l := range s.sortedLinks() {
-			_ = k
+		for _, l := range s.sortedLinks() {
 			s.link(l[0], l[1]).cut = !connected(int(l[0]), int(l[1]))
 		}
 		n.record("partition", history.Value{Groups: groups})

@@ -108,6 +108,6 @@ func (s *sim) clientLatency(n *node) int64 {
 }
 
 // toClient carries something from member n back to a client.
-func (s *sim) toClient(n *node, a *attempt, fn func()) {
+func (s *sim) toClient(n *node, fn func()) {
 	s.sch.after(s.clientLatency(n), fn)
 }

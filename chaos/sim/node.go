@@ -130,7 +130,7 @@ func (s *sim) lose(n *node) {
 	for _, h := range hs {
 		a := n.handles[h]
 		delete(n.handles, h)
-		s.toClient(n, a, func() { a.c.broken(a) })
+		s.toClient(n, func() { a.c.broken(a) })
 	}
 }
 
@@ -157,7 +157,9 @@ func (s *sim) crash(n *node, powerLoss bool) {
 }
 
 // stop handles an injected I/O error: the member answers what it can and
-// stops; its disk keeps what the OS had (a process exit).
+// stops. After a failed fsync nothing unsynced can be trusted to reach the
+// disk (the kernel may drop the dirty pages), so its disk is left as a
+// power loss leaves it: what was synced, and a random prefix of the rest.
 func (s *sim) stop(n *node, err error) {
 	if !errors.Is(err, errInjected) {
 		s.die(n, fmt.Sprintf("node %d: %v", n.id, err))
@@ -175,7 +177,11 @@ func (s *sim) stop(n *node, err error) {
 		return nil
 	})
 	s.answer(n, answers)
-	n.disk.Kill()
+	kept, lost := n.disk.Crash(s.rngDisk)
+	s.stats.LostWrites += lost
+	if s.tr.on() {
+		s.tr.printf("stopped node=%d kept=%d lost=%d", n.id, kept, lost)
+	}
 	s.lose(n)
 	n.stopped = true
 	s.record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{int(n.id)}})
@@ -408,7 +414,7 @@ func (s *sim) answer(n *node, answers []member.Answer) {
 		if s.tr.on() {
 			s.tr.printf("answer node=%d handle=%d token=%d err=%v", n.id, a.Handle, a.Token, a.Err)
 		}
-		s.toClient(n, at, func() { at.c.answered(at, a) })
+		s.toClient(n, func() { at.c.answered(at, a) })
 	}
 }
 

@@ -27,7 +27,6 @@ type Store struct {
 
 	durable diskState
 	pending []batch // written, not yet synced, oldest first
-	failed  bool    // an injected error stopped the member using this store
 }
 
 // diskState is what the disk holds: pebble's keys of node.DiskStorage.
@@ -68,7 +67,6 @@ func (s *Store) Open(voters []uint64) error {
 	if len(s.pending) > 0 {
 		return errors.New("open with unsettled writes: crash or kill first")
 	}
-	s.failed = false
 	s.MemoryStorage = raft.NewMemoryStorage()
 	if s.durable.snap == nil {
 		s.durable.snap = &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
@@ -150,7 +148,6 @@ func (s *Store) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb
 	}
 	s.pending = append(s.pending, b)
 	if fail {
-		s.failed = true
 		return fmt.Errorf("commit raft batch: %w", errInjected)
 	}
 	if sync && !deferSync {
@@ -200,7 +197,6 @@ func (s *Store) Compact(index uint64, cs *raftpb.ConfState, data []byte, compact
 	}
 	s.pending = append(s.pending, batch{{kind: opSetSnap, snap: snap}, {kind: opDeleteRange, lo: 0, hi: compactTo}})
 	if fail {
-		s.failed = true
 		return fmt.Errorf("persist snapshot at %d: %w", index, errInjected)
 	}
 	s.Synced()
