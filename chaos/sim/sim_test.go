@@ -100,3 +100,30 @@ func TestBadConfigIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPlantedBugsAreCaught: a few planted bugs, each caught at seed 1 by
+// the check that sees it: a panicking restart through Options.Crashes (the
+// panic recovered around the call into the member), a divergent apply by
+// the state machine safety check, early expiry by lease timing.
+func TestPlantedBugsAreCaught(t *testing.T) {
+	for bug, want := range map[string]string{
+		"commit-not-persisted":  "member-crashes",
+		"follower-local-expire": SafetyCheck,
+		"early-expire":          "lease-timing",
+	} {
+		res, err := Run(Config{Seed: 1, Duration: 5 * time.Second, Faults: Families, Bug: bug})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := Check(res, 30*time.Second)
+		if got := FailingCheck(v); got != want || v.ExitCode != 1 {
+			t.Errorf("%s: first failing check %q (exit %d), want %q", bug, got, v.ExitCode, want)
+		}
+		if want == "member-crashes" && len(res.Crashes) == 0 {
+			t.Errorf("%s: no crash reported", bug)
+		}
+		if want == SafetyCheck && len(res.Safety) == 0 {
+			t.Errorf("%s: no safety violation reported", bug)
+		}
+	}
+}
