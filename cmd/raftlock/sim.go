@@ -279,9 +279,15 @@ func writeSimReport(dir string, cfg sim.Config, res *sim.Result, v *checker.Verd
 	if err != nil {
 		return fmt.Errorf("traced rerun: %w", err)
 	}
-	if len(tres.Events) != len(res.Events) {
-		return fmt.Errorf("traced rerun of seed %d recorded %d events, the first run %d: the simulation is not deterministic",
-			cfg.Seed, len(tres.Events), len(res.Events))
+	var h1, h2 bytes.Buffer
+	if err := sim.WriteHistory(&h1, res); err != nil {
+		return err
+	}
+	if err := sim.WriteHistory(&h2, tres); err != nil {
+		return err
+	}
+	if !bytes.Equal(h1.Bytes(), h2.Bytes()) {
+		return fmt.Errorf("the traced rerun of seed %d recorded another history than the first run: the simulation is not deterministic", cfg.Seed)
 	}
 	write := func(name string, fn func(io.Writer) error) error {
 		f, err := os.Create(filepath.Join(dir, name))
@@ -294,11 +300,20 @@ func writeSimReport(dir string, cfg sim.Config, res *sim.Result, v *checker.Verd
 		}
 		return f.Close()
 	}
-	if err := write("history.jsonl", func(w io.Writer) error { return sim.WriteHistory(w, res) }); err != nil {
+	if err := write("history.jsonl", func(w io.Writer) error { _, err := w.Write(h1.Bytes()); return err }); err != nil {
 		return err
 	}
 	if err := write("summary.md", func(w io.Writer) error { return sim.WriteSummary(w, cfg, res, v, replayCommand(cfg)) }); err != nil {
 		return err
+	}
+	// What raftlock check --digests --log needs to redo the checker's part.
+	for _, f := range []struct {
+		name string
+		v    any
+	}{{"digests.json", res.Digests}, {"committed-log.json", res.Log}} {
+		if err := write(f.name, func(w io.Writer) error { return json.NewEncoder(w).Encode(f.v) }); err != nil {
+			return err
+		}
 	}
 	return write("verdict.json", func(w io.Writer) error {
 		enc := json.NewEncoder(w)
