@@ -43,6 +43,16 @@ func (n *nemesis) step() {
 	}
 	family := n.round[0]
 	n.round = n.round[1:]
+	if slices.Contains(s.cfg.SkipFaults, n.injected+1) {
+		// Skipped (by shrinking): the schedule goes on as if this fault had
+		// come and gone, so the faults after it keep their turn.
+		n.injected++
+		if s.tr.on() {
+			s.tr.printf("fault %d (%s) skipped", n.injected, family)
+		}
+		s.sch.after(jitter(n.rng, s.cfg.FaultDuration)+jitter(n.rng, s.cfg.FaultInterval), n.step)
+		return
+	}
 	heal := n.inject(family)
 	if heal == nil {
 		s.sch.after(jitter(n.rng, s.cfg.FaultInterval), n.step)

@@ -35,8 +35,11 @@ type Config struct {
 	// Shrinking lowers them.
 	MaxOps    int
 	MaxFaults int
-	Clients   int // default 6
-	Keys      int // default 3
+	// SkipFaults lists faults (1 for the first) the nemesis does not
+	// inject, keeping their turn in the schedule; shrinking sets it.
+	SkipFaults []int
+	Clients    int // default 6
+	Keys       int // default 3
 	// Tick is a member's raft tick on its own clock (default 10ms).
 	Tick          time.Duration
 	SnapshotEvery uint64 // default 30: snapshots meet crashes often
@@ -99,6 +102,8 @@ func (c *Config) Validate() error {
 		return errors.New("clients and keys must be at least 1")
 	case c.MaxOps < 0 || c.MaxFaults < 0:
 		return errors.New("--max-ops and --max-faults must not be negative")
+	case slices.ContainsFunc(c.SkipFaults, func(i int) bool { return i < 1 }):
+		return errors.New("--skip-faults counts faults from 1")
 	case c.LeaseMin < 10*time.Millisecond || c.LeaseMax < c.LeaseMin:
 		return errors.New("leases must satisfy 10ms <= lease-min <= lease-max")
 	}
@@ -251,10 +256,11 @@ func (s *sim) run() error {
 		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
 		"time_s": cfg.Duration.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery,
 		"snapshot_keep": cfg.SnapshotKeep, "simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
+		"skip_faults": cfg.SkipFaults,
 	}
 	if s.tr.on() {
-		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d",
-			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults)
+		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v",
+			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults)
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		n := &node{s: s, id: uint64(i), disk: NewStore(), handles: map[uint64]*attempt{}}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -125,5 +126,42 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		if want == SafetyCheck && len(res.Safety) == 0 {
 			t.Errorf("%s: no safety violation reported", bug)
 		}
+	}
+}
+
+// TestMaxAndSkipFaults: the knobs shrinking turns bound and thin the
+// fault schedule; a skipped fault keeps its turn, so the ones before it
+// are the same faults at the same times.
+func TestMaxAndSkipFaults(t *testing.T) {
+	count := func(st Stats) (n int) {
+		for _, v := range st.Faults {
+			n += v
+		}
+		return n
+	}
+	firstNemesis := func(res *Result) string {
+		for _, e := range res.Events {
+			if e.Process < 0 {
+				return fmt.Sprintf("%d %s %v", e.Time, e.F, valueString(e.Value))
+			}
+		}
+		return ""
+	}
+	base := Config{Seed: 4, Duration: 6 * time.Second, Faults: Families, MaxFaults: 3}
+	full, err := Run(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skip := base
+	skip.SkipFaults = []int{2}
+	thin, err := Run(skip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count(full.Stats) != 3 || count(thin.Stats) != 2 {
+		t.Fatalf("faults %v and %v, want 3 and 2", full.Stats.Faults, thin.Stats.Faults)
+	}
+	if a, b := firstNemesis(full), firstNemesis(thin); a != b || a == "" {
+		t.Fatalf("first fault %q, with the second skipped %q", a, b)
 	}
 }

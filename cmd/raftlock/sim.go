@@ -59,6 +59,7 @@ func newSimFlags(f *simFlags) *flag.FlagSet {
 	fs.IntVar(&f.cfg.MaxOps, "max-ops", 0, "start no read or acquire cycle after N client operations were invoked (0: no bound); shrinking sets it")
 	fs.IntVar(&f.cfg.MaxFaults, "max-faults", 0, "inject at most N faults (0: no bound); shrinking sets it")
 	fs.IntVar(&f.cfg.Clients, "clients", 6, "concurrent clients")
+	fs.Var((*intList)(&f.cfg.SkipFaults), "skip-faults", "`I,J,...`: do not inject these faults (1 for the first), keeping their turn; shrinking sets it")
 	return fs
 }
 
@@ -143,11 +144,42 @@ type seedReport struct {
 	Shrunk      *shrinkReport  `json:"shrunk,omitempty"`
 }
 
+// intList is a flag holding comma-separated positive integers.
+type intList []int
+
+func (l *intList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, v := range *l {
+		parts[i] = strconv.Itoa(v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *intList) Set(s string) error {
+	*l = nil
+	for _, p := range strings.Split(s, ",") {
+		if p == "" {
+			continue
+		}
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 1 {
+			return fmt.Errorf("want positive integers separated by commas, got %q", p)
+		}
+		*l = append(*l, v)
+	}
+	slices.Sort(*l)
+	return nil
+}
+
 type shrinkReport struct {
 	Check     string `json:"check"`
 	Duration  string `json:"duration"`
 	MaxOps    int    `json:"max_ops"`
 	MaxFaults int    `json:"max_faults"`
+	Skip      []int  `json:"skip_faults,omitempty"`
 	Clients   int    `json:"clients"`
 	Faults    string `json:"faults"`
 	Runs      int    `json:"runs"`
@@ -174,6 +206,9 @@ func replayCommand(cfg sim.Config) string {
 	}
 	if cfg.MaxFaults > 0 {
 		parts = append(parts, "--max-faults", strconv.Itoa(cfg.MaxFaults))
+	}
+	if len(cfg.SkipFaults) > 0 {
+		parts = append(parts, "--skip-faults", (*intList)(&cfg.SkipFaults).String())
 	}
 	return strings.Join(parts, " ")
 }
@@ -249,8 +284,12 @@ func printSeed(rep seedReport, asJSON bool, stdout io.Writer) {
 		fmt.Fprintf(stdout, "seed %d: %s\n", rep.Seed, rep.Check)
 		fmt.Fprintf(stdout, "  %s; report in %s\n  replay: %s\n", rep.Verdict, rep.Report, rep.Replay)
 		if s := rep.Shrunk; s != nil {
-			fmt.Fprintf(stdout, "  shrunk (%d runs) to %d ops, %d faults (%s), %d clients, %s: still %s\n  replay the shrunk run: %s\n",
-				s.Runs, s.MaxOps, s.MaxFaults, s.Faults, s.Clients, s.Duration, s.Check, s.Replay)
+			skipped := ""
+			if len(s.Skip) > 0 {
+				skipped = fmt.Sprintf(" but %d skipped", len(s.Skip))
+			}
+			fmt.Fprintf(stdout, "  shrunk (%d runs) to %d ops, %d faults%s (%s), %d clients, %s: still %s\n  replay the shrunk run: %s\n",
+				s.Runs, s.MaxOps, s.MaxFaults, skipped, s.Faults, s.Clients, s.Duration, s.Check, s.Replay)
 			if s.Report != "" {
 				fmt.Fprintf(stdout, "  its report: %s\n", s.Report)
 			}
@@ -418,9 +457,25 @@ func shrinkRun(cfg sim.Config, check string, f *simFlags, stderr io.Writer) (*sh
 				return nil, err
 			}
 		}
+		// Then each remaining fault alone: is it needed?
+		for i := 1; i <= best.MaxFaults && len(best.Faults) > 0; i++ {
+			if slices.Contains(best.SkipFaults, i) {
+				continue
+			}
+			c := best
+			c.SkipFaults = append(slices.Clone(best.SkipFaults), i)
+			if _, err := try(c); err != nil {
+				return nil, err
+			}
+		}
 	}
 	fmt.Fprintf(stderr, "sim: shrink: %d runs\n", runs)
-	sr := &shrinkReport{Check: check, Duration: best.Duration.String(), MaxOps: best.MaxOps, MaxFaults: best.MaxFaults,
+	// Skips past the last fault mean nothing: leave them out.
+	best.SkipFaults = slices.DeleteFunc(slices.Sorted(slices.Values(best.SkipFaults)), func(i int) bool { return i > best.MaxFaults })
+	if len(best.SkipFaults) == 0 {
+		best.SkipFaults = nil
+	}
+	sr := &shrinkReport{Check: check, Duration: best.Duration.String(), MaxOps: best.MaxOps, MaxFaults: best.MaxFaults, Skip: best.SkipFaults,
 		Clients: best.Clients, Faults: strings.Join(best.Faults, ","), Runs: runs, Replay: replayCommand(best)}
 	if sr.Faults == "" {
 		sr.Faults = "none"
