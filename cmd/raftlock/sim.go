@@ -366,6 +366,7 @@ func writeSimReport(dir string, cfg sim.Config, res *sim.Result, v *checker.Verd
 // operations, a shorter duration. Each step keeps a reduction only if the
 // run still fails the same way, so the result always reproduces.
 func shrinkRun(cfg sim.Config, check string, f *simFlags, stderr io.Writer) (*shrinkReport, error) {
+	fmt.Fprintf(stderr, "sim: shrinking seed %d (%s)...\n", cfg.Seed, check)
 	runs := 0
 	fails := func(c sim.Config) (bool, *sim.Result, error) {
 		runs++
@@ -469,7 +470,14 @@ func shrinkRun(cfg sim.Config, check string, f *simFlags, stderr io.Writer) (*sh
 			}
 		}
 	}
-	fmt.Fprintf(stderr, "sim: shrink: %d runs\n", runs)
+	// Every fault skipped: say so plainly, if that still fails.
+	if best.MaxFaults > 0 && len(best.SkipFaults) >= best.MaxFaults {
+		c := best
+		c.Faults, c.MaxFaults, c.SkipFaults = []string{}, 0, nil
+		if _, err := try(c); err != nil {
+			return nil, err
+		}
+	}
 	// Skips past the last fault mean nothing: leave them out.
 	best.SkipFaults = slices.DeleteFunc(slices.Sorted(slices.Values(best.SkipFaults)), func(i int) bool { return i > best.MaxFaults })
 	if len(best.SkipFaults) == 0 {
