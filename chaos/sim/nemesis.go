@@ -141,8 +141,13 @@ func (n *nemesis) inject(family string) func() {
 	}
 	switch family {
 	case "kill", "crash":
-		if n.rng.IntN(2) == 0 {
+		switch n.rng.IntN(3) {
+		case 0:
 			return n.crashAtSnapshot(family == "crash")
+		case 1:
+			if heal := n.crashAtGrantCommit(); heal != nil {
+				return heal
+			}
 		}
 		nodes := n.targets()
 		if nodes == nil {

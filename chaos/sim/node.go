@@ -44,6 +44,9 @@ type node struct {
 	// onSnapshot, when set, is called after the member stored a snapshot:
 	// one it received (installed) or one of its own (a compaction).
 	onSnapshot func(installed bool)
+	// onCommit, when set, sees each Ready before its messages go out; true
+	// means it crashed the member, and the Ready goes no further.
+	onCommit func(rd member.Ready) bool
 }
 
 func (n *node) up() bool { return n.core != nil && !n.down && !n.dead && !n.stopped }
@@ -122,6 +125,7 @@ func (s *sim) lose(n *node) {
 	n.inbox = nil
 	n.tickGen++
 	n.onSnapshot = nil
+	n.onCommit = nil
 	hs := make([]uint64, 0, len(n.handles))
 	for h := range n.handles {
 		hs = append(hs, h)
@@ -321,6 +325,9 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 		if n.onSnapshot != nil {
 			n.onSnapshot(false)
 		}
+	}
+	if n.onCommit != nil && n.onCommit(rd) {
+		return
 	}
 	// (3) a leader's appends go out before its own write
 	s.sendAll(n, rd.SendBeforePersist)

@@ -139,6 +139,7 @@ type Stats struct {
 	// after a snapshot install
 	CrashAfterSnapshot int    `json:"crash_after_snapshot"`
 	CrashAfterInstall  int    `json:"crash_after_install"`
+	CrashAtGrantCommit int    `json:"crash_at_grant_commit"`
 	SlowSyncs          int    `json:"slow_syncs"`
 	Events             int    `json:"events"`
 	CommitIndex        uint64 `json:"commit_index"`

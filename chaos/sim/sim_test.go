@@ -45,6 +45,7 @@ func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
 		total.Dropped += st.Dropped
 		total.CrashAfterSnapshot += st.CrashAfterSnapshot
 		total.CrashAfterInstall += st.CrashAfterInstall
+		total.CrashAtGrantCommit += st.CrashAtGrantCommit
 	}
 	for _, f := range Families {
 		if total.Faults[f] == 0 {
@@ -54,7 +55,8 @@ func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
 	for name, n := range map[string]int{"unsynced writes lost": total.LostWrites, "I/O errors": total.IOErrors,
 		"slow syncs": total.SlowSyncs, "restarts": total.Restarts, "snapshots": total.Snapshots,
 		"snapshot installs": total.Installed, "duplicated messages": total.Duplicated, "dropped messages": total.Dropped,
-		"crashes right after a snapshot": total.CrashAfterSnapshot, "crashes right after an install": total.CrashAfterInstall} {
+		"crashes right after a snapshot": total.CrashAfterSnapshot, "crashes right after an install": total.CrashAfterInstall,
+		"crashes as a grant commits": total.CrashAtGrantCommit} {
 		if n == 0 {
 			t.Errorf("no %s over the swarm", name)
 		}
