@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/raftlock/raftlock/member"
@@ -49,11 +50,16 @@ func (n *Node) call(ctx context.Context, req member.Request) (member.Answer, err
 	req.Handle = n.handles.Add(1)
 	cl := &call{req: req, done: make(chan member.Answer, 1)}
 	select {
-	case n.callc <- cl:
-	case <-ctx.Done():
-		return member.Answer{}, ctx.Err()
-	case <-n.loopDone:
-		return member.Answer{}, ErrStopped
+	case n.callc <- callInput{cl: cl}:
+	default:
+		// The queue is full: wait for room, unless the caller leaves.
+		select {
+		case n.callc <- callInput{cl: cl}:
+		case <-ctx.Done():
+			return member.Answer{}, ctx.Err()
+		case <-n.loopDone:
+			return member.Answer{}, ErrStopped
+		}
 	}
 	select {
 	case a := <-cl.done:
@@ -69,18 +75,10 @@ func (n *Node) call(ctx context.Context, req member.Request) (member.Answer, err
 			return member.Answer{}, ErrStopped
 		}
 	}
-	ab := abandon{handle: req.Handle}
+	// The caller left. Behind the call in the same queue, so the loop has
+	// seen the call; it releases a grant this caller will never use.
 	select {
-	case a := <-cl.done:
-		if a.Err != nil || req.Op != member.OpAcquire {
-			// Answered as the caller left; nothing to undo but a grant.
-			return member.Answer{}, ctx.Err()
-		}
-		ab.token = a.Token
-	default:
-	}
-	select {
-	case n.abandc <- ab:
+	case n.callc <- callInput{cl: cl, abandon: true}:
 	case <-n.loopDone:
 	}
 	return member.Answer{}, ctx.Err()
@@ -138,3 +136,6 @@ func (n *Node) appliedIndex() uint64 {
 	}
 	return applied
 }
+
+// Logger returns the member's logger.
+func (n *Node) Logger() *slog.Logger { return n.log }

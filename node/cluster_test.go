@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/peer"
 )
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -234,6 +236,41 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 	}
 }
 
+// Callers that leave while the member's loop is busy must leave no lock
+// behind: the news that a caller left once overtook its call (two queues),
+// so the core ignored it, granted the lock anyway and kept it held by nobody
+// for the whole lease.
+func TestCallersLeavingWhileTheLoopIsBusyLeaveNoLock(t *testing.T) {
+	c := testcluster.New(t, 1, nil)
+	l := c.WaitLeader()
+	ctx := ctxT(t, 30*time.Second)
+	const callers = 20
+	busy, resume := make(chan struct{}), make(chan struct{})
+	go node.Inspect(l, func(*member.Core) { close(busy); <-resume })
+	<-busy
+	var wg sync.WaitGroup
+	for i := range callers {
+		gone, cancel := context.WithCancel(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go func() { time.Sleep(time.Duration(i%5) * time.Millisecond); cancel() }()
+			if _, err := l.Acquire(gone, fmt.Sprintf("k%d", i), time.Hour, 0, 0); !errors.Is(err, context.Canceled) {
+				t.Errorf("acquire %d: %v, want context.Canceled", i, err)
+			}
+		}()
+	}
+	wg.Wait() // every caller has left while the loop was busy
+	close(resume)
+	for i := range callers {
+		key := fmt.Sprintf("k%d", i)
+		testcluster.WaitFor(t, 10*time.Second, key+" to be free", func() bool {
+			info, err := l.Get(ctx, key, false)
+			return err == nil && !info.Held
+		})
+	}
+}
+
 func waiterCount(n *node.Node, key string) int {
 	w := 0
 	node.Inspect(n, func(c *member.Core) { w = c.Waiters(key) })
@@ -347,7 +384,7 @@ func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
 	for _, payload := range [][]byte{
 		[]byte("GET / HTTP/1.1\r\n\r\n"),
 		{0xff, 0xff, 0xff, 0xff, 1, 2, 3},
-		append(node.AppendFrame(nil, node.EncodeHello(9, l.ID(), "x")), 0, 0, 0, 5, 1),
+		append(peer.AppendFrame(nil, peer.EncodeHello(9, l.ID(), "x")), 0, 0, 0, 5, 1),
 	} {
 		conn, err := net.Dial("tcp", c.Peers[l.ID()])
 		if err != nil {

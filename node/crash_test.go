@@ -19,6 +19,8 @@ import (
 	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/logstore"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // A member that took snapshots restarts: the stored commit index is never
@@ -64,7 +66,7 @@ func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
 // that acknowledged an unsynced snapshot and crashed would later panic on
 // the leader's commit index.
 type syncCheckStorage struct {
-	*node.DiskStorage
+	*logstore.Disk
 	mu       sync.Mutex
 	unsynced int
 	installs int
@@ -79,7 +81,7 @@ func (s *syncCheckStorage) Save(hs *raftpb.HardState, es []*raftpb.Entry, snap *
 		}
 		s.mu.Unlock()
 	}
-	return s.DiskStorage.Save(hs, es, snap, sync)
+	return s.Disk.Save(hs, es, snap, sync)
 }
 
 func TestReceivedSnapshotIsSynced(t *testing.T) {
@@ -87,11 +89,11 @@ func TestReceivedSnapshotIsSynced(t *testing.T) {
 	var mu sync.Mutex
 	c := testcluster.New(t, 3, func(cfg *node.Config) {
 		cfg.SnapshotEvery, cfg.SnapshotKeep = 20, 5
-		ds, err := node.OpenDiskStorage(cfg.DataDir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
+		ds, err := logstore.Open(cfg.DataDir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &syncCheckStorage{DiskStorage: ds}
+		s := &syncCheckStorage{Disk: ds}
 		mu.Lock()
 		stores[cfg.ID] = s
 		mu.Unlock()
@@ -233,14 +235,14 @@ func TestHealthzAndLeaderGauge(t *testing.T) {
 	l := c.WaitLeader()
 	get := func(n *node.Node, path string) (int, string) {
 		rec := httptest.NewRecorder()
-		n.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		server.HTTPHandler(n).ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		return rec.Code, rec.Body.String()
 	}
 	if code, body := get(l, "/healthz"); code != 200 {
 		t.Fatalf("healthz on a healthy leader: %d %q", code, body)
 	}
-	srv := node.NewServer(l)
-	node.HandleRequest(context.Background(), srv, &wire.Request{ID: 1, Op: wire.OpGet, Key: "k"})
+	srv := server.New(l)
+	srv.Handle(context.Background(), &wire.Request{ID: 1, Op: wire.OpGet, Key: "k"})
 	if _, body := get(l, "/metrics"); !strings.Contains(body, "raftlock_has_leader 1") ||
 		!strings.Contains(body, `raftlock_request_duration_seconds_count{op="get"} 1`) {
 		t.Fatalf("metrics lack the leader gauge or the request histogram:\n%s", body)

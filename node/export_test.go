@@ -1,9 +1,6 @@
 package node
 
 import (
-	"context"
-
-	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
 )
 
@@ -19,14 +16,3 @@ func (n *Node) StorageFirstIndex() (uint64, error) { return n.storage.FirstIndex
 
 // ConfigOf returns n's config with the defaults filled in.
 func ConfigOf(n *Node) Config { return n.cfg }
-
-// HandleRequest runs one client request through s, as a connection would.
-func HandleRequest(ctx context.Context, s *Server, req *wire.Request) *wire.Response {
-	return s.handle(ctx, req)
-}
-
-// The peer protocol's framing, for tests that send a peer port garbage.
-var (
-	AppendFrame = appendFrame
-	EncodeHello = encodeHello
-)

@@ -19,6 +19,9 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/logstore"
+	"github.com/raftlock/raftlock/node/peer"
 )
 
 // Bugs lists the planted bugs by name (see Config.Bug).
@@ -41,9 +44,9 @@ type Config struct {
 	MaxBatch       int           // commands per log entry; default 1024
 	NoBatch        bool          // one command per entry and one entry per Ready (ablation)
 
-	Clock     Clock     // default: system clock
-	Transport Transport // default: TCP on Peers[ID]
-	Storage   Storage   // default: pebble in DataDir
+	Clock     clock.Clock    // default: system clock
+	Transport peer.Transport // default: TCP on Peers[ID]
+	Storage   logstore.Store // default: pebble in DataDir
 	Logger    *slog.Logger
 
 	// AuditJournal, when set, is a file where every applied entry and its
@@ -82,7 +85,7 @@ func (c *Config) setDefaults() {
 		c.MaxBatch = 1
 	}
 	if c.Clock == nil {
-		c.Clock = NewSystemClock()
+		c.Clock = clock.NewSystem()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -95,17 +98,18 @@ func (c *Config) setDefaults() {
 type Node struct {
 	cfg       Config
 	log       *slog.Logger
-	clock     Clock
-	storage   Storage
-	transport Transport
+	clock     clock.Clock
+	storage   logstore.Store
+	transport peer.Transport
 	metrics   *member.Metrics
 	journal   *journal // nil unless Config.AuditJournal
 
 	core *member.Core // owned by the loop goroutine
 
 	handles atomic.Uint64
-	callc   chan *call
-	abandc  chan abandon
+	// callc carries calls and their abandonment in one queue, so the loop
+	// always sees a call before the news that its caller left.
+	callc   chan callInput
 	recvc   chan *raftpb.Message
 	reportc chan peerReport
 	fnc     chan func(*member.Core)
@@ -125,9 +129,16 @@ type Node struct {
 type call struct {
 	req  member.Request
 	done chan member.Answer // buffered: the loop never blocks on a caller
+	// Owned by the loop: the answer was sent, and the token it granted.
+	answered bool
+	granted  uint64
 }
 
-type abandon struct{ handle, token uint64 }
+// callInput is a new call, or the news that its caller left.
+type callInput struct {
+	cl      *call
+	abandon bool
+}
 
 type peerReport struct {
 	id       uint64
@@ -153,7 +164,7 @@ func New(cfg Config) (*Node, error) {
 	log := cfg.Logger.With("member", cfg.ID)
 	n := &Node{
 		cfg: cfg, log: log, clock: cfg.Clock, metrics: member.NewMetrics(true),
-		callc: make(chan *call, 1024), abandc: make(chan abandon, 1024),
+		callc: make(chan callInput, 1024),
 		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
 		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),
 	}
@@ -167,7 +178,7 @@ func New(cfg Config) (*Node, error) {
 		if cfg.DataDir == "" {
 			return nil, errors.New("a data directory is required")
 		}
-		if n.storage, err = OpenDiskStorage(cfg.DataDir, voters, log); err != nil {
+		if n.storage, err = logstore.Open(cfg.DataDir, voters, log); err != nil {
 			return nil, err
 		}
 	}
@@ -189,7 +200,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		if n.transport, err = NewTCPTransport(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log); err != nil {
+		if n.transport, err = peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log); err != nil {
 			n.storage.Close()
 			return nil, err
 		}
@@ -248,7 +259,7 @@ func (n *Node) fail(err error) {
 	go n.Close()
 }
 
-// Receive implements PeerHandler.
+// Receive implements peer.Handler.
 func (n *Node) Receive(m *raftpb.Message) {
 	select {
 	case n.recvc <- m:
@@ -256,7 +267,7 @@ func (n *Node) Receive(m *raftpb.Message) {
 	}
 }
 
-// ReportUnreachable implements PeerHandler.
+// ReportUnreachable implements peer.Handler.
 func (n *Node) ReportUnreachable(id uint64) {
 	select {
 	case n.reportc <- peerReport{id: id}:
@@ -264,7 +275,7 @@ func (n *Node) ReportUnreachable(id uint64) {
 	}
 }
 
-// ReportSnapshot implements PeerHandler. It never blocks its caller, which
+// ReportSnapshot implements peer.Handler. It never blocks its caller, which
 // may be the loop itself (Send with a full peer queue), the only reader of
 // reportc; and it never drops the report, without which raft would leave
 // the follower waiting for a snapshot forever.
@@ -315,24 +326,20 @@ func (n *Node) run() {
 					break drain
 				}
 			}
-		case cl := <-n.callc:
+		case in := <-n.callc:
 			now := n.clock.Now()
-			calls[cl.req.Handle] = cl
-			c.Submit(now, cl.req)
+			n.take(c, calls, in, now)
 		more:
 			// Take every call that is waiting: they are decided together
 			// and proposed in one entry.
 			for range 1024 {
 				select {
-				case cl := <-n.callc:
-					calls[cl.req.Handle] = cl
-					c.Submit(now, cl.req)
+				case in := <-n.callc:
+					n.take(c, calls, in, now)
 				default:
 					break more
 				}
 			}
-		case a := <-n.abandc:
-			c.Abandon(a.handle, a.token)
 		case r := <-n.reportc:
 			if r.snapshot {
 				c.ReportSnapshot(r.id, r.failed)
@@ -353,6 +360,26 @@ func (n *Node) run() {
 		}
 		n.publish()
 	}
+}
+
+// take hands a call to the core, or tells the core its caller left: an
+// unanswered call is abandoned (rule 7), and a grant already sent to a
+// caller that was no longer listening is released.
+func (n *Node) take(c *member.Core, calls map[uint64]*call, in callInput, now time.Duration) {
+	cl := in.cl
+	if !in.abandon {
+		calls[cl.req.Handle] = cl
+		c.Submit(now, cl.req)
+		return
+	}
+	if cl.answered {
+		if cl.granted != 0 {
+			c.Abandon(cl.req.Handle, cl.granted)
+		}
+		return
+	}
+	delete(calls, cl.req.Handle)
+	c.Abandon(cl.req.Handle, 0)
 }
 
 func (n *Node) step(m *raftpb.Message) {
@@ -415,6 +442,10 @@ func (n *Node) deliver(calls map[uint64]*call, answers []member.Answer) {
 			continue // the caller abandoned it
 		}
 		delete(calls, a.Handle)
+		cl.answered = true
+		if a.Err == nil && cl.req.Op == member.OpAcquire {
+			cl.granted = a.Token
+		}
 		if nl, ok := a.Err.(*member.NotLeaderError); ok && nl.LeaderID != 0 {
 			a.Err = &member.NotLeaderError{LeaderID: nl.LeaderID, LeaderAddr: n.transport.PeerClientAddr(nl.LeaderID)}
 		}

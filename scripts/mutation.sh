@@ -14,7 +14,7 @@ mkdir -p "$out"
 # reported with the reason instead of failing the run.
 declare -A masked=(
   [expire-ignores-token]="every Expire is proposed by the leader after the grant it names applied and before any later Grant of the key (single-leader log order + term barrier), so no late Expire can meet a newer lock; the token check is defence in depth (fsm unit test TestLateExpireCannotRemoveRegrantedLock)"
-  [no-term-barrier]="a new leader learns the commit index within one round trip of its election (its empty entry), so the window in which it decides on a stale table is about a millisecond; the rule is tested directly by node TestNoDecisionBeforeTermBarrier"
+  [no-term-barrier]="a new leader learns the commit index within one round trip of its election (its empty entry), so the window in which it decides on a stale table is about a millisecond; the rule is tested directly by member TestEveryRequestInEveryLockState (leader_before_its_term_barrier rows), and the simulator reaches it (results/sim.md)"
 )
 printf '%-28s %-7s %-12s %s\n' bug caught seeds_tried seconds_to_detection
 missed=0

@@ -6,7 +6,7 @@
 //
 // Each member has a client server on its own port, a data directory that
 // outlives a stop (a restarted member recovers from it) and a
-// node.SkewClock the test may skew. A cluster made by New belongs to a test:
+// clock.Skew the test may skew. A cluster made by New belongs to a test:
 // it is closed when the test ends, and its waiting helpers (WaitLeader,
 // Converged, Restart) fail the test instead of returning errors. Start is
 // the same without a testing.TB.
@@ -28,6 +28,8 @@ import (
 
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // Cluster is a set of in-process members with client servers.
@@ -36,7 +38,7 @@ type Cluster struct {
 	Peers   map[uint64]string // raft peer addresses
 	Clients map[uint64]string // client API addresses
 	tune    func(*node.Config)
-	clocks  map[uint64]*node.SkewClock
+	clocks  map[uint64]*clock.Skew
 	t       testing.TB // nil for a cluster made by Start
 
 	mu      sync.Mutex
@@ -45,7 +47,7 @@ type Cluster struct {
 
 type member struct {
 	node   *node.Node
-	server *node.Server
+	server *server.Server
 }
 
 // New runs size members in a temporary directory of t and closes them when
@@ -88,7 +90,7 @@ func Start(dir string, size int, tune func(*node.Config)) (*Cluster, error) {
 // newCluster picks the addresses and makes the clocks; no member runs yet.
 func newCluster(dir string, size int, tune func(*node.Config)) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Peers: map[uint64]string{}, Clients: map[uint64]string{},
-		clocks: map[uint64]*node.SkewClock{}, members: map[uint64]*member{}, tune: tune}
+		clocks: map[uint64]*clock.Skew{}, members: map[uint64]*member{}, tune: tune}
 	for id := uint64(1); id <= uint64(size); id++ {
 		var err error
 		if c.Peers[id], err = freeport.Addr(); err != nil {
@@ -97,7 +99,7 @@ func newCluster(dir string, size int, tune func(*node.Config)) (*Cluster, error)
 		if c.Clients[id], err = freeport.Addr(); err != nil {
 			return nil, err
 		}
-		c.clocks[id] = node.NewSkewClock()
+		c.clocks[id] = clock.NewSkew()
 	}
 	return c, nil
 }
@@ -118,7 +120,7 @@ func (c *Cluster) DataDir(id uint64) string {
 }
 
 // Clock is member id's clock; it is kept across restarts.
-func (c *Cluster) Clock(id uint64) *node.SkewClock { return c.clocks[id] }
+func (c *Cluster) Clock(id uint64) *clock.Skew { return c.clocks[id] }
 
 // StartMember (re)starts member id from its data directory.
 func (c *Cluster) StartMember(id uint64) error {
@@ -149,7 +151,7 @@ func (c *Cluster) StartMember(id uint64) error {
 		n.Close()
 		return fmt.Errorf("start member %d: %w", id, err)
 	}
-	m := &member{node: n, server: node.NewServer(n)}
+	m := &member{node: n, server: server.New(n)}
 	go m.server.Serve(ln)
 	c.mu.Lock()
 	c.members[id] = m
