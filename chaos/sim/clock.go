@@ -1,9 +1,9 @@
 package sim
 
 // simClock is one member's clock as a function of simulated time, with the
-// semantics of node.SkewClock: it runs at a rate, a change adds an offset to
-// the reading, and it never runs backwards (a backward jump makes it stand
-// still until its raw reading catches up). A (re)started member gets a true
+// semantics of clock.Skew (node/clock): it runs at a rate, a change adds an
+// offset to the reading, and it never runs backwards (a backward jump makes
+// it stand still until its raw reading catches up). A (re)started member gets a true
 // clock: rate 1, reading the simulated time, as a machine's monotonic clock.
 type simClock struct {
 	rate      float64
@@ -31,7 +31,7 @@ func (c *simClock) read(t int64) int64 {
 }
 
 // set changes the rate from t on and adds offset (ns) to the reading, as
-// SkewClock.Set does.
+// clock.Skew.Set does.
 func (c *simClock) set(t int64, rate float64, offset int64) {
 	rate = min(max(rate, 0.01), 100)
 	c.read(t)
@@ -41,7 +41,7 @@ func (c *simClock) set(t int64, rate float64, offset int64) {
 }
 
 // interval is how much simulated time d of this clock's time takes at its
-// rate: the spacing of its ticks, as SkewClock's ticker spaces them.
+// rate: the spacing of its ticks, as clock.Skew's ticker spaces them.
 func (c *simClock) interval(d int64) int64 {
 	return max(1, int64(float64(d)/c.rate))
 }

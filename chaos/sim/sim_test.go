@@ -64,8 +64,8 @@ func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
 	t.Logf("faults %v, %+v", total.Faults, total)
 }
 
-// TestClockFollowsRateAndNeverRunsBackwards: the simulated clock has
-// node.SkewClock's semantics.
+// TestClockFollowsRateAndNeverRunsBackwards: the simulated clock has the
+// semantics of clock.Skew (node/clock).
 func TestClockFollowsRateAndNeverRunsBackwards(t *testing.T) {
 	c := newSimClock(1000)
 	if got := c.read(2000); got != 2000 {

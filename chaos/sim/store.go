@@ -16,12 +16,12 @@ import (
 var errInjected = errors.New("injected I/O error")
 
 // Store is one member's disk: an in-memory raft log store with exactly the
-// semantics of node.DiskStorage (node/storage.go), written as a WAL would
+// semantics of logstore.Disk (node/logstore/store.go), written as a WAL would
 // be. Each Save or Compact is one atomic batch of operations; a synced batch
 // makes every earlier batch durable too; a power loss keeps the durable
 // state plus a seeded-random prefix (possibly empty) of the batches written
 // since the last sync. The raft.MemoryStorage it embeds is the mirror raft
-// reads, rebuilt from the durable state on every Open, as DiskStorage does.
+// reads, rebuilt from the durable state on every Open, as logstore.Disk does.
 type Store struct {
 	*raft.MemoryStorage
 
@@ -29,7 +29,7 @@ type Store struct {
 	pending []batch // written, not yet synced, oldest first
 }
 
-// diskState is what the disk holds: pebble's keys of node.DiskStorage.
+// diskState is what the disk holds: pebble's keys of logstore.Disk.
 type diskState struct {
 	snap *raftpb.Snapshot  // key "s"; nil before the first Open
 	hs   *raftpb.HardState // key "h"; nil: never written
@@ -59,7 +59,7 @@ type batch []diskOp
 // NewStore returns an empty disk. Open must be called before use.
 func NewStore() *Store { return &Store{} }
 
-// Open (re)builds the mirror from the durable state, as OpenDiskStorage
+// Open (re)builds the mirror from the durable state, as logstore.Open
 // does after a restart: a fresh disk gets the initial configuration (written
 // synced); a stored snapshot, hard state and entries are loaded and checked.
 // Unsynced writes must have been settled by Crash or Kill before.
@@ -90,7 +90,7 @@ func (s *Store) Open(voters []uint64) error {
 	return nil
 }
 
-// mirror is node.DiskStorage.mirror: load the snapshot and the stored
+// mirror is logstore.Disk.mirror: load the snapshot and the stored
 // entries into the in-memory log; entries at and below the snapshot index
 // (kept for slow followers) stay readable.
 func (s *Store) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
@@ -124,7 +124,7 @@ func (s *Store) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
 	return s.MemoryStorage.Append(ents)
 }
 
-// Save is node.DiskStorage.Save: one atomic batch holding the snapshot
+// Save is logstore.Disk.Save: one atomic batch holding the snapshot
 // (which deletes every stored entry), the entries (truncating a conflicting
 // suffix) and the hard state. With sync the batch and every earlier one are
 // durable when it returns (or, with a slow sync, when Synced is called);
@@ -175,7 +175,7 @@ func (s *Store) Synced() {
 	s.pending = s.pending[:0]
 }
 
-// Compact is node.DiskStorage.Compact: store a snapshot at index (synced,
+// Compact is logstore.Disk.Compact: store a snapshot at index (synced,
 // as pebble.Sync is) and drop the stored entries before compactTo. An index
 // above the last stored entry is an error, never a panic.
 func (s *Store) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64, fail bool) error {
