@@ -89,11 +89,7 @@ func TestReportWriter(t *testing.T) {
 // A short bench against an in-process cluster: the numbers live in
 // results/, this only proves the machinery runs end to end.
 func TestBenchSmoke(t *testing.T) {
-	c, err := testcluster.Start(t.TempDir(), 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testcluster.New(t, 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	target, err := RaftlockEndpoints(ctx, c.Endpoints(), 10*time.Second)

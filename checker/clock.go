@@ -8,7 +8,7 @@ import (
 
 // clockModel bounds how far any member's clock may have advanced over a
 // stretch of harness time, from the history's clock events. A member's
-// clock (node.SkewClock) runs at a rate and may jump: Set(rate, offset)
+// clock (clock.Skew) runs at a rate and may jump: Set(rate, offset)
 // changes the rate from then on and adds offset to the reading; a negative
 // offset is absorbed (the clock stands still), so only forward jumps can
 // make a lease end early. A member restarted after a kill runs a normal

@@ -20,11 +20,7 @@ import (
 
 func startCluster(t *testing.T, size int) (*testcluster.Cluster, uint64) {
 	t.Helper()
-	c, err := testcluster.Start(t.TempDir(), size, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testcluster.New(t, size, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	leader, err := c.Leader(ctx)
@@ -48,17 +44,6 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestRedirectFromEachFollower(t *testing.T) {
@@ -219,9 +204,9 @@ func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
 	gone := rawAcquire(t, c.Clients[leader], "k", time.Hour, 30*time.Second)
 	n := c.Node(leader)
 	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
-	waitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
+	testcluster.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
 	gone.Close() // the waiting client dies
-	waitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
+	testcluster.WaitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
 	if err := cl.Release(ctx, "k", g.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +231,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 		_, err := cl.Acquire(wctx, "k", time.Hour, 20*time.Second)
 		done <- err
 	}()
-	waitFor(t, 5*time.Second, "the acquire to queue", func() bool { return gaugeValue(t, c.Node(leader), "raftlock_waiters") == 1 })
+	testcluster.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return gaugeValue(t, c.Node(leader), "raftlock_waiters") == 1 })
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("cancelled acquire succeeded")
@@ -354,7 +339,7 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 	if err := cl.Release(ctx, "k", tok.Token); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "k to stay free (the cancelled waiter left the queue)", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "k to stay free (the cancelled waiter left the queue)", func() bool {
 		info, err := cl.Get(ctx, "k")
 		return err == nil && !info.Held
 	})

@@ -1,17 +1,19 @@
-package node
+package node_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/testcluster"
 )
 
 // BenchmarkAcquireRelease is one lock cycle through the in-process API of a
 // three-member cluster on loopback TCP and real pebble directories: two
 // commits, no client protocol.
 func BenchmarkAcquireRelease(b *testing.B) {
-	c := newTestCluster(b, 3, nil)
-	l := c.leader()
+	c := testcluster.New(b, 3, nil)
+	l := c.WaitLeader()
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {

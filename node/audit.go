@@ -7,19 +7,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/member"
 )
-
-// LoggedCommand is one committed command with the result it had when
-// applied: what a post-run audit matches against a client history.
-type LoggedCommand struct {
-	Index  uint64 `json:"index"`
-	Term   uint64 `json:"term"`
-	Op     string `json:"op"`
-	Key    string `json:"key"`
-	Tag    uint64 `json:"tag,omitempty"`
-	Status string `json:"status"`
-	Token  uint64 `json:"token,omitempty"`
-}
 
 // CommittedLog replays this member's applied log through a fresh state
 // machine (from its snapshot, if the log was compacted) and returns every
@@ -66,13 +55,8 @@ func (n *Node) CommittedLog() (cmds []LoggedCommand, complete bool, err error) {
 			continue // skipped at apply on every member too
 		}
 		for _, env := range envs {
-			cmds = append(cmds, loggedCommand(e, env, m.Apply(env.Cmd)))
+			cmds = append(cmds, member.NewLoggedCommand(e.GetIndex(), e.GetTerm(), env, m.Apply(env.Cmd)))
 		}
 	}
 	return cmds, snap.GetMetadata().GetIndex() == 0, nil
-}
-
-func loggedCommand(e *raftpb.Entry, env fsm.Envelope, res fsm.Result) LoggedCommand {
-	return LoggedCommand{Index: e.GetIndex(), Term: e.GetTerm(), Op: env.Cmd.Op.String(),
-		Key: env.Cmd.Key, Tag: env.Tag, Status: res.Status.String(), Token: res.Token}
 }

@@ -1,151 +1,19 @@
-package node
+package node_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/peer"
 )
-
-// testCluster runs members in this process over real loopback TCP with real
-// pebble directories.
-type testCluster struct {
-	t      testing.TB
-	peers  map[uint64]string
-	dirs   map[uint64]string
-	clocks map[uint64]*SkewClock
-	nodes  map[uint64]*Node
-	tune   func(*Config)
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-func newTestCluster(t testing.TB, size int, tune func(*Config)) *testCluster {
-	t.Helper()
-	c := &testCluster{t: t, peers: map[uint64]string{}, dirs: map[uint64]string{},
-		clocks: map[uint64]*SkewClock{}, nodes: map[uint64]*Node{}, tune: tune}
-	for id := uint64(1); id <= uint64(size); id++ {
-		c.peers[id] = freeAddr(t)
-		c.dirs[id] = t.TempDir()
-		c.clocks[id] = NewSkewClock()
-	}
-	for id := range c.peers {
-		c.start(id)
-	}
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.Close()
-		}
-	})
-	return c
-}
-
-func (c *testCluster) start(id uint64) *Node {
-	c.t.Helper()
-	level := slog.LevelWarn
-	if os.Getenv("RAFTLOCK_TEST_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	cfg := Config{
-		ID: id, Peers: c.peers, ClientAddr: fmt.Sprintf("client-%d", id), DataDir: c.dirs[id],
-		Clock:  c.clocks[id],
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-	}
-	if c.tune != nil {
-		c.tune(&cfg)
-	}
-	n, err := New(cfg)
-	if err != nil {
-		c.t.Fatalf("new node %d: %v", id, err)
-	}
-	if err := n.Start(); err != nil {
-		c.t.Fatalf("start node %d: %v", id, err)
-	}
-	c.nodes[id] = n
-	return n
-}
-
-func (c *testCluster) stop(id uint64) {
-	c.nodes[id].Close()
-	delete(c.nodes, id)
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// leader waits for a member that may make lock decisions (past its term
-// barrier) and returns it.
-func (c *testCluster) leader() *Node {
-	c.t.Helper()
-	var l *Node
-	waitFor(c.t, 10*time.Second, "a ready leader", func() bool {
-		for _, n := range c.nodes {
-			n.mu.Lock()
-			ready := n.leaderReadyLocked() == nil
-			n.mu.Unlock()
-			if ready {
-				l = n
-				return true
-			}
-		}
-		return false
-	})
-	return l
-}
-
-func (c *testCluster) followers(leader *Node) []*Node {
-	var fs []*Node
-	for _, n := range c.nodes {
-		if n != leader {
-			fs = append(fs, n)
-		}
-	}
-	return fs
-}
-
-// converged waits until every running member has applied index and reports
-// one digest there.
-func (c *testCluster) converged(timeout time.Duration) string {
-	c.t.Helper()
-	var digest string
-	waitFor(c.t, timeout, "members to converge", func() bool {
-		var applied uint64
-		digest = ""
-		for _, n := range c.nodes {
-			st := n.Status()
-			if digest == "" {
-				applied, digest = st.Applied, st.Digest
-			} else if st.Applied != applied || st.Digest != digest {
-				return false
-			}
-		}
-		return true
-	})
-	return digest
-}
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -154,8 +22,8 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestHappyPathTokensGrow(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 20*time.Second)
 	var last uint64
 	for i := range 30 {
@@ -168,7 +36,7 @@ func TestHappyPathTokensGrow(t *testing.T) {
 			t.Fatalf("token %d not above %d", tok, last)
 		}
 		last = tok
-		if _, err := l.Acquire(ctx, key, time.Minute, 0, 0); !errors.Is(err, ErrHeld) {
+		if _, err := l.Acquire(ctx, key, time.Minute, 0, 0); !errors.Is(err, node.ErrHeld) {
 			t.Fatalf("second acquire of held %s: %v, want ErrHeld", key, err)
 		}
 		info, err := l.Get(ctx, key, false)
@@ -179,9 +47,9 @@ func TestHappyPathTokensGrow(t *testing.T) {
 			t.Fatalf("release: %v", err)
 		}
 	}
-	c.converged(10 * time.Second)
-	for _, f := range c.followers(l) {
-		var nl *NotLeaderError
+	c.Converged(10 * time.Second)
+	for _, f := range c.Followers(l) {
+		var nl *node.NotLeaderError
 		if _, err := f.Acquire(ctx, "x", time.Second, 0, 0); !errors.As(err, &nl) || nl.LeaderID != l.ID() {
 			t.Fatalf("follower acquire: %v, want NotLeaderError naming %d", err, l.ID())
 		}
@@ -189,11 +57,11 @@ func TestHappyPathTokensGrow(t *testing.T) {
 }
 
 func TestBadInputRejected(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
+	c := testcluster.New(t, 1, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 10*time.Second)
 	long := string(make([]byte, 257))
-	var inv *InvalidArgumentError
+	var inv *node.InvalidArgumentError
 	checks := map[string]error{}
 	_, checks["empty key"] = l.Acquire(ctx, "", time.Second, 0, 0)
 	_, checks["long key"] = l.Acquire(ctx, long, time.Second, 0, 0)
@@ -213,8 +81,8 @@ func TestBadInputRejected(t *testing.T) {
 }
 
 func TestLeaderCrashLockSurvivesAndExpires(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	const lease = 1500 * time.Millisecond
 	tok, err := l.Acquire(ctx, "k", lease, 0, 0)
@@ -222,13 +90,13 @@ func TestLeaderCrashLockSurvivesAndExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquired := time.Now()
-	c.stop(l.ID())
-	nl := c.leader()
+	c.StopMember(l.ID())
+	nl := c.WaitLeader()
 	info, err := nl.Get(ctx, "k", false)
 	if err != nil || !info.Held || info.Token != tok {
 		t.Fatalf("after leader crash: get = %+v, %v; want held by %d", info, err, tok)
 	}
-	waitFor(t, 10*time.Second, "the new leader to expire the lock", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "the new leader to expire the lock", func() bool {
 		info, err := nl.Get(ctx, "k", false)
 		return err == nil && !info.Held
 	})
@@ -240,29 +108,29 @@ func TestLeaderCrashLockSurvivesAndExpires(t *testing.T) {
 		t.Fatalf("next grant = %d, %v; want above %d", next, err, tok)
 	}
 	// The crashed member comes back and catches up.
-	c.start(l.ID())
-	c.converged(10 * time.Second)
+	c.Restart(l.ID())
+	c.Converged(10 * time.Second)
 }
 
 func TestRestartFromDiskKeepsDigest(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	for i := range 20 {
 		if _, err := l.Acquire(ctx, fmt.Sprintf("k%d", i), time.Hour, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := c.converged(10 * time.Second)
+	before := c.Converged(10 * time.Second)
 	lastToken := l.Status().LastToken
-	for id := range c.peers {
-		c.stop(id)
+	for _, id := range c.IDs() {
+		c.StopMember(id)
 	}
-	for id := range c.peers {
-		c.start(id)
+	for _, id := range c.IDs() {
+		c.Restart(id)
 	}
-	nl := c.leader()
-	if after := c.converged(10 * time.Second); after == before {
+	nl := c.WaitLeader()
+	if after := c.Converged(10 * time.Second); after == before {
 		// The new leader's empty entry does not change the table.
 	} else {
 		t.Fatalf("digest after restart %s, before %s", after, before)
@@ -282,11 +150,11 @@ func TestRestartFromDiskKeepsDigest(t *testing.T) {
 }
 
 func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
-	l := c.leader()
+	c := testcluster.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
+	l := c.WaitLeader()
 	ctx := ctxT(t, 60*time.Second)
-	lagging := c.followers(l)[0].ID()
-	c.stop(lagging)
+	lagging := c.Followers(l)[0].ID()
+	c.StopMember(lagging)
 	for i := range 120 {
 		key := fmt.Sprintf("k%d", i%7)
 		if i%3 == 0 {
@@ -302,22 +170,22 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 			}
 		}
 	}
-	first, _ := c.nodes[l.ID()].storage.FirstIndex()
+	first, _ := l.StorageFirstIndex()
 	if first <= 2 {
 		t.Fatalf("leader log not compacted: first index %d", first)
 	}
-	n := c.start(lagging)
-	c.converged(20 * time.Second)
-	if got := counterValue(n.metrics.snapshotsInstalled); got < 1 {
+	n := c.Restart(lagging)
+	c.Converged(20 * time.Second)
+	if got := member.CounterValue(n.Metrics().SnapshotsInstalled); got < 1 {
 		t.Fatalf("lagging member installed %v snapshots, want >= 1", got)
 	}
 }
 
 func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
-	fast := c.followers(l)[0]
-	c.clocks[fast.ID()].Set(10, 0)
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
+	fast := c.Followers(l)[0]
+	c.Clock(fast.ID()).Set(10, 0)
 	ctx := ctxT(t, 30*time.Second)
 	const lease = 2 * time.Second
 	tok, err := l.Acquire(ctx, "k", lease, 0, 0)
@@ -325,7 +193,7 @@ func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the fast follower's own deadline has passed...
-	waitFor(t, 10*time.Second, "the fast follower's deadline to pass", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "the fast follower's deadline to pass", func() bool {
 		info, err := fast.Get(ctx, "k", true)
 		return err == nil && info.Held && info.RemainingMS == 0
 	})
@@ -338,16 +206,16 @@ func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
 		t.Fatal("fast follower dropped the lock on its own clock")
 	}
 	// The lock goes only through the committed Expire, everywhere at once.
-	waitFor(t, 10*time.Second, "the committed expire", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "the committed expire", func() bool {
 		info, err := fast.Get(ctx, "k", true)
 		return err == nil && !info.Held
 	})
-	c.converged(10 * time.Second)
+	c.Converged(10 * time.Second)
 }
 
 func TestGhostLockReleasedBeforeLease(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	gone, cancel := context.WithCancel(ctx)
 	cancel() // the requester is gone before its Grant applies
@@ -355,12 +223,12 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 	if _, err := l.Acquire(gone, "k", time.Hour, 0, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("acquire with a gone requester: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the grant to apply", func() bool { return l.Status().LastToken > before })
-	waitFor(t, 10*time.Second, "the ghost lock to be released", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "the grant to apply", func() bool { return l.Status().LastToken > before })
+	testcluster.WaitFor(t, 10*time.Second, "the ghost lock to be released", func() bool {
 		info, err := l.Get(ctx, "k", false)
 		return err == nil && !info.Held
 	})
-	if got := counterValue(l.metrics.ghostReleases); got != 1 {
+	if got := member.CounterValue(l.Metrics().GhostReleases); got != 1 {
 		t.Fatalf("ghost releases = %v, want 1", got)
 	}
 	if _, err := l.Acquire(ctx, "k", time.Second, 0, 0); err != nil {
@@ -368,15 +236,50 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 	}
 }
 
-func waiterCount(n *Node, key string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.lm.waiters[key])
+// Callers that leave while the member's loop is busy must leave no lock
+// behind: the news that a caller left once overtook its call (two queues),
+// so the core ignored it, granted the lock anyway and kept it held by nobody
+// for the whole lease.
+func TestCallersLeavingWhileTheLoopIsBusyLeaveNoLock(t *testing.T) {
+	c := testcluster.New(t, 1, nil)
+	l := c.WaitLeader()
+	ctx := ctxT(t, 30*time.Second)
+	const callers = 20
+	busy, resume := make(chan struct{}), make(chan struct{})
+	go node.Inspect(l, func(*member.Core) { close(busy); <-resume })
+	<-busy
+	var wg sync.WaitGroup
+	for i := range callers {
+		gone, cancel := context.WithCancel(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go func() { time.Sleep(time.Duration(i%5) * time.Millisecond); cancel() }()
+			if _, err := l.Acquire(gone, fmt.Sprintf("k%d", i), time.Hour, 0, 0); !errors.Is(err, context.Canceled) {
+				t.Errorf("acquire %d: %v, want context.Canceled", i, err)
+			}
+		}()
+	}
+	wg.Wait() // every caller has left while the loop was busy
+	close(resume)
+	for i := range callers {
+		key := fmt.Sprintf("k%d", i)
+		testcluster.WaitFor(t, 10*time.Second, key+" to be free", func() bool {
+			info, err := l.Get(ctx, key, false)
+			return err == nil && !info.Held
+		})
+	}
+}
+
+func waiterCount(n *node.Node, key string) int {
+	w := 0
+	node.Inspect(n, func(c *member.Core) { w = c.Waiters(key) })
+	return w
 }
 
 func TestWaitersGrantedInFIFOOrder(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	holder, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
 	if err != nil {
@@ -398,13 +301,13 @@ func TestWaitersGrantedInFIFOOrder(t *testing.T) {
 			tok, err := l.Acquire(wctx, "k", time.Hour, 20*time.Second, 0)
 			grants <- grant{who, tok, err}
 		}()
-		waitFor(t, 5*time.Second, "the waiter to queue", func() bool { return waiterCount(l, "k") == who+1 })
+		testcluster.WaitFor(t, 5*time.Second, "the waiter to queue", func() bool { return waiterCount(l, "k") == who+1 })
 	}
 	leave()
 	if g := <-grants; g.who != 1 || !errors.Is(g.err, context.Canceled) {
 		t.Fatalf("first answer %+v, want waiter 1 cancelled", g)
 	}
-	waitFor(t, 5*time.Second, "the gone waiter to leave the queue", func() bool { return waiterCount(l, "k") == 3 })
+	testcluster.WaitFor(t, 5*time.Second, "the gone waiter to leave the queue", func() bool { return waiterCount(l, "k") == 3 })
 	prev := holder
 	if err := l.Release(ctx, "k", holder, 0); err != nil {
 		t.Fatal(err)
@@ -422,14 +325,14 @@ func TestWaitersGrantedInFIFOOrder(t *testing.T) {
 }
 
 func TestWaitRunsOutAsHeld(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
+	c := testcluster.New(t, 1, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 10*time.Second)
 	if _, err := l.Acquire(ctx, "k", time.Hour, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := l.Acquire(ctx, "k", time.Hour, 200*time.Millisecond, 0); !errors.Is(err, ErrHeld) {
+	if _, err := l.Acquire(ctx, "k", time.Hour, 200*time.Millisecond, 0); !errors.Is(err, node.ErrHeld) {
 		t.Fatalf("waiting acquire: %v, want ErrHeld", err)
 	}
 	if time.Since(start) < 200*time.Millisecond {
@@ -441,25 +344,25 @@ func TestWaitRunsOutAsHeld(t *testing.T) {
 }
 
 func TestStaleReleaseRejected(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	old, err := l.Acquire(ctx, "k", 100*time.Millisecond, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cur uint64
-	waitFor(t, 10*time.Second, "a new holder after expiry", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "a new holder after expiry", func() bool {
 		cur, err = l.Acquire(ctx, "k", time.Hour, 0, 0)
 		return err == nil
 	})
-	if err := l.Release(ctx, "k", old, 0); !errors.Is(err, ErrNotFound) {
+	if err := l.Release(ctx, "k", old, 0); !errors.Is(err, node.ErrNotFound) {
 		t.Fatalf("stale release: %v, want ErrNotFound", err)
 	}
-	if err := l.Renew(ctx, "k", old, time.Second, 0); !errors.Is(err, ErrNotFound) {
+	if err := l.Renew(ctx, "k", old, time.Second, 0); !errors.Is(err, node.ErrNotFound) {
 		t.Fatalf("stale renew: %v, want ErrNotFound", err)
 	}
-	if err := l.Release(ctx, "nokey", cur, 0); !errors.Is(err, ErrNotFound) {
+	if err := l.Release(ctx, "nokey", cur, 0); !errors.Is(err, node.ErrNotFound) {
 		t.Fatalf("release of a free key: %v, want ErrNotFound", err)
 	}
 	info, err := l.Get(ctx, "k", false)
@@ -475,15 +378,15 @@ func TestStaleReleaseRejected(t *testing.T) {
 }
 
 func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 20*time.Second)
 	for _, payload := range [][]byte{
 		[]byte("GET / HTTP/1.1\r\n\r\n"),
 		{0xff, 0xff, 0xff, 0xff, 1, 2, 3},
-		append(appendFrame(nil, encodeHello(9, l.ID(), "x")), 0, 0, 0, 5, 1),
+		append(peer.AppendFrame(nil, peer.EncodeHello(9, l.ID(), "x")), 0, 0, 0, 5, 1),
 	} {
-		conn, err := net.Dial("tcp", c.peers[l.ID()])
+		conn, err := net.Dial("tcp", c.Peers[l.ID()])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -499,135 +402,9 @@ func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
 	}
 }
 
-func TestNoDecisionBeforeTermBarrier(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-	l.mu.Lock()
-	l.lm.barrier = false // as right after an election, before the first entry of the term applied
-	l.mu.Unlock()
-	if _, err := l.Acquire(ctx, "k", time.Second, 0, 0); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("acquire before the barrier: %v, want ErrUnavailable", err)
-	}
-	if err := l.Release(ctx, "k", 1, 0); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("release before the barrier: %v, want ErrUnavailable", err)
-	}
-	if _, err := l.Get(ctx, "k", false); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("get before the barrier: %v, want ErrUnavailable", err)
-	}
-}
-
-// expireNow makes n's local deadline for key's token pass and runs the
-// timers, as if the lease had run out; it reports whether an Expire was
-// proposed.
-func expireNow(n *Node, key string, token uint64) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.lm.leases[key] = lease{token: token, deadline: 0}
-	n.tickLocked()
-	m, ok := n.lm.expiring[key]
-	return ok && m.token == token
-}
-
-// An Expire proposed for a token and a Renew of that token must never both
-// succeed: the holder would believe in a lease the log has already ended.
-func TestRenewAndExpireNeverBothSucceed(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-
-	// Expire first: the renewal is proposed behind it and applies as NotFound.
-	tok, err := l.Acquire(ctx, "a", time.Hour, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expireNow(l, "a", tok)
-	if err := l.Renew(ctx, "a", tok, time.Hour, 0); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("renew behind a proposed Expire: %v, want ErrNotFound", err)
-	}
-
-	// Renew first: no Expire is proposed while it is in flight.
-	tok, err = l.Acquire(ctx, "b", time.Hour, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.mu.Lock()
-	req := l.newRequestLocked(fsm.Command{Op: fsm.OpRenew, Key: "b", Token: tok, LeaseMS: 3_600_000}, 0)
-	l.proposeLocked(req)
-	l.mu.Unlock()
-	if expireNow(l, "b", tok) {
-		t.Fatal("an Expire was proposed while a Renew of the same token was in flight")
-	}
-	if res, err := l.wait(ctx, req); err != nil || res.Status != fsm.Renewed {
-		t.Fatalf("renew: %+v, %v", res, err)
-	}
-	info, err := l.Get(ctx, "b", false)
-	if err != nil || !info.Held || info.RemainingMS < (time.Hour-time.Minute).Milliseconds() {
-		t.Fatalf("after renew: %+v, %v; want held with a fresh hour", info, err)
-	}
-}
-
-// A try-acquire that meets a Grant still in flight must not answer "held":
-// that Grant may be dropped, and then the key was never held.
-func TestTryAcquireDuringInflightGrantWaitsForItsOutcome(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-	phantom := fsm.Envelope{ID: fsm.RequestID{Node: l.ID(), Seq: 1 << 62}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: "k", LeaseMS: 1000}}
-	l.mu.Lock()
-	l.lm.inflight["k"] = phantom.ID // as if another client's Grant were being proposed
-	l.mu.Unlock()
-	type result struct {
-		tok uint64
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		tok, err := l.Acquire(ctx, "k", time.Second, 0, 0)
-		done <- result{tok, err}
-	}()
-	waitFor(t, 5*time.Second, "the try-acquire to queue behind the Grant in flight", func() bool { return waiterCount(l, "k") == 1 })
-	select {
-	case r := <-done:
-		t.Fatalf("try-acquire answered %v before the Grant in flight resolved", r)
-	case <-time.After(3 * l.cfg.TickInterval):
-	}
-	l.mu.Lock()
-	l.dropLocked([]fsm.Envelope{phantom}) // raft refused that proposal
-	l.mu.Unlock()
-	if r := <-done; r.err != nil || r.tok == 0 {
-		t.Fatalf("try-acquire after the Grant in flight was dropped: %+v; want the lock", r)
-	}
-}
-
-// A proposed Expire is not yet a fact: until it commits, a renewal of its
-// token must not be answered NotFound (found by the chaos harness, seed 2:
-// the Expire's commit stalled after a kill, and later acquires rightly saw
-// the key still held by the token the renewal had been told was gone).
-func TestRenewNotRefusedOnAnUncommittedExpire(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-	tok, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range c.followers(l) {
-		c.stop(f.ID()) // nothing commits from now on
-	}
-	if !expireNow(l, "k", tok) { // proposes Expire{k, tok}, which cannot commit
-		t.Fatal("no Expire proposed")
-	}
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if err := l.Renew(short, "k", tok, time.Hour, 0); err == nil || errors.Is(err, ErrNotFound) {
-		t.Fatalf("renew while the Expire is uncommitted: %v; want no answer (timeout or outcome unknown)", err)
-	}
-}
-
 func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
+	c := testcluster.New(t, 1, nil)
+	l := c.WaitLeader()
 	ctx := ctxT(t, 10*time.Second)
 	tok, err := l.Acquire(ctx, "k", time.Second, 0, 77)
 	if err != nil {
@@ -640,7 +417,7 @@ func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
 	if err != nil || !complete {
 		t.Fatalf("CommittedLog: complete=%v err=%v", complete, err)
 	}
-	var grant, release *LoggedCommand
+	var grant, release *node.LoggedCommand
 	for i := range cmds {
 		switch cmds[i].Op {
 		case "grant":
@@ -663,25 +440,25 @@ func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
 // are confirmed with a quorum first (found by the chaos harness: a leader
 // resumed after SIGSTOP answered a renewal from its pre-pause table).
 func TestIsolatedLeaderGivesNoNegativeAnswers(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.ElectionTicks = 50 }) // a long window
-	l := c.leader()
+	c := testcluster.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 }) // a long window
+	l := c.WaitLeader()
 	ctx := ctxT(t, 10*time.Second)
 	tok, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range c.followers(l) {
-		c.stop(f.ID())
+	for _, f := range c.Followers(l) {
+		c.StopMember(f.ID())
 	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	if _, err := l.Acquire(short, "k", time.Second, 0, 0); err == nil || errors.Is(err, ErrHeld) {
+	if _, err := l.Acquire(short, "k", time.Second, 0, 0); err == nil || errors.Is(err, node.ErrHeld) {
 		t.Fatalf("try-acquire on an isolated leader: %v; want no answer, not ErrHeld", err)
 	}
-	if err := l.Release(short, "k", tok+1, 0); err == nil || errors.Is(err, ErrNotFound) {
+	if err := l.Release(short, "k", tok+1, 0); err == nil || errors.Is(err, node.ErrNotFound) {
 		t.Fatalf("release with a wrong token on an isolated leader: %v; want no answer, not ErrNotFound", err)
 	}
-	if err := l.Renew(short, "nokey", 1, time.Second, 0); err == nil || errors.Is(err, ErrNotFound) {
+	if err := l.Renew(short, "nokey", 1, time.Second, 0); err == nil || errors.Is(err, node.ErrNotFound) {
 		t.Fatalf("renew of a free key on an isolated leader: %v; want no answer, not ErrNotFound", err)
 	}
 }

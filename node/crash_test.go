@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -16,13 +16,18 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/logstore"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // A member that took snapshots restarts: the stored commit index is never
 // below the stored snapshot (raft refuses to load such a state).
 func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
-	l := c.leader()
+	c := testcluster.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
+	l := c.WaitLeader()
 	ctx := ctxT(t, 60*time.Second)
 	for i := range 40 {
 		key := fmt.Sprintf("k%d", i%3)
@@ -37,20 +42,21 @@ func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
 	if _, err := l.Acquire(ctx, "held", time.Hour, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	before := c.converged(10 * time.Second)
-	for id, n := range c.nodes {
-		if got := counterValue(n.metrics.snapshots); got < 1 {
+	before := c.Converged(10 * time.Second)
+	for _, n := range c.Nodes() {
+		id := n.ID()
+		if got := member.CounterValue(n.Metrics().Snapshots); got < 1 {
 			t.Fatalf("member %d took %v snapshots, want >= 1", id, got)
 		}
 	}
-	for id := range c.peers {
-		c.stop(id)
+	for _, id := range c.IDs() {
+		c.StopMember(id)
 	}
-	for id := range c.peers {
-		c.start(id) // fails the test if New refuses the stored state
+	for _, id := range c.IDs() {
+		c.Restart(id) // fails the test if New refuses the stored state
 	}
-	c.leader()
-	if after := c.converged(10 * time.Second); after != before {
+	c.WaitLeader()
+	if after := c.Converged(10 * time.Second); after != before {
 		t.Fatalf("digest after restart %s, before %s", after, before)
 	}
 }
@@ -60,7 +66,7 @@ func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
 // that acknowledged an unsynced snapshot and crashed would later panic on
 // the leader's commit index.
 type syncCheckStorage struct {
-	*DiskStorage
+	*logstore.Disk
 	mu       sync.Mutex
 	unsynced int
 	installs int
@@ -75,35 +81,35 @@ func (s *syncCheckStorage) Save(hs *raftpb.HardState, es []*raftpb.Entry, snap *
 		}
 		s.mu.Unlock()
 	}
-	return s.DiskStorage.Save(hs, es, snap, sync)
+	return s.Disk.Save(hs, es, snap, sync)
 }
 
 func TestReceivedSnapshotIsSynced(t *testing.T) {
 	stores := map[uint64]*syncCheckStorage{}
 	var mu sync.Mutex
-	c := newTestCluster(t, 3, func(cfg *Config) {
+	c := testcluster.New(t, 3, func(cfg *node.Config) {
 		cfg.SnapshotEvery, cfg.SnapshotKeep = 20, 5
-		ds, err := OpenDiskStorage(cfg.DataDir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
+		ds, err := logstore.Open(cfg.DataDir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &syncCheckStorage{DiskStorage: ds}
+		s := &syncCheckStorage{Disk: ds}
 		mu.Lock()
 		stores[cfg.ID] = s
 		mu.Unlock()
 		cfg.Storage = s
 	})
-	l := c.leader()
+	l := c.WaitLeader()
 	ctx := ctxT(t, 60*time.Second)
-	lagging := c.followers(l)[0].ID()
-	c.stop(lagging)
+	lagging := c.Followers(l)[0].ID()
+	c.StopMember(lagging)
 	for i := range 60 {
 		if _, err := l.Acquire(ctx, fmt.Sprintf("k%d", i), time.Hour, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.start(lagging)
-	c.converged(20 * time.Second)
+	c.Restart(lagging)
+	c.Converged(20 * time.Second)
 	mu.Lock()
 	s := stores[lagging]
 	mu.Unlock()
@@ -121,10 +127,10 @@ func TestReceivedSnapshotIsSynced(t *testing.T) {
 // retryable ErrUnavailable within a few election timeouts, even when the
 // caller set no deadline (raft drops pending ReadIndex requests silently).
 func TestReadOnIsolatedLeaderEndsUnavailable(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
-	for _, f := range c.followers(l) {
-		c.stop(f.ID())
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
+	for _, f := range c.Followers(l) {
+		c.StopMember(f.ID())
 	}
 	type answer struct {
 		err  error
@@ -143,11 +149,11 @@ func TestReadOnIsolatedLeaderEndsUnavailable(t *testing.T) {
 		_, err := l.Acquire(context.Background(), "held-or-not", time.Second, 0, 0)
 		ch <- answer{err, time.Since(start)}
 	}()
-	bound := time.Duration(4*l.cfg.ElectionTicks) * l.cfg.TickInterval * 3 // generous for -race
+	bound := time.Duration(4*node.ConfigOf(l).ElectionTicks) * node.ConfigOf(l).TickInterval * 3 // generous for -race
 	for range 3 {
 		select {
 		case a := <-ch:
-			if a.err == nil || (!errors.Is(a.err, ErrUnavailable) && !errors.As(a.err, new(*NotLeaderError)) && !errors.Is(a.err, ErrOutcomeUnknown)) {
+			if a.err == nil || (!errors.Is(a.err, node.ErrUnavailable) && !errors.As(a.err, new(*node.NotLeaderError)) && !errors.Is(a.err, node.ErrOutcomeUnknown)) {
 				t.Fatalf("answer on an isolated leader after %v: %v; want Unavailable or a redirect", a.took, a.err)
 			}
 		case <-time.After(bound):
@@ -156,88 +162,10 @@ func TestReadOnIsolatedLeaderEndsUnavailable(t *testing.T) {
 	}
 }
 
-// A command validated in one term is never proposed in a later one: a
-// Release checked against the table of term T could otherwise free the lock
-// of a newer holder when the same member leads again in T+2.
-func TestQueuedCommandOfAnEarlierTermIsNotProposed(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	ctx := ctxT(t, 10*time.Second)
-	tok, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.mu.Lock()
-	stale := l.newRequestLocked(fsm.Command{Op: fsm.OpRelease, Key: "k"}, 0)
-	stale.proposed = true
-	l.lm.pending[stale.env.ID] = stale
-	l.enqueueInTerm(stale.env, l.lm.term-1)
-	l.mu.Unlock()
-	select {
-	case o := <-stale.done:
-		if o.err == nil {
-			t.Fatalf("stale release answered %v with no error", o.res)
-		}
-	case <-ctx.Done():
-		t.Fatal("stale release never answered")
-	}
-	// A later command applies after anything queued before it.
-	if _, err := l.Acquire(ctx, "marker", time.Hour, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	info, err := l.Get(ctx, "k", false)
-	if err != nil || !info.Held || info.Token != tok {
-		t.Fatalf("k after a stale release: %+v, %v; want held by %d", info, err, tok)
-	}
-}
-
 func TestMaxBatchAboveCodecLimitRefused(t *testing.T) {
-	_, err := New(Config{ID: 1, Peers: map[uint64]string{1: "127.0.0.1:1"}, DataDir: t.TempDir(), MaxBatch: fsm.MaxBatch + 1})
+	_, err := node.New(node.Config{ID: 1, Peers: map[uint64]string{1: "127.0.0.1:1"}, DataDir: t.TempDir(), MaxBatch: fsm.MaxBatch + 1})
 	if err == nil {
 		t.Fatal("New accepted a MaxBatch every member would refuse to apply")
-	}
-}
-
-// The raft loop may call ReportSnapshot (through Send) while reportc is
-// full, and it is reportc's only reader: the call must return at once, and
-// the report must still arrive.
-func TestReportSnapshotNeverBlocksAndIsNotLost(t *testing.T) {
-	n := &Node{reportc: make(chan peerReport), stopc: make(chan struct{})}
-	defer close(n.stopc)
-	returned := make(chan struct{})
-	go func() {
-		n.ReportSnapshot(2, true)
-		close(returned)
-	}()
-	select {
-	case <-returned:
-	case <-time.After(5 * time.Second):
-		t.Fatal("ReportSnapshot blocked on a full report channel")
-	}
-	select {
-	case r := <-n.reportc:
-		if r.id != 2 || !r.snapshot || !r.failed {
-			t.Fatalf("report %+v", r)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the snapshot report was dropped")
-	}
-}
-
-// Handing a snapshot or entries to a dead apply loop must not hang the raft
-// loop once the node stops (Close waits for the raft loop).
-func TestHandOffReturnsWhenStopping(t *testing.T) {
-	n := &Node{applyc: make(chan applyTask), stopc: make(chan struct{})}
-	close(n.stopc)
-	done := make(chan bool)
-	go func() { done <- n.handOff(applyTask{snap: &raftpb.Snapshot{}}) }()
-	select {
-	case ok := <-done:
-		if ok {
-			t.Fatal("handOff reported a delivery nobody received")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("handOff blocked on a stopped node")
 	}
 }
 
@@ -246,31 +174,32 @@ func TestHandOffReturnsWhenStopping(t *testing.T) {
 // complete; a member that installed a snapshot from the leader says it is
 // not (it never applied the entries the snapshot replaced).
 func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) {
+	c := testcluster.New(t, 3, func(cfg *node.Config) {
 		cfg.SnapshotEvery, cfg.SnapshotKeep = 10, 2
 		cfg.AuditJournal = cfg.DataDir + "/audit-journal.jsonl"
 	})
-	l := c.leader()
+	l := c.WaitLeader()
 	ctx := ctxT(t, 60*time.Second)
-	lagging := c.followers(l)[0].ID()
-	c.stop(lagging)
+	lagging := c.Followers(l)[0].ID()
+	c.StopMember(lagging)
 	const grants = 40
 	for i := range grants {
 		if _, err := l.Acquire(ctx, fmt.Sprintf("k%d", i), time.Hour, 0, uint64(1000+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.start(lagging)
-	c.converged(20 * time.Second)
-	fs := c.followers(l) // map order: call once
+	c.Restart(lagging)
+	c.Converged(20 * time.Second)
+	fs := c.Followers(l) // in id order
 	stable := fs[0]
 	if stable.ID() == lagging {
 		stable = fs[1]
 	}
-	c.stop(stable.ID())
-	stable = c.start(stable.ID())
-	c.converged(20 * time.Second)
-	for id, n := range c.nodes {
+	c.StopMember(stable.ID())
+	stable = c.Restart(stable.ID())
+	c.Converged(20 * time.Second)
+	for _, n := range c.Nodes() {
+		id := n.ID()
 		cmds, complete, err := n.CommittedLog()
 		if err != nil {
 			t.Fatalf("member %d: %v", id, err)
@@ -302,137 +231,33 @@ func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
 // etcd's /health does; /metrics has the leader gauge and the per-operation
 // request latency.
 func TestHealthzAndLeaderGauge(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	l := c.leader()
-	get := func(n *Node, path string) (int, string) {
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
+	get := func(n *node.Node, path string) (int, string) {
 		rec := httptest.NewRecorder()
-		n.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		server.HTTPHandler(n).ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		return rec.Code, rec.Body.String()
 	}
 	if code, body := get(l, "/healthz"); code != 200 {
 		t.Fatalf("healthz on a healthy leader: %d %q", code, body)
 	}
-	srv := NewServer(l)
-	srv.handle(context.Background(), &wire.Request{ID: 1, Op: wire.OpGet, Key: "k"})
+	srv := server.New(l)
+	srv.Handle(context.Background(), &wire.Request{ID: 1, Op: wire.OpGet, Key: "k"})
 	if _, body := get(l, "/metrics"); !strings.Contains(body, "raftlock_has_leader 1") ||
 		!strings.Contains(body, `raftlock_request_duration_seconds_count{op="get"} 1`) {
 		t.Fatalf("metrics lack the leader gauge or the request histogram:\n%s", body)
 	}
-	fs := c.followers(l) // map order: call once
+	fs := c.Followers(l) // in id order
 	f := fs[0]
 	for _, o := range fs[1:] {
-		c.stop(o.ID())
+		c.StopMember(o.ID())
 	}
-	c.stop(l.ID())
-	waitFor(t, 10*time.Second, "the lone follower to lose its leader", func() bool {
+	c.StopMember(l.ID())
+	testcluster.WaitFor(t, 10*time.Second, "the lone follower to lose its leader", func() bool {
 		code, body := get(f, "/healthz")
 		return code == 503 && strings.Contains(body, "no leader")
 	})
 	if _, body := get(f, "/metrics"); !strings.Contains(body, "raftlock_has_leader 0") {
 		t.Fatal("raftlock_has_leader is not 0 on a member with no leader")
 	}
-}
-
-// A queued command of an earlier term that is dropped must not undo the
-// bookkeeping of this term's commands: a stale Renew's drop once cleared
-// the mark that holds back an Expire behind a Renew in flight.
-func TestStaleDropKeepsThisTermsRenewMark(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	l := c.leader()
-	l.mu.Lock()
-	l.lm.renewing["k"] = 1 // a Renew of this term is in flight
-	l.enqueueInTerm(fsm.Envelope{ID: fsm.RequestID{Node: l.ID(), Seq: 1 << 40}, Cmd: fsm.Command{Op: fsm.OpRenew, Key: "k", Token: 1, LeaseMS: 1000}}, l.lm.term-1)
-	l.mu.Unlock()
-	waitFor(t, 5*time.Second, "the stale command to leave the queue", func() bool {
-		l.propMu.Lock()
-		defer l.propMu.Unlock()
-		return len(l.propQueue) == 0
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if got := l.lm.renewing["k"]; got != 1 {
-		t.Fatalf("renew mark after dropping a stale renew: %d, want 1", got)
-	}
-}
-
-// A journal line cut by a kill is dropped on open, so the next
-// incarnation's first line is read back.
-func TestAuditJournalDropsTornTail(t *testing.T) {
-	path := t.TempDir() + "/journal"
-	j, err := openJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.add(journalEntry{Index: 1, Term: 1})
-	j.flush()
-	j.f.WriteString(`{"index":2,"te`) // torn by a kill
-	j.close()
-	j, err = openJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.add(journalEntry{Index: 2, Term: 1})
-	j.flush()
-	j.close()
-	if _, complete, err := readJournal(path, 2); err != nil || !complete {
-		t.Fatalf("journal after a torn tail: complete=%v err=%v", complete, err)
-	}
-}
-
-type nopTransport struct{}
-
-func (nopTransport) Start(PeerHandler) error      { return nil }
-func (nopTransport) Send([]*raftpb.Message)       {}
-func (nopTransport) PeerClientAddr(uint64) string { return "" }
-func (nopTransport) Close() error                 { return nil }
-
-// A Ready whose committed entries cannot be handed over because the node is
-// stopping must say so: it was taken from raft but not advanced, and asking
-// raft for another Ready then panics ("two accepted Ready structs without
-// call to Advance"), which a Close racing a busy raft loop once did in CI.
-func TestReadyNotHandedOverStopsTheRaftLoop(t *testing.T) {
-	n, err := New(Config{ID: 1, Peers: map[uint64]string{1: "unused"}, DataDir: t.TempDir(),
-		Transport: nopTransport{}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.storage.Close()
-	if err := n.rn.Campaign(); err != nil {
-		t.Fatal(err)
-	}
-	isLeader := false
-	reads := map[string]*readRequest{}
-	// Persist the election and the leader's empty entry until raft hands
-	// over committed entries.
-	for i := 0; ; i++ {
-		if i > 10 {
-			t.Fatal("no committed entries after 10 Readies")
-		}
-		rd := n.rn.Ready()
-		if len(rd.CommittedEntries) > 0 {
-			t.Fatal("committed entries before the first Advance")
-		}
-		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, true); err != nil {
-			t.Fatal(err)
-		}
-		n.rn.Advance(rd)
-		if n.rn.HasReady() {
-			break
-		}
-	}
-	// The apply loop is gone: its queue is full and the node is stopping.
-	for len(n.applyc) < cap(n.applyc) {
-		n.applyc <- applyTask{}
-	}
-	close(n.stopc)
-	for n.rn.HasReady() {
-		err := n.handleReady(&isLeader, reads)
-		if errors.Is(err, errStopping) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("every Ready was advanced although none could be handed to the apply loop")
 }

@@ -1,68 +1,39 @@
 package node
 
-import (
-	"errors"
-	"fmt"
+import "github.com/raftlock/raftlock/member"
 
-	"github.com/raftlock/raftlock/client/wire"
-)
-
-// Errors a lock call returns. The client server maps each to one answer.
+// The errors a lock call returns are the member core's; they are repeated
+// here so callers of the in-process API need only this package.
 var (
-	// ErrHeld: a try-acquire found the key held, or a waiting acquire's
-	// wait ran out.
-	ErrHeld = errors.New("lock is held")
-	// ErrNotFound: the caller's token does not hold the key.
-	ErrNotFound = errors.New("not the holder")
-	// ErrUnavailable: nothing was proposed (no leader, leadership not yet
-	// settled, proposal dropped); the call is safe to retry.
-	ErrUnavailable = errors.New("unavailable")
-	// ErrOutcomeUnknown: a command was proposed and leadership was lost
-	// before it applied; it may or may not commit.
-	ErrOutcomeUnknown = errors.New("outcome unknown")
-	// ErrGrantRejected: the defensive state machine outcome; reported as
-	// an error, never a success.
-	ErrGrantRejected = errors.New("grant rejected by the state machine")
-	// ErrStopped: the node is shutting down.
-	ErrStopped = errors.New("node stopped")
+	ErrHeld           = member.ErrHeld
+	ErrNotFound       = member.ErrNotFound
+	ErrUnavailable    = member.ErrUnavailable
+	ErrOutcomeUnknown = member.ErrOutcomeUnknown
+	ErrGrantRejected  = member.ErrGrantRejected
+	ErrStopped        = member.ErrStopped
 )
 
-// NotLeaderError answers a call made to a follower.
-type NotLeaderError struct {
-	LeaderID   uint64 // 0 when no leader is known
-	LeaderAddr string // the leader's client address, when known
-}
-
-func (e *NotLeaderError) Error() string {
-	if e.LeaderID == 0 {
-		return "not the leader; no leader known"
-	}
-	return fmt.Sprintf("not the leader; leader is %d at %s", e.LeaderID, e.LeaderAddr)
-}
-
-// InvalidArgumentError is bad input from a caller.
-type InvalidArgumentError struct{ Reason string }
-
-func (e *InvalidArgumentError) Error() string { return "invalid argument: " + e.Reason }
+type (
+	// NotLeaderError answers a call made to a follower.
+	NotLeaderError = member.NotLeaderError
+	// InvalidArgumentError is bad input from a caller.
+	InvalidArgumentError = member.InvalidArgumentError
+	// LoggedCommand is one committed command with its result.
+	LoggedCommand = member.LoggedCommand
+	// LockInfo answers Get.
+	LockInfo = member.LockInfo
+	// Metrics are one member's Prometheus metrics.
+	Metrics = member.Metrics
+)
 
 // Lease bounds of DESIGN.md section 2 rule 10.
 const (
-	MinLeaseMS = wire.MinLeaseMS
-	MaxLeaseMS = wire.MaxLeaseMS
+	MinLeaseMS = member.MinLeaseMS
+	MaxLeaseMS = member.MaxLeaseMS
 )
 
 // ValidateKey checks a lock key.
-func ValidateKey(key string) error {
-	if err := wire.ValidateKey(key); err != nil {
-		return &InvalidArgumentError{Reason: err.Error()}
-	}
-	return nil
-}
+func ValidateKey(key string) error { return member.ValidateKey(key) }
 
 // ValidateLease checks a lease length in milliseconds.
-func ValidateLease(ms int64) error {
-	if err := wire.ValidateLease(ms); err != nil {
-		return &InvalidArgumentError{Reason: err.Error()}
-	}
-	return nil
-}
+func ValidateLease(ms int64) error { return member.ValidateLease(ms) }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/raftlock/raftlock/member"
 )
 
 // journal records every applied entry with the results of its commands, for
@@ -25,11 +27,7 @@ type journal struct {
 	buf  []byte
 }
 
-type journalEntry struct {
-	Index    uint64          `json:"index"`
-	Term     uint64          `json:"term"`
-	Commands []LoggedCommand `json:"commands,omitempty"`
-}
+type journalEntry = member.AppliedEntry
 
 func openJournal(path string) (*journal, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)

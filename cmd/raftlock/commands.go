@@ -446,5 +446,6 @@ func extraCommands() []command {
 		{"chaos", "run a cluster under faults, record a history and check it", runChaos},
 		{"check", "check a recorded history (linearizability, fencing, leases, resource)", runCheck},
 		{"bench", "measure throughput and latency, against the physical floor and peers", runBench},
+		{"sim", "simulate a cluster deterministically under faults, one seed or a swarm, and check it", runSim},
 	}
 }

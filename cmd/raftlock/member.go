@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // memberFlags are the settings of one member.
@@ -107,7 +109,7 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 // member is a running node with its client and HTTP servers.
 type member struct {
 	node   *node.Node
-	server *node.Server
+	server *server.Server
 	http   *http.Server
 	log    *slog.Logger
 }
@@ -125,12 +127,12 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	if err := os.MkdirAll(m.data, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	var clock node.Clock = node.NewSystemClock()
-	var skew *node.SkewClock
+	var clk clock.Clock = clock.NewSystem()
+	var skew *clock.Skew
 	if m.faultInjection {
 		log.Warn("FAULT INJECTION ENABLED: this member's clock can be changed over HTTP; never run it in production", "member", m.id, "bug", m.unsafeBug)
-		skew = node.NewSkewClock()
-		clock = skew
+		skew = clock.NewSkew()
+		clk = skew
 	}
 	ln, err := net.Listen("tcp", m.listen)
 	if err != nil {
@@ -147,7 +149,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	n, err := node.New(node.Config{AuditJournal: journal,
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
-		NoBatch: m.noBatch, Clock: clock, Logger: log, Bug: m.unsafeBug,
+		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug,
 	})
 	if err != nil {
 		ln.Close()
@@ -157,7 +159,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 		ln.Close()
 		return nil, err
 	}
-	mb := &member{node: n, server: node.NewServer(n), log: log}
+	mb := &member{node: n, server: server.New(n), log: log}
 	go mb.server.Serve(ln)
 	if m.http != "" {
 		hln, err := net.Listen("tcp", m.http)
@@ -165,10 +167,10 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 			mb.Close()
 			return nil, fmt.Errorf("listen for HTTP: %w", err)
 		}
-		mux := n.HTTPHandler()
+		mux := server.HTTPHandler(n)
 		if skew != nil {
 			mux.HandleFunc("POST /debug/clock", clockHandler(skew))
-			mux.HandleFunc("GET /debug/log", n.AuditHandler)
+			mux.HandleFunc("GET /debug/log", server.AuditHandler(n))
 		}
 		mb.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go mb.http.Serve(hln)
@@ -178,7 +180,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 
 // clockHandler sets the member's clock rate and offset:
 // POST /debug/clock {"rate":2.0,"offset_ms":0}.
-func clockHandler(c *node.SkewClock) http.HandlerFunc {
+func clockHandler(c *clock.Skew) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Rate     float64 `json:"rate"`

@@ -58,3 +58,28 @@ func TestScriptsUseChaosFlagsThatExist(t *testing.T) {
 		}
 	}
 }
+
+// Every sim flag the README, the Makefile, CI and results/sim.md use is a
+// flag sim has.
+func TestScriptsUseSimFlagsThatExist(t *testing.T) {
+	_, _, help := cli(t, "sim", "--help")
+	simCall := regexp.MustCompile(`(raftlock|\$\(BIN\)) sim [^\n]*`)
+	flagRe := regexp.MustCompile(`--[a-z][a-z-]*`)
+	for _, name := range []string{"README.md", "Makefile", filepath.Join(".ci", "run"), filepath.Join("results", "sim.md")} {
+		b, err := os.ReadFile(filepath.Join("..", "..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := simCall.FindAllString(string(b), -1)
+		if len(calls) == 0 {
+			t.Errorf("%s: no sim command found", name)
+		}
+		for _, line := range calls {
+			for _, f := range flagRe.FindAllString(line, -1) {
+				if !strings.Contains(help, "  "+f+" ") && !strings.Contains(help, "  "+f+"\n") {
+					t.Errorf("%s uses %s, which sim does not have: %s", name, f, line)
+				}
+			}
+		}
+	}
+}

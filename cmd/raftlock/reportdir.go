@@ -64,9 +64,10 @@ func foreignEntry(entries []fs.DirEntry) string {
 	return ""
 }
 
-// reportFileNames are the files a chaos run writes into its report.
+// reportFileNames are the files a chaos run (or a failing sim seed) writes
+// into its report.
 var reportFileNames = []string{reportMarker, "history.jsonl", "verdict.json", "summary.md", "latency.png",
-	"timeline.html", "digests.json", "committed-log.json", "resolved.json"}
+	"timeline.html", "digests.json", "committed-log.json", "resolved.json", "trace.log"}
 
 // isReport tells whether dir holds a previous raftlock chaos report.
 func isReport(dir string) bool {

@@ -1,28 +1,45 @@
 // Package testcluster runs a raftlock cluster inside one process, over real
 // loopback TCP and real pebble directories, for tests and smoke benchmarks.
+// It is the one in-process cluster helper of the node, client and bench
+// tests (real-process clusters live with the CLI tests and the chaos
+// harness).
+//
+// Each member has a client server on its own port, a data directory that
+// outlives a stop (a restarted member recovers from it) and a
+// clock.Skew the test may skew. A cluster made by New belongs to a test:
+// it is closed when the test ends, and its waiting helpers (WaitLeader,
+// Converged, Restart) fail the test instead of returning errors. Start is
+// the same without a testing.TB.
 package testcluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // Cluster is a set of in-process members with client servers.
 type Cluster struct {
-	Dir     string
-	Peers   map[uint64]string
+	Dir     string            // members' data directories are Dir/<id>
+	Peers   map[uint64]string // raft peer addresses
 	Clients map[uint64]string // client API addresses
 	tune    func(*node.Config)
+	clocks  map[uint64]*clock.Skew
+	t       testing.TB // nil for a cluster made by Start
 
 	mu      sync.Mutex
 	members map[uint64]*member
@@ -30,23 +47,38 @@ type Cluster struct {
 
 type member struct {
 	node   *node.Node
-	server *node.Server
+	server *server.Server
+}
+
+// New runs size members in a temporary directory of t and closes them when
+// t ends. tune, if not nil, adjusts each member's config every time the
+// member starts; it may call t.Fatal. It fails t if a member cannot start.
+func New(t testing.TB, size int, tune func(*node.Config)) *Cluster {
+	t.Helper()
+	c, err := newCluster(t.TempDir(), size, tune)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t = t
+	// Registered before any member starts, so that members started before
+	// a failure (or a t.Fatal in tune) are closed too.
+	t.Cleanup(c.Close)
+	for _, id := range c.IDs() {
+		if err := c.StartMember(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }
 
 // Start runs size members in dir. tune, if not nil, adjusts each config.
+// The caller closes the cluster.
 func Start(dir string, size int, tune func(*node.Config)) (*Cluster, error) {
-	c := &Cluster{Dir: dir, Peers: map[uint64]string{}, Clients: map[uint64]string{},
-		members: map[uint64]*member{}, tune: tune}
-	for id := uint64(1); id <= uint64(size); id++ {
-		var err error
-		if c.Peers[id], err = freeport.Addr(); err != nil {
-			return nil, err
-		}
-		if c.Clients[id], err = freeport.Addr(); err != nil {
-			return nil, err
-		}
+	c, err := newCluster(dir, size, tune)
+	if err != nil {
+		return nil, err
 	}
-	for id := range c.Peers {
+	for _, id := range c.IDs() {
 		if err := c.StartMember(id); err != nil {
 			c.Close()
 			return nil, err
@@ -55,28 +87,71 @@ func Start(dir string, size int, tune func(*node.Config)) (*Cluster, error) {
 	return c, nil
 }
 
+// newCluster picks the addresses and makes the clocks; no member runs yet.
+func newCluster(dir string, size int, tune func(*node.Config)) (*Cluster, error) {
+	c := &Cluster{Dir: dir, Peers: map[uint64]string{}, Clients: map[uint64]string{},
+		clocks: map[uint64]*clock.Skew{}, members: map[uint64]*member{}, tune: tune}
+	for id := uint64(1); id <= uint64(size); id++ {
+		var err error
+		if c.Peers[id], err = freeport.Addr(); err != nil {
+			return nil, err
+		}
+		if c.Clients[id], err = freeport.Addr(); err != nil {
+			return nil, err
+		}
+		c.clocks[id] = clock.NewSkew()
+	}
+	return c, nil
+}
+
+// IDs lists every member id, running or not, in order.
+func (c *Cluster) IDs() []uint64 {
+	ids := make([]uint64, 0, len(c.Peers))
+	for id := range c.Peers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// DataDir is member id's data directory; it outlives a stop.
+func (c *Cluster) DataDir(id uint64) string {
+	return filepath.Join(c.Dir, strconv.FormatUint(id, 10))
+}
+
+// Clock is member id's clock; it is kept across restarts.
+func (c *Cluster) Clock(id uint64) *clock.Skew { return c.clocks[id] }
+
 // StartMember (re)starts member id from its data directory.
 func (c *Cluster) StartMember(id uint64) error {
+	level := slog.LevelWarn
+	if os.Getenv("RAFTLOCK_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	cfg := node.Config{ID: id, Peers: c.Peers, ClientAddr: c.Clients[id], DataDir: c.DataDir(id),
+		Clock:  c.clocks[id],
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("member %d: %w", id, err)
+	}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
 	ln, err := net.Listen("tcp", c.Clients[id])
 	if err != nil {
 		return fmt.Errorf("member %d: %w", id, err)
 	}
-	cfg := node.Config{ID: id, Peers: c.Peers, ClientAddr: c.Clients[id],
-		DataDir: filepath.Join(c.Dir, strconv.FormatUint(id, 10)),
-		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
-	if c.tune != nil {
-		c.tune(&cfg)
-	}
 	n, err := node.New(cfg)
 	if err != nil {
 		ln.Close()
-		return err
+		return fmt.Errorf("new member %d: %w", id, err)
 	}
 	if err := n.Start(); err != nil {
 		ln.Close()
-		return err
+		n.Close()
+		return fmt.Errorf("start member %d: %w", id, err)
 	}
-	m := &member{node: n, server: node.NewServer(n)}
+	m := &member{node: n, server: server.New(n)}
 	go m.server.Serve(ln)
 	c.mu.Lock()
 	c.members[id] = m
@@ -84,7 +159,8 @@ func (c *Cluster) StartMember(id uint64) error {
 	return nil
 }
 
-// StopMember stops member id abruptly.
+// StopMember stops member id abruptly; its data directory stays. It does
+// nothing to a stopped member.
 func (c *Cluster) StopMember(id uint64) {
 	c.mu.Lock()
 	m := c.members[id]
@@ -94,6 +170,19 @@ func (c *Cluster) StopMember(id uint64) {
 		m.server.Close()
 		m.node.Close()
 	}
+}
+
+// Restart stops member id if it runs and starts it again from its data
+// directory, and returns it; it fails the test if the member cannot start.
+// Only for a cluster made by New.
+func (c *Cluster) Restart(id uint64) *node.Node {
+	t := c.tb("Restart")
+	t.Helper()
+	c.StopMember(id)
+	if err := c.StartMember(id); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	return c.Node(id)
 }
 
 // Node returns member id, or nil when it is stopped.
@@ -106,35 +195,117 @@ func (c *Cluster) Node(id uint64) *node.Node {
 	return nil
 }
 
+// Nodes returns the running members in id order.
+func (c *Cluster) Nodes() []*node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ns := make([]*node.Node, 0, len(c.members))
+	for _, m := range c.members {
+		ns = append(ns, m.node)
+	}
+	slices.SortFunc(ns, func(a, b *node.Node) int { return cmp.Compare(a.ID(), b.ID()) })
+	return ns
+}
+
+// Followers returns the running members other than leader, in id order:
+// two calls return the same members in the same order.
+func (c *Cluster) Followers(leader *node.Node) []*node.Node {
+	var fs []*node.Node
+	for _, n := range c.Nodes() {
+		if n != leader {
+			fs = append(fs, n)
+		}
+	}
+	return fs
+}
+
 // Endpoints lists the client addresses in id order.
 func (c *Cluster) Endpoints() []string {
 	eps := make([]string, 0, len(c.Clients))
-	for id := uint64(1); id <= uint64(len(c.Clients)); id++ {
+	for _, id := range c.IDs() {
 		eps = append(eps, c.Clients[id])
 	}
 	return eps
 }
 
-// Leader waits until some member can make lock decisions and returns its id.
+// probeTimeout bounds one readiness probe, so that a member that believes
+// it leads but cannot reach a quorum does not hold up the search.
+const probeTimeout = 2 * time.Second
+
+// Leader waits until some running member may make lock decisions (it leads
+// and has passed its term barrier) and returns its id. The test is a
+// linearizable read: the member answers it only when it may decide and a
+// quorum confirms it still leads. The read changes no state.
 func (c *Cluster) Leader(ctx context.Context) (uint64, error) {
 	for {
-		c.mu.Lock()
-		for id, m := range c.members {
-			st := m.node.Status()
-			if st.Role == "leader" {
-				if _, err := m.node.Get(ctx, "probe", false); err == nil {
-					c.mu.Unlock()
-					return id, nil
-				}
+		for _, n := range c.Nodes() {
+			if n.Status().Role != "leader" {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			_, err := n.Get(pctx, "probe", false)
+			cancel()
+			if err == nil {
+				return n.ID(), nil
 			}
 		}
-		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("no ready leader: %w", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// WaitLeader waits up to ten seconds for a member that may make lock
+// decisions (see Leader) and returns it; it fails the test if none does.
+// Only for a cluster made by New.
+func (c *Cluster) WaitLeader() *node.Node {
+	t := c.tb("WaitLeader")
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatalf("timed out after 10s waiting for a ready leader: %v", err)
+	}
+	n := c.Node(id)
+	if n == nil {
+		t.Fatalf("ready leader %d stopped", id)
+	}
+	return n
+}
+
+// Converged waits until every running member has applied one index and
+// reports one digest there, and returns that digest; it fails the test
+// after timeout. Only for a cluster made by New.
+func (c *Cluster) Converged(timeout time.Duration) string {
+	t := c.tb("Converged")
+	t.Helper()
+	var digest string
+	WaitFor(t, timeout, "members to converge", func() bool {
+		var applied uint64
+		digest = ""
+		for _, n := range c.Nodes() {
+			st := n.Status()
+			if digest == "" {
+				applied, digest = st.Applied, st.Digest
+			} else if st.Applied != applied || st.Digest != digest {
+				return false
+			}
+		}
+		return true
+	})
+	return digest
+}
+
+// tb is the test of a cluster made by New; the helpers that fail a test
+// cannot serve a cluster made by Start.
+func (c *Cluster) tb(method string) testing.TB {
+	if c.t == nil {
+		panic("testcluster: " + method + " needs a cluster made by New")
+	}
+	return c.t
 }
 
 // Close stops every member.
@@ -147,5 +318,18 @@ func (c *Cluster) Close() {
 	c.mu.Unlock()
 	for _, id := range ids {
 		c.StopMember(id)
+	}
+}
+
+// WaitFor polls cond every few milliseconds until it holds, and fails t if
+// it does not within timeout.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

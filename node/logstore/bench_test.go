@@ -1,4 +1,4 @@
-package node
+package logstore
 
 import (
 	"log/slog"
@@ -11,7 +11,7 @@ import (
 // in one synced pebble batch. Compare with the fsync floor that
 // `raftlock bench` measures.
 func BenchmarkSaveSynced(b *testing.B) {
-	s, err := OpenDiskStorage(b.TempDir(), []uint64{1}, slog.New(slog.DiscardHandler))
+	s, err := Open(b.TempDir(), []uint64{1}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package node
+// Package clock is a member's source of time: the system clock in
+// production and Skew, whose rate and offset the chaos harness changes
+// to inject clock faults.
+package clock
 
 import (
 	"sync"
@@ -22,29 +25,29 @@ type Ticker interface {
 	Stop()
 }
 
-// SystemClock reads the process's monotonic clock.
-type SystemClock struct{ start time.Time }
+// System reads the process's monotonic clock.
+type System struct{ start time.Time }
 
-// NewSystemClock returns a clock that starts at zero now.
-func NewSystemClock() *SystemClock { return &SystemClock{start: time.Now()} }
+// NewSystem returns a clock that starts at zero now.
+func NewSystem() *System { return &System{start: time.Now()} }
 
 // Now implements Clock.
-func (c *SystemClock) Now() time.Duration { return time.Since(c.start) }
+func (c *System) Now() time.Duration { return time.Since(c.start) }
 
 // NewTicker implements Clock.
-func (c *SystemClock) NewTicker(d time.Duration) Ticker { return stdTicker{time.NewTicker(d)} }
+func (c *System) NewTicker(d time.Duration) Ticker { return stdTicker{time.NewTicker(d)} }
 
 type stdTicker struct{ t *time.Ticker }
 
 func (t stdTicker) C() <-chan time.Time { return t.t.C }
 func (t stdTicker) Stop()               { t.t.Stop() }
 
-// SkewClock is a clock whose rate and offset can be changed while it runs:
+// Skew is a clock whose rate and offset can be changed while it runs:
 // the fault the chaos harness injects. It stays monotonic: a negative offset
 // step is absorbed, never shown as time going backwards.
-type SkewClock struct {
+type Skew struct {
 	mu       sync.Mutex
-	base     *SystemClock
+	base     *System
 	rate     float64
 	anchor   time.Duration // base reading at the last change
 	value    time.Duration // skewed reading at the last change
@@ -52,13 +55,13 @@ type SkewClock struct {
 	changeCh chan struct{}
 }
 
-// NewSkewClock returns a clock running at rate 1 with no offset.
-func NewSkewClock() *SkewClock {
-	return &SkewClock{base: NewSystemClock(), rate: 1, changeCh: make(chan struct{})}
+// NewSkew returns a clock running at rate 1 with no offset.
+func NewSkew() *Skew {
+	return &Skew{base: NewSystem(), rate: 1, changeCh: make(chan struct{})}
 }
 
 // Set changes the rate (clamped to 0.01..100) and adds offset to the reading.
-func (c *SkewClock) Set(rate float64, offset time.Duration) {
+func (c *Skew) Set(rate float64, offset time.Duration) {
 	rate = min(max(rate, 0.01), 100)
 	c.mu.Lock()
 	now := c.base.Now()
@@ -71,18 +74,18 @@ func (c *SkewClock) Set(rate float64, offset time.Duration) {
 }
 
 // Rate returns the current rate.
-func (c *SkewClock) Rate() float64 {
+func (c *Skew) Rate() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rate
 }
 
-func (c *SkewClock) readLocked(now time.Duration) time.Duration {
+func (c *Skew) readLocked(now time.Duration) time.Duration {
 	return c.value + time.Duration(float64(now-c.anchor)*c.rate)
 }
 
 // Now implements Clock.
-func (c *SkewClock) Now() time.Duration {
+func (c *Skew) Now() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := c.readLocked(c.base.Now())
@@ -95,7 +98,7 @@ func (c *SkewClock) Now() time.Duration {
 
 // NewTicker implements Clock: the real interval is d divided by the rate, and
 // follows rate changes.
-func (c *SkewClock) NewTicker(d time.Duration) Ticker {
+func (c *Skew) NewTicker(d time.Duration) Ticker {
 	t := &skewTicker{c: make(chan time.Time, 1), stop: make(chan struct{})}
 	go func() {
 		for {

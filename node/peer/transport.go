@@ -1,4 +1,7 @@
-package node
+// Package peer is the TCP transport between members: a hello naming the
+// sender, then length-prefixed raft messages, one sender goroutine and
+// queue per peer.
+package peer
 
 import (
 	"bufio"
@@ -22,7 +25,7 @@ import (
 // it: Send queues or drops.
 type Transport interface {
 	// Start begins accepting peer connections and delivering to h.
-	Start(h PeerHandler) error
+	Start(h Handler) error
 	// Send queues messages; a full queue drops them and reports the peer
 	// unreachable (raft retransmits).
 	Send(msgs []*raftpb.Message)
@@ -31,8 +34,8 @@ type Transport interface {
 	Close() error
 }
 
-// PeerHandler is the node side of a Transport.
-type PeerHandler interface {
+// Handler is the node side of a Transport.
+type Handler interface {
 	Receive(m *raftpb.Message)
 	ReportUnreachable(id uint64)
 	ReportSnapshot(id uint64, failed bool)
@@ -46,11 +49,11 @@ const (
 	peerRedialPeriod = 50 * time.Millisecond
 )
 
-// TCPTransport is one long-lived TCP stream per peer, dialled by the sender,
+// TCP is one long-lived TCP stream per peer, dialled by the sender,
 // carrying length-prefixed raft messages. The first frame of a stream is a
 // hello naming the sender, the intended receiver and the sender's client
 // address, which is how followers learn where to redirect clients.
-type TCPTransport struct {
+type TCP struct {
 	id         uint64
 	listenAddr string
 	clientAddr string
@@ -61,17 +64,17 @@ type TCPTransport struct {
 	clientAddrs map[uint64]string
 	conns       map[net.Conn]struct{}
 	ln          net.Listener
-	handler     PeerHandler
+	handler     Handler
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// NewTCPTransport returns a transport for member id listening on listen
+// NewTCP returns a transport for member id listening on listen
 // (default peers[id], the address its peers dial), announcing clientAddr to
 // its peers.
-func NewTCPTransport(id uint64, peers map[uint64]string, listen, clientAddr string, log *slog.Logger) (*TCPTransport, error) {
+func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *slog.Logger) (*TCP, error) {
 	if _, ok := peers[id]; !ok {
 		return nil, fmt.Errorf("member %d is not in the peer list", id)
 	}
@@ -79,7 +82,7 @@ func NewTCPTransport(id uint64, peers map[uint64]string, listen, clientAddr stri
 		listen = peers[id]
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &TCPTransport{
+	t := &TCP{
 		id: id, listenAddr: listen, clientAddr: clientAddr, log: log.With("component", "transport"),
 		peers: make(map[uint64]*peerSender), clientAddrs: map[uint64]string{id: clientAddr},
 		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel,
@@ -93,7 +96,7 @@ func NewTCPTransport(id uint64, peers map[uint64]string, listen, clientAddr stri
 }
 
 // Start implements Transport.
-func (t *TCPTransport) Start(h PeerHandler) error {
+func (t *TCP) Start(h Handler) error {
 	ln, err := net.Listen("tcp", t.listenAddr)
 	if err != nil {
 		return fmt.Errorf("listen for peers on %s: %w", t.listenAddr, err)
@@ -115,7 +118,7 @@ func (t *TCPTransport) Start(h PeerHandler) error {
 // idle saved little, and a write that hit its deadline under load tore the
 // stream down, which sent raft's replication to that peer into probing, one
 // append per heartbeat: p50 of 24 ms at 16 clients.)
-func (t *TCPTransport) Send(msgs []*raftpb.Message) {
+func (t *TCP) Send(msgs []*raftpb.Message) {
 	for _, m := range msgs {
 		p, ok := t.peers[m.GetTo()]
 		if !ok {
@@ -133,14 +136,14 @@ func (t *TCPTransport) Send(msgs []*raftpb.Message) {
 }
 
 // PeerClientAddr implements Transport.
-func (t *TCPTransport) PeerClientAddr(id uint64) string {
+func (t *TCP) PeerClientAddr(id uint64) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.clientAddrs[id]
 }
 
 // Close implements Transport.
-func (t *TCPTransport) Close() error {
+func (t *TCP) Close() error {
 	t.cancel()
 	t.mu.Lock()
 	if t.ln != nil {
@@ -154,7 +157,7 @@ func (t *TCPTransport) Close() error {
 	return nil
 }
 
-func (t *TCPTransport) track(c net.Conn, add bool) bool {
+func (t *TCP) track(c net.Conn, add bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if add {
@@ -168,7 +171,7 @@ func (t *TCPTransport) track(c net.Conn, add bool) bool {
 	return true
 }
 
-func (t *TCPTransport) accept(ln net.Listener) {
+func (t *TCP) accept(ln net.Listener) {
 	defer t.wg.Done()
 	for {
 		c, err := ln.Accept()
@@ -196,7 +199,7 @@ func (t *TCPTransport) accept(ln net.Listener) {
 
 // serve reads one inbound peer stream. Anything malformed closes the stream
 // with a reason; it never reaches raft.
-func (t *TCPTransport) serve(c net.Conn) error {
+func (t *TCP) serve(c net.Conn) error {
 	r := bufio.NewReaderSize(c, 64<<10)
 	if first, _ := r.Peek(len(wire.Greeting)); string(first) == wire.Greeting {
 		// A client pointed at the peer port: answer something that is not
@@ -255,12 +258,12 @@ func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 	return buf, nil
 }
 
-func appendFrame(b, payload []byte) []byte {
+func AppendFrame(b, payload []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
 	return append(b, payload...)
 }
 
-func encodeHello(from, to uint64, clientAddr string) []byte {
+func EncodeHello(from, to uint64, clientAddr string) []byte {
 	b := []byte(peerMagic)
 	b = binary.AppendUvarint(b, from)
 	b = binary.AppendUvarint(b, to)
@@ -289,7 +292,7 @@ func decodeHello(b []byte) (from, to uint64, clientAddr string, err error) {
 
 // peerSender owns the outbound stream to one peer.
 type peerSender struct {
-	t     *TCPTransport
+	t     *TCP
 	id    uint64
 	addr  string
 	queue chan *raftpb.Message
@@ -351,7 +354,7 @@ func (p *peerSender) dropQueued() {
 // stream writes queued messages, coalescing whatever is queued into one
 // write, until an error or shutdown.
 func (p *peerSender) stream(c net.Conn) error {
-	hello := appendFrame(nil, encodeHello(p.t.id, p.id, p.t.clientAddr))
+	hello := AppendFrame(nil, EncodeHello(p.t.id, p.id, p.t.clientAddr))
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write(hello); err != nil {
 		return err
@@ -393,7 +396,7 @@ func (p *peerSender) stream(c net.Conn) error {
 			if err != nil {
 				return fmt.Errorf("encode raft message: %w", err)
 			}
-			buf = appendFrame(buf, data)
+			buf = AppendFrame(buf, data)
 			if m.GetType() == raftpb.MessageType_MsgSnap {
 				snaps++
 			}

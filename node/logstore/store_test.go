@@ -1,4 +1,4 @@
-package node
+package logstore
 
 import (
 	"log/slog"
@@ -20,7 +20,7 @@ func ents(term uint64, from, to uint64) []*raftpb.Entry {
 // restart the log must not resurrect entries the new leader overwrote.
 func TestDiskStorageTruncatesConflictingSuffix(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenDiskStorage(dir, []uint64{1}, slog.New(slog.DiscardHandler))
+	s, err := Open(dir, []uint64{1}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestDiskStorageTruncatesConflictingSuffix(t *testing.T) {
 	if err := s.Save(&raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(0))}, ents(2, 6, 7), nil, true); err != nil {
 		t.Fatal(err)
 	}
-	check := func(s *DiskStorage, when string) {
+	check := func(s *Disk, when string) {
 		last, _ := s.LastIndex()
 		if last != 7 {
 			t.Fatalf("%s: last index %d, want 7", when, last)
@@ -45,7 +45,7 @@ func TestDiskStorageTruncatesConflictingSuffix(t *testing.T) {
 	}
 	check(s, "before restart")
 	s.Close()
-	s, err = OpenDiskStorage(dir, []uint64{1}, slog.New(slog.DiscardHandler))
+	s, err = Open(dir, []uint64{1}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,16 +57,16 @@ func TestDiskStorageTruncatesConflictingSuffix(t *testing.T) {
 	}
 }
 
-func openTestStorage(t *testing.T, dir string) *DiskStorage {
+func openTestStorage(t *testing.T, dir string) *Disk {
 	t.Helper()
-	s, err := OpenDiskStorage(dir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
+	s, err := Open(dir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("open storage: %v", err)
 	}
 	return s
 }
 
-func logTerms(t *testing.T, s *DiskStorage) []uint64 {
+func logTerms(t *testing.T, s *Disk) []uint64 {
 	t.Helper()
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
@@ -156,7 +156,7 @@ func TestDataDirectoryInUseSaysSo(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStorage(t, dir)
 	defer s.Close()
-	_, err := OpenDiskStorage(dir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
+	_, err := Open(dir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second open of a data directory: %v, want 'in use by another process'", err)
 	}

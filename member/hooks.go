@@ -1,4 +1,4 @@
-package node
+package member
 
 import (
 	"time"
@@ -18,6 +18,12 @@ type hooks struct {
 	expireAt func(l lease) time.Duration
 	// hardStateToSave is the hard state a Ready persists (rule 8).
 	hardStateToSave func(rd *raft.Ready) *raftpb.HardState
+	// mustSync says whether a Ready's write must be synced before its
+	// messages go out and its entries count as stable (rule 8).
+	mustSync func(rd *raft.Ready) bool
+	// applyAtReady applies committed entries when the Ready is taken,
+	// before the driver has persisted it, instead of in Advance.
+	applyAtReady bool
 	// termBarrier: a new leader decides nothing before the first entry of
 	// its term applies (rule 3).
 	termBarrier bool
@@ -42,10 +48,49 @@ type hooks struct {
 	expireCommand func(key string, token uint64) fsm.Command
 }
 
+// Planted bugs, for proving the harnesses catch them (Config.Bug). Never set
+// in production: the CLI accepts one only with fault injection enabled.
+const (
+	BugExpireIgnoresToken  = "expire-ignores-token"
+	BugReleaseSkipsOwner   = "release-skips-owner-check"
+	BugNoTermBarrier       = "no-term-barrier"
+	BugTokenAtPropose      = "token-at-propose"
+	BugAckBeforeCommit     = "ack-before-commit"
+	BugFollowerLocalExpire = "follower-local-expire"
+	BugStaleRead           = "stale-read"
+	BugEarlyExpire         = "early-expire"
+	BugCommitNotPersisted  = "commit-not-persisted"
+	BugSnapshotUnsynced    = "snapshot-unsynced"
+	BugSkipFsync           = "skip-fsync"
+	BugApplyBeforePersist  = "apply-before-persist"
+)
+
+// Bugs lists the planted bugs by name.
+var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
+	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
+	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist}
+
+// ValidBug says whether name is a planted bug ("" is none).
+func ValidBug(name string) bool {
+	if name == "" {
+		return true
+	}
+	for _, b := range Bugs {
+		if b == name {
+			return true
+		}
+	}
+	return false
+}
+
 func plantHooks(bug string) hooks {
 	h := hooks{
-		expireAt:            func(l lease) time.Duration { return l.deadline },
-		hardStateToSave:     func(rd *raft.Ready) *raftpb.HardState { return rd.HardState },
+		expireAt:        func(l lease) time.Duration { return l.deadline },
+		hardStateToSave: func(rd *raft.Ready) *raftpb.HardState { return rd.HardState },
+		// A snapshot is always synced although raft's MustSync ignores it:
+		// the follower acknowledges it, and one that lost it in a crash
+		// would be asked to commit entries it no longer has.
+		mustSync:            func(rd *raft.Ready) bool { return rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) },
 		termBarrier:         true,
 		linearizableReads:   true,
 		releaseChecksHolder: true,
@@ -60,7 +105,7 @@ func plantHooks(bug string) hooks {
 	case BugEarlyExpire:
 		// The leader expires a lock at half its lease.
 		h.expireAt = func(l lease) time.Duration { return l.deadline - l.length/2 }
-	case BugSkipCommitHardState:
+	case BugCommitNotPersisted:
 		// A real bug, fixed: a hard state that only moves the commit index
 		// is not written, while compaction stores snapshots past the
 		// stored commit; the member then cannot restart.
@@ -70,6 +115,16 @@ func plantHooks(bug string) hooks {
 			}
 			return nil
 		}
+	case BugSnapshotUnsynced:
+		// A real bug, fixed: a received snapshot is written unsynced (raft's
+		// MustSync ignores snapshots) and then acknowledged.
+		h.mustSync = func(rd *raft.Ready) bool { return rd.MustSync }
+	case BugSkipFsync:
+		// Nothing is ever synced: entries and votes are acknowledged while
+		// still in the page cache.
+		h.mustSync = func(*raft.Ready) bool { return false }
+	case BugApplyBeforePersist:
+		h.applyAtReady = true
 	case BugNoTermBarrier:
 		h.termBarrier = false
 	case BugStaleRead:

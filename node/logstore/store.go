@@ -1,4 +1,6 @@
-package node
+// Package logstore is a member's raft log store: entries, hard state and
+// snapshot in pebble, mirrored in a raft.MemoryStorage for raft's reads.
+package logstore
 
 import (
 	"encoding/binary"
@@ -16,10 +18,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Storage is what the node needs from its raft log store: raft's read
+// Store is what the node needs from its raft log store: raft's read
 // interface plus the writes of the Ready loop and of log compaction. A
 // simulator can supply an in-memory implementation.
-type Storage interface {
+type Store interface {
 	raft.Storage
 	// Save persists one Ready's hard state, entries and snapshot in one
 	// atomic write, synced when sync is true. Entries must be readable
@@ -46,28 +48,28 @@ func entryKey(i uint64) []byte {
 	return k
 }
 
-// DiskStorage keeps the raft log in pebble and mirrors the part since the
+// Disk keeps the raft log in pebble and mirrors the part since the
 // last snapshot in a raft.MemoryStorage for reads. Every write goes to pebble
 // first; the mirror is updated only after the (synced) commit returns, so
 // raft never sees an entry as stable before it is durable.
-type DiskStorage struct {
+type Disk struct {
 	*raft.MemoryStorage
 	db *pebble.DB
 	mu sync.Mutex // orders Save against Compact on the pebble side
 }
 
-var _ Storage = (*DiskStorage)(nil)
+var _ Store = (*Disk)(nil)
 
-// OpenDiskStorage opens (or creates) the log store in dir. A fresh store gets
+// Open opens (or creates) the log store in dir. A fresh store gets
 // the initial configuration voters; an existing one keeps its own.
-func OpenDiskStorage(dir string, voters []uint64, log *slog.Logger) (*DiskStorage, error) {
-	return OpenDiskStorageFS(dir, vfs.Default, voters, log)
+func Open(dir string, voters []uint64, log *slog.Logger) (*Disk, error) {
+	return OpenFS(dir, vfs.Default, voters, log)
 }
 
-// OpenDiskStorageFS is OpenDiskStorage on the filesystem fs: tests and a
+// OpenFS is Open on the filesystem fs: tests and a
 // simulator pass pebble's crash-testing in-memory filesystem, which loses
 // every write not yet synced.
-func OpenDiskStorageFS(dir string, fs vfs.FS, voters []uint64, log *slog.Logger) (*DiskStorage, error) {
+func OpenFS(dir string, fs vfs.FS, voters []uint64, log *slog.Logger) (*Disk, error) {
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:     fs,
 		Logger: pebbleLogger{log},
@@ -86,7 +88,7 @@ func OpenDiskStorageFS(dir string, fs vfs.FS, voters []uint64, log *slog.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &DiskStorage{MemoryStorage: raft.NewMemoryStorage(), db: db}
+	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db}
 	if err := s.load(voters); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load raft log from %s: %w", dir, err)
@@ -94,7 +96,7 @@ func OpenDiskStorageFS(dir string, fs vfs.FS, voters []uint64, log *slog.Logger)
 	return s, nil
 }
 
-func (s *DiskStorage) load(voters []uint64) error {
+func (s *Disk) load(voters []uint64) error {
 	snap := &raftpb.Snapshot{}
 	found, err := s.getProto(keySnapshot, snap)
 	if err != nil {
@@ -132,7 +134,7 @@ func (s *DiskStorage) load(voters []uint64) error {
 
 // storedEntries reads every log entry in pebble, checking they are
 // contiguous.
-func (s *DiskStorage) storedEntries() ([]*raftpb.Entry, error) {
+func (s *Disk) storedEntries() ([]*raftpb.Entry, error) {
 	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: keyEntryLow, UpperBound: keyEntryHigh})
 	if err != nil {
 		return nil, err
@@ -155,7 +157,7 @@ func (s *DiskStorage) storedEntries() ([]*raftpb.Entry, error) {
 // mirror loads the snapshot and the stored entries into the in-memory log.
 // Entries at and below the snapshot index are the ones Compact kept for
 // slow followers: they stay readable, as they were before the restart.
-func (s *DiskStorage) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
+func (s *Disk) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
 	index, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
 	if len(ents) > 0 && ents[0].GetIndex() < index && ents[len(ents)-1].GetIndex() >= index {
 		if got := ents[index-ents[0].GetIndex()].GetTerm(); got != term {
@@ -188,7 +190,7 @@ func (s *DiskStorage) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error 
 	return s.MemoryStorage.Append(ents)
 }
 
-func (s *DiskStorage) getProto(key []byte, m proto.Message) (bool, error) {
+func (s *Disk) getProto(key []byte, m proto.Message) (bool, error) {
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
@@ -203,8 +205,8 @@ func (s *DiskStorage) getProto(key []byte, m proto.Message) (bool, error) {
 	return true, nil
 }
 
-// Save implements Storage.
-func (s *DiskStorage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error {
+// Save implements Store.
+func (s *Disk) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
@@ -264,8 +266,8 @@ func (s *DiskStorage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *
 	return nil
 }
 
-// Compact implements Storage.
-func (s *DiskStorage) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
+// Compact implements Store.
+func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, data)
@@ -303,7 +305,7 @@ func (s *DiskStorage) Compact(index uint64, cs *raftpb.ConfState, data []byte, c
 }
 
 // Close closes the pebble store.
-func (s *DiskStorage) Close() error { return s.db.Close() }
+func (s *Disk) Close() error { return s.db.Close() }
 
 // pebbleLogger routes pebble's chatter into slog at debug level.
 type pebbleLogger struct{ log *slog.Logger }

@@ -1,4 +1,7 @@
-package node
+// Package server is a member's client side: the client protocol (framed,
+// pipelined requests onto the node's API) and the HTTP endpoints (/metrics,
+// /status, /healthz, the audit log).
+package server
 
 import (
 	"bufio"
@@ -17,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node"
 )
 
 // maxInflightPerConn bounds the requests one connection may have open; past
@@ -25,7 +29,7 @@ const maxInflightPerConn = 8192
 
 // Server serves the client protocol (package wire) for one member.
 type Server struct {
-	node *Node
+	node *node.Node
 	log  *slog.Logger
 
 	mu     sync.Mutex
@@ -35,9 +39,9 @@ type Server struct {
 	wg     sync.WaitGroup
 }
 
-// NewServer returns a client server for n.
-func NewServer(n *Node) *Server {
-	return &Server{node: n, log: n.log.With("component", "server"), conns: make(map[net.Conn]struct{})}
+// New returns a client server for n.
+func New(n *node.Node) *Server {
+	return &Server{node: n, log: n.Logger().With("component", "server"), conns: make(map[net.Conn]struct{})}
 }
 
 // Serve accepts client connections on ln until Close.
@@ -178,7 +182,7 @@ func (s *Server) serveConn(c net.Conn) {
 				reqWG.Add(1)
 				go func() {
 					defer reqWG.Done()
-					resp := s.handle(rctx, &req)
+					resp := s.Handle(rctx, &req)
 					cmu.Lock()
 					delete(cancels, req.ID)
 					cmu.Unlock()
@@ -216,18 +220,18 @@ func (s *Server) greet(c net.Conn, r *bufio.Reader) error {
 
 // handle runs one request and returns its answer, or nil when the request
 // was cancelled and nobody waits for an answer.
-func (s *Server) handle(ctx context.Context, req *wire.Request) *wire.Response {
+func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 	n := s.node
 	resp := &wire.Response{ID: req.ID}
 	var err error
 	op := "status"
 	start := time.Now()
-	defer func() { n.metrics.RequestSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds()) }()
+	defer func() { n.Metrics().RequestSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds()) }()
 	switch req.Op {
 	case wire.OpAcquire:
 		op = "acquire"
 		var tok uint64
-		lease := time.Duration(min(req.LeaseMS, MaxLeaseMS+1)) * time.Millisecond
+		lease := time.Duration(min(req.LeaseMS, node.MaxLeaseMS+1)) * time.Millisecond
 		wait := time.Duration(min(req.WaitMS, uint64(24*time.Hour/time.Millisecond))) * time.Millisecond
 		if tok, err = n.Acquire(ctx, req.Key, lease, wait, req.Tag); err == nil {
 			resp.Op, resp.Token, resp.LeaseMS = wire.OpGranted, tok, req.LeaseMS
@@ -239,13 +243,13 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) *wire.Response {
 		}
 	case wire.OpRenew:
 		op = "renew"
-		lease := time.Duration(min(req.LeaseMS, MaxLeaseMS+1)) * time.Millisecond
+		lease := time.Duration(min(req.LeaseMS, node.MaxLeaseMS+1)) * time.Millisecond
 		if err = n.Renew(ctx, req.Key, req.Token, lease, req.Tag); err == nil {
 			resp.Op = wire.OpRenewed
 		}
 	case wire.OpGet:
 		op = "get"
-		var info LockInfo
+		var info node.LockInfo
 		if info, err = n.Get(ctx, req.Key, req.Stale); err == nil {
 			resp.Op, resp.Held, resp.Token, resp.RemainingMS = wire.OpValue, info.Held, info.Token, uint64(info.RemainingMS)
 		}
@@ -254,12 +258,12 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) *wire.Response {
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			n.metrics.ClientRequests.WithLabelValues(op, "cancelled").Inc()
+			n.Metrics().ClientRequests.WithLabelValues(op, "cancelled").Inc()
 			return nil
 		}
 		errorResponse(resp, err)
 	}
-	n.metrics.ClientRequests.WithLabelValues(op, resultLabel(resp.Op)).Inc()
+	n.Metrics().ClientRequests.WithLabelValues(op, resultLabel(resp.Op)).Inc()
 	return resp
 }
 
@@ -273,12 +277,12 @@ func (d deadlineWriter) Write(b []byte) (int, error) {
 }
 
 func errorResponse(resp *wire.Response, err error) {
-	var nl *NotLeaderError
-	var inv *InvalidArgumentError
+	var nl *node.NotLeaderError
+	var inv *node.InvalidArgumentError
 	switch {
-	case errors.Is(err, ErrHeld):
+	case errors.Is(err, node.ErrHeld):
 		resp.Op = wire.OpHeld
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, node.ErrNotFound):
 		resp.Op = wire.OpNotFound
 	case errors.As(err, &nl):
 		if nl.LeaderAddr != "" {
@@ -288,9 +292,9 @@ func errorResponse(resp *wire.Response, err error) {
 		}
 	case errors.As(err, &inv):
 		resp.Op, resp.Reason = wire.OpInvalidArgument, inv.Reason
-	case errors.Is(err, ErrOutcomeUnknown):
+	case errors.Is(err, node.ErrOutcomeUnknown):
 		resp.Op, resp.Reason = wire.OpOutcomeUnknown, err.Error()
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped):
+	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
 		resp.Op, resp.Reason = wire.OpUnavailable, err.Error()
 	default:
 		resp.Op, resp.Reason = wire.OpError, err.Error()
@@ -325,24 +329,26 @@ func resultLabel(op wire.Op) string {
 
 // AuditHandler serves GET /debug/log: the applied log as JSON, for the
 // chaos harness's post-run audit ({"complete":bool,"commands":[...]}).
-func (n *Node) AuditHandler(w http.ResponseWriter, r *http.Request) {
-	cmds, complete, err := n.CommittedLog()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+func AuditHandler(n *node.Node) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cmds, complete, err := n.CommittedLog()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(struct {
+			Complete bool                 `json:"complete"`
+			Commands []node.LoggedCommand `json:"commands"`
+		}{complete, cmds})
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(struct {
-		Complete bool            `json:"complete"`
-		Commands []LoggedCommand `json:"commands"`
-	}{complete, cmds})
 }
 
 // HTTPHandler serves /metrics (Prometheus), /status (JSON), /healthz and
 // Go's /debug/pprof profiles.
-func (n *Node) HTTPHandler() *http.ServeMux {
+func HTTPHandler(n *node.Node) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Metrics().Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(n.Status())

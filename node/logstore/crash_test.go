@@ -1,7 +1,8 @@
-package node
+package logstore
 
 import (
 	"fmt"
+	"github.com/raftlock/raftlock/member"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -39,7 +40,7 @@ func TestDiskStorageSurvivesPowerLossAtAnyPoint(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		fs := vfs.NewCrashableMem()
-		s, err := OpenDiskStorageFS("/data", fs, []uint64{1, 2, 3}, quiet)
+		s, err := OpenFS("/data", fs, []uint64{1, 2, 3}, quiet)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +134,7 @@ func TestDiskStorageSurvivesPowerLossAtAnyPoint(t *testing.T) {
 // to the latest one (commit-only changes are not synced).
 func checkRecovered(t *testing.T, at string, disk *vfs.MemFS, want logModel, latestCommit uint64) {
 	t.Helper()
-	s, err := OpenDiskStorageFS("/data", disk, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
+	s, err := OpenFS("/data", disk, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("%s: reopen after a power cut: %v", at, err)
 	}
@@ -164,7 +165,7 @@ func checkRecovered(t *testing.T, at string, disk *vfs.MemFS, want logModel, lat
 		}()
 		if _, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: s,
 			Applied: snap.GetMetadata().GetIndex(), MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
-			Logger: raftLogger{slog.New(slog.DiscardHandler)}}); err != nil {
+			Logger: member.RaftLogger{Log: slog.New(slog.DiscardHandler)}}); err != nil {
 			t.Fatalf("%s: raft refuses the recovered state: %v", at, err)
 		}
 	}()

@@ -1,0 +1,396 @@
+package sim
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/member"
+)
+
+// client is one workload client, the chaos workload's worker as a state
+// machine on the event queue: acquires with and without a wait, a critical
+// section on the fenced store (sometimes pausing past the lease), renewals,
+// releases, and reads. Like the real client it retries what is safe to
+// retry (Unavailable, not the leader, a refused connection) on another
+// member within the operation's deadline, and records an operation whose
+// outcome it cannot know as info, then takes a new process id.
+type client struct {
+	s    *sim
+	idx  int
+	rng  *rand.Rand
+	proc history.Process
+	pref uint64 // the member it asks first
+	cur  *op
+	busy bool // in an operation or a critical section
+	// lastArrival keeps each client-to-member stream in order, as one TCP
+	// connection does: an abandon never overtakes its request.
+	lastArrival map[uint64]int64
+	reads       []string // final reads still to do
+}
+
+// op is one history operation, possibly several attempts.
+type op struct {
+	c            *client
+	f, key       string
+	req          member.Request
+	deadline     int64
+	lockChanging bool
+	done         bool
+	att          *attempt // outstanding request; nil while backing off
+	tries        int
+	next         uint64 // member to try next
+	then         func(typ string, a member.Answer)
+}
+
+// attempt is one request to one member.
+type attempt struct {
+	c      *client
+	op     *op
+	node   *node
+	handle uint64
+}
+
+// newClient makes client idx, with its own random stream, so that one
+// client's choices do not shift when another's change.
+func (s *sim) newClient(idx int) *client {
+	return &client{s: s, idx: idx, rng: rand.New(rand.NewPCG(s.cfg.Seed, uint64(idx)+1)), proc: s.newProc(),
+		pref: uint64(idx%s.cfg.Nodes) + 1, lastArrival: map[uint64]int64{}}
+}
+
+// next starts the client's next operation, unless the workload is over.
+func (c *client) next() {
+	s := c.s
+	c.busy = false
+	if len(c.reads) > 0 {
+		key := c.reads[0]
+		c.reads = c.reads[1:]
+		c.busy = true
+		c.get(key)
+		return
+	}
+	if s.stopOps || (s.cfg.MaxOps > 0 && s.opsStarted >= s.cfg.MaxOps) {
+		return
+	}
+	c.busy = true
+	r := c.r()
+	key := s.keys[r.IntN(len(s.keys))]
+	if r.Float64() < 0.15 {
+		c.get(key)
+		return
+	}
+	c.cycle(key)
+}
+
+func (c *client) r() *rand.Rand { return c.rng }
+
+// later continues the client after a think time of up to 20ms.
+func (c *client) later() {
+	c.busy = true
+	c.s.sch.after(int64(c.r().IntN(20))*int64(time.Millisecond)+1, c.next)
+}
+
+func (c *client) get(key string) {
+	c.start("get", key, member.Request{Op: member.OpGet, Key: key}, 2*time.Second,
+		history.Value{}, func(typ string, a member.Answer) { c.later() })
+}
+
+// cycle acquires key and, holding it, runs a critical section on the
+// fenced store, sometimes pausing past its lease, sometimes renewing,
+// usually releasing.
+func (c *client) cycle(key string) {
+	s, r := c.s, c.r()
+	lease := s.cfg.LeaseMin + time.Duration(r.Int64N(int64(s.cfg.LeaseMax-s.cfg.LeaseMin)+1))
+	lease = lease.Truncate(time.Millisecond)
+	var wait time.Duration
+	if r.IntN(2) == 0 {
+		wait = time.Duration(r.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
+	}
+	c.start("acquire", key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait}, wait+2*time.Second,
+		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds())},
+		func(typ string, a member.Answer) {
+			if typ != history.OK {
+				c.later()
+				return
+			}
+			token, proc := a.Token, c.proc
+			v, ok := s.store.read(proc, key, token)
+			rest := func() {
+				if ok {
+					s.store.write(proc, key, token, v+1)
+				}
+				c.renewAndRelease(key, token, lease)
+			}
+			if r.Float64() < 0.05 {
+				// The GC-pause case: the holder stalls past its lease.
+				s.sch.after(int64(lease)+r.Int64N(int64(100*time.Millisecond)), rest)
+				return
+			}
+			rest()
+		})
+}
+
+func (c *client) renewAndRelease(key string, token uint64, lease time.Duration) {
+	r := c.r()
+	release := func() {
+		if r.Float64() >= 0.9 {
+			c.later() // let the lease run out
+			return
+		}
+		c.start("release", key, member.Request{Op: member.OpRelease, Key: key, Token: token}, 2*time.Second,
+			history.Value{Token: history.Ptr(token)}, func(string, member.Answer) { c.later() })
+	}
+	if r.Float64() < 0.3 {
+		c.start("renew", key, member.Request{Op: member.OpRenew, Key: key, Token: token, Lease: lease}, 2*time.Second,
+			history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())},
+			func(typ string, a member.Answer) {
+				if typ == history.OK || errors.Is(a.Err, member.ErrNotFound) {
+					release()
+					return
+				}
+				c.later()
+			})
+		return
+	}
+	release()
+}
+
+// start invokes an operation: it is recorded, tagged with its invoke index
+// + 1 (the audit finds it in the log by that), and sent.
+func (c *client) start(f, key string, req member.Request, timeout time.Duration, v history.Value, then func(string, member.Answer)) {
+	s := c.s
+	s.opsStarted++
+	inv := s.record(c.proc, history.Invoke, f, key, v)
+	if f != "get" {
+		req.Tag = uint64(inv.Index) + 1
+	}
+	o := &op{c: c, f: f, key: key, req: req, deadline: s.sch.now + int64(timeout),
+		lockChanging: f != "get", next: c.pref, then: then}
+	c.cur = o
+	s.sch.at(o.deadline, func() { c.timeout(o) })
+	c.try(o)
+}
+
+// try sends the operation's request to o.next.
+func (c *client) try(o *op) {
+	s := c.s
+	n := s.nodes[o.next-1]
+	s.nextHandle++
+	a := &attempt{c: c, op: o, node: n, handle: s.nextHandle}
+	o.att = a
+	o.tries++
+	req := o.req
+	req.Handle = a.handle
+	arrive := max(s.sch.now+s.clientLatency(n), c.lastArrival[n.id])
+	c.lastArrival[n.id] = arrive
+	if s.tr.on() {
+		s.tr.printf("request client=%d proc=%d node=%d handle=%d %s %s", c.idx, c.proc, n.id, a.handle, o.f, o.key)
+	}
+	s.sch.at(arrive, func() {
+		if !n.up() {
+			// Connection refused: nothing was sent.
+			s.sch.after(s.baseLatency(), func() { c.refused(a) })
+			return
+		}
+		n.handles[a.handle] = a
+		s.input(n, input{kind: inSubmit, req: req})
+	})
+}
+
+// abandon tells member n the requester gave up on handle (with the token
+// of a grant that reached it after it left, else 0).
+func (c *client) abandon(a *attempt, token uint64) {
+	s := c.s
+	n := a.node
+	arrive := max(s.sch.now+s.clientLatency(n), c.lastArrival[n.id])
+	c.lastArrival[n.id] = arrive
+	if s.tr.on() {
+		s.tr.printf("abandon client=%d node=%d handle=%d token=%d", c.idx, n.id, a.handle, token)
+	}
+	s.sch.at(arrive, func() {
+		delete(n.handles, a.handle)
+		s.input(n, input{kind: inAbandon, handle: a.handle, token: token})
+	})
+}
+
+func (c *client) current(a *attempt) bool { return !a.op.done && a.op.att == a }
+
+// answered: member's answer to attempt a reached the client.
+func (c *client) answered(a *attempt, ans member.Answer) {
+	o := a.op
+	if !c.current(a) {
+		if ans.Err == nil && o.f == "acquire" && ans.Token != 0 {
+			c.abandon(a, ans.Token) // a ghost grant: give it back
+		}
+		return
+	}
+	var nl *member.NotLeaderError
+	var inv *member.InvalidArgumentError
+	switch {
+	case ans.Err == nil:
+		v := history.Value{}
+		switch o.f {
+		case "acquire":
+			v.Token = history.Ptr(ans.Token)
+		case "get":
+			v.Held = history.Ptr(ans.Lock.Held)
+			if ans.Lock.Held {
+				v.Token = history.Ptr(ans.Lock.Token)
+			}
+		}
+		c.complete(o, history.OK, v, ans)
+	case errors.Is(ans.Err, member.ErrHeld):
+		c.complete(o, history.Fail, history.Value{Error: "held"}, ans)
+	case errors.Is(ans.Err, member.ErrNotFound):
+		c.complete(o, history.Fail, history.Value{Error: "not-found"}, ans)
+	case errors.As(ans.Err, &nl):
+		next := nl.LeaderID
+		if next == 0 || next == a.node.id || int(next) > len(c.s.nodes) {
+			next = a.node.id%uint64(len(c.s.nodes)) + 1
+		}
+		c.retry(o, next)
+	case errors.Is(ans.Err, member.ErrUnavailable), errors.Is(ans.Err, member.ErrStopped):
+		c.retry(o, a.node.id%uint64(len(c.s.nodes))+1)
+	case errors.Is(ans.Err, member.ErrGrantRejected):
+		c.complete(o, history.Fail, history.Value{Error: "grant-rejected"}, ans)
+	case errors.As(ans.Err, &inv):
+		c.complete(o, history.Fail, history.Value{Error: "invalid-argument"}, ans)
+	default: // outcome unknown, or anything else: it may have happened
+		c.unknown(o, ans.Err.Error(), ans)
+	}
+}
+
+// unknown ends o as info (a read as a failure: it changed nothing).
+func (c *client) unknown(o *op, why string, ans member.Answer) {
+	if !o.lockChanging {
+		c.complete(o, history.Fail, history.Value{Error: "unavailable"}, ans)
+		return
+	}
+	c.complete(o, history.Info, history.Value{Error: why}, ans)
+}
+
+// retry tries member next after a backoff, within the deadline.
+func (c *client) retry(o *op, next uint64) {
+	s := c.s
+	o.att = nil
+	backoff := int64(10*time.Millisecond) + int64(c.r().IntN(20*o.tries))*int64(time.Millisecond)
+	if s.sch.now+backoff >= o.deadline {
+		c.complete(o, history.Fail, history.Value{Error: "unavailable"}, member.Answer{})
+		return
+	}
+	o.next = next
+	s.sch.after(backoff, func() {
+		if !o.done {
+			c.try(o)
+		}
+	})
+}
+
+// refused: the member was down when the request arrived; nothing happened.
+func (c *client) refused(a *attempt) {
+	if c.current(a) {
+		c.retry(a.op, a.node.id%uint64(len(c.s.nodes))+1)
+	}
+}
+
+// broken: the member died with the request pending. A read is retried; a
+// lock-changing request's outcome is unknown.
+func (c *client) broken(a *attempt) {
+	if !c.current(a) {
+		return
+	}
+	if !a.op.lockChanging {
+		c.retry(a.op, a.node.id%uint64(len(c.s.nodes))+1)
+		return
+	}
+	c.unknown(a.op, "connection lost", member.Answer{})
+}
+
+// timeout: the operation's deadline passed.
+func (c *client) timeout(o *op) {
+	if o.done {
+		return
+	}
+	if o.att == nil {
+		c.complete(o, history.Fail, history.Value{Error: "unavailable"}, member.Answer{})
+		return
+	}
+	a := o.att
+	c.abandon(a, 0)
+	c.unknown(o, "timeout", member.Answer{})
+}
+
+func (c *client) complete(o *op, typ string, v history.Value, ans member.Answer) {
+	s := c.s
+	o.done = true
+	o.att = nil
+	s.record(c.proc, typ, o.f, o.key, v)
+	s.stats.Ops++
+	switch typ {
+	case history.OK:
+		s.stats.OK++
+	case history.Fail:
+		s.stats.Fail++
+	case history.Info:
+		s.stats.Info++
+		c.proc = s.newProc() // a process never issues again after an info
+	}
+	o.then(typ, ans)
+}
+
+// clientsIdle: no client is in an operation or a critical section.
+func (s *sim) clientsIdle() bool {
+	for _, c := range s.clients {
+		if c.busy {
+			return false
+		}
+	}
+	return true
+}
+
+// finalReads reads every key once, after healing, from a fresh process.
+func (s *sim) finalReads() {
+	c := s.newClient(len(s.clients))
+	c.reads = append([]string(nil), s.keys...)
+	if l := s.leader(); l != nil {
+		c.pref = l.id
+	}
+	s.clients = append(s.clients, c)
+	c.next()
+	deadline := s.sch.now + int64(20*time.Second)
+	s.sch.runUntil(deadline, func() bool { return !c.busy })
+}
+
+// fencedStore is the resource the locks guard (chaos.FencedStore, in
+// simulated time): it rejects any access with a token lower than the
+// highest it has accepted and holds a counter each critical section
+// increments.
+type fencedStore struct {
+	s       *sim
+	highest map[string]uint64
+	counter map[string]int64
+}
+
+func (f *fencedStore) read(p history.Process, key string, token uint64) (int64, bool) {
+	f.s.record(p, history.Invoke, "read", key, history.Value{Token: &token})
+	if token < f.highest[key] {
+		f.s.record(p, history.Fail, "read", key, history.Value{Error: "stale-token"})
+		return 0, false
+	}
+	f.highest[key] = token
+	v := f.counter[key]
+	f.s.record(p, history.OK, "read", key, history.Value{Value: &v})
+	return v, true
+}
+
+func (f *fencedStore) write(p history.Process, key string, token uint64, v int64) {
+	f.s.record(p, history.Invoke, "write", key, history.Value{Token: &token, Value: &v})
+	if token < f.highest[key] {
+		f.s.record(p, history.Fail, "write", key, history.Value{Error: "stale-token"})
+		return
+	}
+	f.highest[key] = token
+	f.counter[key] = v
+	f.s.record(p, history.OK, "write", key, history.Value{Value: &v})
+}

@@ -1,0 +1,465 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/member"
+)
+
+// node is one member: its core (nil while down), its disk, its clock and
+// what the driver knows about it.
+type node struct {
+	s    *sim
+	id   uint64
+	core *member.Core
+	disk *Store
+	clk  simClock
+
+	incarnation uint64
+	// dead: the member panicked or stopped on an internal error; it stays
+	// down for the rest of the run (reported in Crashes). stopped: an
+	// injected I/O error stopped it; the disk fault's heal restarts it.
+	dead, stopped bool
+	down          bool // killed or crashed, not yet restarted
+	paused        bool
+	busy          bool    // a slow sync is in progress
+	inbox         []input // inputs held while paused or busy
+	tickGen       uint64
+
+	// disk fault in force
+	ioErr    float64 // probability that a write fails
+	slowSync float64 // probability that a sync is slow
+	slowMax  int64   // longest slow sync, ns
+	// clientDelay is added to its client traffic by a net fault.
+	clientDelay int64
+
+	handles map[uint64]*attempt // client requests submitted and not answered
+
+	// onSnapshot, when set, is called after the member stored a snapshot:
+	// one it received (installed) or one of its own (a compaction).
+	onSnapshot func(installed bool)
+	// onCommit, when set, sees each Ready before its messages go out; true
+	// means it crashed the member, and the Ready goes no further.
+	onCommit func(rd member.Ready) bool
+}
+
+func (n *node) up() bool { return n.core != nil && !n.down && !n.dead && !n.stopped }
+
+// now is the member's clock reading, what the core is told.
+func (n *node) now() time.Duration { return time.Duration(n.clk.read(n.s.sch.now)) }
+
+// start (re)starts a member from its durable state.
+func (s *sim) start(n *node) {
+	n.incarnation++
+	n.down, n.stopped, n.paused, n.busy = false, false, false, false
+	n.inbox = nil
+	n.clk = newSimClock(s.sch.now)
+	if n.incarnation > 1 {
+		s.stats.Restarts++
+	}
+	if err := n.disk.Open(s.voters()); err != nil {
+		s.die(n, fmt.Sprintf("node %d: restart: %v", n.id, err))
+		return
+	}
+	cfg := member.Config{
+		ID: n.id, Storage: n.disk.MemoryStorage, ElectionTicks: 10, HeartbeatTicks: 1,
+		SnapshotEvery: s.cfg.SnapshotEvery, SnapshotKeep: s.cfg.SnapshotKeep,
+		Bug: s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
+	}
+	var core *member.Core
+	err := s.protect(n, "restart", func() error {
+		var err error
+		core, err = member.New(cfg, n.now())
+		return err
+	})
+	if err != nil {
+		return
+	}
+	n.core = core
+	if s.tr.on() {
+		s.tr.printf("start node=%d incarnation=%d", n.id, n.incarnation)
+	}
+	// Members' tickers are not in phase: the first tick comes anywhere
+	// within one interval.
+	s.scheduleTickAfter(n, 1+s.rngMisc.Int64N(n.clk.interval(int64(s.cfg.Tick))))
+	s.drain(n)
+}
+
+// protect calls into a member, turning a panic or an error into its death:
+// the member is reported in Crashes and stays down.
+func (s *sim) protect(n *node, what string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+			s.die(n, fmt.Sprintf("node %d: %s: panic: %v", n.id, what, r))
+		}
+	}()
+	if err := fn(); err != nil {
+		s.die(n, fmt.Sprintf("node %d: %s: %v", n.id, what, err))
+		return err
+	}
+	return nil
+}
+
+// die marks a member dead for the rest of the run.
+func (s *sim) die(n *node, why string) {
+	if s.tr.on() {
+		s.tr.printf("DEAD %s", why)
+	}
+	s.res.Crashes = append(s.res.Crashes, why)
+	s.lose(n)
+	n.dead = true
+}
+
+// lose ends a member's process: its core is gone, its clients' connections
+// break.
+func (s *sim) lose(n *node) {
+	n.core = nil
+	n.busy, n.paused = false, false
+	n.inbox = nil
+	n.tickGen++
+	n.onSnapshot = nil
+	n.onCommit = nil
+	hs := make([]uint64, 0, len(n.handles))
+	for h := range n.handles {
+		hs = append(hs, h)
+	}
+	slices.Sort(hs)
+	for _, h := range hs {
+		a := n.handles[h]
+		delete(n.handles, h)
+		s.toClient(n, func() { a.c.broken(a) })
+	}
+}
+
+// crash kills a member: with powerLoss its disk loses a random prefix of
+// the writes not yet synced, else (SIGKILL) keeps them all.
+func (s *sim) crash(n *node, powerLoss bool) {
+	if n.core == nil && !n.stopped {
+		return
+	}
+	if powerLoss {
+		kept, lost := n.disk.Crash(s.rngDisk)
+		s.stats.LostWrites += lost
+		if s.tr.on() {
+			s.tr.printf("crash node=%d power-loss kept=%d lost=%d", n.id, kept, lost)
+		}
+	} else {
+		n.disk.Kill()
+		if s.tr.on() {
+			s.tr.printf("kill node=%d", n.id)
+		}
+	}
+	s.lose(n)
+	n.down, n.stopped = true, false
+}
+
+// stop handles an injected I/O error: the member answers what it can and
+// stops. After a failed fsync nothing unsynced can be trusted to reach the
+// disk (the kernel may drop the dirty pages), so its disk is left as a
+// power loss leaves it: what was synced, and a random prefix of the rest.
+func (s *sim) stop(n *node, err error) {
+	if !errors.Is(err, errInjected) {
+		s.die(n, fmt.Sprintf("node %d: %v", n.id, err))
+		return
+	}
+	s.stats.IOErrors++
+	if s.tr.on() {
+		s.tr.printf("stop node=%d err=%q", n.id, err)
+	}
+	core := n.core
+	var answers []member.Answer
+	s.protect(n, "stop", func() error {
+		core.Stop()
+		answers = core.TakeAnswers()
+		return nil
+	})
+	s.answer(n, answers)
+	kept, lost := n.disk.Crash(s.rngDisk)
+	s.stats.LostWrites += lost
+	if s.tr.on() {
+		s.tr.printf("stopped node=%d kept=%d lost=%d", n.id, kept, lost)
+	}
+	s.lose(n)
+	n.stopped = true
+	s.record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{int(n.id)}})
+}
+
+// scheduleTick arranges the member's next tick at its clock's next tick
+// instant; a clock change reschedules it.
+func (s *sim) scheduleTick(n *node) {
+	s.scheduleTickAfter(n, n.clk.interval(int64(s.cfg.Tick)))
+}
+
+func (s *sim) scheduleTickAfter(n *node, d int64) {
+	n.tickGen++
+	gen := n.tickGen
+	s.sch.after(d, func() {
+		if gen != n.tickGen || !n.up() {
+			return
+		}
+		s.scheduleTick(n)
+		if n.paused || n.busy {
+			return // a stopped or blocked process misses its ticks
+		}
+		s.input(n, input{kind: inTick})
+	})
+}
+
+// input is one thing a member is handed.
+type input struct {
+	kind   inputKind
+	msg    *raftpb.Message // inStep
+	req    member.Request  // inSubmit
+	handle uint64          // inAbandon
+	token  uint64          // inAbandon
+	peer   uint64          // inSnapReport, inUnreachable
+	failed bool            // inSnapReport
+}
+
+type inputKind uint8
+
+const (
+	inTick inputKind = iota
+	inStep
+	inSubmit
+	inAbandon
+	inSnapReport
+	inUnreachable
+)
+
+// input hands a member one input: now, or after its pause or slow sync.
+func (s *sim) input(n *node, in input) {
+	if !n.up() {
+		return
+	}
+	if n.paused || n.busy {
+		n.inbox = append(n.inbox, in)
+		return
+	}
+	s.process(n, in)
+}
+
+// process runs one input and then every Ready it produced.
+func (s *sim) process(n *node, in input) {
+	inc := n.incarnation
+	err := s.protect(n, "input", func() error {
+		c := n.core
+		switch in.kind {
+		case inTick:
+			if s.tr.on() {
+				s.tr.printf("tick node=%d local=%d", n.id, n.now())
+			}
+			c.Tick(n.now())
+		case inStep:
+			if err := c.Step(in.msg); err != nil && s.tr.on() {
+				s.tr.printf("refused node=%d %v: %v", n.id, in.msg.GetType(), err)
+			}
+		case inSubmit:
+			c.Submit(n.now(), in.req)
+		case inAbandon:
+			c.Abandon(in.handle, in.token)
+		case inSnapReport:
+			c.ReportSnapshot(in.peer, in.failed)
+		case inUnreachable:
+			c.ReportUnreachable(in.peer)
+		}
+		return nil
+	})
+	if err == nil && inc == n.incarnation && n.up() {
+		s.drain(n)
+	}
+}
+
+// resume feeds a member the inputs it held.
+func (s *sim) resume(n *node) {
+	for len(n.inbox) > 0 && n.up() && !n.paused && !n.busy {
+		in := n.inbox[0]
+		n.inbox = n.inbox[1:]
+		s.process(n, in)
+	}
+}
+
+// drain handles every Ready the member has, in the order member.Ready
+// documents.
+func (s *sim) drain(n *node) {
+	for n.up() && !n.busy && !n.paused {
+		has := false
+		if s.protect(n, "HasReady", func() error { has = n.core.HasReady(); return nil }) != nil || !has {
+			return
+		}
+		var rd member.Ready
+		if s.protect(n, "Ready", func() error { rd = n.core.Ready(n.now()); return nil }) != nil {
+			return
+		}
+		s.handleReady(n, rd)
+	}
+	s.resume(n)
+}
+
+func (s *sim) handleReady(n *node, rd member.Ready) {
+	// (1) the applied entries feed the one global log
+	if len(rd.Applied) > 0 {
+		s.recordApplied(n, rd.Applied)
+		if s.tr.on() {
+			s.tr.printf("applied node=%d %d..%d", n.id, rd.Applied[0].Index, rd.Applied[len(rd.Applied)-1].Index)
+		}
+	}
+	// (2) the compaction
+	if c := rd.Compaction; c != nil {
+		fail := n.ioErr > 0 && s.rngDisk.Float64() < n.ioErr
+		if err := n.disk.Compact(c.Index, c.ConfState, c.Data, c.CompactTo, fail); err != nil {
+			s.stop(n, fmt.Errorf("compact at %d: %w", c.Index, err))
+			return
+		}
+		s.stats.Snapshots++
+		if s.tr.on() {
+			s.tr.printf("compact node=%d index=%d compact-to=%d", n.id, c.Index, c.CompactTo)
+		}
+		if n.onSnapshot != nil {
+			n.onSnapshot(false)
+		}
+	}
+	if n.onCommit != nil && n.onCommit(rd) {
+		return
+	}
+	// (3) a leader's appends go out before its own write
+	s.sendAll(n, rd.SendBeforePersist)
+	// (4) the write, maybe slow
+	var slow int64
+	if rd.HardState != nil || len(rd.Entries) > 0 || rd.Snapshot != nil {
+		fail := n.ioErr > 0 && s.rngDisk.Float64() < n.ioErr
+		if rd.Sync && n.slowSync > 0 && s.rngDisk.Float64() < n.slowSync {
+			slow = 1 + s.rngDisk.Int64N(n.slowMax)
+		}
+		if err := n.disk.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.Sync, slow > 0, fail); err != nil {
+			s.stop(n, fmt.Errorf("save: %w", err))
+			return
+		}
+		if rd.Snapshot != nil {
+			s.stats.Installed++
+			if n.onSnapshot != nil {
+				n.onSnapshot(true)
+			}
+		}
+		if s.tr.on() {
+			s.tr.printf("save node=%d hs=%v entries=%d snap=%d sync=%v slow=%dus",
+				n.id, rd.HardState != nil, len(rd.Entries), rd.Snapshot.GetMetadata().GetIndex(), rd.Sync, slow/1000)
+		}
+	}
+	if slow == 0 {
+		s.finishReady(n, rd)
+		return
+	}
+	// The member is blocked in fsync: its acknowledgements, answers and
+	// everything it would do next wait for it.
+	s.stats.SlowSyncs++
+	n.busy = true
+	inc := n.incarnation
+	s.sch.after(slow, func() {
+		if n.incarnation != inc || !n.up() {
+			return
+		}
+		n.disk.Synced()
+		if s.tr.on() {
+			s.tr.printf("fsync node=%d done", n.id)
+		}
+		n.busy = false
+		s.finishReady(n, rd)
+		if n.up() {
+			s.drain(n)
+		}
+	})
+}
+
+// finishReady is steps (5) to (7): messages, answers, Advance.
+func (s *sim) finishReady(n *node, rd member.Ready) {
+	s.sendAll(n, rd.Messages)
+	s.answer(n, rd.Answers)
+	if !n.up() {
+		return
+	}
+	if err := s.protectAdvance(n); err != nil {
+		return
+	}
+}
+
+func (s *sim) protectAdvance(n *node) error {
+	var adv error
+	err := s.protect(n, "Advance", func() error { adv = n.core.Advance(n.now()); return nil })
+	if err != nil {
+		return err
+	}
+	if adv != nil {
+		s.stop(n, fmt.Errorf("advance: %w", adv))
+		return adv
+	}
+	return nil
+}
+
+func (s *sim) sendAll(n *node, msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		s.send(n, m)
+	}
+}
+
+// answer sends the member's answers back to the clients that asked.
+func (s *sim) answer(n *node, answers []member.Answer) {
+	for i := range answers {
+		a := answers[i]
+		at, ok := n.handles[a.Handle]
+		if !ok {
+			continue
+		}
+		delete(n.handles, a.Handle)
+		if s.tr.on() {
+			s.tr.printf("answer node=%d handle=%d token=%d err=%v", n.id, a.Handle, a.Token, a.Err)
+		}
+		s.toClient(n, func() { at.c.answered(at, a) })
+	}
+}
+
+// restartStopped restarts every member that is down but can come back.
+func (s *sim) restartStopped() {
+	var started []int
+	for _, n := range s.nodes {
+		if !n.dead && n.core == nil {
+			s.start(n)
+			started = append(started, int(n.id))
+		}
+	}
+	if len(started) > 0 {
+		s.record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: started})
+	}
+}
+
+// leader is the member that is up and leads in the highest term, or nil.
+func (s *sim) leader() *node {
+	var best *node
+	var term uint64
+	for _, n := range s.nodes {
+		if !n.up() {
+			continue
+		}
+		if st, ok := s.status(n); ok && st.Role == "leader" && st.Term >= term {
+			best, term = n, st.Term
+		}
+	}
+	return best
+}
+
+// status is the member's status; false if it is down (or dies asking).
+func (s *sim) status(n *node) (member.Status, bool) {
+	var st member.Status
+	if !n.up() {
+		return st, false
+	}
+	err := s.protect(n, "Status", func() error { st = n.core.Status(); return nil })
+	return st, err == nil
+}

@@ -1,0 +1,479 @@
+package sim
+
+import (
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/checker"
+	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/member"
+)
+
+// Families are the fault families of --faults, in the order it documents
+// them.
+var Families = []string{"kill", "crash", "partition", "net", "clock", "disk", "pause"}
+
+// Config is one simulated run. Seed, Duration, MaxOps, MaxFaults and Faults
+// together decide everything that happens; the shrinker searches smaller
+// values of the last four.
+type Config struct {
+	Seed     uint64
+	Nodes    int           // 3 or 5
+	Duration time.Duration // simulated time the workload runs
+	Faults   []string      // enabled families (subset of Families)
+	Bug      string        // planted bug: member.Config.Bug
+	// MaxOps: once that many client operations were invoked, no client
+	// starts another read or acquire cycle (a cycle under way finishes).
+	// MaxFaults: the nemesis stops after that many faults. 0: no bound.
+	// Shrinking lowers them.
+	MaxOps    int
+	MaxFaults int
+	// SkipFaults lists faults (1 for the first) the nemesis does not
+	// inject, keeping their turn in the schedule; shrinking sets it.
+	SkipFaults []int
+	Clients    int // default 6
+	Keys       int // default 3
+	// Tick is a member's raft tick on its own clock (default 10ms).
+	Tick          time.Duration
+	SnapshotEvery uint64 // default 30: snapshots meet crashes often
+	SnapshotKeep  uint64 // default 5
+	LeaseMin      time.Duration
+	LeaseMax      time.Duration
+	// FaultInterval is the mean quiet time between faults, FaultDuration
+	// the mean length of one.
+	FaultInterval time.Duration
+	FaultDuration time.Duration
+	// Trace receives trace.log; nil: no trace (the fast path of a swarm).
+	Trace io.Writer
+}
+
+// Defaults fills zero fields.
+func (c *Config) Defaults() {
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Duration == 0 {
+		c.Duration = 60 * time.Second
+	}
+	if c.Clients == 0 {
+		c.Clients = 6
+	}
+	if c.Keys == 0 {
+		c.Keys = 3
+	}
+	if c.Tick == 0 {
+		c.Tick = 10 * time.Millisecond
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 30
+	}
+	if c.SnapshotKeep == 0 {
+		c.SnapshotKeep = 5
+	}
+	if c.LeaseMin == 0 {
+		c.LeaseMin = 200 * time.Millisecond
+	}
+	if c.LeaseMax == 0 {
+		c.LeaseMax = time.Second
+	}
+	if c.FaultInterval == 0 {
+		c.FaultInterval = time.Second
+	}
+	if c.FaultDuration == 0 {
+		c.FaultDuration = 1500 * time.Millisecond
+	}
+}
+
+// Validate checks a Config (after Defaults).
+func (c *Config) Validate() error {
+	switch {
+	case c.Nodes != 3 && c.Nodes != 5:
+		return errors.New("--nodes must be 3 or 5")
+	case c.Duration <= 0:
+		return errors.New("--duration must be positive")
+	case c.Clients < 1 || c.Keys < 1:
+		return errors.New("clients and keys must be at least 1")
+	case c.MaxOps < 0 || c.MaxFaults < 0:
+		return errors.New("--max-ops and --max-faults must not be negative")
+	case slices.ContainsFunc(c.SkipFaults, func(i int) bool { return i < 1 }):
+		return errors.New("--skip-faults counts faults from 1")
+	case c.LeaseMin < 10*time.Millisecond || c.LeaseMax < c.LeaseMin:
+		return errors.New("leases must satisfy 10ms <= lease-min <= lease-max")
+	}
+	for _, f := range c.Faults {
+		if !slices.Contains(Families, f) {
+			return fmt.Errorf("unknown fault family %q (want some of %s)", f, strings.Join(Families, ","))
+		}
+	}
+	if c.Bug != "" && !slices.Contains(member.Bugs, c.Bug) {
+		return fmt.Errorf("unknown bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs, ", "))
+	}
+	return nil
+}
+
+// Stats count what a run did.
+type Stats struct {
+	SimSeconds float64        `json:"sim_seconds"`
+	Invoked    int            `json:"invoked"` // operations started (what --max-ops bounds)
+	Ops        int            `json:"ops"`     // operations completed
+	OK         int            `json:"ok"`
+	Fail       int            `json:"fail"`
+	Info       int            `json:"info"`
+	Faults     map[string]int `json:"faults"`
+	Messages   int            `json:"messages"`
+	Dropped    int            `json:"dropped"`
+	Duplicated int            `json:"duplicated"`
+	Restarts   int            `json:"restarts"`
+	Snapshots  int            `json:"snapshots"`
+	Installed  int            `json:"snapshots_installed"`
+	LostWrites int            `json:"lost_unsynced_writes"`
+	IOErrors   int            `json:"io_errors"`
+	// crashes that hit their moment: right after a compaction, right
+	// after a snapshot install
+	CrashAfterSnapshot int    `json:"crash_after_snapshot"`
+	CrashAfterInstall  int    `json:"crash_after_install"`
+	CrashAtGrantCommit int    `json:"crash_at_grant_commit"`
+	SlowSyncs          int    `json:"slow_syncs"`
+	Events             int    `json:"events"`
+	CommitIndex        uint64 `json:"commit_index"`
+	Unconverged        bool   `json:"unconverged,omitempty"`
+}
+
+// Result is what a run recorded, for the checker.
+type Result struct {
+	Header  map[string]any
+	Events  []history.Event
+	Digests []checker.NodeDigest
+	Log     *checker.CommittedLog
+	// Crashes are members that panicked or stopped on an internal error
+	// (not an injected one): checker.Options.Crashes.
+	Crashes []string
+	// Safety are state machine safety violations: two members applied
+	// different (term, commands) at one index.
+	Safety []string
+	Stats  Stats
+}
+
+// sim is one run's whole world. Everything happens on the goroutine that
+// called Run, in the order of the event queue.
+type sim struct {
+	cfg     Config
+	sch     sched
+	tr      *tracer
+	nodes   []*node // index id-1
+	clients []*client
+	keys    []string
+
+	rngNet  *rand.Rand // message delays, loss, duplication
+	rngDisk *rand.Rand // I/O errors, slow syncs, crash prefixes
+	rngMisc *rand.Rand // tick phases
+
+	links map[[2]uint64]*link // directed (from, to) member links
+	// base link for client traffic (clients are never partitioned)
+	events []history.Event
+	store  fencedStore
+
+	nextProc   int
+	nextHandle uint64
+	opsStarted int
+	stopOps    bool // the workload's time is over
+
+	committed map[uint64]appliedAt // the one global committed log
+	maxIndex  uint64
+
+	res   Result
+	stats Stats
+}
+
+// appliedAt is what the first member to apply an index applied there.
+type appliedAt struct {
+	node, incarnation uint64
+	entry             member.AppliedEntry
+}
+
+// Run runs one simulation. It replaces crypto/rand.Reader for its duration
+// (raft draws election timeouts from it) and so must not run concurrently
+// with anything else reading it: the swarm runs seeds in subprocesses.
+func Run(cfg Config) (*Result, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// The one piece of process-global state the simulator touches: raft's
+	// election timeouts come from crypto/rand.Reader, so a run installs a
+	// seeded reader and puts the real one back when it ends.
+	saved := crand.Reader
+	crand.Reader = seededReader{rand.New(rand.NewPCG(cfg.Seed, 0x72616e64))}
+	defer func() { crand.Reader = saved }()
+
+	s := newSim(cfg)
+	if err := s.run(); err != nil {
+		return nil, err
+	}
+	return &s.res, nil
+}
+
+func newSim(cfg Config) *sim {
+	s := &sim{cfg: cfg, links: map[[2]uint64]*link{}, committed: map[uint64]appliedAt{},
+		rngNet:  rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)),
+		rngDisk: rand.New(rand.NewPCG(cfg.Seed, 0x6469736b)),
+		rngMisc: rand.New(rand.NewPCG(cfg.Seed, 0x6d697363)),
+	}
+	s.tr = newTracer(cfg.Trace, &s.sch)
+	s.stats.Faults = map[string]int{}
+	for i := range cfg.Keys {
+		s.keys = append(s.keys, fmt.Sprintf("k%d", i+1))
+	}
+	s.store = fencedStore{s: s, highest: map[string]uint64{}, counter: map[string]int64{}}
+	for i := 1; i <= cfg.Nodes; i++ {
+		for j := 1; j <= cfg.Nodes; j++ {
+			if i != j {
+				s.links[[2]uint64{uint64(i), uint64(j)}] = &link{}
+			}
+		}
+	}
+	return s
+}
+
+func (s *sim) voters() []uint64 {
+	v := make([]uint64, s.cfg.Nodes)
+	for i := range v {
+		v[i] = uint64(i + 1)
+	}
+	return v
+}
+
+func (s *sim) run() error {
+	cfg := s.cfg
+	s.res.Header = map[string]any{
+		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Faults, "clients": cfg.Clients, "keys": s.keys,
+		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
+		"time_s": cfg.Duration.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery,
+		"snapshot_keep": cfg.SnapshotKeep, "simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
+		"skip_faults": cfg.SkipFaults,
+	}
+	if s.tr.on() {
+		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v",
+			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults)
+	}
+	for i := 1; i <= cfg.Nodes; i++ {
+		n := &node{s: s, id: uint64(i), disk: NewStore(), handles: map[uint64]*attempt{}}
+		s.nodes = append(s.nodes, n)
+		s.start(n)
+	}
+	end := int64(cfg.Duration)
+	for i := range cfg.Clients {
+		c := s.newClient(i)
+		s.clients = append(s.clients, c)
+		// Clients start once a leader could exist, staggered.
+		s.sch.at(int64(300*time.Millisecond)+int64(c.rng.IntN(50))*int64(time.Millisecond), c.next)
+	}
+	nem := newNemesis(s)
+	if len(cfg.Faults) > 0 {
+		s.sch.at(int64(500*time.Millisecond), nem.step)
+	}
+	s.sch.at(end, func() {
+		s.stopOps = true
+		nem.stop()
+	})
+	s.sch.runUntil(end, nil)
+	// Every fault is healed: let the operations in flight end (each has a
+	// deadline of a few seconds), restart every member that can be, read
+	// every key, and restart each member once more from its disk, as the
+	// chaos harness does, then let the cluster converge.
+	s.sch.runUntil(end+int64(30*time.Second), func() bool { return s.clientsIdle() })
+	s.restartStopped()
+	s.waitConverged(10 * time.Second)
+	s.finalReads()
+	for _, n := range s.nodes {
+		if n.dead {
+			continue
+		}
+		s.record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{int(n.id)}})
+		s.crash(n, true)
+		s.sch.runUntil(s.sch.now+int64(50*time.Millisecond), nil)
+		s.start(n)
+		s.record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: []int{int(n.id)}})
+		s.waitConverged(5 * time.Second)
+	}
+	if !s.waitConverged(20 * time.Second) {
+		s.stats.Unconverged = true
+	}
+	for _, n := range s.nodes {
+		if st, ok := s.status(n); ok {
+			s.res.Digests = append(s.res.Digests, checker.NodeDigest{Node: int(n.id), Applied: st.Applied, Digest: st.Digest})
+		}
+	}
+	s.res.Log = s.committedLog()
+	s.res.Events = s.events
+	s.stats.SimSeconds = float64(s.sch.now) / 1e9
+	s.stats.CommitIndex = s.maxIndex
+	s.stats.Invoked = s.opsStarted
+	s.stats.Events = len(s.events)
+	s.res.Stats = s.stats
+	if s.tr.on() {
+		s.tr.printf("end events=%d ops=%d commit=%d converged=%v", s.stats.Events, s.stats.Ops, s.maxIndex, !s.stats.Unconverged)
+	}
+	return s.tr.flush()
+}
+
+// waitConverged runs the simulation until every member is up and has
+// applied the leader's commit index, or d passes. It reports convergence.
+func (s *sim) waitConverged(d time.Duration) bool {
+	deadline := s.sch.now + int64(d)
+	for s.sch.now < deadline {
+		if s.converged() {
+			return true
+		}
+		s.sch.runUntil(s.sch.now+int64(20*time.Millisecond), nil)
+	}
+	return s.converged()
+}
+
+func (s *sim) converged() bool {
+	var leader *node
+	for _, n := range s.nodes {
+		if !n.up() {
+			if n.dead {
+				continue
+			}
+			return false
+		}
+		if st, ok := s.status(n); ok && st.Role == "leader" {
+			leader = n
+		}
+	}
+	if leader == nil {
+		return false
+	}
+	want, _ := s.status(leader)
+	for _, n := range s.nodes {
+		if st, ok := s.status(n); ok {
+			if st.Applied != want.Commit || st.Applied != want.Applied || st.Leader != want.ID {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s *sim) newProc() history.Process {
+	p := history.Process(s.nextProc)
+	s.nextProc++
+	return p
+}
+
+// record appends a history event at the current simulated time.
+func (s *sim) record(p history.Process, typ, f, key string, v history.Value) history.Event {
+	e := history.Event{Index: int64(len(s.events)), Time: s.sch.now, Process: p, Type: typ, F: f, Key: key, Value: v}
+	s.events = append(s.events, e)
+	if s.tr.on() {
+		s.tr.printf("history %d %v %s %s %s %s", e.Index, p, typ, f, key, valueString(v))
+	}
+	return e
+}
+
+// recordApplied adds a member's applied entries to the one global log and
+// checks state machine safety: no two members apply different things at
+// one index.
+func (s *sim) recordApplied(n *node, applied []member.AppliedEntry) {
+	for _, a := range applied {
+		prev, ok := s.committed[a.Index]
+		if !ok {
+			s.committed[a.Index] = appliedAt{node: n.id, incarnation: n.incarnation, entry: a}
+			s.maxIndex = max(s.maxIndex, a.Index)
+			continue
+		}
+		if !sameEntry(prev.entry, a) {
+			msg := fmt.Sprintf("at index %d node %d (start %d) applied term %d %s, node %d (start %d) applied term %d %s",
+				a.Index, prev.node, prev.incarnation, prev.entry.Term, commandsString(prev.entry.Commands),
+				n.id, n.incarnation, a.Term, commandsString(a.Commands))
+			if len(s.res.Safety) < 20 {
+				s.res.Safety = append(s.res.Safety, msg)
+			}
+			if s.tr.on() {
+				s.tr.printf("SAFETY %s", msg)
+			}
+		}
+	}
+}
+
+func sameEntry(a, b member.AppliedEntry) bool {
+	return a.Index == b.Index && a.Term == b.Term && slices.Equal(a.Commands, b.Commands)
+}
+
+func commandsString(cs []member.LoggedCommand) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i, c := range cs {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s(%s tag=%d)=%s/%d", c.Op, c.Key, c.Tag, c.Status, c.Token)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// committedLog is the global log as checker.CommittedLog: final when it
+// holds every index from 1 and the members converged.
+func (s *sim) committedLog() *checker.CommittedLog {
+	l := &checker.CommittedLog{Final: !s.stats.Unconverged}
+	for i := uint64(1); i <= s.maxIndex; i++ {
+		a, ok := s.committed[i]
+		if !ok {
+			l.Final = false
+			continue
+		}
+		for _, c := range a.entry.Commands {
+			l.Commands = append(l.Commands, checker.LogCommand{Index: c.Index, Op: c.Op, Key: c.Key, Tag: c.Tag, Status: c.Status, Token: c.Token})
+		}
+	}
+	return l
+}
+
+func valueString(v history.Value) string {
+	var b strings.Builder
+	if v.LeaseMS != nil {
+		fmt.Fprintf(&b, "lease_ms=%d ", *v.LeaseMS)
+	}
+	if v.WaitMS != nil {
+		fmt.Fprintf(&b, "wait_ms=%d ", *v.WaitMS)
+	}
+	if v.Held != nil {
+		fmt.Fprintf(&b, "held=%v ", *v.Held)
+	}
+	if v.Token != nil {
+		fmt.Fprintf(&b, "token=%d ", *v.Token)
+	}
+	if v.Value != nil {
+		fmt.Fprintf(&b, "value=%d ", *v.Value)
+	}
+	if v.Error != "" {
+		fmt.Fprintf(&b, "error=%q ", v.Error)
+	}
+	if v.Nodes != nil {
+		fmt.Fprintf(&b, "nodes=%v ", v.Nodes)
+	}
+	if v.Groups != nil {
+		fmt.Fprintf(&b, "groups=%v ", v.Groups)
+	}
+	if v.Links != nil {
+		fmt.Fprintf(&b, "links=%v ", v.Links)
+	}
+	if v.Node != nil {
+		fmt.Fprintf(&b, "node=%d rate=%g offset_ms=%d ", *v.Node, *v.Rate, *v.OffsetMS)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// discard is the members' logger: their log lines are not part of a run's
+// outcome, and the trace records what the driver saw.
+var discard = slog.New(slog.DiscardHandler)

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/raftlock/raftlock/internal/testbin"
+)
+
+// The simulator replaces the process-global crypto/rand.Reader while it
+// runs, so these tests run it in subprocesses, as the swarm does; one
+// build serves them all.
+func TestSim(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	t.Run("ShrinksAFailingSeed", func(t *testing.T) { testSimShrinksAFailingSeed(t, bin) })
+	t.Run("SwarmIsValidAndSummarised", func(t *testing.T) { testSimSwarmIsValidAndSummarised(t, bin) })
+	t.Run("RefusesBadFlagsAndForeignOut", func(t *testing.T) { testSimRefusesBadFlagsAndForeignOut(t, bin) })
+}
+
+func runBin(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return runBinEnv(t, nil, bin, args...)
+}
+
+func runBinEnv(t *testing.T, env []string, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+func jsonLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("not JSON: %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// testSimShrinksAFailingSeed: with a planted bug a seed fails; --shrink
+// finds a smaller run that fails with the same check, and the command it
+// prints replays that failure.
+func testSimShrinksAFailingSeed(t *testing.T, bin string) {
+	out := t.TempDir()
+	stdout, stderr, code := runBin(t, bin, "sim", "--seed", "1", "--duration", "5s", "--unsafe-bug", "early-expire",
+		"--shrink", "--out", out, "--json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (a violation); stderr %s", code, stderr)
+	}
+	reps := jsonLines(t, stdout)
+	if len(reps) != 1 {
+		t.Fatalf("want one JSON object, got %d: %s", len(reps), stdout)
+	}
+	rep := reps[0]
+	check, _ := rep["check"].(string)
+	shrunk, _ := rep["shrunk"].(map[string]any)
+	if check == "" || shrunk == nil || shrunk["check"] != check {
+		t.Fatalf("no shrink result with the same check: %s", stdout)
+	}
+	if ops, _ := shrunk["max_ops"].(float64); ops <= 0 || ops >= rep["stats"].(map[string]any)["invoked"].(float64) {
+		t.Errorf("shrunk to %v operations, from %v: not smaller", shrunk["max_ops"], rep["stats"].(map[string]any)["invoked"])
+	}
+	for _, name := range []string{"history.jsonl", "trace.log", "summary.md"} {
+		for _, dir := range []string{"seed-1", "seed-1-shrunk"} {
+			if fi, err := os.Stat(filepath.Join(out, dir, name)); err != nil || fi.Size() == 0 {
+				t.Errorf("%s/%s: %v", dir, name, err)
+			}
+		}
+	}
+	replay := strings.Fields(shrunk["replay"].(string))
+	if replay[0] != "raftlock" || replay[1] != "sim" {
+		t.Fatalf("replay command %q", replay)
+	}
+	stdout, stderr, code = runBin(t, bin, append(replay[1:], "--out", t.TempDir())...)
+	if code != 1 || !strings.HasPrefix(stdout, "seed 1: "+check+"\n") {
+		t.Fatalf("the shrunk run's replay: exit %d, %q (want seed 1: %s); stderr %s", code, stdout, check, stderr)
+	}
+}
+
+// testSimSwarmIsValidAndSummarised: a small swarm of subprocesses, one
+// JSON object per seed and a summary.
+func testSimSwarmIsValidAndSummarised(t *testing.T, bin string) {
+	stdout, stderr, code := runBin(t, bin, "sim", "--seeds", "1..4", "--duration", "4s", "--parallel", "2",
+		"--json", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d; stdout %s stderr %s", code, stdout, stderr)
+	}
+	lines := jsonLines(t, stdout)
+	if len(lines) != 5 {
+		t.Fatalf("want 4 seeds and a summary, got %d lines: %s", len(lines), stdout)
+	}
+	for i, l := range lines[:4] {
+		if l["seed"] != float64(i+1) || l["verdict"] != "valid" {
+			t.Errorf("line %d: %v", i, l)
+		}
+	}
+	sum, _ := lines[4]["summary"].(map[string]any)
+	if sum == nil || sum["seeds"] != float64(4) || sum["valid"] != float64(4) || sum["speedup"].(float64) <= 1 {
+		t.Fatalf("summary %v", lines[4])
+	}
+	// A swarm set up in the environment does not make its children swarms.
+	stdout, stderr, code = runBinEnv(t, []string{"RAFTLOCK_SEEDS=5..6", "RAFTLOCK_DURATION=2s"}, bin, "sim", "--out", t.TempDir())
+	if code != 0 || !strings.Contains(stdout, "SEEDS") {
+		t.Fatalf("swarm from the environment: exit %d; stdout %s stderr %s", code, stdout, stderr)
+	}
+}
+
+// testSimRefusesBadFlagsAndForeignOut: bad flags exit 3 (no verdict, as
+// chaos and check); a report directory holding a user's files is never
+// deleted.
+func testSimRefusesBadFlagsAndForeignOut(t *testing.T, bin string) {
+	for _, args := range [][]string{
+		{"sim", "--nodes", "4"},
+		{"sim", "--faults", "kill,meteor"},
+		{"sim", "--unsafe-bug", "no-such-bug"},
+		{"sim", "--seeds", "5..1"},
+		{"sim", "--seeds", "1..3", "--seed", "2"},
+		{"sim", "--no-such-flag"},
+	} {
+		if _, stderr, code := runBin(t, bin, args...); code != 3 {
+			t.Errorf("%v: exit %d, want 3; %s", args, code, stderr)
+		}
+	}
+	out := t.TempDir()
+	mine := filepath.Join(out, "seed-1", "notes.txt")
+	os.MkdirAll(filepath.Dir(mine), 0o755)
+	os.WriteFile(mine, []byte("mine"), 0o644)
+	_, stderr, code := runBin(t, bin, "sim", "--seed", "1", "--duration", "3s", "--unsafe-bug", "early-expire", "--out", out)
+	if code != 3 || !strings.Contains(stderr, "not a raftlock report") {
+		t.Errorf("exit %d, stderr %q: want 3 and a refusal", code, stderr)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Fatalf("the user's file is gone: %v", err)
+	}
+}

@@ -1,0 +1,693 @@
+// Package member is one raftlock cluster member as a synchronous state
+// machine: etcd-raft's RawNode, the replicated lock table (fsm) and the
+// leader's lock manager, with no goroutines, clock, network or disk of its
+// own. Ticks, peer messages and client requests go in; a Ready says what to
+// persist, what to send and which requests to answer (the RawNode/Ready
+// style of etcd-raft). The production driver (package node: goroutines,
+// the system clock, TCP, pebble) and the deterministic simulator
+// (chaos/sim) both drive it; neither has lock logic of its own.
+//
+// A Core is not safe for concurrent use.
+package member
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Config configures one member core.
+type Config struct {
+	ID uint64
+	// Storage is the raft log as persisted so far. The driver writes it
+	// (Ready, Compaction); the core and raft only read it.
+	Storage        raft.Storage
+	ElectionTicks  int    // default 10
+	HeartbeatTicks int    // default 1
+	SnapshotEvery  uint64 // applied entries between snapshots; default 10000
+	SnapshotKeep   uint64 // entries kept behind a snapshot for slow followers; default 1000
+	MaxInflight    int    // raft MaxInflightMsgs; default 256
+	MaxBatch       int    // commands per log entry; default 1024
+	NoBatch        bool   // one command per entry and one entry per Ready (ablation)
+	// Bug plants one named bug (see Bugs); "" plants none.
+	Bug string
+	// Journal: Ready.Applied carries every applied entry with its results,
+	// for a post-run audit.
+	Journal bool
+	Logger  *slog.Logger
+	Metrics *Metrics // nil: a private set
+	// SeqStart is where request sequence numbers start; a restarted member
+	// must never reuse an id its previous incarnation proposed.
+	SeqStart uint64
+}
+
+func (c *Config) setDefaults() {
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks <= 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 10000
+	}
+	if c.SnapshotKeep == 0 {
+		c.SnapshotKeep = 1000
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 256
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 1024
+	}
+	if c.NoBatch {
+		c.MaxBatch = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(false)
+	}
+}
+
+// Ready is what the driver must do, in this order: record Applied (the
+// audit journal), store Compaction, send SendBeforePersist, save HardState,
+// Entries and Snapshot (synced when Sync), send Messages, deliver Answers,
+// then call Advance.
+type Ready struct {
+	HardState *raftpb.HardState // nil: unchanged
+	Entries   []*raftpb.Entry
+	Snapshot  *raftpb.Snapshot // nil: none
+	Sync      bool
+	// SendBeforePersist are a leader's appends: it sends them before its
+	// own fsync (raft thesis 10.2.1) and counts itself toward the commit
+	// quorum only after Advance.
+	SendBeforePersist []*raftpb.Message
+	// Messages go out only once the write is durable: a follower's
+	// acknowledgements and votes promise what it stored.
+	Messages   []*raftpb.Message
+	Answers    []Answer
+	Applied    []AppliedEntry
+	Compaction *Compaction
+}
+
+// AppliedEntry is one applied log entry with the results of its commands.
+type AppliedEntry struct {
+	Index    uint64          `json:"index"`
+	Term     uint64          `json:"term"`
+	Commands []LoggedCommand `json:"commands,omitempty"`
+}
+
+// Compaction asks the driver to store a snapshot of the table at Index (which
+// is applied) and drop the log before CompactTo.
+type Compaction struct {
+	Index     uint64
+	ConfState *raftpb.ConfState
+	Data      []byte
+	CompactTo uint64
+}
+
+// Status describes a member, in the shape the client protocol carries.
+type Status = wire.Status
+
+// Core is one member. See the package comment.
+type Core struct {
+	cfg     Config
+	log     *slog.Logger
+	hooks   hooks
+	metrics *Metrics
+	rn      *raft.RawNode
+	lm      *LockManager
+	cs      *raftpb.ConfState
+
+	queue []Proposal // decided, not yet proposed
+	reads []*pendingRead
+	rseq  uint64
+	ticks uint64
+
+	rd       *raft.Ready // taken from raft, not yet advanced
+	appliedR bool        // rd's committed entries were applied already
+
+	role       raft.StateType
+	term, lead uint64
+	commit     uint64
+	lastSnap   uint64
+	appliedAt  uint64 // tick count when applied last moved
+
+	answers    []Answer
+	applied    []AppliedEntry
+	compaction *Compaction
+	stopped    bool
+}
+
+type pendingRead struct {
+	handle uint64
+	rctx   string
+	until  uint64 // tick count at which the read gives up
+	index  uint64
+	known  bool // raft answered with index
+}
+
+// New starts a member from what cfg.Storage holds. It panics, as raft does,
+// on a store raft cannot start from.
+func New(cfg Config, now time.Duration) (*Core, error) {
+	cfg.setDefaults()
+	if cfg.ID == 0 {
+		return nil, errors.New("member id must be > 0")
+	}
+	if cfg.Storage == nil {
+		return nil, errors.New("a log store is required")
+	}
+	if cfg.MaxBatch > fsm.MaxBatch {
+		return nil, fmt.Errorf("max batch %d exceeds the codec's limit of %d commands per entry", cfg.MaxBatch, fsm.MaxBatch)
+	}
+	if !ValidBug(cfg.Bug) {
+		return nil, fmt.Errorf("unknown planted bug %q", cfg.Bug)
+	}
+	snap, err := cfg.Storage.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	machine := fsm.New()
+	if len(snap.GetData()) > 0 {
+		if machine, err = fsm.Restore(snap.GetData()); err != nil {
+			return nil, fmt.Errorf("restore snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+		}
+	}
+	_, cs, err := cfg.Storage.InitialState()
+	if err != nil {
+		return nil, fmt.Errorf("read initial state: %w", err)
+	}
+	c := &Core{cfg: cfg, log: cfg.Logger, hooks: plantHooks(cfg.Bug), metrics: cfg.Metrics, cs: cs}
+	c.lm = NewLockManager(cfg.ID, cfg.Bug, cfg.SeqStart)
+	c.lm.Restore(machine, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm(), now)
+	c.lastSnap = snap.GetMetadata().GetIndex()
+	rcfg := &raft.Config{
+		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
+		Storage: cfg.Storage, Applied: snap.GetMetadata().GetIndex(),
+		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: cfg.MaxInflight,
+		MaxUncommittedEntriesSize: 64 << 20, MaxCommittedSizePerReady: 4 << 20,
+		CheckQuorum: true, PreVote: true, ReadOnlyOption: raft.ReadOnlySafe,
+		DisableProposalForwarding: true, Logger: RaftLogger{cfg.Logger.With("component", "raft")},
+	}
+	if c.rn, err = raft.NewRawNode(rcfg); err != nil {
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	return c, nil
+}
+
+// Tick advances raft by one tick and runs the lock timers at local time now.
+func (c *Core) Tick(now time.Duration) {
+	if c.stopped {
+		return
+	}
+	c.rn.Tick()
+	c.ticks++
+	// raft drops a ReadIndex silently when leadership changes hands or
+	// there is no leader: a read unanswered after a few election timeouts
+	// gets the retryable Unavailable instead of waiting forever.
+	live := c.reads[:0]
+	var expired []uint64
+	for _, r := range c.reads {
+		if c.ticks >= r.until {
+			expired = append(expired, r.handle)
+		} else {
+			live = append(live, r)
+		}
+	}
+	c.reads = live
+	for _, h := range expired {
+		c.lm.Confirmed(now, h, ErrUnavailable)
+	}
+	c.lm.Tick(now)
+	c.collect(now)
+	c.metrics.Waiters.Set(float64(c.lm.Waiting()))
+}
+
+// Step hands raft a message from a peer. Message types that only a member
+// generates for itself are refused: raft would act on them as its own.
+func (c *Core) Step(m *raftpb.Message) error {
+	if !peerMessageAllowed(m.GetType()) {
+		return fmt.Errorf("refused raft message of type %s from %d: peers never send it", m.GetType(), m.GetFrom())
+	}
+	if c.stopped {
+		return ErrStopped
+	}
+	// raft trusts its peers: it takes a message from 0 for its own, and
+	// reads a read-index request's context from Entries[0]. A malformed
+	// frame must not stop the member (found by FuzzStep).
+	if from := m.GetFrom(); from == 0 || from == c.cfg.ID || !c.inConfig(from) {
+		return fmt.Errorf("refused raft message of type %s from %d: not a peer", m.GetType(), from)
+	}
+	if m.GetTo() != c.cfg.ID {
+		return fmt.Errorf("refused raft message of type %s for %d: this is member %d", m.GetType(), m.GetTo(), c.cfg.ID)
+	}
+	if m.GetType() == raftpb.MessageType_MsgReadIndex && len(m.GetEntries()) != 1 {
+		return fmt.Errorf("refused read-index request from %d with %d context entries", m.GetFrom(), len(m.GetEntries()))
+	}
+	return c.rn.Step(m)
+}
+
+// inConfig says whether id is a voter or learner of the configuration.
+func (c *Core) inConfig(id uint64) bool {
+	for _, ids := range [][]uint64{c.cs.GetVoters(), c.cs.GetLearners(), c.cs.GetVotersOutgoing(), c.cs.GetLearnersNext()} {
+		for _, v := range ids {
+			if v == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// peerMessageAllowed filters out local-only message types.
+func peerMessageAllowed(t raftpb.MessageType) bool {
+	switch t {
+	case raftpb.MessageType_MsgApp, raftpb.MessageType_MsgAppResp,
+		raftpb.MessageType_MsgVote, raftpb.MessageType_MsgVoteResp,
+		raftpb.MessageType_MsgPreVote, raftpb.MessageType_MsgPreVoteResp,
+		raftpb.MessageType_MsgSnap, raftpb.MessageType_MsgHeartbeat,
+		raftpb.MessageType_MsgHeartbeatResp, raftpb.MessageType_MsgReadIndex,
+		raftpb.MessageType_MsgReadIndexResp, raftpb.MessageType_MsgTimeoutNow,
+		raftpb.MessageType_MsgTransferLeader:
+		return true
+	}
+	return false
+}
+
+// Submit takes a client request at local time now. Its Answer comes out in
+// a later Ready.
+func (c *Core) Submit(now time.Duration, r Request) {
+	if c.stopped {
+		c.answers = append(c.answers, Answer{Handle: r.Handle, Err: ErrStopped})
+		return
+	}
+	c.lm.Submit(now, r)
+	c.collect(now)
+}
+
+// Abandon records that the requester of handle gave up (rule 7). token is
+// the token of a Granted answer that reached the driver after the
+// requester left (0 if none): that lock is released.
+func (c *Core) Abandon(handle, token uint64) {
+	if c.stopped {
+		return
+	}
+	key := ""
+	if token != 0 {
+		for k, l := range c.lm.leases {
+			if l.token == token {
+				key = k
+				break
+			}
+		}
+	}
+	c.lm.Abandon(handle, key, token)
+	c.collect(0)
+}
+
+// ReportUnreachable tells raft a message to id could not be sent.
+func (c *Core) ReportUnreachable(id uint64) { c.rn.ReportUnreachable(id) }
+
+// ReportSnapshot tells raft whether a snapshot sent to id arrived.
+func (c *Core) ReportSnapshot(id uint64, failed bool) {
+	st := raft.SnapshotFinish
+	if failed {
+		st = raft.SnapshotFailure
+	}
+	c.rn.ReportSnapshot(id, st)
+}
+
+// collect moves the lock manager's decisions into the core: answers out,
+// proposals queued, confirming reads started.
+func (c *Core) collect(now time.Duration) {
+	for {
+		fx := c.lm.TakeEffects()
+		if len(fx.Proposals)+len(fx.Answers)+len(fx.Reads)+fx.GhostReleases == 0 {
+			return
+		}
+		c.queue = append(c.queue, fx.Proposals...)
+		c.answers = append(c.answers, fx.Answers...)
+		c.metrics.GhostReleases.Add(float64(fx.GhostReleases))
+		for _, h := range fx.Reads {
+			if c.role != raft.StateLeader {
+				// Stepped down since the lock manager decided: raft would
+				// forward the ReadIndex to a leader this member may not
+				// reach.
+				c.lm.Confirmed(now, h, ErrUnavailable)
+				continue
+			}
+			c.rseq++
+			rctx := binary.BigEndian.AppendUint64(nil, c.rseq)
+			c.reads = append(c.reads, &pendingRead{handle: h, rctx: string(rctx), until: c.ticks + uint64(3*c.cfg.ElectionTicks)})
+			c.rn.ReadIndex(rctx)
+		}
+	}
+}
+
+// HasReady says whether Ready has anything to do.
+func (c *Core) HasReady() bool {
+	if c.rd != nil {
+		return false // Advance first
+	}
+	return len(c.queue) > 0 || len(c.answers) > 0 || len(c.applied) > 0 || c.compaction != nil ||
+		(!c.stopped && c.rn.HasReady())
+}
+
+// Ready returns what the driver must do next; Advance must follow before
+// the next Ready.
+func (c *Core) Ready(now time.Duration) Ready {
+	var out Ready
+	if c.rd != nil {
+		panic("member: Ready called twice without Advance")
+	}
+	if !c.stopped {
+		c.propose(now)
+	}
+	if !c.stopped && c.rn.HasReady() {
+		rd := c.rn.Ready()
+		c.rd = &rd
+		c.observeRole(now, &rd)
+		out.HardState = c.hooks.hardStateToSave(&rd)
+		out.Entries = rd.Entries
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			out.Snapshot = rd.Snapshot
+		}
+		out.Sync = c.hooks.mustSync(&rd)
+		if c.role == raft.StateLeader {
+			out.SendBeforePersist = rd.Messages
+		} else {
+			out.Messages = rd.Messages
+		}
+		for _, rs := range rd.ReadStates {
+			for _, r := range c.reads {
+				if r.rctx == string(rs.RequestCtx) {
+					r.index, r.known = rs.Index, true
+				}
+			}
+		}
+		if c.hooks.applyAtReady {
+			c.appliedR = true
+			if err := c.apply(now, &rd); err != nil {
+				c.log.Error("apply failed", "err", err)
+			}
+			c.collect(now)
+		}
+	}
+	out.Answers, c.answers = c.answers, nil
+	out.Applied, c.applied = c.applied, nil
+	out.Compaction, c.compaction = c.compaction, nil
+	return out
+}
+
+// observeRole records a role, leader or term change that rd announces.
+func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
+	termChanged := rd.HardState != nil && rd.HardState.GetTerm() != c.term
+	if rd.SoftState == nil && !termChanged {
+		return
+	}
+	bs := c.rn.BasicStatus()
+	prevLead, prevRole, prevTerm := c.lead, c.role, c.term
+	c.term, c.lead, c.role = bs.GetTerm(), knownLeader(bs), bs.RaftState
+	if c.lead != prevLead {
+		c.metrics.LeaderChanges.Inc()
+		c.log.Info("leader changed", "leader", c.lead, "previous", prevLead, "term", c.term, "role", RoleName(c.role))
+	} else if c.role != prevRole {
+		c.log.Info("role changed", "role", RoleName(c.role), "term", c.term, "leader", c.lead)
+	}
+	leader := c.role == raft.StateLeader
+	if !leader {
+		c.reads = nil // Become below ends their requests
+	}
+	if !leader || c.term != prevTerm {
+		// Commands decided but never handed to raft (NoBatch proposes
+		// one per Ready) definitely did not happen: Unavailable, not the
+		// OutcomeUnknown that Become gives proposed ones.
+		for _, p := range c.queue {
+			if p.Term == c.lm.Term() {
+				c.lm.Drop([]fsm.Envelope{p.Env})
+			} else {
+				c.lm.DropStale(p.Env)
+			}
+		}
+		c.queue = nil
+	}
+	c.lm.Become(leader, c.term, c.lead)
+	c.collect(now)
+	c.metrics.IsLeader.Set(b2f(leader))
+	c.metrics.HasLeader.Set(b2f(c.lead != 0))
+	c.metrics.Term.Set(float64(c.term))
+}
+
+// knownLeader is the leader a member follows. A (pre-)candidate follows
+// none: raft keeps the last leader's id through a pre-vote, which would
+// have a member whose leader died report that leader forever (pre-votes
+// never raise the term while no quorum answers).
+func knownLeader(bs raft.BasicStatus) uint64 {
+	if bs.RaftState == raft.StateCandidate || bs.RaftState == raft.StatePreCandidate {
+		return 0
+	}
+	return bs.Lead
+}
+
+// propose turns the queue into as few entries as fit the batch limit:
+// whatever was decided while the last Ready was being persisted rides in
+// one entry. A command decided in an earlier term is answered, not
+// proposed.
+func (c *Core) propose(now time.Duration) {
+	for len(c.queue) > 0 {
+		queued := c.queue
+		c.queue = nil
+		if c.cfg.NoBatch && len(queued) > 1 {
+			c.queue, queued = queued[1:], queued[:1]
+		}
+		bs := c.rn.BasicStatus()
+		q := make([]fsm.Envelope, 0, len(queued))
+		for _, p := range queued {
+			switch {
+			case bs.RaftState == raft.StateLeader && p.Term == bs.GetTerm():
+				q = append(q, p.Env)
+			case p.Term == c.lm.Term():
+				// Still the lock manager's term (raft stepped down and the
+				// Ready that says so is next): undo its bookkeeping.
+				c.lm.Drop([]fsm.Envelope{p.Env})
+			default:
+				c.lm.DropStale(p.Env)
+			}
+		}
+		for len(q) > 0 {
+			k := min(len(q), c.cfg.MaxBatch)
+			batch := q[:k]
+			q = q[k:]
+			c.metrics.Proposals.Inc()
+			c.metrics.BatchSize.Observe(float64(len(batch)))
+			if err := c.rn.Propose(fsm.EncodeBatch(batch)); err != nil {
+				c.lm.Drop(batch)
+			}
+		}
+		if c.cfg.NoBatch {
+			c.collect(now)
+			return
+		}
+		// Dropping may grant the next waiter, which queues again.
+		c.collect(now)
+	}
+}
+
+// Advance tells the core the last Ready was handled: it applies the
+// committed entries and snapshot the Ready carried. An error stops the
+// member (its state machine cannot follow the log).
+func (c *Core) Advance(now time.Duration) error {
+	if c.rd == nil {
+		return nil
+	}
+	rd := c.rd
+	c.rd = nil
+	if !c.appliedR {
+		if err := c.apply(now, rd); err != nil {
+			return err
+		}
+	}
+	c.appliedR = false
+	c.rn.Advance(*rd)
+	c.resolveReads(now)
+	c.collect(now)
+	return nil
+}
+
+// resolveReads continues the requests whose quorum read is confirmed and
+// whose index has applied.
+func (c *Core) resolveReads(now time.Duration) {
+	applied, _ := c.lm.Applied()
+	live := c.reads[:0]
+	var done []uint64
+	for _, r := range c.reads {
+		if r.known && r.index <= applied {
+			done = append(done, r.handle)
+		} else {
+			live = append(live, r)
+		}
+	}
+	c.reads = live
+	for _, h := range done {
+		c.lm.Confirmed(now, h, nil)
+	}
+}
+
+func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		md := rd.Snapshot.GetMetadata()
+		m, err := fsm.Restore(rd.Snapshot.GetData())
+		if err != nil {
+			return fmt.Errorf("install snapshot at %d: %w", md.GetIndex(), err)
+		}
+		c.lm.Restore(m, md.GetIndex(), md.GetTerm(), now)
+		c.cs = md.GetConfState()
+		c.lastSnap = md.GetIndex()
+		c.appliedAt = c.ticks
+		c.metrics.SnapshotsInstalled.Inc()
+		c.log.Info("installed snapshot", "index", md.GetIndex())
+	}
+	applied, _ := c.lm.Applied()
+	for _, e := range rd.CommittedEntries {
+		if e.GetIndex() <= applied {
+			continue
+		}
+		var logged []LoggedCommand
+		if e.GetType() == raftpb.EntryType_EntryNormal && len(e.GetData()) > 0 {
+			envs, err := fsm.DecodeBatch(e.GetData())
+			if err != nil {
+				// Identical bytes on every member: skipping is deterministic.
+				c.log.Error("skipping undecodable entry", "index", e.GetIndex(), "err", err)
+			}
+			for _, env := range envs {
+				res := c.lm.Apply(now, env, e.GetTerm())
+				c.metrics.CommandsApplied.Inc()
+				if c.cfg.Journal {
+					logged = append(logged, NewLoggedCommand(e.GetIndex(), e.GetTerm(), env, res))
+				}
+			}
+		}
+		if c.cfg.Journal {
+			c.applied = append(c.applied, AppliedEntry{Index: e.GetIndex(), Term: e.GetTerm(), Commands: logged})
+		}
+		if c.lm.AppliedEntry(e.GetIndex(), e.GetTerm()) {
+			c.log.Info("leader ready: applied the first entry of its term", "term", c.term, "index", e.GetIndex())
+		}
+		applied = e.GetIndex()
+		c.appliedAt = c.ticks
+		c.metrics.EntriesApplied.Inc()
+	}
+	if rd.HardState != nil {
+		c.commit = max(c.commit, rd.HardState.GetCommit())
+	}
+	c.commit = max(c.commit, applied)
+	c.metrics.Applied.Set(float64(applied))
+	c.metrics.Commit.Set(float64(c.commit))
+	c.metrics.ApplyLag.Set(float64(c.commit - min(c.commit, applied)))
+	c.metrics.LocksHeld.Set(float64(c.lm.machine.Len()))
+	if applied-c.lastSnap >= c.cfg.SnapshotEvery {
+		compactTo := uint64(1)
+		if applied > c.cfg.SnapshotKeep {
+			compactTo = applied - c.cfg.SnapshotKeep
+		}
+		c.compaction = &Compaction{Index: applied, ConfState: c.cs, Data: c.lm.machine.Snapshot(), CompactTo: compactTo}
+		c.lastSnap = applied
+	}
+	return nil
+}
+
+// Stop ends every request in progress (their answers: TakeAnswers); the
+// member takes no more input.
+func (c *Core) Stop() {
+	if c.stopped {
+		return
+	}
+	c.lm.Stop()
+	c.collect(0)
+	c.queue, c.reads = nil, nil
+	c.stopped = true
+}
+
+// TakeAnswers returns and clears the answers not yet handed out in a Ready.
+func (c *Core) TakeAnswers() []Answer {
+	a := c.answers
+	c.answers = nil
+	return a
+}
+
+// Status returns this member's view of the cluster. Applied, Digest and
+// Locks are read together, so two members at the same applied index report
+// the same digest.
+func (c *Core) Status() Status {
+	applied, _ := c.lm.Applied()
+	return Status{
+		ID: c.cfg.ID, Role: RoleName(c.role), Term: c.term, Leader: c.lead,
+		Commit: max(c.commit, applied), Applied: applied, Locks: uint64(c.lm.machine.Len()),
+		LastToken: c.lm.machine.LastToken(), Digest: c.lm.machine.Digest(),
+	}
+}
+
+// Leader returns the leader this member knows (0: none) and whether it is
+// that leader.
+func (c *Core) Leader() (id uint64, self bool) { return c.lead, c.role == raft.StateLeader }
+
+// Applied returns the applied index.
+func (c *Core) Applied() uint64 {
+	a, _ := c.lm.Applied()
+	return a
+}
+
+// Healthy says why this member cannot serve, as etcd's /health does: it
+// knows no leader, or it has not applied what is committed for ten election
+// timeouts. nil means healthy.
+func (c *Core) Healthy() error {
+	if c.stopped {
+		return ErrStopped
+	}
+	if c.lead == 0 {
+		return errors.New("no leader")
+	}
+	applied := c.Applied()
+	stall := uint64(10 * c.cfg.ElectionTicks)
+	if c.commit > applied && c.ticks-c.appliedAt > stall {
+		return fmt.Errorf("not applying: %d committed entries not applied for %d ticks", c.commit-applied, c.ticks-c.appliedAt)
+	}
+	return nil
+}
+
+// RoleName names a raft role as Status reports it.
+func RoleName(s raft.StateType) string {
+	switch s {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateCandidate:
+		return "candidate"
+	case raft.StatePreCandidate:
+		return "pre-candidate"
+	}
+	return "follower"
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// CanDecide says why this member may not make lock decisions now (not the
+// leader, or its term barrier not yet passed); nil when it may.
+func (c *Core) CanDecide() error { return c.lm.ready() }
+
+// Waiters returns how many acquires are queued on key.
+func (c *Core) Waiters(key string) int { return len(c.lm.waiters[key]) }

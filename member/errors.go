@@ -1,0 +1,87 @@
+package member
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Errors a lock call returns. The client server maps each to one answer.
+var (
+	// ErrHeld: a try-acquire found the key held, or a waiting acquire's
+	// wait ran out.
+	ErrHeld = errors.New("lock is held")
+	// ErrNotFound: the caller's token does not hold the key.
+	ErrNotFound = errors.New("not the holder")
+	// ErrUnavailable: nothing was proposed (no leader, leadership not yet
+	// settled, proposal dropped); the call is safe to retry.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrOutcomeUnknown: a command was proposed and leadership was lost
+	// before it applied; it may or may not commit.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrGrantRejected: the defensive state machine outcome; reported as
+	// an error, never a success.
+	ErrGrantRejected = errors.New("grant rejected by the state machine")
+	// ErrStopped: the node is shutting down.
+	ErrStopped = errors.New("node stopped")
+)
+
+// NotLeaderError answers a call made to a follower.
+type NotLeaderError struct {
+	LeaderID   uint64 // 0 when no leader is known
+	LeaderAddr string // the leader's client address, when known
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == 0 {
+		return "not the leader; no leader known"
+	}
+	return fmt.Sprintf("not the leader; leader is %d at %s", e.LeaderID, e.LeaderAddr)
+}
+
+// InvalidArgumentError is bad input from a caller.
+type InvalidArgumentError struct{ Reason string }
+
+func (e *InvalidArgumentError) Error() string { return "invalid argument: " + e.Reason }
+
+// Lease bounds of DESIGN.md section 2 rule 10.
+const (
+	MinLeaseMS = wire.MinLeaseMS
+	MaxLeaseMS = wire.MaxLeaseMS
+)
+
+// ValidateKey checks a lock key.
+func ValidateKey(key string) error {
+	if err := wire.ValidateKey(key); err != nil {
+		return &InvalidArgumentError{Reason: err.Error()}
+	}
+	return nil
+}
+
+// ValidateLease checks a lease length in milliseconds.
+func ValidateLease(ms int64) error {
+	if err := wire.ValidateLease(ms); err != nil {
+		return &InvalidArgumentError{Reason: err.Error()}
+	}
+	return nil
+}
+
+// LoggedCommand is one committed command with the result it had when
+// applied: what a post-run audit matches against a client history.
+type LoggedCommand struct {
+	Index  uint64 `json:"index"`
+	Term   uint64 `json:"term"`
+	Op     string `json:"op"`
+	Key    string `json:"key"`
+	Tag    uint64 `json:"tag,omitempty"`
+	Status string `json:"status"`
+	Token  uint64 `json:"token,omitempty"`
+}
+
+// NewLoggedCommand describes env of entry (index, term) applied with res.
+func NewLoggedCommand(index, term uint64, env fsm.Envelope, res fsm.Result) LoggedCommand {
+	return LoggedCommand{Index: index, Term: term, Op: env.Cmd.Op.String(),
+		Key: env.Cmd.Key, Tag: env.Tag, Status: res.Status.String(), Token: res.Token}
+}

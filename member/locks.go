@@ -1,0 +1,715 @@
+package member
+
+import (
+	"slices"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Op is a client request's operation.
+type Op int
+
+// Client operations.
+const (
+	OpAcquire Op = iota + 1
+	OpRelease
+	OpRenew
+	OpGet
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpAcquire:
+		return "acquire"
+	case OpRelease:
+		return "release"
+	case OpRenew:
+		return "renew"
+	case OpGet:
+		return "get"
+	}
+	return "unknown"
+}
+
+// Request is one client call.
+type Request struct {
+	Handle uint64 // chosen by the driver; unique among its requests in flight
+	Op     Op
+	Key    string
+	Token  uint64        // release, renew
+	Lease  time.Duration // acquire, renew
+	Wait   time.Duration // acquire: how long to queue; 0 is a try-acquire
+	Tag    uint64        // client operation id, carried into the log
+	Stale  bool          // get: serve the local applied state
+}
+
+// LockInfo answers Get.
+type LockInfo struct {
+	Held        bool
+	Token       uint64
+	RemainingMS int64 // the answering member's remaining lease
+}
+
+// Answer ends one Request.
+type Answer struct {
+	Handle uint64
+	Token  uint64   // acquire: the fencing token
+	Lock   LockInfo // get
+	Err    error
+}
+
+// request is a Request the lock manager is deciding or has proposed.
+type request struct {
+	Request
+	env       fsm.Envelope
+	proposed  bool
+	cancelled bool // the requester is gone (rule 7)
+	delivered bool
+	confirmed bool          // a quorum read confirmed the table is current
+	waitUntil time.Duration // queued acquires: when to give up waiting
+}
+
+type lease struct {
+	token    uint64
+	deadline time.Duration
+	length   time.Duration
+}
+
+func newLease(token uint64, now time.Duration, ms uint64) lease {
+	d := time.Duration(ms) * time.Millisecond
+	return lease{token: token, deadline: now + d, length: d}
+}
+
+type expireMark struct {
+	token uint64
+	at    time.Duration
+}
+
+// Proposal is a command the lock manager decided, stamped with the term it
+// was decided in: it may be proposed in that term only, since the table it
+// was validated against may not hold in a later one.
+type Proposal struct {
+	Env  fsm.Envelope
+	Term uint64
+}
+
+// LockManager holds the applied lock table and every leader-side decision
+// about it (DESIGN.md section 2, rules 3 to 7). It does no I/O and reads no
+// clock: each method takes the member's local time, and the decisions come
+// out as proposals, answers and reads to confirm (TakeEffects). It is not
+// safe for concurrent use.
+type LockManager struct {
+	id    uint64
+	hooks hooks
+
+	machine     *fsm.Machine
+	applied     uint64
+	appliedTerm uint64
+
+	leases   map[string]lease // every member, local clock (rule 6)
+	requests map[uint64]*request
+	pending  map[fsm.RequestID]*request
+	inflight map[string]fsm.RequestID // proposed Grant per key (rule 4)
+	renewing map[string]int           // proposed Renews per key
+	waiters  map[string][]*request    // FIFO per key
+	expiring map[string]expireMark
+
+	stopped  bool
+	leader   bool
+	term     uint64
+	leaderID uint64
+	barrier  bool // applied an entry of our own term (rule 3)
+	seq      uint64
+
+	fx Effects
+}
+
+// Effects are the decisions a LockManager call produced.
+type Effects struct {
+	Proposals []Proposal
+	Answers   []Answer
+	// Reads are requests whose answer depends on the table being current:
+	// the member confirms its leadership with a quorum, waits until it
+	// applied that far, then calls Confirmed.
+	Reads []uint64
+	// GhostReleases counts releases proposed for grants nobody will use.
+	GhostReleases int
+}
+
+// NewLockManager returns the manager of member id with an empty table.
+// Request ids start after seqStart.
+func NewLockManager(id uint64, bug string, seqStart uint64) *LockManager {
+	lm := &LockManager{id: id, hooks: plantHooks(bug), seq: seqStart}
+	lm.resetLeaderState()
+	lm.Restore(fsm.New(), 0, 0, 0)
+	return lm
+}
+
+func (lm *LockManager) resetLeaderState() {
+	lm.requests = make(map[uint64]*request)
+	lm.pending = make(map[fsm.RequestID]*request)
+	lm.inflight = make(map[string]fsm.RequestID)
+	lm.renewing = make(map[string]int)
+	lm.waiters = make(map[string][]*request)
+	lm.expiring = make(map[string]expireMark)
+}
+
+// TakeEffects returns and clears what the calls since the last one decided.
+func (lm *LockManager) TakeEffects() Effects {
+	fx := lm.fx
+	lm.fx = Effects{}
+	return fx
+}
+
+// Applied returns the applied index and its term.
+func (lm *LockManager) Applied() (index, term uint64) { return lm.applied, lm.appliedTerm }
+
+// Machine returns the applied table (read only).
+func (lm *LockManager) Machine() *fsm.Machine { return lm.machine }
+
+// Waiting returns how many acquires are queued.
+func (lm *LockManager) Waiting() int {
+	n := 0
+	for _, q := range lm.waiters {
+		n += len(q)
+	}
+	return n
+}
+
+// Restore installs a snapshot's table. Every lease restarts in full from
+// now: after a restart or snapshot install a deadline is never shorter than
+// a full lease (rule 6).
+func (lm *LockManager) Restore(m *fsm.Machine, index, term uint64, now time.Duration) {
+	lm.machine, lm.applied, lm.appliedTerm = m, index, term
+	lm.leases = make(map[string]lease, m.Len())
+	for _, k := range m.Keys() {
+		l, _ := m.Get(k)
+		lm.leases[k] = newLease(l.Token, now, l.LeaseMS)
+	}
+}
+
+// Become records a role change. Losing leadership, or a new term, ends every
+// call in progress: a proposed one with ErrOutcomeUnknown, any other with
+// ErrUnavailable (nothing was proposed for it).
+func (lm *LockManager) Become(leader bool, term, leaderID uint64) {
+	wasLeader, oldTerm := lm.leader, lm.term
+	lm.leader, lm.term, lm.leaderID = leader, term, leaderID
+	if wasLeader && (!leader || term != oldTerm) {
+		lm.endAll(ErrOutcomeUnknown, ErrUnavailable)
+		lm.resetLeaderState()
+	}
+	if !leader || term != oldTerm {
+		lm.barrier = false
+	}
+}
+
+// Stop ends every call in progress; the manager decides nothing more.
+func (lm *LockManager) Stop() {
+	lm.stopped = true
+	lm.endAll(ErrOutcomeUnknown, ErrUnavailable)
+	lm.resetLeaderState()
+}
+
+// endAll answers every open request, in handle order so that a replay
+// answers in the same order.
+func (lm *LockManager) endAll(proposed, other error) {
+	handles := make([]uint64, 0, len(lm.requests))
+	for h := range lm.requests {
+		handles = append(handles, h)
+	}
+	slices.Sort(handles)
+	for _, h := range handles {
+		req := lm.requests[h]
+		if req.proposed {
+			lm.deliver(req, fsm.Result{}, proposed)
+		} else {
+			lm.deliver(req, fsm.Result{}, other)
+		}
+	}
+}
+
+// ready says whether this member may make lock decisions now.
+func (lm *LockManager) ready() error {
+	if lm.stopped {
+		return ErrStopped
+	}
+	if !lm.leader {
+		return &NotLeaderError{LeaderID: lm.leaderID}
+	}
+	if !lm.barrier && lm.hooks.termBarrier {
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// Submit decides a client request at local time now.
+func (lm *LockManager) Submit(now time.Duration, r Request) {
+	req := &request{Request: r}
+	switch r.Op {
+	case OpAcquire:
+		if err := ValidateKey(r.Key); err != nil {
+			lm.answer(req, err)
+			return
+		}
+		if err := ValidateLease(r.Lease.Milliseconds()); err != nil {
+			lm.answer(req, err)
+			return
+		}
+	case OpRenew:
+		if err := ValidateLease(r.Lease.Milliseconds()); err != nil {
+			lm.answer(req, err)
+			return
+		}
+		fallthrough
+	case OpRelease, OpGet:
+		if err := ValidateKey(r.Key); err != nil {
+			lm.answer(req, err)
+			return
+		}
+	default:
+		lm.answer(req, &InvalidArgumentError{Reason: "unknown operation"})
+		return
+	}
+	lm.requests[r.Handle] = req
+	lm.decide(now, req)
+}
+
+// Confirmed continues a request after a quorum read confirmed that this
+// member led and had applied everything committed before the read; err
+// ends it instead (the read failed).
+func (lm *LockManager) Confirmed(now time.Duration, handle uint64, err error) {
+	req, ok := lm.requests[handle]
+	if !ok || req.delivered || req.cancelled {
+		return
+	}
+	if err != nil {
+		lm.deliver(req, fsm.Result{}, err)
+		return
+	}
+	req.confirmed = true
+	lm.decide(now, req)
+}
+
+// Abandon records that the requester of handle is gone (rule 7). A grant
+// that reached the driver after the requester left is released, if it
+// still holds the key.
+func (lm *LockManager) Abandon(handle uint64, key string, grantedToken uint64) {
+	if req, ok := lm.requests[handle]; ok {
+		req.cancelled = true
+		if !req.proposed {
+			lm.removeWaiter(req)
+			lm.deliver(req, fsm.Result{}, ErrUnavailable)
+		}
+		return
+	}
+	if grantedToken != 0 {
+		lm.releaseGhost(key, grantedToken)
+	}
+}
+
+func (lm *LockManager) decide(now time.Duration, req *request) {
+	switch req.Op {
+	case OpAcquire:
+		lm.acquire(now, req)
+	case OpRelease, OpRenew:
+		lm.holderCall(req)
+	case OpGet:
+		lm.get(now, req)
+	}
+}
+
+func (lm *LockManager) acquire(now time.Duration, req *request) {
+	if err := lm.ready(); err != nil {
+		lm.deliver(req, fsm.Result{}, err)
+		return
+	}
+	key := req.Key
+	_, held := lm.machine.Get(key)
+	if !lm.canGrant(key, false) && req.Wait <= 0 && held && !req.confirmed {
+		// "Held" is a read of the table: confirm it is current (this
+		// member still leads and has applied everything committed) before
+		// answering, as Get does. A deposed leader must not answer from
+		// its stale table.
+		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+		return
+	}
+	req.env = lm.envelope(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(req.Lease.Milliseconds())}, req.Tag)
+	switch {
+	case lm.canGrant(key, false):
+		lm.propose(req)
+	case req.Wait <= 0 && held:
+		lm.deliver(req, fsm.Result{}, ErrHeld)
+	default:
+		// Queued, even a try-acquire when the key is only being granted:
+		// "held" is answered only once the applied state shows it held,
+		// since the Grant in flight may yet be dropped.
+		req.waitUntil = now + max(req.Wait, 0)
+		lm.waiters[key] = append(lm.waiters[key], req)
+	}
+}
+
+// holderCall proposes a Release or Renew after checking, in the applied
+// state, that the caller's token holds the key.
+func (lm *LockManager) holderCall(req *request) {
+	if err := lm.ready(); err != nil {
+		lm.deliver(req, fsm.Result{}, err)
+		return
+	}
+	// Decide on the applied state only: an Expire of this token may be in
+	// the log already, but until it applies the token holds the key, and a
+	// Renew queued behind it will simply apply as NotFound.
+	if !lm.holds(req.Key, req.Token) && (req.Op == OpRenew || lm.hooks.releaseChecksHolder) {
+		if req.confirmed {
+			lm.deliver(req, fsm.Result{}, ErrNotFound)
+			return
+		}
+		// "Not the holder" is a read: confirm the table is current first
+		// (found by the chaos harness: a leader resumed after SIGSTOP
+		// answered a renewal from the table it had before the pause).
+		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+		return
+	}
+	cmd := fsm.Command{Op: fsm.OpRenew, Key: req.Key, Token: req.Token, LeaseMS: uint64(req.Lease.Milliseconds())}
+	if req.Op == OpRelease {
+		cmd = fsm.Command{Op: fsm.OpRelease, Key: req.Key} // the seed's Release has no token
+	}
+	req.env = lm.envelope(cmd, req.Tag)
+	lm.propose(req)
+}
+
+func (lm *LockManager) get(now time.Duration, req *request) {
+	if !req.Stale && lm.hooks.linearizableReads && !req.confirmed {
+		if err := lm.ready(); err != nil {
+			lm.deliver(req, fsm.Result{}, err)
+			return
+		}
+		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+		return
+	}
+	var info LockInfo
+	if l, held := lm.machine.Get(req.Key); held {
+		info = LockInfo{Held: true, Token: l.Token}
+		if ls, ok := lm.leases[req.Key]; ok {
+			info.RemainingMS = max(0, (ls.deadline - now).Milliseconds())
+		}
+	}
+	req.delivered = true
+	delete(lm.requests, req.Handle)
+	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Lock: info})
+}
+
+func (lm *LockManager) envelope(cmd fsm.Command, tag uint64) fsm.Envelope {
+	lm.seq++
+	return fsm.Envelope{ID: fsm.RequestID{Node: lm.id, Seq: lm.seq}, Tag: tag, Cmd: cmd}
+}
+
+// propose queues req's command for the next log entry; the order of
+// proposals is the order decisions were made in.
+func (lm *LockManager) propose(req *request) {
+	req.proposed = true
+	cmd := req.env.Cmd
+	if cmd.Op == fsm.OpRenew {
+		lm.renewing[cmd.Key]++
+	}
+	if cmd.Op == fsm.OpGrant {
+		lm.inflight[cmd.Key] = req.env.ID
+		if tok := lm.hooks.proposedToken(lm.machine.LastToken(), len(lm.inflight)); tok != 0 {
+			req.env.Tag = tok
+		}
+	}
+	lm.pending[req.env.ID] = req
+	lm.fx.Proposals = append(lm.fx.Proposals, Proposal{Env: req.env, Term: lm.term})
+	if res, ok := lm.hooks.answerAtPropose(cmd, lm.machine.LastToken()); ok {
+		lm.deliver(req, res, nil)
+	}
+}
+
+// proposeInternal queues a command no caller waits for (Expire, a ghost
+// Release).
+func (lm *LockManager) proposeInternal(cmd fsm.Command) {
+	lm.fx.Proposals = append(lm.fx.Proposals, Proposal{Env: lm.envelope(cmd, 0), Term: lm.term})
+}
+
+func (lm *LockManager) answer(req *request, err error) {
+	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Err: err})
+}
+
+func (lm *LockManager) deliver(req *request, res fsm.Result, err error) {
+	if req.delivered {
+		return
+	}
+	req.delivered = true
+	if !req.proposed {
+		// A proposed request stays until its command applies or is
+		// dropped: the apply still needs it.
+		delete(lm.requests, req.Handle)
+	}
+	a := Answer{Handle: req.Handle, Err: err}
+	if err == nil && req.Op == OpAcquire {
+		a.Token = res.Token
+	}
+	lm.fx.Answers = append(lm.fx.Answers, a)
+}
+
+// forget drops a proposed request once its command applied or was dropped.
+func (lm *LockManager) forget(req *request) {
+	delete(lm.pending, req.env.ID)
+	delete(lm.requests, req.Handle)
+}
+
+func (lm *LockManager) removeWaiter(req *request) {
+	key := req.Key
+	q := lm.waiters[key]
+	for i, w := range q {
+		if w == req {
+			q = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(lm.waiters, key)
+	} else {
+		lm.waiters[key] = q
+	}
+}
+
+// canGrant: key is free in the applied state, no Grant for it is in
+// flight, and nobody queued before us (FIFO).
+func (lm *LockManager) canGrant(key string, ignoreWaiters bool) bool {
+	if _, held := lm.machine.Get(key); held {
+		return false
+	}
+	if _, ok := lm.inflight[key]; ok {
+		return false
+	}
+	return ignoreWaiters || len(lm.waiters[key]) == 0
+}
+
+// holds: the applied state shows key held by token and no Grant for key is
+// in flight (rule 5).
+func (lm *LockManager) holds(key string, token uint64) bool {
+	l, held := lm.machine.Get(key)
+	if !held || l.Token != token {
+		return false
+	}
+	_, grant := lm.inflight[key]
+	return !grant
+}
+
+func (lm *LockManager) renewDone(key string) {
+	if lm.renewing[key] <= 1 {
+		delete(lm.renewing, key)
+	} else {
+		lm.renewing[key]--
+	}
+}
+
+// releaseGhost proposes Release{key} for a lock granted to a requester that
+// is gone, if this member still leads and the lock is still that grant.
+func (lm *LockManager) releaseGhost(key string, token uint64) {
+	if lm.ready() != nil || !lm.holds(key, token) {
+		return
+	}
+	lm.fx.GhostReleases++
+	lm.proposeInternal(fsm.Command{Op: fsm.OpRelease, Key: key})
+}
+
+// pump proposes a Grant for the first live waiter of key once key is free.
+func (lm *LockManager) pump(key string) {
+	if lm.ready() != nil {
+		return
+	}
+	for len(lm.waiters[key]) > 0 && lm.canGrant(key, true) {
+		q := lm.waiters[key]
+		w := q[0]
+		if len(q) == 1 {
+			delete(lm.waiters, key)
+		} else {
+			lm.waiters[key] = q[1:]
+		}
+		if w.cancelled {
+			continue
+		}
+		lm.propose(w)
+	}
+}
+
+// Apply applies one committed command at local time now and, on the leader
+// that proposed it in its current term, answers its requester and takes
+// the decisions it triggers. It returns the command's result.
+func (lm *LockManager) Apply(now time.Duration, env fsm.Envelope, entryTerm uint64) fsm.Result {
+	res := lm.machine.Apply(env.Cmd)
+	if res.Status == fsm.Granted {
+		res.Token = lm.hooks.appliedToken(env, res)
+	}
+	lm.afterApply(now, env, res, entryTerm)
+	return res
+}
+
+// AppliedEntry records that the entry (index, term) applied; the first
+// entry of the leader's own term lifts the term barrier (rule 3). It
+// returns true when it did.
+func (lm *LockManager) AppliedEntry(index, term uint64) bool {
+	lm.applied, lm.appliedTerm = index, term
+	if lm.leader && term == lm.term && !lm.barrier {
+		lm.barrier = true
+		return true
+	}
+	return false
+}
+
+func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.Result, entryTerm uint64) {
+	key := env.Cmd.Key
+	// Leases: every member, local clock, set at apply (rule 6).
+	switch res.Status {
+	case fsm.Granted, fsm.Renewed:
+		lm.leases[key] = newLease(res.Token, now, env.Cmd.LeaseMS)
+	case fsm.Released:
+		delete(lm.leases, key)
+	case fsm.Expired:
+		if res.Existed {
+			delete(lm.leases, key)
+		}
+		if m, ok := lm.expiring[key]; ok && m.token == env.Cmd.Token {
+			delete(lm.expiring, key)
+		}
+	}
+	if env.ID.Node != lm.id || !lm.leader || entryTerm != lm.term {
+		return
+	}
+	// From here on: this leader proposed the command in its current term.
+	req := lm.pending[env.ID]
+	if req != nil {
+		lm.forget(req)
+	}
+	if env.Cmd.Op == fsm.OpGrant && lm.inflight[key] == env.ID {
+		delete(lm.inflight, key)
+	}
+	if env.Cmd.Op == fsm.OpRenew {
+		lm.renewDone(key)
+	}
+	switch {
+	case res.Status == fsm.Granted && (req == nil || req.cancelled):
+		lm.releaseGhost(key, res.Token)
+	case res.Status == fsm.GrantRejected:
+		if req != nil {
+			lm.deliver(req, res, ErrGrantRejected)
+		}
+	case res.Status == fsm.NotFound && req != nil && !req.cancelled:
+		lm.deliver(req, res, ErrNotFound)
+	case req != nil && !req.cancelled:
+		lm.deliver(req, res, nil)
+	}
+	if res.Status == fsm.Released || (res.Status == fsm.Expired && res.Existed) || res.Status == fsm.GrantRejected {
+		lm.pump(key)
+	}
+}
+
+// Drop answers calls whose proposal raft refused: nothing entered the log,
+// so they definitely did not happen.
+func (lm *LockManager) Drop(envs []fsm.Envelope) {
+	var pumps []string
+	for _, env := range envs {
+		if lm.inflight[env.Cmd.Key] == env.ID {
+			delete(lm.inflight, env.Cmd.Key)
+			pumps = append(pumps, env.Cmd.Key)
+		}
+		if env.Cmd.Op == fsm.OpRenew && env.ID.Node == lm.id {
+			lm.renewDone(env.Cmd.Key)
+		}
+		if req, ok := lm.pending[env.ID]; ok {
+			lm.forget(req)
+			lm.deliver(req, fsm.Result{}, ErrUnavailable)
+		}
+		if m, ok := lm.expiring[env.Cmd.Key]; ok && env.Cmd.Op == fsm.OpExpire && m.token == env.Cmd.Token {
+			delete(lm.expiring, env.Cmd.Key)
+		}
+	}
+	for _, k := range pumps {
+		lm.pump(k)
+	}
+}
+
+// DropStale answers a command decided in a term that has passed: the term's
+// bookkeeping was already reset, so only its requester is told.
+func (lm *LockManager) DropStale(env fsm.Envelope) {
+	if req, ok := lm.pending[env.ID]; ok {
+		lm.forget(req)
+		lm.deliver(req, fsm.Result{}, ErrUnavailable)
+	}
+}
+
+// Term returns the term the manager decides in.
+func (lm *LockManager) Term() uint64 { return lm.term }
+
+// Tick runs the timers at local time now: waiters whose wait ran out, and on
+// the leader the Expire of every lease whose local deadline has passed.
+func (lm *LockManager) Tick(now time.Duration) {
+	keys := sortedKeys(lm.waiters)
+	for _, key := range keys {
+		q := lm.waiters[key]
+		_, held := lm.machine.Get(key)
+		live := q[:0:0]
+		var expired []*request
+		for _, w := range q {
+			if now >= w.waitUntil && !w.cancelled && held {
+				expired = append(expired, w)
+				continue
+			}
+			if !w.cancelled {
+				live = append(live, w)
+			}
+		}
+		if len(live) == 0 {
+			delete(lm.waiters, key)
+		} else {
+			lm.waiters[key] = live
+		}
+		for _, w := range expired {
+			// The wait ran out while the key looked held: answer as a
+			// try-acquire would now, which confirms "held" first.
+			w.Wait, w.confirmed = 0, false
+			lm.acquire(now, w)
+		}
+	}
+	for _, key := range sortedKeys(lm.waiters) {
+		lm.pump(key) // a queue on a free key with nothing in flight
+	}
+	if lm.hooks.localExpiry {
+		for _, key := range sortedKeys(lm.leases) {
+			if l := lm.leases[key]; now >= l.deadline {
+				lm.machine.Apply(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token})
+				delete(lm.leases, key)
+			}
+		}
+	}
+	if lm.ready() != nil {
+		return
+	}
+	for _, key := range sortedKeys(lm.leases) {
+		l := lm.leases[key]
+		if now < lm.hooks.expireAt(l) {
+			continue
+		}
+		if m, ok := lm.expiring[key]; ok && m.token == l.token && now-m.at < time.Second {
+			continue // already proposed; re-propose only if it seems lost
+		}
+		if lm.renewing[key] > 0 {
+			// A renewal the holder was promised is in the log ahead of
+			// anything we would propose now: wait for its new deadline.
+			continue
+		}
+		lm.expiring[key] = expireMark{token: l.token, at: now}
+		lm.proposeInternal(lm.hooks.expireCommand(key, l.token))
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

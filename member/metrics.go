@@ -1,0 +1,102 @@
+package member
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Metrics are one member's Prometheus metrics, in a registry of its own so
+// that several members can share a process (tests, the simulator).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Proposals, Fsyncs, EntriesPersisted, EntriesApplied prometheus.Counter
+	CommandsApplied, LeaderChanges, Snapshots           prometheus.Counter
+	GhostReleases, SnapshotsInstalled                   prometheus.Counter
+	FsyncSeconds, BatchSize                             prometheus.Histogram
+	Applied, LocksHeld, Waiters, IsLeader, Term         prometheus.Gauge
+	Commit, ApplyLag, FirstIndex                        prometheus.Gauge
+	// ClientRequests counts client calls by operation and result, and
+	// RequestSeconds times them; the client server records both.
+	ClientRequests *prometheus.CounterVec
+	RequestSeconds *prometheus.HistogramVec
+	HasLeader      prometheus.Gauge
+}
+
+// NewMetrics returns a member's metrics in a registry of their own; with
+// process, the Go runtime and process collectors are registered too (one
+// member per process).
+func NewMetrics(process bool) *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "raftlock", Name: name, Help: help})
+		m.Registry.MustRegister(c)
+		return c
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "raftlock", Name: name, Help: help})
+		m.Registry.MustRegister(g)
+		return g
+	}
+	m.Proposals = counter("proposals_total", "Log entries proposed by this member.")
+	m.Fsyncs = counter("fsyncs_total", "Synced writes of the raft log.")
+	m.EntriesPersisted = counter("entries_persisted_total", "Log entries written to the raft log.")
+	m.EntriesApplied = counter("entries_applied_total", "Committed log entries applied.")
+	m.CommandsApplied = counter("commands_applied_total", "Lock commands applied (an entry carries a batch).")
+	m.LeaderChanges = counter("leader_changes_total", "Times the known leader changed.")
+	m.Snapshots = counter("snapshots_total", "Snapshots taken and log compactions done.")
+	m.GhostReleases = counter("ghost_releases_total", "Releases proposed for grants whose requester was gone.")
+	m.SnapshotsInstalled = counter("snapshots_installed_total", "Snapshots received from the leader and installed.")
+	m.FsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "fsync_seconds",
+		Help: "Latency of synced raft log writes.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)})
+	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "batch_commands",
+		Help: "Commands per proposed log entry.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)})
+	m.Registry.MustRegister(m.FsyncSeconds, m.BatchSize)
+	m.Applied = gauge("applied_index", "Highest applied log index.")
+	m.Commit = gauge("commit_index", "Highest log index known committed.")
+	m.FirstIndex = gauge("first_index", "First log index still stored; a follower behind it needs a snapshot.")
+	m.ApplyLag = gauge("apply_lag_entries", "Committed entries not yet applied.")
+	m.LocksHeld = gauge("locks_held", "Locks in the applied table.")
+	m.Waiters = gauge("waiters", "Acquires queued on this leader.")
+	m.IsLeader = gauge("is_leader", "1 when this member is the leader.")
+	m.Term = gauge("term", "Current raft term.")
+	m.ClientRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "client_requests_total",
+		Help: "Client requests by operation and result."}, []string{"op", "result"})
+	m.RequestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "raftlock", Name: "request_duration_seconds",
+		Help: "Latency of client requests by operation, as the member sees it.", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18)}, []string{"op"})
+	m.HasLeader = gauge("has_leader", "1 when this member knows a leader.")
+	m.Registry.MustRegister(m.ClientRequests, m.RequestSeconds)
+	if process {
+		m.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	return m
+}
+
+// RaftLogger routes etcd-raft's logging into slog; raft's chatter goes to
+// debug level.
+type RaftLogger struct{ Log *slog.Logger }
+
+func (l RaftLogger) Debug(v ...any)              { l.Log.Debug(fmt.Sprint(v...)) }
+func (l RaftLogger) Debugf(f string, v ...any)   { l.Log.Debug(fmt.Sprintf(f, v...)) }
+func (l RaftLogger) Info(v ...any)               { l.Log.Debug(fmt.Sprint(v...)) }
+func (l RaftLogger) Infof(f string, v ...any)    { l.Log.Debug(fmt.Sprintf(f, v...)) }
+func (l RaftLogger) Warning(v ...any)            { l.Log.Warn(fmt.Sprint(v...)) }
+func (l RaftLogger) Warningf(f string, v ...any) { l.Log.Warn(fmt.Sprintf(f, v...)) }
+func (l RaftLogger) Error(v ...any)              { l.Log.Error(fmt.Sprint(v...)) }
+func (l RaftLogger) Errorf(f string, v ...any)   { l.Log.Error(fmt.Sprintf(f, v...)) }
+func (l RaftLogger) Fatal(v ...any)              { l.Panic(v...) }
+func (l RaftLogger) Fatalf(f string, v ...any)   { l.Panicf(f, v...) }
+func (l RaftLogger) Panic(v ...any)              { s := fmt.Sprint(v...); l.Log.Error(s); panic(s) }
+func (l RaftLogger) Panicf(f string, v ...any)   { s := fmt.Sprintf(f, v...); l.Log.Error(s); panic(s) }
+
+// CounterValue reads a counter (tests, reports).
+func CounterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
