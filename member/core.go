@@ -288,28 +288,19 @@ func peerMessageAllowed(t raftpb.MessageType) bool {
 // a later Ready.
 func (c *Core) Submit(now time.Duration, r Request) {
 	if c.stopped {
-		c.answers = append(c.answers, Answer{Handle: r.Handle, Err: ErrStopped})
+		c.answers = append(c.answers, Answer{Handle: r.Handle, Key: r.Key, Err: ErrStopped})
 		return
 	}
 	c.lm.Submit(now, r)
 	c.collect(now)
 }
 
-// Abandon records that the requester of handle gave up (rule 7). token is
-// the token of a Granted answer that reached the driver after the
-// requester left (0 if none): that lock is released.
-func (c *Core) Abandon(handle, token uint64) {
+// Abandon records that the requester of handle (a request on key) gave up
+// (rule 7). token is the token of a Granted answer that reached the driver
+// after the requester left (0 if none): that lock is released.
+func (c *Core) Abandon(handle uint64, key string, token uint64) {
 	if c.stopped {
 		return
-	}
-	key := ""
-	if token != 0 {
-		for k, l := range c.lm.leases {
-			if l.token == token {
-				key = k
-				break
-			}
-		}
 	}
 	c.lm.Abandon(handle, key, token)
 	c.collect(0)
@@ -383,10 +374,12 @@ func (c *Core) Ready(now time.Duration) Ready {
 			out.Snapshot = rd.Snapshot
 		}
 		out.Sync = c.hooks.mustSync(&rd)
-		if c.role == raft.StateLeader {
-			out.SendBeforePersist = rd.Messages
-		} else {
-			out.Messages = rd.Messages
+		for _, m := range rd.Messages {
+			if c.role == raft.StateLeader && mayPrecedePersist(m.GetType()) {
+				out.SendBeforePersist = append(out.SendBeforePersist, m)
+			} else {
+				out.Messages = append(out.Messages, m)
+			}
 		}
 		for _, rs := range rd.ReadStates {
 			for _, r := range c.reads {
@@ -407,6 +400,19 @@ func (c *Core) Ready(now time.Duration) Ready {
 	out.Applied, c.applied = c.applied, nil
 	out.Compaction, c.compaction = c.compaction, nil
 	return out
+}
+
+// mayPrecedePersist says whether a leader may send a message of type t
+// before its own write is durable: what it sends to replicate or to keep
+// its lease promises nothing about its own disk (raft thesis 10.2.1).
+// Anything else (a vote, an acknowledgement) waits for the write.
+func mayPrecedePersist(t raftpb.MessageType) bool {
+	switch t {
+	case raftpb.MessageType_MsgApp, raftpb.MessageType_MsgHeartbeat, raftpb.MessageType_MsgSnap,
+		raftpb.MessageType_MsgTimeoutNow, raftpb.MessageType_MsgReadIndexResp:
+		return true
+	}
+	return false
 }
 
 // observeRole records a role, leader or term change that rd announces.
@@ -514,6 +520,8 @@ func (c *Core) Advance(now time.Duration) error {
 	c.rd = nil
 	if !c.appliedR {
 		if err := c.apply(now, rd); err != nil {
+			// raft was not advanced: the core cannot go on.
+			c.Stop()
 			return err
 		}
 	}

@@ -841,12 +841,12 @@ func TestBugApplyBeforePersist(t *testing.T) {
 }
 
 // Rule 7 through the core: a grant whose answer reached a requester that
-// left is released; the core finds its key from the token.
+// left is released.
 func TestCoreAbandonReleasesAGrantNobodyUses(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.elect(1)
 	c.call(1, acquire(1, "k"))
-	c.cores[1].Abandon(1, 1)
+	c.cores[1].Abandon(1, "k", 1)
 	c.settle()
 	if c.cores[1].Status().Locks != 0 {
 		t.Fatal("ghost lock still held")
@@ -871,5 +871,42 @@ func TestStoppedCoreAnswersStopped(t *testing.T) {
 	}
 	if c.cores[1].HasReady() || c.cores[1].Healthy() == nil {
 		t.Fatal("stopped core has work or is healthy")
+	}
+}
+
+// A failed Advance (a snapshot whose data does not restore) stops the core:
+// raft was not advanced, so another Ready would make raft panic ("two
+// accepted Ready structs"), and the member must not report healthy.
+func TestAdvanceErrorStopsTheCore(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.elect(1)
+	st := c.cores[2].Status()
+	core := c.cores[2]
+	snap := &raftpb.Snapshot{Data: []byte("garbage"), Metadata: &raftpb.SnapshotMetadata{
+		Index: new(st.Commit + 50), Term: new(st.Term), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	if err := core.Step(&raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(uint64(1)), To: new(uint64(2)),
+		Term: new(st.Term), Snapshot: snap}); err != nil {
+		t.Fatal(err)
+	}
+	if !core.HasReady() {
+		t.Fatal("no Ready for the snapshot")
+	}
+	rd := core.Ready(c.now)
+	c.stores[2].ApplySnapshot(rd.Snapshot)
+	if err := core.Advance(c.now); err == nil {
+		t.Fatal("Advance restored a garbage snapshot")
+	}
+	if core.Healthy() == nil {
+		t.Fatal("a core whose Advance failed reports healthy")
+	}
+	_ = core.Step(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)),
+		Term: new(st.Term), Commit: new(st.Commit + 50)})
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("input after a failed Advance reached raft: %v", r)
+		}
+	}()
+	if core.HasReady() {
+		core.Ready(c.now)
 	}
 }

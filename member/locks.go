@@ -54,6 +54,7 @@ type LockInfo struct {
 // Answer ends one Request.
 type Answer struct {
 	Handle uint64
+	Key    string
 	Token  uint64   // acquire: the fencing token
 	Lock   LockInfo // get
 	Err    error
@@ -396,7 +397,7 @@ func (lm *LockManager) get(now time.Duration, req *request) {
 	}
 	req.delivered = true
 	delete(lm.requests, req.Handle)
-	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Lock: info})
+	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Key: req.Key, Lock: info})
 }
 
 func (lm *LockManager) envelope(cmd fsm.Command, tag uint64) fsm.Envelope {
@@ -432,7 +433,7 @@ func (lm *LockManager) proposeInternal(cmd fsm.Command) {
 }
 
 func (lm *LockManager) answer(req *request, err error) {
-	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Err: err})
+	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Key: req.Key, Err: err})
 }
 
 func (lm *LockManager) deliver(req *request, res fsm.Result, err error) {
@@ -445,7 +446,7 @@ func (lm *LockManager) deliver(req *request, res fsm.Result, err error) {
 		// dropped: the apply still needs it.
 		delete(lm.requests, req.Handle)
 	}
-	a := Answer{Handle: req.Handle, Err: err}
+	a := Answer{Handle: req.Handle, Key: req.Key, Err: err}
 	if err == nil && req.Op == OpAcquire {
 		a.Token = res.Token
 	}

@@ -1,8 +1,16 @@
 package node
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node/logstore"
 )
 
 // Tests that reach into the package's internals without a cluster; the
@@ -55,5 +63,55 @@ func TestAuditJournalDropsTornTail(t *testing.T) {
 	j.close()
 	if _, complete, err := readJournal(path, 2); err != nil || !complete {
 		t.Fatalf("journal after a torn tail: complete=%v err=%v", complete, err)
+	}
+}
+
+// An answer that finds its caller gone is a grant nobody will use when it
+// carries a token: the driver releases it (rule 7). With --no-batch a
+// grant's answer waits for the loop's next input after the grant applied,
+// so a caller could leave in between; the lock stayed held by nobody for its
+// whole lease (found in review).
+func TestAnswerWithoutItsCallerReleasesTheGrant(t *testing.T) {
+	d, err := logstore.OpenFS("/d", vfs.NewMem(), []uint64{1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{ID: 1, Peers: map[uint64]string{1: addr}, Storage: d, TickInterval: 5 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var tok uint64
+	for tok == 0 {
+		if tok, err = n.Acquire(ctx, "k", time.Hour, 0, 0); err != nil && ctx.Err() != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+	}
+	// The answer of a call whose caller already left.
+	n.inspect(func(*member.Core) {
+		n.deliver(map[uint64]*call{}, []member.Answer{{Handle: 1 << 60, Key: "k", Token: tok}})
+	})
+	for {
+		if st := n.Status(); st.Locks == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the grant whose caller left is still held")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := member.CounterValue(n.metrics.GhostReleases); got != 1 {
+		t.Fatalf("ghost releases = %v, want 1", got)
 	}
 }

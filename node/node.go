@@ -210,9 +210,9 @@ func New(cfg Config) (*Node, error) {
 }
 
 // Start begins serving peers and running the member.
+// After an error the caller still calls Close, which releases the storage.
 func (n *Node) Start() error {
 	if err := n.transport.Start(n); err != nil {
-		n.storage.Close()
 		return err
 	}
 	n.noteFirstIndex()
@@ -374,12 +374,12 @@ func (n *Node) take(c *member.Core, calls map[uint64]*call, in callInput, now ti
 	}
 	if cl.answered {
 		if cl.granted != 0 {
-			c.Abandon(cl.req.Handle, cl.granted)
+			c.Abandon(cl.req.Handle, cl.req.Key, cl.granted)
 		}
 		return
 	}
 	delete(calls, cl.req.Handle)
-	c.Abandon(cl.req.Handle, 0)
+	c.Abandon(cl.req.Handle, cl.req.Key, 0)
 }
 
 func (n *Node) step(m *raftpb.Message) {
@@ -405,6 +405,7 @@ func (n *Node) handle(rd member.Ready, calls map[uint64]*call) error {
 	}
 	if cp := rd.Compaction; cp != nil && journalOK {
 		if err := n.storage.Compact(cp.Index, cp.ConfState, cp.Data, cp.CompactTo); err != nil {
+			n.deliver(calls, rd.Answers)
 			return fmt.Errorf("compact log at %d: %w", cp.Index, err)
 		}
 		n.metrics.Snapshots.Inc()
@@ -414,6 +415,11 @@ func (n *Node) handle(rd member.Ready, calls map[uint64]*call) error {
 	if rd.HardState != nil || len(rd.Entries) > 0 || rd.Snapshot != nil {
 		start := time.Now()
 		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.Sync); err != nil {
+			// The answers are still true: they come from commands applied
+			// after an earlier Ready was saved, or from decisions that
+			// need no write. Dropping them would leave their callers to
+			// hear "stopped", which reads as "nothing happened".
+			n.deliver(calls, rd.Answers)
 			return fmt.Errorf("persist ready: %w", err)
 		}
 		if rd.Sync {
@@ -439,7 +445,12 @@ func (n *Node) deliver(calls map[uint64]*call, answers []member.Answer) {
 	for _, a := range answers {
 		cl, ok := calls[a.Handle]
 		if !ok {
-			continue // the caller abandoned it
+			// The caller left before the answer: a grant it will never use
+			// is released (rule 7).
+			if a.Err == nil && a.Token != 0 {
+				n.core.Abandon(a.Handle, a.Key, a.Token)
+			}
+			continue
 		}
 		delete(calls, a.Handle)
 		cl.answered = true

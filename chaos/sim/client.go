@@ -210,7 +210,7 @@ func (c *client) abandon(a *attempt, token uint64) {
 	}
 	s.sch.at(arrive, func() {
 		delete(n.handles, a.handle)
-		s.input(n, input{kind: inAbandon, handle: a.handle, token: token})
+		s.input(n, input{kind: inAbandon, handle: a.handle, key: a.op.key, token: token})
 	})
 }
 

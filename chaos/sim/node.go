@@ -219,6 +219,7 @@ type input struct {
 	req    member.Request  // inSubmit
 	handle uint64          // inAbandon
 	token  uint64          // inAbandon
+	key    string          // inAbandon
 	peer   uint64          // inSnapReport, inUnreachable
 	failed bool            // inSnapReport
 }
@@ -264,7 +265,7 @@ func (s *sim) process(n *node, in input) {
 		case inSubmit:
 			c.Submit(n.now(), in.req)
 		case inAbandon:
-			c.Abandon(in.handle, in.token)
+			c.Abandon(in.handle, in.key, in.token)
 		case inSnapReport:
 			c.ReportSnapshot(in.peer, in.failed)
 		case inUnreachable:

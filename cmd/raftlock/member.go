@@ -157,6 +157,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	}
 	if err := n.Start(); err != nil {
 		ln.Close()
+		n.Close()
 		return nil, err
 	}
 	mb := &member{node: n, server: server.New(n), log: log}

@@ -1,0 +1,78 @@
+package node_test
+
+import (
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/logstore"
+)
+
+// failingCompact is a log store whose compactions fail once armed, as on a
+// full disk.
+type failingCompact struct {
+	*logstore.Disk
+	armed *atomic.Bool
+}
+
+func (f failingCompact) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
+	if f.armed.Load() {
+		return errors.New("injected: disk full")
+	}
+	return f.Disk.Compact(index, cs, data, compactTo)
+}
+
+// startSingle runs a one-member node on an in-memory pebble store.
+func startSingle(t *testing.T, cfg node.Config, wrap func(*logstore.Disk) logstore.Store) *node.Node {
+	t.Helper()
+	d, err := logstore.OpenFS("/d", vfs.NewMem(), []uint64{1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ID, cfg.Peers, cfg.Storage = 1, map[uint64]string{1: addr}, wrap(d)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// A command that committed and applied is never answered "stopped" (which
+// the client protocol carries as Unavailable: nothing happened) when the
+// disk fails in the Ready that carries its answer: the answer is true, so
+// it is delivered before the member stops (found in review).
+func TestDiskFailureNeverTurnsACommittedAnswerIntoStopped(t *testing.T) {
+	armed := new(atomic.Bool)
+	n := startSingle(t, node.Config{SnapshotEvery: 1, SnapshotKeep: 1, TickInterval: 5 * time.Millisecond},
+		func(d *logstore.Disk) logstore.Store { return failingCompact{d, armed} })
+	ctx := ctxT(t, 10*time.Second)
+	testcluster.WaitFor(t, 10*time.Second, "a member that may decide", func() bool {
+		_, err := n.Get(ctx, "x", false)
+		return err == nil
+	})
+	armed.Store(true)
+	tok, err := n.Acquire(ctx, "k", time.Minute, 0, 0)
+	n.Close()
+	st := n.Status()
+	if st.LastToken != 0 && (err != nil || tok != st.LastToken) {
+		t.Fatalf("the grant applied (token %d) but its caller heard token %d, %v", st.LastToken, tok, err)
+	}
+}
