@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node/clock"
 	"github.com/raftlock/raftlock/node/logstore"
@@ -48,6 +49,10 @@ type Config struct {
 	Transport peer.Transport // default: TCP on Peers[ID]
 	Storage   logstore.Store // default: pebble in DataDir
 	Logger    *slog.Logger
+
+	// PeerTLS, when set, makes the default TCP transport mutual TLS with
+	// these certificates (see peer.TCP.UseTLS).
+	PeerTLS *tlsconfig.Reloader
 
 	// AuditJournal, when set, is a file where every applied entry and its
 	// results are appended for the chaos harness's post-run audit (see
@@ -200,10 +205,15 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		if n.transport, err = peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log); err != nil {
+		tcp, err := peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log)
+		if err != nil {
 			n.storage.Close()
 			return nil, err
 		}
+		if cfg.PeerTLS != nil {
+			tcp.UseTLS(cfg.PeerTLS)
+		}
+		n.transport = tcp
 	}
 	n.last = n.core.Status()
 	return n, nil

@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -65,6 +66,7 @@ type TCP struct {
 	conns       map[net.Conn]struct{}
 	ln          net.Listener
 	handler     Handler
+	tls         *tlsconfig.Reloader // nil: plain TCP (see tls.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -101,6 +103,7 @@ func (t *TCP) Start(h Handler) error {
 	if err != nil {
 		return fmt.Errorf("listen for peers on %s: %w", t.listenAddr, err)
 	}
+	ln = t.wrapListener(ln)
 	t.mu.Lock()
 	t.ln, t.handler = ln, h
 	t.mu.Unlock()
@@ -200,6 +203,9 @@ func (t *TCP) accept(ln net.Listener) {
 // serve reads one inbound peer stream. Anything malformed closes the stream
 // with a reason; it never reaches raft.
 func (t *TCP) serve(c net.Conn) error {
+	if err := t.handshake(c); err != nil {
+		return err
+	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	if first, _ := r.Peek(len(wire.Greeting)); string(first) == wire.Greeting {
 		// A client pointed at the peer port: answer something that is not
@@ -222,6 +228,9 @@ func (t *TCP) serve(c net.Conn) error {
 	}
 	if _, ok := t.peers[from]; !ok {
 		return fmt.Errorf("hello from unknown member %d", from)
+	}
+	if err := t.checkSender(c, from); err != nil {
+		return err
 	}
 	t.mu.Lock()
 	t.clientAddrs[from] = clientAddr
@@ -314,10 +323,9 @@ func (p *peerSender) breakLocked() {
 func (p *peerSender) run() {
 	defer p.t.wg.Done()
 	ctx := p.t.ctx
-	var d net.Dialer
 	for ctx.Err() == nil {
 		dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
-		c, err := d.DialContext(dctx, "tcp", p.addr)
+		c, err := p.t.dial(dctx, p.id, p.addr)
 		cancel()
 		if err == nil && p.t.track(c, true) {
 			err = p.stream(c)
