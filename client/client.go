@@ -394,7 +394,7 @@ func (c *Client) greet(ctx context.Context, nc net.Conn) error {
 	if _, err := io.WriteString(nc, wire.Greeting); err != nil {
 		return err
 	}
-	return wire.CheckGreeting(nc)
+	return checkGreeting(nc)
 }
 
 func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
@@ -174,4 +177,14 @@ func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// tellTLSRequired answers, in plain text, a client that sent its greeting
+// to a TLS port without TLS, so it says so at once instead of retrying.
+func tellTLSRequired(err error) {
+	var rh tls.RecordHeaderError
+	if errors.As(err, &rh) && rh.Conn != nil {
+		rh.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		io.WriteString(rh.Conn, wire.TLSRequired)
+	}
 }

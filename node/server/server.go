@@ -221,6 +221,7 @@ func (s *Server) greet(c net.Conn, r *bufio.Reader) error {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	defer c.SetDeadline(time.Time{})
 	err := wire.CheckGreeting(r)
+	tellTLSRequired(err)
 	if err == nil || errors.Is(err, wire.ErrVersion) {
 		if _, werr := io.WriteString(c, wire.Greeting); werr != nil && err == nil {
 			err = werr
