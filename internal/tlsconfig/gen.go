@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -242,4 +243,22 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// LoadCA reads a CA certificate and its key (ca.pem and ca-key.pem), to
+// issue more certificates.
+func LoadCA(certFile, keyFile string) (*CA, error) {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %w", err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok || !cert.IsCA {
+		return nil, fmt.Errorf("%s is not an ECDSA CA", certFile)
+	}
+	return &CA{Cert: cert, Key: key}, nil
 }
