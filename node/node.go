@@ -53,6 +53,10 @@ type Config struct {
 	// PeerTLS, when set, makes the default TCP transport mutual TLS with
 	// these certificates (see peer.TCP.UseTLS).
 	PeerTLS *tlsconfig.Reloader
+	// ClusterID is the cluster's id, checked in every peer hello with this
+	// member's incarnation (see peer.Identity); 0: the one stored in
+	// DataDir, else derived from Peers at the first boot.
+	ClusterID uint64
 
 	// AuditJournal, when set, is a file where every applied entry and its
 	// results are appended for the chaos harness's post-run audit (see
@@ -108,6 +112,7 @@ type Node struct {
 	transport peer.Transport
 	metrics   *member.Metrics
 	journal   *journal // nil unless Config.AuditJournal
+	identity  *peer.Identity
 
 	core *member.Core // owned by the loop goroutine
 
@@ -212,6 +217,15 @@ func New(cfg Config) (*Node, error) {
 		}
 		if cfg.PeerTLS != nil {
 			tcp.UseTLS(cfg.PeerTLS)
+		}
+		if cfg.DataDir != "" {
+			ident, err := peer.OpenIdentity(cfg.DataDir, cfg.ClusterID, cfg.Peers)
+			if err != nil {
+				n.storage.Close()
+				return nil, err
+			}
+			tcp.UseIdentity(ident)
+			n.identity = ident
 		}
 		n.transport = tcp
 	}

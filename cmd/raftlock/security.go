@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/raftlock/raftlock/internal/tlsconfig"
+	"github.com/raftlock/raftlock/node/peer"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -23,9 +24,10 @@ const exitPermission = 6
 
 // securityFlags are a member's certificates, ACL and --insecure.
 type securityFlags struct {
-	files    tlsconfig.Files
-	acl      string
-	insecure bool
+	files     tlsconfig.Files
+	acl       string
+	insecure  bool
+	clusterID string
 }
 
 func (s *securityFlags) register(fs *flag.FlagSet) {
@@ -33,14 +35,16 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.files.Key, "key", "", "the certificate's private key (PEM); re-read on SIGHUP")
 	fs.StringVar(&s.files.CA, "ca", "", "the CA (PEM) every member's and client's certificate must chain to; re-read on SIGHUP")
 	fs.StringVar(&s.acl, "acl", "", "ACL file (JSON) of client identities, key prefixes and rights; re-read on SIGHUP (empty: every client with a certificate may do everything)")
+	fs.StringVar(&s.clusterID, "cluster-id", "", "the cluster's id, 16 hex digits, the same on every member (default: the one stored in --data, else derived from --peers at the first boot); peers of another cluster are refused")
 	fs.BoolVar(&s.insecure, "insecure", false, "allow non-loopback addresses without certificates: no authentication, no encryption")
 }
 
 // security is what a member serves with: certificates (nil: plain TCP)
 // and the ACL file it reloads.
 type security struct {
-	flags securityFlags
-	tls   *tlsconfig.Reloader
+	flags     securityFlags
+	tls       *tlsconfig.Reloader
+	clusterID uint64 // 0: stored or derived (peer.OpenIdentity)
 }
 
 // checkSecurity loads the certificates and refuses what would expose an
@@ -52,6 +56,13 @@ func checkSecurity(m memberFlags, peers map[uint64]string, log *slog.Logger) (*s
 		return nil, nil, usageErr("%v", err)
 	}
 	sec := &security{flags: sf}
+	if sf.clusterID != "" {
+		id, err := peer.ParseClusterID(sf.clusterID)
+		if err != nil {
+			return nil, nil, usageErr("--cluster-id: %v", err)
+		}
+		sec.clusterID = id
+	}
 	if !sf.files.Set() {
 		var exposed []string
 		for _, a := range []string{m.listen, m.peerListen, peers[m.id], m.http, m.advertise} {

@@ -67,6 +67,7 @@ type TCP struct {
 	ln          net.Listener
 	handler     Handler
 	tls         *tlsconfig.Reloader // nil: plain TCP (see tls.go)
+	identity    *Identity           // nil: hellos carry no cluster identity (identity.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -219,7 +220,7 @@ func (t *TCP) serve(c net.Conn) error {
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)
 	}
-	from, to, clientAddr, err := decodeHello(hello)
+	from, to, clientAddr, ext, err := decodeHello(hello)
 	if err != nil {
 		return err
 	}
@@ -230,6 +231,10 @@ func (t *TCP) serve(c net.Conn) error {
 		return fmt.Errorf("hello from unknown member %d", from)
 	}
 	if err := t.checkSender(c, from); err != nil {
+		return err
+	}
+	incarnation, err := t.checkIdentity(from, ext)
+	if err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -246,6 +251,9 @@ func (t *TCP) serve(c net.Conn) error {
 		}
 		if m.GetFrom() != from || m.GetTo() != t.id {
 			return fmt.Errorf("message %d->%d on the stream %d->%d", m.GetFrom(), m.GetTo(), from, t.id)
+		}
+		if err := t.noteAck(from, incarnation, m); err != nil {
+			return err
 		}
 		t.handler.Receive(m)
 	}
@@ -280,23 +288,25 @@ func EncodeHello(from, to uint64, clientAddr string) []byte {
 	return append(b, clientAddr...)
 }
 
-func decodeHello(b []byte) (from, to uint64, clientAddr string, err error) {
+// decodeHello returns, besides the fields EncodeHello writes, the bytes
+// after the address: the sender's cluster identity (identity.go).
+func decodeHello(b []byte) (from, to uint64, clientAddr string, ext []byte, err error) {
 	if len(b) < len(peerMagic) || string(b[:len(peerMagic)]) != peerMagic {
-		return 0, 0, "", errors.New("not a raftlock peer hello")
+		return 0, 0, "", nil, errors.New("not a raftlock peer hello")
 	}
 	b = b[len(peerMagic):]
 	var vals [3]uint64
 	for i := range vals {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
-			return 0, 0, "", errors.New("truncated peer hello")
+			return 0, 0, "", nil, errors.New("truncated peer hello")
 		}
 		vals[i], b = v, b[n:]
 	}
-	if vals[2] != uint64(len(b)) {
-		return 0, 0, "", errors.New("bad address length in peer hello")
+	if vals[2] > uint64(len(b)) {
+		return 0, 0, "", nil, errors.New("bad address length in peer hello")
 	}
-	return vals[0], vals[1], string(b), nil
+	return vals[0], vals[1], string(b[:vals[2]]), b[vals[2]:], nil
 }
 
 // peerSender owns the outbound stream to one peer.
@@ -362,7 +372,7 @@ func (p *peerSender) dropQueued() {
 // stream writes queued messages, coalescing whatever is queued into one
 // write, until an error or shutdown.
 func (p *peerSender) stream(c net.Conn) error {
-	hello := AppendFrame(nil, EncodeHello(p.t.id, p.id, p.t.clientAddr))
+	hello := AppendFrame(nil, append(EncodeHello(p.t.id, p.id, p.t.clientAddr), p.t.identity.helloExtension()...))
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write(hello); err != nil {
 		return err
