@@ -30,8 +30,9 @@ import (
 //     created: a member whose data directory was wiped comes back under its
 //     old id with a new incarnation.
 //
-// Both travel in the peer hello, after the client address. A hello from
-// another cluster is refused. Each member also records, per peer, the
+// Both travel in the peer hello, after the client address, with the
+// incarnation the sender recorded for the receiver (below; 0 if none). A
+// hello from another cluster is refused. Each member also records, per peer, the
 // incarnation that peer had when it first acknowledged something raft
 // counts (an append it accepted, a vote it granted): peers.json in the data
 // directory. A hello with a known member id but another incarnation than
@@ -39,8 +40,11 @@ import (
 // it acknowledged, and letting it take part again could lose committed
 // entries or elect two leaders in one term. (Raft's safety assumes stable
 // storage; this check turns its loss into a refusal.) Its stream is closed
-// with a log line naming both incarnations; the operator brings the member
-// back with its old disk, or rebuilds the cluster.
+// with a log line naming both incarnations. The wiped member refuses, in
+// turn, the streams of a peer whose hello says it remembers another
+// incarnation of it, so it is not fed a commit index beyond its empty log
+// either, and logs why. The operator brings the member back with its old
+// disk, or rebuilds the cluster.
 const (
 	identityFile = "identity.json"
 	seenFile     = "peers.json"
@@ -155,14 +159,18 @@ func OpenIdentity(dir string, clusterID uint64, peers map[uint64]string) (*Ident
 	return id, nil
 }
 
-// check refuses a hello from another cluster, or from a member that came
-// back with another incarnation than the one that acknowledged entries.
-func (id *Identity) check(from, clusterID, incarnation uint64) error {
+// check refuses a hello from another cluster, from a member that came
+// back with another incarnation than the one that acknowledged entries, or
+// from a peer that remembers another incarnation of this member.
+func (id *Identity) check(from, clusterID, incarnation, expected uint64) error {
 	if clusterID != id.ClusterID {
 		if clusterID == 0 {
 			return fmt.Errorf("hello from member %d refused: it names no cluster (a raftlock without cluster identity); this is cluster %s", from, FormatClusterID(id.ClusterID))
 		}
 		return fmt.Errorf("hello from member %d refused: it is in cluster %s, this member in cluster %s", from, FormatClusterID(clusterID), FormatClusterID(id.ClusterID))
+	}
+	if expected != 0 && expected != id.Incarnation {
+		return fmt.Errorf("hello from member %d refused: it remembers this member as incarnation %x, which acknowledged entries, but this is incarnation %x: this member's data directory was lost or replaced; bring the old one back", from, expected, id.Incarnation)
 	}
 	id.mu.Lock()
 	known, ok := id.seen[from]
@@ -204,30 +212,37 @@ func (id *Identity) noteAck(from, incarnation uint64, m *raftpb.Message) error {
 }
 
 // helloExtension is what follows the client address in this member's
-// hello: cluster id and incarnation.
-func (id *Identity) helloExtension() []byte {
+// hello to member to: cluster id, incarnation, and the incarnation of to
+// recorded here (0 if none).
+func (id *Identity) helloExtension(to uint64) []byte {
 	if id == nil {
 		return nil
 	}
+	id.mu.Lock()
+	expected := id.seen[to]
+	id.mu.Unlock()
 	b := binary.AppendUvarint(nil, id.ClusterID)
-	return binary.AppendUvarint(b, id.Incarnation)
+	b = binary.AppendUvarint(b, id.Incarnation)
+	return binary.AppendUvarint(b, expected)
 }
 
-// decodeHelloExtension reads a hello's cluster id and incarnation (zeros
-// when the sender sent none).
-func decodeHelloExtension(b []byte) (clusterID, incarnation uint64, err error) {
+// decodeHelloExtension reads a hello's cluster id, incarnation and
+// expected incarnation (zeros when the sender sent none).
+func decodeHelloExtension(b []byte) (vals [3]uint64, err error) {
 	if len(b) == 0 {
-		return 0, 0, nil
+		return vals, nil
 	}
-	c, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, 0, errors.New("bad cluster id in peer hello")
+	for i := range vals {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return vals, errors.New("bad cluster identity in peer hello")
+		}
+		vals[i], b = v, b[n:]
 	}
-	inc, m := binary.Uvarint(b[n:])
-	if m <= 0 || n+m != len(b) {
-		return 0, 0, errors.New("bad incarnation in peer hello")
+	if len(b) != 0 {
+		return vals, errors.New("trailing bytes in peer hello")
 	}
-	return c, inc, nil
+	return vals, nil
 }
 
 // UseIdentity makes the transport send id in its hellos and refuse hellos
@@ -239,11 +254,11 @@ func (t *TCP) checkIdentity(from uint64, ext []byte) (incarnation uint64, err er
 	if t.identity == nil {
 		return 0, nil
 	}
-	c, inc, err := decodeHelloExtension(ext)
+	v, err := decodeHelloExtension(ext)
 	if err != nil {
 		return 0, err
 	}
-	return inc, t.identity.check(from, c, inc)
+	return v[1], t.identity.check(from, v[0], v[1], v[2])
 }
 
 // noteAck records an acknowledging message's sender incarnation.

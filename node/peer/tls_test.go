@@ -81,7 +81,7 @@ func member1(t *testing.T, dir string) (*TCP, *recorder, *Identity) {
 func heartbeat(from, to, clusterID, incarnation uint64) []byte {
 	hello := EncodeHello(from, to, "x")
 	if clusterID != 0 {
-		hello = append(hello, (&Identity{ClusterID: clusterID, Incarnation: incarnation}).helloExtension()...)
+		hello = append(hello, (&Identity{ClusterID: clusterID, Incarnation: incarnation}).helloExtension(to)...)
 	}
 	b := AppendFrame(nil, hello)
 	m, _ := proto.Marshal(&raftpb.Message{Type: raftpb.MessageType_MsgHeartbeat.Enum(), From: proto.Uint64(from), To: proto.Uint64(to), Term: proto.Uint64(1), Commit: proto.Uint64(1 << 40)})
@@ -171,26 +171,26 @@ func TestHelloIdentity(t *testing.T) {
 	if id.ClusterID != ClusterIDFromPeers(peers) {
 		t.Fatal("cluster id not derived from the peers")
 	}
-	if err := id.check(2, id.ClusterID+1, 7); err == nil || !strings.Contains(err.Error(), "cluster") {
+	if err := id.check(2, id.ClusterID+1, 7, 0); err == nil || !strings.Contains(err.Error(), "cluster") {
 		t.Fatalf("other cluster: %v", err)
 	}
-	if err := id.check(2, 0, 0); err == nil {
+	if err := id.check(2, 0, 0, 0); err == nil {
 		t.Fatal("a hello without cluster identity was accepted")
 	}
 	// Before member 2 acknowledged anything, any incarnation may come.
-	if err := id.check(2, id.ClusterID, 7); err != nil {
+	if err := id.check(2, id.ClusterID, 7, 0); err != nil {
 		t.Fatal(err)
 	}
 	heartbeatResp := &raftpb.Message{Type: raftpb.MessageType_MsgHeartbeatResp.Enum()}
 	id.noteAck(2, 7, heartbeatResp)
-	if err := id.check(2, id.ClusterID, 8); err != nil {
+	if err := id.check(2, id.ClusterID, 8, 0); err != nil {
 		t.Fatalf("a heartbeat answer acknowledges nothing, yet: %v", err)
 	}
 	id.noteAck(2, 7, &raftpb.Message{Type: raftpb.MessageType_MsgAppResp.Enum(), Index: proto.Uint64(5)})
-	if err := id.check(2, id.ClusterID, 7); err != nil {
+	if err := id.check(2, id.ClusterID, 7, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := id.check(2, id.ClusterID, 8); err == nil || !strings.Contains(err.Error(), "incarnation") {
+	if err := id.check(2, id.ClusterID, 8, 0); err == nil || !strings.Contains(err.Error(), "incarnation") {
 		t.Fatalf("new incarnation after an acknowledged append: %v", err)
 	}
 	again, err := OpenIdentity(dir, 0, map[uint64]string{1: "moved:1", 2: "b:1", 3: "c:1"})
@@ -200,8 +200,14 @@ func TestHelloIdentity(t *testing.T) {
 	if again.ClusterID != id.ClusterID || again.Incarnation != id.Incarnation {
 		t.Fatal("the stored identity did not survive a restart (or the peer list overrode it)")
 	}
-	if err := again.check(2, id.ClusterID, 8); err == nil {
+	if err := again.check(2, id.ClusterID, 8, 0); err == nil {
 		t.Fatal("the acknowledged incarnation was forgotten across a restart")
+	}
+	if err := again.check(2, id.ClusterID, 7, id.Incarnation+1); err == nil || !strings.Contains(err.Error(), "data directory was lost") {
+		t.Fatalf("a peer remembering another incarnation of this member: %v", err)
+	}
+	if err := again.check(2, id.ClusterID, 7, id.Incarnation); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := OpenIdentity(dir, id.ClusterID+1, peers); err == nil {
 		t.Fatal("a --cluster-id other than the stored one was accepted")

@@ -372,7 +372,7 @@ func (p *peerSender) dropQueued() {
 // stream writes queued messages, coalescing whatever is queued into one
 // write, until an error or shutdown.
 func (p *peerSender) stream(c net.Conn) error {
-	hello := AppendFrame(nil, append(EncodeHello(p.t.id, p.id, p.t.clientAddr), p.t.identity.helloExtension()...))
+	hello := AppendFrame(nil, append(EncodeHello(p.t.id, p.id, p.t.clientAddr), p.t.identity.helloExtension(p.id)...))
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write(hello); err != nil {
 		return err
