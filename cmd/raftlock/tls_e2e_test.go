@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
@@ -265,11 +269,74 @@ func TestTLSClusterEndToEnd(t *testing.T) {
 	if r := runCLI(t, tc.bin, tc.as("batch"), "acquire", "other/y"); r.code != 0 {
 		t.Fatalf("a broken ACL file replaced the one in force: exit %d: %s", r.code, r.stderr)
 	}
-	for _, m := range tc.members {
+
+	// A member restarted below must find a valid ACL.
+	os.WriteFile(tc.acl, []byte(`{"rules":[{"identity":"admin","prefixes":[""],"rights":["lock","read","admin"]}]}`), 0o644)
+
+	// Certificate rotation on SIGHUP: member 1 serves a new certificate
+	// from the same CA, and its peers accept it.
+	m1 := tc.members[0]
+	ca, err := tlsconfig.LoadCA(filepath.Join(tc.certs, "ca.pem"), filepath.Join(tc.certs, "ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := ca.Member(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := tlsconfig.Load(tlsconfig.Files{Cert: filepath.Join(tc.certs, "client-admin.pem"),
+		Key: filepath.Join(tc.certs, "client-admin-key.pem"), CA: filepath.Join(tc.certs, "ca.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func() string {
+		cfg := admin.ClientConfig()
+		cfg.ServerName = "127.0.0.1"
+		c, err := tls.Dial("tcp", m1.client, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := served()
+	os.WriteFile(filepath.Join(tc.certs, "member-1.pem"), next.CertPEM, 0o644)
+	os.WriteFile(filepath.Join(tc.certs, "member-1-key.pem"), next.KeyPEM, 0o600)
+	if served() != before {
+		t.Fatal("the new certificate was served before SIGHUP")
+	}
+	reloads := strings.Count(tc.fullLog(m1), "SIGHUP: certificates reloaded")
+	m1.cmd.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(tc.fullLog(m1), "SIGHUP: certificates reloaded") == reloads; {
+		if time.Now().After(deadline) {
+			t.Fatalf("member 1 never logged its certificates reloaded:\n%s", tc.log(m1))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, want := served(), parseSerial(t, next.CertPEM); got != want {
+		t.Fatalf("after SIGHUP member 1 serves serial %s, want the new certificate's %s", got, want)
+	}
+	// New peer streams with member 1 (member 3 restarted), and member 1
+	// in every quorum (member 2 stopped).
+	tc.kill(tc.members[1])
+	tc.kill(tc.members[2])
+	tc.start(tc.members[2])
+	tc.acquire(t, "admin", "after-rotation")
+	for _, m := range []*processMember{tc.members[0], tc.members[2]} {
 		if !m.running() {
 			t.Fatalf("member %d exited:\n%s", m.id, tc.log(m))
 		}
 	}
+}
+
+func parseSerial(t *testing.T, certPEM []byte) string {
+	t.Helper()
+	b, _ := pem.Decode(certPEM)
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.SerialNumber.String()
 }
 
 // A process with a valid member certificate but another cluster id, and a
