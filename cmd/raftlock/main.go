@@ -80,6 +80,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'raftlock COMMAND --help' for a command's flags.")
 	fmt.Fprintln(w, "Endpoints come from --endpoints or RAFTLOCK_ENDPOINTS (default "+defaultEndpoints+");")
 	fmt.Fprintln(w, "every flag --some-name may also be set as RAFTLOCK_SOME_NAME.")
+	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 error, 2 usage, 3 held, 4 not the holder, 5 outcome unknown,")
+	fmt.Fprintln(w, "6 permission denied (the cluster's ACL).")
 }
 
 func main() {
