@@ -175,12 +175,11 @@ func (t *tlsFlags) config() (*tls.Config, error) {
 }
 
 func runCerts(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+		args = []string{"init", "--help"} // init is the only subcommand
+	}
 	if len(args) == 0 || args[0] != "init" {
-		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
-			fmt.Fprintln(stdout, "usage: raftlock certs init --out DIR --members N [--hosts LIST] [--clients NAMES] [--force] [--json]")
-			return nil
-		}
-		return usageErr("want: raftlock certs init --out DIR --members N (see raftlock certs init --help)")
+		return usageErr("want: raftlock certs init --out DIR --members N (see raftlock certs --help)")
 	}
 	fs := newFlagSet("certs init", "certs init --out DIR --members N [--hosts LIST] [--clients NAMES] [--force] [--json]\n\n"+
 		"Writes a CA (ca.pem, ca-key.pem), one certificate per member (member-N.pem, member-N-key.pem,\n"+
