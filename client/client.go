@@ -9,6 +9,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,9 @@ var (
 	// ErrNoMember: every endpoint refused the connection; nothing was
 	// sent, so nothing happened.
 	ErrNoMember = errors.New("raftlock: no member reachable")
+	// ErrPermissionDenied: the member's ACL does not let this client's
+	// identity (its certificate's common name) make the call.
+	ErrPermissionDenied = errors.New("raftlock: permission denied")
 )
 
 // InvalidArgumentError is the cluster rejecting a call's arguments.
@@ -51,6 +55,10 @@ func (e *ServerError) Error() string { return "raftlock: server error: " + e.Rea
 type Options struct {
 	DialTimeout time.Duration // default 1s
 	Logger      *slog.Logger  // default: discard
+	// TLS, when set, makes every connection mutual TLS with this
+	// configuration (a client certificate and the cluster's CA); its
+	// ServerName defaults to each endpoint's host.
+	TLS *tls.Config
 }
 
 // Client talks to one cluster. It is safe for concurrent use.
@@ -253,6 +261,8 @@ func answerError(resp wire.Response) error {
 		return fmt.Errorf("%w: %s", ErrUnavailable, resp.Reason)
 	case wire.OpError:
 		return &ServerError{Reason: resp.Reason}
+	case wire.OpPermissionDenied:
+		return fmt.Errorf("%w: %s", ErrPermissionDenied, resp.Reason)
 	}
 	return &ServerError{Reason: fmt.Sprintf("unexpected answer 0x%02x", uint8(resp.Op))}
 }
@@ -384,7 +394,7 @@ func (c *Client) greet(ctx context.Context, nc net.Conn) error {
 	if _, err := io.WriteString(nc, wire.Greeting); err != nil {
 		return err
 	}
-	return wire.CheckGreeting(nc)
+	return checkGreeting(nc)
 }
 
 func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
@@ -403,14 +413,18 @@ func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
+	nc = c.wrapTLS(nc, addr)
 	if err := c.greet(ctx, nc); err != nil {
 		nc.Close()
-		if errors.Is(err, wire.ErrNotRaftlock) || errors.Is(err, wire.ErrVersion) {
+		if errors.Is(err, wire.ErrNotRaftlock) || errors.Is(err, wire.ErrVersion) || isTLSError(err) {
 			return nil, &ProtocolError{Addr: addr, Err: err}
 		}
 		return nil, fmt.Errorf("greet %s: %w", addr, err)
 	}
 	cn := newConn(addr, nc, c.opts.Logger)
+	// First on the connection: the answers this client understands.
+	hello := &wire.Request{ID: c.nextID.Add(1), Op: wire.OpStatus, Features: wire.FeaturePermissionDenied}
+	cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, hello) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

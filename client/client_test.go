@@ -125,10 +125,18 @@ func fakeMember(t *testing.T) (addr string, received func() int) {
 				continue
 			}
 			io.WriteString(c, wire.Greeting)
-			if _, err := wire.ReadFrame(r); err == nil {
+			for {
+				body, err := wire.ReadFrame(r)
+				if err != nil {
+					break
+				}
+				if req, err := wire.DecodeRequest(body); err == nil && req.Op == wire.OpStatus && req.Features != 0 {
+					continue // the client's announcement of its features, not a request
+				}
 				mu.Lock()
 				count++
 				mu.Unlock()
+				break
 			}
 			c.Close()
 		}

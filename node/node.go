@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node/clock"
 	"github.com/raftlock/raftlock/node/logstore"
@@ -48,6 +49,14 @@ type Config struct {
 	Transport peer.Transport // default: TCP on Peers[ID]
 	Storage   logstore.Store // default: pebble in DataDir
 	Logger    *slog.Logger
+
+	// PeerTLS, when set, makes the default TCP transport mutual TLS with
+	// these certificates (see peer.TCP.UseTLS).
+	PeerTLS *tlsconfig.Reloader
+	// ClusterID is the cluster's id, checked in every peer hello with this
+	// member's incarnation (see peer.Identity); 0: the one stored in
+	// DataDir, else derived from Peers at the first boot.
+	ClusterID uint64
 
 	// AuditJournal, when set, is a file where every applied entry and its
 	// results are appended for the chaos harness's post-run audit (see
@@ -103,6 +112,7 @@ type Node struct {
 	transport peer.Transport
 	metrics   *member.Metrics
 	journal   *journal // nil unless Config.AuditJournal
+	identity  *peer.Identity
 
 	core *member.Core // owned by the loop goroutine
 
@@ -200,10 +210,24 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		if n.transport, err = peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log); err != nil {
+		tcp, err := peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log)
+		if err != nil {
 			n.storage.Close()
 			return nil, err
 		}
+		if cfg.PeerTLS != nil {
+			tcp.UseTLS(cfg.PeerTLS)
+		}
+		if cfg.DataDir != "" {
+			ident, err := peer.OpenIdentity(cfg.DataDir, cfg.ClusterID, cfg.Peers)
+			if err != nil {
+				n.storage.Close()
+				return nil, err
+			}
+			tcp.UseIdentity(ident)
+			n.identity = ident
+		}
+		n.transport = tcp
 	}
 	n.last = n.core.Status()
 	return n, nil

@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -65,6 +66,8 @@ type TCP struct {
 	conns       map[net.Conn]struct{}
 	ln          net.Listener
 	handler     Handler
+	tls         *tlsconfig.Reloader // nil: plain TCP (see tls.go)
+	identity    *Identity           // nil: hellos carry no cluster identity (identity.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -101,6 +104,7 @@ func (t *TCP) Start(h Handler) error {
 	if err != nil {
 		return fmt.Errorf("listen for peers on %s: %w", t.listenAddr, err)
 	}
+	ln = t.wrapListener(ln)
 	t.mu.Lock()
 	t.ln, t.handler = ln, h
 	t.mu.Unlock()
@@ -200,6 +204,9 @@ func (t *TCP) accept(ln net.Listener) {
 // serve reads one inbound peer stream. Anything malformed closes the stream
 // with a reason; it never reaches raft.
 func (t *TCP) serve(c net.Conn) error {
+	if err := t.handshake(c); err != nil {
+		return err
+	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	if first, _ := r.Peek(len(wire.Greeting)); string(first) == wire.Greeting {
 		// A client pointed at the peer port: answer something that is not
@@ -213,7 +220,7 @@ func (t *TCP) serve(c net.Conn) error {
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)
 	}
-	from, to, clientAddr, err := decodeHello(hello)
+	from, to, clientAddr, ext, err := decodeHello(hello)
 	if err != nil {
 		return err
 	}
@@ -222,6 +229,13 @@ func (t *TCP) serve(c net.Conn) error {
 	}
 	if _, ok := t.peers[from]; !ok {
 		return fmt.Errorf("hello from unknown member %d", from)
+	}
+	if err := t.checkSender(c, from); err != nil {
+		return err
+	}
+	incarnation, err := t.checkIdentity(from, ext)
+	if err != nil {
+		return err
 	}
 	t.mu.Lock()
 	t.clientAddrs[from] = clientAddr
@@ -237,6 +251,9 @@ func (t *TCP) serve(c net.Conn) error {
 		}
 		if m.GetFrom() != from || m.GetTo() != t.id {
 			return fmt.Errorf("message %d->%d on the stream %d->%d", m.GetFrom(), m.GetTo(), from, t.id)
+		}
+		if err := t.noteAck(from, incarnation, m); err != nil {
+			return err
 		}
 		t.handler.Receive(m)
 	}
@@ -271,23 +288,25 @@ func EncodeHello(from, to uint64, clientAddr string) []byte {
 	return append(b, clientAddr...)
 }
 
-func decodeHello(b []byte) (from, to uint64, clientAddr string, err error) {
+// decodeHello returns, besides the fields EncodeHello writes, the bytes
+// after the address: the sender's cluster identity (identity.go).
+func decodeHello(b []byte) (from, to uint64, clientAddr string, ext []byte, err error) {
 	if len(b) < len(peerMagic) || string(b[:len(peerMagic)]) != peerMagic {
-		return 0, 0, "", errors.New("not a raftlock peer hello")
+		return 0, 0, "", nil, errors.New("not a raftlock peer hello")
 	}
 	b = b[len(peerMagic):]
 	var vals [3]uint64
 	for i := range vals {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
-			return 0, 0, "", errors.New("truncated peer hello")
+			return 0, 0, "", nil, errors.New("truncated peer hello")
 		}
 		vals[i], b = v, b[n:]
 	}
-	if vals[2] != uint64(len(b)) {
-		return 0, 0, "", errors.New("bad address length in peer hello")
+	if vals[2] > uint64(len(b)) {
+		return 0, 0, "", nil, errors.New("bad address length in peer hello")
 	}
-	return vals[0], vals[1], string(b), nil
+	return vals[0], vals[1], string(b[:vals[2]]), b[vals[2]:], nil
 }
 
 // peerSender owns the outbound stream to one peer.
@@ -314,10 +333,9 @@ func (p *peerSender) breakLocked() {
 func (p *peerSender) run() {
 	defer p.t.wg.Done()
 	ctx := p.t.ctx
-	var d net.Dialer
 	for ctx.Err() == nil {
 		dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
-		c, err := d.DialContext(dctx, "tcp", p.addr)
+		c, err := p.t.dial(dctx, p.id, p.addr)
 		cancel()
 		if err == nil && p.t.track(c, true) {
 			err = p.stream(c)
@@ -354,7 +372,7 @@ func (p *peerSender) dropQueued() {
 // stream writes queued messages, coalescing whatever is queued into one
 // write, until an error or shutdown.
 func (p *peerSender) stream(c net.Conn) error {
-	hello := AppendFrame(nil, EncodeHello(p.t.id, p.id, p.t.clientAddr))
+	hello := AppendFrame(nil, append(EncodeHello(p.t.id, p.id, p.t.clientAddr), p.t.identity.helloExtension(p.id)...))
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write(hello); err != nil {
 		return err

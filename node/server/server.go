@@ -37,6 +37,8 @@ type Server struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	auth auth // the ACL (acl.go)
 }
 
 // New returns a client server for n.
@@ -128,6 +130,7 @@ func (s *Server) serveConn(c net.Conn) {
 		s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
 		return
 	}
+	who, features := identity(c), uint64(0)
 	answerInvalid := func(id uint64, reason string) {
 		resp := &wire.Response{ID: id, Op: wire.OpInvalidArgument, Reason: reason}
 		out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
@@ -148,6 +151,10 @@ func (s *Server) serveConn(c net.Conn) {
 				continue
 			}
 			if err == nil {
+				if req.Op == wire.OpStatus && req.Features != 0 {
+					features = req.Features // the client's announcement: no answer
+					continue
+				}
 				if req.Op == wire.OpCancel {
 					cmu.Lock()
 					if f, ok := cancels[req.ID]; ok {
@@ -179,10 +186,14 @@ func (s *Server) serveConn(c net.Conn) {
 					s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
 					return
 				}
+				feats := features
 				reqWG.Add(1)
 				go func() {
 					defer reqWG.Done()
-					resp := s.Handle(rctx, &req)
+					resp := s.refuse(who, feats, &req)
+					if resp == nil {
+						resp = s.Handle(rctx, &req)
+					}
 					cmu.Lock()
 					delete(cancels, req.ID)
 					cmu.Unlock()
@@ -210,6 +221,7 @@ func (s *Server) greet(c net.Conn, r *bufio.Reader) error {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	defer c.SetDeadline(time.Time{})
 	err := wire.CheckGreeting(r)
+	tellTLSRequired(err)
 	if err == nil || errors.Is(err, wire.ErrVersion) {
 		if _, werr := io.WriteString(c, wire.Greeting); werr != nil && err == nil {
 			err = werr
