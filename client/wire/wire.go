@@ -40,6 +40,9 @@ const (
 	OpOutcomeUnknown  Op = 0x8a // Reason
 	OpError           Op = 0x8b // Reason
 	OpStatusInfo      Op = 0x8c // Status
+	// OpOverloaded: a limit of the member was reached and nothing was
+	// proposed; the call is safe to retry after a backoff.
+	OpOverloaded Op = 0x8d // Reason
 )
 
 // Limits.
@@ -137,7 +140,7 @@ func AppendResponse(b []byte, r *Response) []byte {
 	case OpRedirect:
 		b = binary.AppendUvarint(b, r.LeaderID)
 		b = appendString(b, r.Leader)
-	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError:
+	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpOverloaded:
 		b = appendString(b, r.Reason)
 	case OpStatusInfo:
 		s := &r.Status
@@ -190,7 +193,7 @@ func DecodeResponse(body []byte) (Response, error) {
 		r.Held, r.Token, r.RemainingMS = d.bool(), d.uvarint(), d.uvarint()
 	case OpRedirect:
 		r.LeaderID, r.Leader = d.uvarint(), d.string()
-	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError:
+	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpOverloaded:
 		r.Reason = d.string()
 	case OpStatusInfo:
 		s := &r.Status

@@ -294,6 +294,8 @@ func errorResponse(resp *wire.Response, err error) {
 		resp.Op, resp.Reason = wire.OpInvalidArgument, inv.Reason
 	case errors.Is(err, node.ErrOutcomeUnknown):
 		resp.Op, resp.Reason = wire.OpOutcomeUnknown, err.Error()
+	case errors.Is(err, node.ErrOverloaded):
+		resp.Op, resp.Reason = wire.OpOverloaded, err.Error()
 	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
 		resp.Op, resp.Reason = wire.OpUnavailable, err.Error()
 	default:
@@ -323,6 +325,8 @@ func resultLabel(op wire.Op) string {
 		return "invalid_argument"
 	case wire.OpOutcomeUnknown:
 		return "outcome_unknown"
+	case wire.OpOverloaded:
+		return "overloaded"
 	}
 	return "error"
 }
