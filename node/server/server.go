@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -22,10 +21,6 @@ import (
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
 )
-
-// maxInflightPerConn bounds the requests one connection may have open; past
-// it the server stops reading that connection until answers go out.
-const maxInflightPerConn = 8192
 
 // Server serves the client protocol (package wire) for one member.
 type Server struct {
@@ -37,6 +32,7 @@ type Server struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+	lim    limiter
 }
 
 // New returns a client server for n.
@@ -76,6 +72,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			c.Close()
 			return nil
 		}
+		if s.fullLocked() {
+			s.mu.Unlock()
+			s.refuse(c)
+			continue
+		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -113,7 +114,7 @@ func (s *Server) serveConn(c net.Conn) {
 	var reqWG sync.WaitGroup
 	var cmu sync.Mutex
 	cancels := make(map[uint64]context.CancelFunc)
-	sem := make(chan struct{}, maxInflightPerConn)
+	sem := make(chan struct{}, s.limits().MaxInflightPerConn)
 	defer func() {
 		cancel()
 		c.Close()
@@ -348,8 +349,8 @@ func AuditHandler(n *node.Node) http.HandlerFunc {
 	}
 }
 
-// HTTPHandler serves /metrics (Prometheus), /status (JSON), /healthz and
-// Go's /debug/pprof profiles.
+// HTTPHandler serves /metrics (Prometheus), /status (JSON) and /healthz;
+// DebugHandlers adds the profiles.
 func HTTPHandler(n *node.Node) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Metrics().Registry, promhttp.HandlerOpts{}))
@@ -357,9 +358,6 @@ func HTTPHandler(n *node.Node) *http.ServeMux {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(n.Status())
 	})
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := n.Healthy(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

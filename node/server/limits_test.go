@@ -1,0 +1,108 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+func oneMember(t *testing.T) *node.Node {
+	t.Helper()
+	c := testcluster.New(t, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c.Nodes()[0]
+}
+
+// greeted dials addr and says whether the member answered the greeting.
+func greeted(t *testing.T, addr string) (net.Conn, bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	io.WriteString(c, wire.Greeting)
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	return c, wire.CheckGreeting(bufio.NewReader(c)) == nil
+}
+
+func TestConnectionsPastTheLimitAreClosedBeforeTheGreeting(t *testing.T) {
+	n := oneMember(t)
+	s := server.New(n)
+	s.SetLimits(server.Limits{MaxConns: 2})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	addr := ln.Addr().String()
+	first, ok1 := greeted(t, addr)
+	_, ok2 := greeted(t, addr)
+	if !ok1 || !ok2 {
+		t.Fatal("a connection within the limit was not greeted")
+	}
+	if _, ok := greeted(t, addr); ok {
+		t.Fatal("the third connection was greeted with --max-connections 2")
+	}
+	// A slot frees when a connection closes.
+	first.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, ok := greeted(t, addr); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection accepted after one closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPprofOnlyWithDebug(t *testing.T) {
+	n := oneMember(t)
+	get := func(h http.Handler) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/", nil))
+		return rec.Code
+	}
+	mux := server.HTTPHandler(n)
+	if code := get(mux); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without --debug: %d, want 404", code)
+	}
+	server.DebugHandlers(mux)
+	if code := get(mux); code != http.StatusOK {
+		t.Fatalf("/debug/pprof/ with --debug: %d, want 200", code)
+	}
+}
+
+// A limit of the member core reaches the client as the Overloaded answer.
+func TestOverloadedAnswer(t *testing.T) {
+	c := testcluster.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(c.Nodes()[0])
+	for i, want := range []wire.Op{wire.OpGranted, wire.OpOverloaded} {
+		resp := s.Handle(ctx, &wire.Request{ID: uint64(i + 1), Op: wire.OpAcquire, Key: string(rune('a' + i)), LeaseMS: 10000})
+		if resp.Op != want {
+			t.Fatalf("acquire %d: answer 0x%02x %q, want 0x%02x", i+1, uint8(resp.Op), resp.Reason, uint8(want))
+		}
+	}
+}
