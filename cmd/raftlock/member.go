@@ -42,6 +42,7 @@ type memberFlags struct {
 	logLevel       string
 	faultInjection bool
 	unsafeBug      string
+	limits         limitFlags
 }
 
 func (m *memberFlags) register(fs *flag.FlagSet) {
@@ -66,6 +67,7 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
 	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs, ", "))
+	m.limits.register(fs)
 }
 
 func parsePeers(s string) (map[uint64]string, error) {
@@ -124,6 +126,9 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	if m.unsafeBug != "" && !m.faultInjection {
 		return nil, usageErr("--unsafe-bug needs --fault-injection")
 	}
+	if err := m.limits.validate(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(m.data, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -149,7 +154,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	n, err := node.New(node.Config{AuditJournal: journal,
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
-		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug,
+		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug, Limits: m.limits.node(),
 	})
 	if err != nil {
 		ln.Close()
@@ -160,6 +165,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 		return nil, err
 	}
 	mb := &member{node: n, server: server.New(n), log: log}
+	mb.server.SetLimits(m.limits.server())
 	go mb.server.Serve(ln)
 	if m.http != "" {
 		hln, err := net.Listen("tcp", m.http)
@@ -168,6 +174,9 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 			return nil, fmt.Errorf("listen for HTTP: %w", err)
 		}
 		mux := server.HTTPHandler(n)
+		if m.limits.debug {
+			server.DebugHandlers(mux)
+		}
 		if skew != nil {
 			mux.HandleFunc("POST /debug/clock", clockHandler(skew))
 			mux.HandleFunc("GET /debug/log", server.AuditHandler(n))
