@@ -20,7 +20,7 @@ type limitFlags struct {
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.maxConnections, "max-connections", server.DefaultMaxConns, "open client connections; one more is closed before the greeting (the client retries)")
-	fs.IntVar(&l.maxInflightPerConn, "max-inflight-per-conn", server.DefaultMaxInflightPerConn, "requests open on one client connection; past it the member stops reading that connection")
+	fs.IntVar(&l.maxInflightPerConn, "max-inflight-per-conn", server.DefaultMaxInflightPerConn, "waiting acquires open on one client connection (one more is answered overloaded), and as many other requests (past them the member stops reading that connection)")
 	fs.IntVar(&l.maxPending, "max-pending", node.DefaultMaxPending, "calls open in the member (queued, proposed, waiting); one more is answered overloaded")
 	fs.IntVar(&l.maxWaiters, "max-waiters", node.DefaultMaxWaiters, "waiting acquires over all keys; one more is answered overloaded")
 	fs.IntVar(&l.maxWaitersPerKey, "max-waiters-per-key", node.DefaultMaxWaitersPerKey, "waiting acquires on one key; one more is answered overloaded")

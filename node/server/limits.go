@@ -1,11 +1,16 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"sync/atomic"
 	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node"
 )
 
 // Limits bound what one member's client port holds. Zero fields take the
@@ -15,8 +20,12 @@ type Limits struct {
 	// before the greeting, which a client takes as "not sent" and retries.
 	MaxConns int
 	// MaxInflightPerConn bounds the requests one connection may have
-	// open; past it the member stops reading that connection until
-	// answers go out (TCP pushes back on the client).
+	// open, twice over: waiting acquires (past the bound the next one is
+	// answered overloaded at once), and everything else (past the bound
+	// the member stops reading the connection until answers go out, and
+	// TCP pushes back on the client). Waiting acquires must never stop
+	// the reading: the release they wait for may come on the same
+	// connection.
 	MaxInflightPerConn int
 }
 
@@ -74,4 +83,33 @@ func DebugHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+}
+
+// connSlots are one connection's in-flight bounds (Limits.MaxInflightPerConn).
+type connSlots struct {
+	waits, others chan struct{}
+}
+
+func newConnSlots(n int) connSlots {
+	return connSlots{waits: make(chan struct{}, n), others: make(chan struct{}, n)}
+}
+
+// take reserves a slot for req and returns its release. A waiting acquire
+// gets one at once or an error wrapping ErrOverloaded; any other request
+// waits for a slot until ctx ends.
+func (cs connSlots) take(ctx context.Context, req *wire.Request) (func(), error) {
+	if req.Op == wire.OpAcquire && req.WaitMS > 0 {
+		select {
+		case cs.waits <- struct{}{}:
+			return func() { <-cs.waits }, nil
+		default:
+			return nil, fmt.Errorf("%w: %d waiting acquires open on this connection (limit %d)", node.ErrOverloaded, cap(cs.waits), cap(cs.waits))
+		}
+	}
+	select {
+	case cs.others <- struct{}{}:
+		return func() { <-cs.others }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

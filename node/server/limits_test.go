@@ -106,3 +106,62 @@ func TestOverloadedAnswer(t *testing.T) {
 		}
 	}
 }
+
+// Waiting acquires past --max-inflight-per-conn are answered overloaded,
+// and they never stop the member reading the connection: the release they
+// wait for comes on the same connection.
+func TestWaitingAcquiresPastThePerConnectionLimit(t *testing.T) {
+	n := oneMember(t)
+	s := server.New(n)
+	s.SetLimits(server.Limits{MaxInflightPerConn: 2})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	c, ok := greeted(t, ln.Addr().String())
+	if !ok {
+		t.Fatal("not greeted")
+	}
+	r := bufio.NewReader(c)
+	send := func(req *wire.Request) {
+		t.Helper()
+		if _, err := c.Write(wire.AppendRequest(nil, req)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func() wire.Response {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		body, err := wire.ReadFrame(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := wire.DecodeResponse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	send(&wire.Request{ID: 1, Op: wire.OpAcquire, Key: "k", LeaseMS: 10000})
+	granted := recv()
+	if granted.Op != wire.OpGranted {
+		t.Fatalf("first acquire: 0x%02x %s", uint8(granted.Op), granted.Reason)
+	}
+	for id := uint64(2); id <= 4; id++ {
+		send(&wire.Request{ID: id, Op: wire.OpAcquire, Key: "k", LeaseMS: 10000, WaitMS: 10000})
+	}
+	if resp := recv(); resp.ID != 4 || resp.Op != wire.OpOverloaded {
+		t.Fatalf("third waiting acquire: id %d answer 0x%02x, want id 4 overloaded", resp.ID, uint8(resp.Op))
+	}
+	send(&wire.Request{ID: 5, Op: wire.OpRelease, Key: "k", Token: granted.Token})
+	got := map[uint64]wire.Op{}
+	for len(got) < 2 {
+		resp := recv()
+		got[resp.ID] = resp.Op
+	}
+	if got[5] != wire.OpReleased || got[2] != wire.OpGranted {
+		t.Fatalf("after the release: %v, want 5 released and 2 granted", got)
+	}
+}

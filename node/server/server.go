@@ -114,7 +114,7 @@ func (s *Server) serveConn(c net.Conn) {
 	var reqWG sync.WaitGroup
 	var cmu sync.Mutex
 	cancels := make(map[uint64]context.CancelFunc)
-	sem := make(chan struct{}, s.limits().MaxInflightPerConn)
+	slots := newConnSlots(s.limits().MaxInflightPerConn)
 	defer func() {
 		cancel()
 		c.Close()
@@ -157,10 +157,15 @@ func (s *Server) serveConn(c net.Conn) {
 					cmu.Unlock()
 					continue
 				}
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
+				release, err := slots.take(ctx, &req)
+				if ctx.Err() != nil {
 					return
+				}
+				if err != nil {
+					out.Write(func(b []byte) []byte {
+						return wire.AppendResponse(b, &wire.Response{ID: req.ID, Op: wire.OpOverloaded, Reason: err.Error()})
+					})
+					continue
 				}
 				rctx, rcancel := context.WithCancel(ctx)
 				cmu.Lock()
@@ -175,7 +180,7 @@ func (s *Server) serveConn(c net.Conn) {
 					// breaks the protocol. Closing cancels the first request
 					// (a grant that still applies is released as a ghost).
 					rcancel()
-					<-sem
+					release()
 					err = fmt.Errorf("request id %d reused while in flight", req.ID)
 					s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
 					return
@@ -188,7 +193,7 @@ func (s *Server) serveConn(c net.Conn) {
 					delete(cancels, req.ID)
 					cmu.Unlock()
 					rcancel()
-					<-sem
+					release()
 					if resp == nil {
 						return
 					}
