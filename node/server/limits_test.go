@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/node"
@@ -163,5 +165,43 @@ func TestWaitingAcquiresPastThePerConnectionLimit(t *testing.T) {
 	}
 	if got[5] != wire.OpReleased || got[2] != wire.OpGranted {
 		t.Fatalf("after the release: %v, want 5 released and 2 granted", got)
+	}
+}
+
+// The Go client takes a connection closed before the greeting as not sent:
+// it retries until its deadline, and gets in once a slot frees.
+func TestClientRetriesPastTheConnectionLimit(t *testing.T) {
+	n := oneMember(t)
+	s := server.New(n)
+	s.SetLimits(server.Limits{MaxConns: 1})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	addr := ln.Addr().String()
+	first, err := client.New([]string{addr}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := first.Acquire(ctx, "a", 10*time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	second, err := client.New([]string{addr}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if _, err := second.Acquire(short, "b", 10*time.Second, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire past --max-connections: got %v, want a retry until the deadline", err)
+	}
+	first.Close()
+	if _, err := second.Acquire(ctx, "b", 10*time.Second, 0); err != nil {
+		t.Fatalf("acquire once a connection closed: %v", err)
 	}
 }
