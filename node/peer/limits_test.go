@@ -42,7 +42,7 @@ func TestReadFrameLyingLengthAllocatesLittle(t *testing.T) {
 	if err == nil {
 		t.Fatal("a truncated frame was accepted")
 	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > 2*frameChunk {
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16*frameChunk { // 4 MiB: room for other goroutines, far below 64 MiB
 		t.Fatalf("allocated %d bytes for a frame that sent 10", got)
 	}
 }
