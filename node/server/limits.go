@@ -113,3 +113,11 @@ func (cs connSlots) take(ctx context.Context, req *wire.Request) (func(), error)
 		return nil, ctx.Err()
 	}
 }
+
+// answerOverloaded answers request id with err (a limit of this
+// connection), counted like every other overloaded answer.
+func (s *Server) answerOverloaded(out *wire.Writer, id uint64, err error) {
+	s.node.Metrics().ClientRequests.WithLabelValues("acquire", "overloaded").Inc()
+	resp := &wire.Response{ID: id, Op: wire.OpOverloaded, Reason: err.Error()}
+	out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
+}

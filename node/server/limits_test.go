@@ -163,8 +163,9 @@ func TestWaitingAcquiresPastThePerConnectionLimit(t *testing.T) {
 		resp := recv()
 		got[resp.ID] = resp.Op
 	}
-	if got[5] != wire.OpReleased || got[2] != wire.OpGranted {
-		t.Fatalf("after the release: %v, want 5 released and 2 granted", got)
+	// Requests 2 and 3 run concurrently, so either may have queued first.
+	if got[5] != wire.OpReleased || (got[2] != wire.OpGranted && got[3] != wire.OpGranted) {
+		t.Fatalf("after the release: %v, want 5 released and 2 or 3 granted", got)
 	}
 }
 

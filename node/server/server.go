@@ -162,9 +162,7 @@ func (s *Server) serveConn(c net.Conn) {
 					return
 				}
 				if err != nil {
-					out.Write(func(b []byte) []byte {
-						return wire.AppendResponse(b, &wire.Response{ID: req.ID, Op: wire.OpOverloaded, Reason: err.Error()})
-					})
+					s.answerOverloaded(out, req.ID, err)
 					continue
 				}
 				rctx, rcancel := context.WithCancel(ctx)
