@@ -2,8 +2,8 @@
 //
 // A Client keeps one pipelined connection per member, finds the leader by
 // following redirects, and retries only what is safe to retry: a call that
-// was never sent, a read, or a call the cluster answered Unavailable (nothing
-// was proposed). A lock-changing call whose connection broke after it was
+// was never sent, a read, or a call the cluster answered Unavailable or
+// Overloaded (nothing was proposed). A lock-changing call whose connection broke after it was
 // sent is never retried; it returns ErrOutcomeUnknown.
 package client
 
@@ -32,6 +32,10 @@ var (
 	ErrUnavailable    = errors.New("raftlock: cluster unavailable")
 	ErrOutcomeUnknown = errors.New("raftlock: outcome unknown")
 	ErrClosed         = errors.New("raftlock: client closed")
+	// ErrOverloaded: the member hit one of its limits (README, Limits) and
+	// proposed nothing. Calls retry it with a jittered backoff until their
+	// deadline; this is what one returns when the deadline came first.
+	ErrOverloaded = errors.New("raftlock: cluster overloaded")
 	// ErrNoMember: every endpoint refused the connection; nothing was
 	// sent, so nothing happened.
 	ErrNoMember = errors.New("raftlock: no member reachable")
@@ -259,6 +263,8 @@ func answerError(resp wire.Response) error {
 		return fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.Reason)
 	case wire.OpUnavailable:
 		return fmt.Errorf("%w: %s", ErrUnavailable, resp.Reason)
+	case wire.OpOverloaded:
+		return fmt.Errorf("%w: %s", ErrOverloaded, resp.Reason)
 	case wire.OpError:
 		return &ServerError{Reason: resp.Reason}
 	case wire.OpPermissionDenied:
@@ -277,6 +283,9 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 	target := c.target("")
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
+			if errors.Is(lastErr, ErrOverloaded) {
+				return wire.Response{}, fmt.Errorf("gave up at the deadline: %w (%w)", lastErr, err)
+			}
 			if lastErr != nil {
 				return wire.Response{}, fmt.Errorf("gave up at the deadline: %v (%w)", lastErr, err)
 			}
@@ -296,6 +305,9 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 					continue // a redirect is an answer, not a failure: no backoff
 				}
 				lastErr = fmt.Errorf("redirected to %s", resp.Leader)
+			case err == nil && resp.Op == wire.OpOverloaded:
+				// The member is busy, not gone: back off and ask it again.
+				lastErr = fmt.Errorf("%w: %s: %s", ErrOverloaded, target, resp.Reason)
 			case err == nil && resp.Op == wire.OpUnavailable:
 				lastErr = fmt.Errorf("%s: %s", target, resp.Reason)
 				c.forgetLeader(target)

@@ -66,6 +66,10 @@ type Config struct {
 	// Bug plants one named bug (see Bugs). Never set in production: the
 	// CLI accepts it only with fault injection enabled.
 	Bug string
+
+	// Limits bound the calls, waiters and keys the member holds (zero
+	// fields: member's defaults); past one a call gets ErrOverloaded.
+	Limits Limits
 }
 
 func (c *Config) setDefaults() {
@@ -174,7 +178,7 @@ func New(cfg Config) (*Node, error) {
 	log := cfg.Logger.With("member", cfg.ID)
 	n := &Node{
 		cfg: cfg, log: log, clock: cfg.Clock, metrics: member.NewMetrics(true),
-		callc: make(chan callInput, 1024),
+		callc: make(chan callInput, callQueueLen),
 		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
 		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),
 	}
@@ -196,7 +200,7 @@ func New(cfg Config) (*Node, error) {
 		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
 		MaxBatch: cfg.MaxBatch, NoBatch: cfg.NoBatch, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
-		Logger: log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()),
+		Logger: log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
 	}, n.clock.Now())
 	if err != nil {
 		n.storage.Close()
@@ -227,6 +231,7 @@ func New(cfg Config) (*Node, error) {
 			tcp.UseIdentity(ident)
 			n.identity = ident
 		}
+		tcp.SetReadTimeout(10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
 		n.transport = tcp
 	}
 	n.last = n.core.Status()

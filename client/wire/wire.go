@@ -58,6 +58,9 @@ const (
 	// (the member's ACL). Sent only to clients that announced
 	// FeaturePermissionDenied.
 	OpPermissionDenied Op = 0x8d // Reason
+	// OpOverloaded: a limit of the member was reached and nothing was
+	// proposed; the call is safe to retry after a backoff.
+	OpOverloaded Op = 0x8e // Reason
 )
 
 // Limits.
@@ -162,7 +165,7 @@ func AppendResponse(b []byte, r *Response) []byte {
 	case OpRedirect:
 		b = binary.AppendUvarint(b, r.LeaderID)
 		b = appendString(b, r.Leader)
-	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpPermissionDenied:
+	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpPermissionDenied, OpOverloaded:
 		b = appendString(b, r.Reason)
 	case OpStatusInfo:
 		s := &r.Status
@@ -217,7 +220,7 @@ func DecodeResponse(body []byte) (Response, error) {
 		r.Held, r.Token, r.RemainingMS = d.bool(), d.uvarint(), d.uvarint()
 	case OpRedirect:
 		r.LeaderID, r.Leader = d.uvarint(), d.string()
-	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpPermissionDenied:
+	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpPermissionDenied, OpOverloaded:
 		r.Reason = d.string()
 	case OpStatusInfo:
 		s := &r.Status

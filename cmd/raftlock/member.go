@@ -42,6 +42,7 @@ type memberFlags struct {
 	faultInjection bool
 	unsafeBug      string
 	sec            securityFlags // security.go
+	limits         limitFlags
 }
 
 func (m *memberFlags) register(fs *flag.FlagSet) {
@@ -67,6 +68,7 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
 	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs, ", "))
+	m.limits.register(fs)
 }
 
 func parsePeers(s string) (map[uint64]string, error) {
@@ -127,6 +129,9 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	if m.unsafeBug != "" && !m.faultInjection {
 		return nil, usageErr("--unsafe-bug needs --fault-injection")
 	}
+	if err := m.limits.validate(); err != nil {
+		return nil, err
+	}
 	sec, acl, err := checkSecurity(m, peers, log)
 	if err != nil {
 		return nil, err
@@ -157,6 +162,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
 		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
+		Limits: m.limits.node(),
 	})
 	if err != nil {
 		ln.Close()
@@ -169,6 +175,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	}
 	mb := &member{node: n, server: server.New(n), log: log, id: m.id, sec: sec}
 	mb.server.SetACL(acl)
+	mb.server.SetLimits(m.limits.server())
 	go mb.server.Serve(ln)
 	if m.http != "" {
 		hln, err := sec.listen(m.http)
@@ -177,6 +184,9 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 			return nil, fmt.Errorf("listen for HTTP: %w", err)
 		}
 		mux := server.HTTPHandler(n)
+		if m.limits.debug {
+			server.DebugHandlers(mux)
+		}
 		if skew != nil {
 			mux.HandleFunc("POST /debug/clock", clockHandler(skew))
 			mux.HandleFunc("GET /debug/log", server.AuditHandler(n))

@@ -69,6 +69,8 @@ type TCP struct {
 	tls         *tlsconfig.Reloader // nil: plain TCP (see tls.go)
 	identity    *Identity           // nil: hellos carry no cluster identity (identity.go)
 
+	lim limits
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -88,7 +90,7 @@ func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *
 	t := &TCP{
 		id: id, listenAddr: listen, clientAddr: clientAddr, log: log.With("component", "transport"),
 		peers: make(map[uint64]*peerSender), clientAddrs: map[uint64]string{id: clientAddr},
-		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel,
+		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
 	}
 	for pid, addr := range peers {
 		if pid != id {
@@ -185,6 +187,11 @@ func (t *TCP) accept(ln net.Listener) {
 			}
 			return
 		}
+		if !t.admitInbound() {
+			t.log.Debug("refused peer connection: too many inbound", "remote", c.RemoteAddr().String())
+			c.Close()
+			continue
+		}
 		if !t.track(c, true) {
 			c.Close()
 			return
@@ -192,9 +199,10 @@ func (t *TCP) accept(ln net.Listener) {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
+			defer t.releaseInbound()
 			defer t.track(c, false)
 			defer c.Close()
-			if err := t.serve(c); err != nil && t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if err := t.serve(c); err != nil && t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !idle(err) {
 				t.log.Warn("closed peer connection", "remote", c.RemoteAddr().String(), "reason", err)
 			}
 		}()
@@ -207,7 +215,7 @@ func (t *TCP) serve(c net.Conn) error {
 	if err := t.handshake(c); err != nil {
 		return err
 	}
-	r := bufio.NewReaderSize(c, 64<<10)
+	r := bufio.NewReaderSize(deadlineReader{c, t.lim.readTimeout}, 64<<10)
 	if first, _ := r.Peek(len(wire.Greeting)); string(first) == wire.Greeting {
 		// A client pointed at the peer port: answer something that is not
 		// a greeting, so it says "not a raftlock client port" at once
@@ -257,22 +265,6 @@ func (t *TCP) serve(c net.Conn) error {
 		}
 		t.handler.Receive(m)
 	}
-}
-
-func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if int64(n) > int64(limit) {
-		return nil, fmt.Errorf("frame of %d bytes exceeds limit %d", n, limit)
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fmt.Errorf("truncated frame: %w", err)
-	}
-	return buf, nil
 }
 
 func AppendFrame(b, payload []byte) []byte {
