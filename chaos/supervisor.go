@@ -23,6 +23,7 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/node/peer"
 )
 
 // ClusterSpec describes the cluster a Supervisor runs.
@@ -183,7 +184,7 @@ func (s *Supervisor) StartNode(id int) error {
 	}
 	args := []string{"node", "--id", strconv.Itoa(id), "--peers", strings.Join(peers, ","),
 		"--listen", s.clients[id], "--http", s.https[id], "--data", filepath.Join(s.spec.Dir, fmt.Sprintf("data-%d", id)),
-		"--fault-injection", "--log-level", "info"}
+		"--fault-injection", "--log-level", "info", "--cluster-id", s.clusterID()}
 	if s.spec.SnapshotEvery > 0 {
 		args = append(args, "--snapshot-every", strconv.FormatUint(s.spec.SnapshotEvery, 10))
 	}
@@ -566,4 +567,15 @@ func (s *Supervisor) Close() {
 	if s.cl != nil {
 		s.cl.Close()
 	}
+}
+
+// clusterID is the cluster id every member is given: each member dials its
+// peers through its own proxies, so the id derived from --peers would
+// differ from member to member.
+func (s *Supervisor) clusterID() string {
+	real := map[uint64]string{}
+	for _, j := range s.IDs() {
+		real[uint64(j)] = s.raft[j]
+	}
+	return peer.FormatClusterID(peer.ClusterIDFromPeers(real))
 }

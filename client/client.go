@@ -2,13 +2,14 @@
 //
 // A Client keeps one pipelined connection per member, finds the leader by
 // following redirects, and retries only what is safe to retry: a call that
-// was never sent, a read, or a call the cluster answered Unavailable (nothing
-// was proposed). A lock-changing call whose connection broke after it was
+// was never sent, a read, or a call the cluster answered Unavailable or
+// Overloaded (nothing was proposed). A lock-changing call whose connection broke after it was
 // sent is never retried; it returns ErrOutcomeUnknown.
 package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,9 +32,16 @@ var (
 	ErrUnavailable    = errors.New("raftlock: cluster unavailable")
 	ErrOutcomeUnknown = errors.New("raftlock: outcome unknown")
 	ErrClosed         = errors.New("raftlock: client closed")
+	// ErrOverloaded: the member hit one of its limits (README, Limits) and
+	// proposed nothing. Calls retry it with a jittered backoff until their
+	// deadline; this is what one returns when the deadline came first.
+	ErrOverloaded = errors.New("raftlock: cluster overloaded")
 	// ErrNoMember: every endpoint refused the connection; nothing was
 	// sent, so nothing happened.
 	ErrNoMember = errors.New("raftlock: no member reachable")
+	// ErrPermissionDenied: the member's ACL does not let this client's
+	// identity (its certificate's common name) make the call.
+	ErrPermissionDenied = errors.New("raftlock: permission denied")
 )
 
 // InvalidArgumentError is the cluster rejecting a call's arguments.
@@ -51,6 +59,10 @@ func (e *ServerError) Error() string { return "raftlock: server error: " + e.Rea
 type Options struct {
 	DialTimeout time.Duration // default 1s
 	Logger      *slog.Logger  // default: discard
+	// TLS, when set, makes every connection mutual TLS with this
+	// configuration (a client certificate and the cluster's CA); its
+	// ServerName defaults to each endpoint's host.
+	TLS *tls.Config
 }
 
 // Client talks to one cluster. It is safe for concurrent use.
@@ -251,8 +263,12 @@ func answerError(resp wire.Response) error {
 		return fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.Reason)
 	case wire.OpUnavailable:
 		return fmt.Errorf("%w: %s", ErrUnavailable, resp.Reason)
+	case wire.OpOverloaded:
+		return fmt.Errorf("%w: %s", ErrOverloaded, resp.Reason)
 	case wire.OpError:
 		return &ServerError{Reason: resp.Reason}
+	case wire.OpPermissionDenied:
+		return fmt.Errorf("%w: %s", ErrPermissionDenied, resp.Reason)
 	}
 	return &ServerError{Reason: fmt.Sprintf("unexpected answer 0x%02x", uint8(resp.Op))}
 }
@@ -267,6 +283,9 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 	target := c.target("")
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
+			if errors.Is(lastErr, ErrOverloaded) {
+				return wire.Response{}, fmt.Errorf("gave up at the deadline: %w (%w)", lastErr, err)
+			}
 			if lastErr != nil {
 				return wire.Response{}, fmt.Errorf("gave up at the deadline: %v (%w)", lastErr, err)
 			}
@@ -286,6 +305,9 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 					continue // a redirect is an answer, not a failure: no backoff
 				}
 				lastErr = fmt.Errorf("redirected to %s", resp.Leader)
+			case err == nil && resp.Op == wire.OpOverloaded:
+				// The member is busy, not gone: back off and ask it again.
+				lastErr = fmt.Errorf("%w: %s: %s", ErrOverloaded, target, resp.Reason)
 			case err == nil && resp.Op == wire.OpUnavailable:
 				lastErr = fmt.Errorf("%s: %s", target, resp.Reason)
 				c.forgetLeader(target)
@@ -384,7 +406,7 @@ func (c *Client) greet(ctx context.Context, nc net.Conn) error {
 	if _, err := io.WriteString(nc, wire.Greeting); err != nil {
 		return err
 	}
-	return wire.CheckGreeting(nc)
+	return checkGreeting(nc)
 }
 
 func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
@@ -403,14 +425,18 @@ func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
+	nc = c.wrapTLS(nc, addr)
 	if err := c.greet(ctx, nc); err != nil {
 		nc.Close()
-		if errors.Is(err, wire.ErrNotRaftlock) || errors.Is(err, wire.ErrVersion) {
+		if errors.Is(err, wire.ErrNotRaftlock) || errors.Is(err, wire.ErrVersion) || isTLSError(err) {
 			return nil, &ProtocolError{Addr: addr, Err: err}
 		}
 		return nil, fmt.Errorf("greet %s: %w", addr, err)
 	}
 	cn := newConn(addr, nc, c.opts.Logger)
+	// First on the connection: the answers this client understands.
+	hello := &wire.Request{ID: c.nextID.Add(1), Op: wire.OpStatus, Features: wire.FeaturePermissionDenied}
+	cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, hello) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -1,9 +1,7 @@
 package fsm
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -247,7 +245,7 @@ func Restore(data []byte) (*Machine, error) {
 			r.fail("token %d outside 1..%d", tok, m.lastToken)
 		}
 		prev = key
-		m.locks[key] = Lock{Token: tok, LeaseMS: lease}
+		m.put(key, Lock{Token: tok, LeaseMS: lease})
 	}
 	if r.err == nil && len(r.buf) != 0 {
 		r.fail("%d trailing bytes", len(r.buf))
@@ -256,10 +254,4 @@ func Restore(data []byte) (*Machine, error) {
 		return nil, r.err
 	}
 	return m, nil
-}
-
-// Digest is a short hex digest of the table: equal state, equal digest.
-func (m *Machine) Digest() string {
-	sum := sha256.Sum256(m.Snapshot())
-	return hex.EncodeToString(sum[:8])
 }

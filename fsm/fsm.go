@@ -111,6 +111,7 @@ type Lock struct {
 type Machine struct {
 	locks     map[string]Lock
 	lastToken uint64
+	sum       digestSum // of locks, for Digest
 }
 
 // New returns an empty lock table whose first grant will get token 1.
@@ -127,13 +128,13 @@ func (m *Machine) Apply(c Command) Result {
 			return Result{Status: GrantRejected}
 		}
 		m.lastToken++
-		m.locks[c.Key] = Lock{Token: m.lastToken, LeaseMS: c.LeaseMS}
+		m.put(c.Key, Lock{Token: m.lastToken, LeaseMS: c.LeaseMS})
 		return Result{Status: Granted, Token: m.lastToken}
 	case OpRelease:
 		if _, held := m.locks[c.Key]; !held {
 			return Result{Status: NotFound}
 		}
-		delete(m.locks, c.Key)
+		m.del(c.Key)
 		return Result{Status: Released}
 	case OpExpire:
 		l, held := m.locks[c.Key]
@@ -142,7 +143,7 @@ func (m *Machine) Apply(c Command) Result {
 			// and a lock granted since then must survive.
 			return Result{Status: Expired, Existed: false}
 		}
-		delete(m.locks, c.Key)
+		m.del(c.Key)
 		return Result{Status: Expired, Existed: true}
 	case OpRenew:
 		l, held := m.locks[c.Key]
@@ -150,7 +151,7 @@ func (m *Machine) Apply(c Command) Result {
 			return Result{Status: NotFound}
 		}
 		l.LeaseMS = c.LeaseMS
-		m.locks[c.Key] = l
+		m.put(c.Key, l)
 		return Result{Status: Renewed, Token: l.Token}
 	}
 	return Result{Status: Noop}

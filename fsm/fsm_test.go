@@ -254,3 +254,33 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// The digest is kept as the table changes: after any sequence of commands
+// it equals the digest of the same table built from scratch (a snapshot
+// restored), and it moves with every change.
+func TestDigestKeptIncrementally(t *testing.T) {
+	m := New()
+	seen := map[string]bool{m.Digest(): true}
+	cmds := []Command{
+		{Op: OpGrant, Key: "a", LeaseMS: 1000},
+		{Op: OpGrant, Key: "b", LeaseMS: 1000},
+		{Op: OpRenew, Key: "a", Token: 1, LeaseMS: 2000},
+		{Op: OpRelease, Key: "b"},
+		{Op: OpGrant, Key: "b", LeaseMS: 1000},
+		{Op: OpExpire, Key: "a", Token: 1},
+	}
+	for _, c := range cmds {
+		m.Apply(c)
+		restored, err := Restore(m.Snapshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Digest() != restored.Digest() {
+			t.Fatalf("after %v: kept digest %s, from scratch %s", c, m.Digest(), restored.Digest())
+		}
+		if seen[m.Digest()] {
+			t.Fatalf("after %v: digest %s seen before", c, m.Digest())
+		}
+		seen[m.Digest()] = true
+	}
+}

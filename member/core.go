@@ -47,6 +47,8 @@ type Config struct {
 	// SeqStart is where request sequence numbers start; a restarted member
 	// must never reuse an id its previous incarnation proposed.
 	SeqStart uint64
+	// Limits bound the calls, waiters and keys the member holds.
+	Limits Limits
 }
 
 func (c *Config) setDefaults() {
@@ -189,6 +191,7 @@ func New(cfg Config, now time.Duration) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, log: cfg.Logger, hooks: plantHooks(cfg.Bug), metrics: cfg.Metrics, cs: cs}
 	c.lm = NewLockManager(cfg.ID, cfg.Bug, cfg.SeqStart)
+	c.lm.SetLimits(cfg.Limits)
 	c.lm.Restore(machine, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm(), now)
 	c.lastSnap = snap.GetMetadata().GetIndex()
 	rcfg := &raft.Config{
@@ -289,6 +292,10 @@ func peerMessageAllowed(t raftpb.MessageType) bool {
 func (c *Core) Submit(now time.Duration, r Request) {
 	if c.stopped {
 		c.answers = append(c.answers, Answer{Handle: r.Handle, Key: r.Key, Err: ErrStopped})
+		return
+	}
+	if err := c.admit(); err != nil {
+		c.answers = append(c.answers, Answer{Handle: r.Handle, Err: err})
 		return
 	}
 	c.lm.Submit(now, r)

@@ -26,6 +26,9 @@ var (
 	ErrGrantRejected = errors.New("grant rejected by the state machine")
 	// ErrStopped: the node is shutting down.
 	ErrStopped = errors.New("node stopped")
+	// ErrOverloaded: a limit of the member (pending calls, waiters, keys)
+	// was reached; nothing was proposed, so the call is safe to retry.
+	ErrOverloaded = errors.New("overloaded")
 )
 
 // NotLeaderError answers a call made to a follower.

@@ -114,7 +114,9 @@ type LockManager struct {
 	inflight map[string]fsm.RequestID // proposed Grant per key (rule 4)
 	renewing map[string]int           // proposed Renews per key
 	waiters  map[string][]*request    // FIFO per key
+	nwaiting int                      // the waiters over all keys
 	expiring map[string]expireMark
+	limits   Limits
 
 	stopped  bool
 	leader   bool
@@ -142,6 +144,7 @@ type Effects struct {
 // Request ids start after seqStart.
 func NewLockManager(id uint64, bug string, seqStart uint64) *LockManager {
 	lm := &LockManager{id: id, hooks: plantHooks(bug), seq: seqStart}
+	lm.limits.setDefaults()
 	lm.resetLeaderState()
 	lm.Restore(fsm.New(), 0, 0, 0)
 	return lm
@@ -153,6 +156,7 @@ func (lm *LockManager) resetLeaderState() {
 	lm.inflight = make(map[string]fsm.RequestID)
 	lm.renewing = make(map[string]int)
 	lm.waiters = make(map[string][]*request)
+	lm.nwaiting = 0
 	lm.expiring = make(map[string]expireMark)
 }
 
@@ -170,13 +174,7 @@ func (lm *LockManager) Applied() (index, term uint64) { return lm.applied, lm.ap
 func (lm *LockManager) Machine() *fsm.Machine { return lm.machine }
 
 // Waiting returns how many acquires are queued.
-func (lm *LockManager) Waiting() int {
-	n := 0
-	for _, q := range lm.waiters {
-		n += len(q)
-	}
-	return n
-}
+func (lm *LockManager) Waiting() int { return lm.nwaiting }
 
 // Restore installs a snapshot's table. Every lease restarts in full from
 // now: after a restart or snapshot install a deadline is never shorter than
@@ -338,6 +336,10 @@ func (lm *LockManager) acquire(now time.Duration, req *request) {
 	req.env = lm.envelope(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(req.Lease.Milliseconds())}, req.Tag)
 	switch {
 	case lm.canGrant(key, false):
+		if err := lm.admitGrant(); err != nil {
+			lm.deliver(req, fsm.Result{}, err)
+			return
+		}
 		lm.propose(req)
 	case req.Wait <= 0 && held:
 		lm.deliver(req, fsm.Result{}, ErrHeld)
@@ -345,8 +347,13 @@ func (lm *LockManager) acquire(now time.Duration, req *request) {
 		// Queued, even a try-acquire when the key is only being granted:
 		// "held" is answered only once the applied state shows it held,
 		// since the Grant in flight may yet be dropped.
+		if err := lm.admitWaiter(key); err != nil {
+			lm.deliver(req, fsm.Result{}, err)
+			return
+		}
 		req.waitUntil = now + max(req.Wait, 0)
 		lm.waiters[key] = append(lm.waiters[key], req)
+		lm.nwaiting++
 	}
 }
 
@@ -465,6 +472,7 @@ func (lm *LockManager) removeWaiter(req *request) {
 	for i, w := range q {
 		if w == req {
 			q = append(q[:i:i], q[i+1:]...)
+			lm.nwaiting--
 			break
 		}
 	}
@@ -524,6 +532,7 @@ func (lm *LockManager) pump(key string) {
 	for len(lm.waiters[key]) > 0 && lm.canGrant(key, true) {
 		q := lm.waiters[key]
 		w := q[0]
+		lm.nwaiting--
 		if len(q) == 1 {
 			delete(lm.waiters, key)
 		} else {
@@ -662,6 +671,7 @@ func (lm *LockManager) Tick(now time.Duration) {
 				live = append(live, w)
 			}
 		}
+		lm.nwaiting -= len(q) - len(live)
 		if len(live) == 0 {
 			delete(lm.waiters, key)
 		} else {

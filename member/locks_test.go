@@ -207,6 +207,8 @@ func errName(err error) string {
 		return "GrantRejected"
 	case errors.Is(err, ErrStopped):
 		return "Stopped"
+	case errors.Is(err, ErrOverloaded):
+		return "Overloaded"
 	}
 	return "error(" + err.Error() + ")"
 }

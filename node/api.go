@@ -49,17 +49,8 @@ func (n *Node) Get(ctx context.Context, key string, stale bool) (LockInfo, error
 func (n *Node) call(ctx context.Context, req member.Request) (member.Answer, error) {
 	req.Handle = n.handles.Add(1)
 	cl := &call{req: req, done: make(chan member.Answer, 1)}
-	select {
-	case n.callc <- callInput{cl: cl}:
-	default:
-		// The queue is full: wait for room, unless the caller leaves.
-		select {
-		case n.callc <- callInput{cl: cl}:
-		case <-ctx.Done():
-			return member.Answer{}, ctx.Err()
-		case <-n.loopDone:
-			return member.Answer{}, ErrStopped
-		}
+	if err := n.enqueue(ctx, cl); err != nil {
+		return member.Answer{}, err
 	}
 	select {
 	case a := <-cl.done:

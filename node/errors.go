@@ -11,6 +11,7 @@ var (
 	ErrOutcomeUnknown = member.ErrOutcomeUnknown
 	ErrGrantRejected  = member.ErrGrantRejected
 	ErrStopped        = member.ErrStopped
+	ErrOverloaded     = member.ErrOverloaded
 )
 
 type (

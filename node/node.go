@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node/clock"
 	"github.com/raftlock/raftlock/node/logstore"
@@ -49,6 +50,14 @@ type Config struct {
 	Storage   logstore.Store // default: pebble in DataDir
 	Logger    *slog.Logger
 
+	// PeerTLS, when set, makes the default TCP transport mutual TLS with
+	// these certificates (see peer.TCP.UseTLS).
+	PeerTLS *tlsconfig.Reloader
+	// ClusterID is the cluster's id, checked in every peer hello with this
+	// member's incarnation (see peer.Identity); 0: the one stored in
+	// DataDir, else derived from Peers at the first boot.
+	ClusterID uint64
+
 	// AuditJournal, when set, is a file where every applied entry and its
 	// results are appended for the chaos harness's post-run audit (see
 	// CommittedLog). Only with fault injection: it grows without bound.
@@ -57,6 +66,10 @@ type Config struct {
 	// Bug plants one named bug (see Bugs). Never set in production: the
 	// CLI accepts it only with fault injection enabled.
 	Bug string
+
+	// Limits bound the calls, waiters and keys the member holds (zero
+	// fields: member's defaults); past one a call gets ErrOverloaded.
+	Limits Limits
 }
 
 func (c *Config) setDefaults() {
@@ -103,6 +116,7 @@ type Node struct {
 	transport peer.Transport
 	metrics   *member.Metrics
 	journal   *journal // nil unless Config.AuditJournal
+	identity  *peer.Identity
 
 	core *member.Core // owned by the loop goroutine
 
@@ -164,7 +178,7 @@ func New(cfg Config) (*Node, error) {
 	log := cfg.Logger.With("member", cfg.ID)
 	n := &Node{
 		cfg: cfg, log: log, clock: cfg.Clock, metrics: member.NewMetrics(true),
-		callc: make(chan callInput, 1024),
+		callc: make(chan callInput, callQueueLen),
 		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
 		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),
 	}
@@ -186,7 +200,7 @@ func New(cfg Config) (*Node, error) {
 		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
 		MaxBatch: cfg.MaxBatch, NoBatch: cfg.NoBatch, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
-		Logger: log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()),
+		Logger: log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
 	}, n.clock.Now())
 	if err != nil {
 		n.storage.Close()
@@ -200,10 +214,25 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		if n.transport, err = peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log); err != nil {
+		tcp, err := peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log)
+		if err != nil {
 			n.storage.Close()
 			return nil, err
 		}
+		if cfg.PeerTLS != nil {
+			tcp.UseTLS(cfg.PeerTLS)
+		}
+		if cfg.DataDir != "" {
+			ident, err := peer.OpenIdentity(cfg.DataDir, cfg.ClusterID, cfg.Peers)
+			if err != nil {
+				n.storage.Close()
+				return nil, err
+			}
+			tcp.UseIdentity(ident)
+			n.identity = ident
+		}
+		tcp.SetReadTimeout(10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
+		n.transport = tcp
 	}
 	n.last = n.core.Status()
 	return n, nil

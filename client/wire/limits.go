@@ -41,6 +41,11 @@ func ValidateLease(ms int64) error {
 // The line ends in a newline so an HTTP server rejects it at once.
 const Greeting = "RAFTLOCK/1\n"
 
+// TLSRequired is what a member that serves TLS only writes, in plain text,
+// to a client that sent its greeting without TLS. A client of this version
+// recognises it; older ones read a version mismatch.
+const TLSRequired = "RAFTLOCK/TLS required\n"
+
 // greetingPrefix is what every version's greeting starts with.
 const greetingPrefix = "RAFTLOCK/"
 

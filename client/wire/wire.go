@@ -22,8 +22,22 @@ const (
 	OpRelease Op = 0x02 // Key, Token, Tag (optional on decode)
 	OpRenew   Op = 0x03 // Key, Token, LeaseMS, Tag (optional on decode)
 	OpGet     Op = 0x04 // Key, Stale
-	OpStatus  Op = 0x05 //
+	OpStatus  Op = 0x05 // Features (optional on decode; see below)
 	OpCancel  Op = 0x06 // ID names the request to cancel; no answer
+)
+
+// A status request with non-zero Features is no status request: it tells
+// the member which answers this client understands, and gets no answer. A
+// client sends it first on each connection; a member that predates it
+// answers InvalidArgument (trailing bytes) under an id nobody waits for,
+// and keeps the connection.
+
+// Feature bits of a status request's Features.
+const (
+	// FeaturePermissionDenied: the client decodes OpPermissionDenied. A
+	// client that has not said so is refused with OpError, whose reason
+	// every client prints.
+	FeaturePermissionDenied uint64 = 1 << 0
 )
 
 // Answers.
@@ -40,6 +54,13 @@ const (
 	OpOutcomeUnknown  Op = 0x8a // Reason
 	OpError           Op = 0x8b // Reason
 	OpStatusInfo      Op = 0x8c // Status
+	// OpPermissionDenied: the client's identity may not make this request
+	// (the member's ACL). Sent only to clients that announced
+	// FeaturePermissionDenied.
+	OpPermissionDenied Op = 0x8d // Reason
+	// OpOverloaded: a limit of the member was reached and nothing was
+	// proposed; the call is safe to retry after a backoff.
+	OpOverloaded Op = 0x8e // Reason
 )
 
 // Limits.
@@ -62,6 +83,9 @@ type Request struct {
 	Tag     uint64
 	Token   uint64
 	Stale   bool
+	// Features is a status request's announcement of the answers this
+	// client understands (Feature* bits).
+	Features uint64
 }
 
 // Status is a member's self-description.
@@ -116,6 +140,10 @@ func AppendRequest(b []byte, r *Request) []byte {
 	case OpGet:
 		b = appendString(b, r.Key)
 		b = appendBool(b, r.Stale)
+	case OpStatus:
+		if r.Features != 0 {
+			b = binary.AppendUvarint(b, r.Features)
+		}
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
@@ -137,7 +165,7 @@ func AppendResponse(b []byte, r *Response) []byte {
 	case OpRedirect:
 		b = binary.AppendUvarint(b, r.LeaderID)
 		b = appendString(b, r.Leader)
-	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError:
+	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpPermissionDenied, OpOverloaded:
 		b = appendString(b, r.Reason)
 	case OpStatusInfo:
 		s := &r.Status
@@ -168,7 +196,9 @@ func DecodeRequest(body []byte) (Request, error) {
 		r.Key, r.Token, r.LeaseMS, r.Tag = d.string(), d.uvarint(), d.uvarint(), d.optionalUvarint()
 	case OpGet:
 		r.Key, r.Stale = d.string(), d.bool()
-	case OpStatus, OpCancel:
+	case OpStatus:
+		r.Features = d.optionalUvarint()
+	case OpCancel:
 	default:
 		return Request{}, fmt.Errorf("%w: unknown request opcode 0x%02x", ErrMalformed, uint8(op))
 	}
@@ -190,7 +220,7 @@ func DecodeResponse(body []byte) (Response, error) {
 		r.Held, r.Token, r.RemainingMS = d.bool(), d.uvarint(), d.uvarint()
 	case OpRedirect:
 		r.LeaderID, r.Leader = d.uvarint(), d.string()
-	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError:
+	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpPermissionDenied, OpOverloaded:
 		r.Reason = d.string()
 	case OpStatusInfo:
 		s := &r.Status

@@ -63,6 +63,7 @@ func TestResponseRoundTrip(t *testing.T) {
 		{ID: 9, Op: OpInvalidArgument, Reason: "key must be 1..256 bytes"},
 		{ID: 10, Op: OpOutcomeUnknown, Reason: "leadership lost"},
 		{ID: 11, Op: OpError, Reason: "grant rejected"},
+		{ID: 13, Op: OpOverloaded, Reason: "too many waiters"},
 		{ID: 12, Op: OpStatusInfo, Status: Status{ID: 1, Addr: "a", Role: "leader", Term: 2, Leader: 1, Commit: 9, Applied: 9, Locks: 1, LastToken: 4, Digest: "ab"}},
 	} {
 		got, err := DecodeResponse(roundTripFrame(t, AppendResponse(nil, &r)))

@@ -134,8 +134,10 @@ func TestStatusJSON(t *testing.T) {
 func TestExecPassesTokenReturnsStatusAndReleases(t *testing.T) {
 	eps := startCluster(t)
 	file := filepath.Join(t.TempDir(), "token")
-	code, _, errOut := cli(t, "exec", "job", "--lease", "300ms", "--endpoints", eps, "--",
-		"sh", "-c", `echo "$RAFTLOCK_TOKEN" > `+file+`; sleep 1; exit 7`)
+	// Leases of 1 s (renewed about every 330 ms), not shorter: under the
+	// race detector on a busy machine a renewal can take a few hundred ms.
+	code, _, errOut := cli(t, "exec", "job", "--lease", "1s", "--endpoints", eps, "--",
+		"sh", "-c", `echo "$RAFTLOCK_TOKEN" > `+file+`; sleep 3.2; exit 7`)
 	if code != 7 {
 		t.Fatalf("exec: exit %d, want the command's 7 (%s)", code, errOut)
 	}

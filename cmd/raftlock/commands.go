@@ -28,6 +28,7 @@ type clientFlags struct {
 	endpoints string
 	json      bool
 	timeout   time.Duration
+	tls       tlsFlags // security.go
 }
 
 // register adds --endpoints and --timeout; queries add --json too.
@@ -41,6 +42,7 @@ func (c *clientFlags) register(fs *flag.FlagSet, query bool) {
 		fs.BoolVar(&c.json, "json", false, "print JSON")
 	}
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
+	c.tls.register(fs)
 }
 
 func (c *clientFlags) client() (*client.Client, error) {
@@ -48,7 +50,11 @@ func (c *clientFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.New(eps, client.Options{})
+	tc, err := c.tls.config()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(eps, client.Options{TLS: tc})
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}
@@ -92,6 +98,8 @@ func (c *clientFlags) fail(stdout io.Writer, key string, err error) error {
 			code = "outcome-unknown"
 		case errors.As(err, &inv):
 			code = "invalid-argument"
+		case errors.Is(err, client.ErrPermissionDenied):
+			code = "permission-denied"
 		}
 		printJSON(stdout, map[string]any{"key": key, "error": code, "message": strings.TrimPrefix(err.Error(), "raftlock: ")})
 	}
@@ -107,6 +115,8 @@ func clientErr(err error) error {
 		return withCode(exitNotOwner, err)
 	case errors.Is(err, client.ErrOutcomeUnknown):
 		return withCode(exitUnknown, err)
+	case errors.Is(err, client.ErrPermissionDenied):
+		return withCode(exitPermission, err)
 	}
 	return withCode(exitError, err)
 }
@@ -297,10 +307,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	for range eps {
 		<-done
 	}
-	reachable := 0
+	reachable, denied := 0, 0
 	for _, e := range entries {
 		if e.Role != "unreachable" {
 			reachable++
+		}
+		if strings.Contains(e.Error, client.ErrPermissionDenied.Error()) {
+			denied++
 		}
 	}
 	if cf.json {
@@ -318,6 +331,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", e.ID, e.Addr, e.Role, *e.Term, *e.Leader, *e.Commit, *e.Applied, e.Digest)
 		}
 		tw.Flush()
+	}
+	if denied == len(entries) {
+		return withCode(exitPermission, errors.New(strings.TrimPrefix(entries[0].Error, "raftlock: ")))
 	}
 	if reachable == 0 {
 		return withCode(exitError, errors.New("no member reachable"))

@@ -60,6 +60,7 @@ func commands() []command {
 		{"get", "read a lock (linearizable)", runGet},
 		{"exec", "run a command while holding a lock", runExec},
 		{"status", "show every member's raft status", runStatus},
+		{"certs", "make a CA and member and client certificates (certs init)", runCerts},
 		{"version", "print the version, commit and Go version", runVersion},
 		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
 	}
@@ -79,6 +80,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'raftlock COMMAND --help' for a command's flags.")
 	fmt.Fprintln(w, "Endpoints come from --endpoints or RAFTLOCK_ENDPOINTS (default "+defaultEndpoints+");")
 	fmt.Fprintln(w, "every flag --some-name may also be set as RAFTLOCK_SOME_NAME.")
+	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 error, 2 usage, 3 held, 4 not the holder, 5 outcome unknown,")
+	fmt.Fprintln(w, "6 permission denied (the cluster's ACL).")
 }
 
 func main() {

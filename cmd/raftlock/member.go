@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -42,6 +41,8 @@ type memberFlags struct {
 	logLevel       string
 	faultInjection bool
 	unsafeBug      string
+	sec            securityFlags // security.go
+	limits         limitFlags
 }
 
 func (m *memberFlags) register(fs *flag.FlagSet) {
@@ -53,6 +54,7 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.http, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
 	fs.StringVar(&m.data, "data", "", "data directory (required)")
 	fs.StringVar(&m.data, "dir", "", "alias of --data")
+	m.sec.register(fs)
 	m.registerTuning(fs)
 }
 
@@ -66,6 +68,7 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
 	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs, ", "))
+	m.limits.register(fs)
 }
 
 func parsePeers(s string) (map[uint64]string, error) {
@@ -112,6 +115,8 @@ type member struct {
 	server *server.Server
 	http   *http.Server
 	log    *slog.Logger
+	id     uint64
+	sec    *security
 }
 
 func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*member, error) {
@@ -124,6 +129,13 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	if m.unsafeBug != "" && !m.faultInjection {
 		return nil, usageErr("--unsafe-bug needs --fault-injection")
 	}
+	if err := m.limits.validate(); err != nil {
+		return nil, err
+	}
+	sec, acl, err := checkSecurity(m, peers, log)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(m.data, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -134,7 +146,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 		skew = clock.NewSkew()
 		clk = skew
 	}
-	ln, err := net.Listen("tcp", m.listen)
+	ln, err := sec.listen(m.listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
@@ -149,7 +161,8 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 	n, err := node.New(node.Config{AuditJournal: journal,
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
-		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug,
+		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
+		Limits: m.limits.node(),
 	})
 	if err != nil {
 		ln.Close()
@@ -160,20 +173,25 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 		n.Close()
 		return nil, err
 	}
-	mb := &member{node: n, server: server.New(n), log: log}
+	mb := &member{node: n, server: server.New(n), log: log, id: m.id, sec: sec}
+	mb.server.SetACL(acl)
+	mb.server.SetLimits(m.limits.server())
 	go mb.server.Serve(ln)
 	if m.http != "" {
-		hln, err := net.Listen("tcp", m.http)
+		hln, err := sec.listen(m.http)
 		if err != nil {
 			mb.Close()
 			return nil, fmt.Errorf("listen for HTTP: %w", err)
 		}
 		mux := server.HTTPHandler(n)
+		if m.limits.debug {
+			server.DebugHandlers(mux)
+		}
 		if skew != nil {
 			mux.HandleFunc("POST /debug/clock", clockHandler(skew))
 			mux.HandleFunc("GET /debug/log", server.AuditHandler(n))
 		}
-		mb.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		mb.http = &http.Server{Handler: mb.server.RequireAdmin(mux), ReadHeaderTimeout: 5 * time.Second}
 		go mb.http.Serve(hln)
 	}
 	return mb, nil
@@ -233,7 +251,10 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mlog := log.With("member", m.id)
-	mlog.Info("member running", "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data)
+	mlog.Info("member running", "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data, "tls", mb.sec.tls != nil)
+	hupCtx, stopHUP := context.WithCancel(context.Background())
+	defer stopHUP()
+	reloadOnHUP(hupCtx, []*member{mb}, log)
 	sig := waitForSignal()
 	mlog.Info("stopping", "signal", sig.String())
 	mb.Close()

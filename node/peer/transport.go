@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -65,6 +66,10 @@ type TCP struct {
 	conns       map[net.Conn]struct{}
 	ln          net.Listener
 	handler     Handler
+	tls         *tlsconfig.Reloader // nil: plain TCP (see tls.go)
+	identity    *Identity           // nil: hellos carry no cluster identity (identity.go)
+
+	lim limits
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -85,7 +90,7 @@ func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *
 	t := &TCP{
 		id: id, listenAddr: listen, clientAddr: clientAddr, log: log.With("component", "transport"),
 		peers: make(map[uint64]*peerSender), clientAddrs: map[uint64]string{id: clientAddr},
-		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel,
+		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
 	}
 	for pid, addr := range peers {
 		if pid != id {
@@ -101,6 +106,7 @@ func (t *TCP) Start(h Handler) error {
 	if err != nil {
 		return fmt.Errorf("listen for peers on %s: %w", t.listenAddr, err)
 	}
+	ln = t.wrapListener(ln)
 	t.mu.Lock()
 	t.ln, t.handler = ln, h
 	t.mu.Unlock()
@@ -181,6 +187,11 @@ func (t *TCP) accept(ln net.Listener) {
 			}
 			return
 		}
+		if !t.admitInbound() {
+			t.log.Debug("refused peer connection: too many inbound", "remote", c.RemoteAddr().String())
+			c.Close()
+			continue
+		}
 		if !t.track(c, true) {
 			c.Close()
 			return
@@ -188,9 +199,10 @@ func (t *TCP) accept(ln net.Listener) {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
+			defer t.releaseInbound()
 			defer t.track(c, false)
 			defer c.Close()
-			if err := t.serve(c); err != nil && t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if err := t.serve(c); err != nil && t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !idle(err) {
 				t.log.Warn("closed peer connection", "remote", c.RemoteAddr().String(), "reason", err)
 			}
 		}()
@@ -200,7 +212,10 @@ func (t *TCP) accept(ln net.Listener) {
 // serve reads one inbound peer stream. Anything malformed closes the stream
 // with a reason; it never reaches raft.
 func (t *TCP) serve(c net.Conn) error {
-	r := bufio.NewReaderSize(c, 64<<10)
+	if err := t.handshake(c); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(deadlineReader{c, t.lim.readTimeout}, 64<<10)
 	if first, _ := r.Peek(len(wire.Greeting)); string(first) == wire.Greeting {
 		// A client pointed at the peer port: answer something that is not
 		// a greeting, so it says "not a raftlock client port" at once
@@ -213,7 +228,7 @@ func (t *TCP) serve(c net.Conn) error {
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)
 	}
-	from, to, clientAddr, err := decodeHello(hello)
+	from, to, clientAddr, ext, err := decodeHello(hello)
 	if err != nil {
 		return err
 	}
@@ -222,6 +237,13 @@ func (t *TCP) serve(c net.Conn) error {
 	}
 	if _, ok := t.peers[from]; !ok {
 		return fmt.Errorf("hello from unknown member %d", from)
+	}
+	if err := t.checkSender(c, from); err != nil {
+		return err
+	}
+	incarnation, err := t.checkIdentity(from, ext)
+	if err != nil {
+		return err
 	}
 	t.mu.Lock()
 	t.clientAddrs[from] = clientAddr
@@ -238,24 +260,11 @@ func (t *TCP) serve(c net.Conn) error {
 		if m.GetFrom() != from || m.GetTo() != t.id {
 			return fmt.Errorf("message %d->%d on the stream %d->%d", m.GetFrom(), m.GetTo(), from, t.id)
 		}
+		if err := t.noteAck(from, incarnation, m); err != nil {
+			return err
+		}
 		t.handler.Receive(m)
 	}
-}
-
-func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if int64(n) > int64(limit) {
-		return nil, fmt.Errorf("frame of %d bytes exceeds limit %d", n, limit)
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fmt.Errorf("truncated frame: %w", err)
-	}
-	return buf, nil
 }
 
 func AppendFrame(b, payload []byte) []byte {
@@ -271,23 +280,25 @@ func EncodeHello(from, to uint64, clientAddr string) []byte {
 	return append(b, clientAddr...)
 }
 
-func decodeHello(b []byte) (from, to uint64, clientAddr string, err error) {
+// decodeHello returns, besides the fields EncodeHello writes, the bytes
+// after the address: the sender's cluster identity (identity.go).
+func decodeHello(b []byte) (from, to uint64, clientAddr string, ext []byte, err error) {
 	if len(b) < len(peerMagic) || string(b[:len(peerMagic)]) != peerMagic {
-		return 0, 0, "", errors.New("not a raftlock peer hello")
+		return 0, 0, "", nil, errors.New("not a raftlock peer hello")
 	}
 	b = b[len(peerMagic):]
 	var vals [3]uint64
 	for i := range vals {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
-			return 0, 0, "", errors.New("truncated peer hello")
+			return 0, 0, "", nil, errors.New("truncated peer hello")
 		}
 		vals[i], b = v, b[n:]
 	}
-	if vals[2] != uint64(len(b)) {
-		return 0, 0, "", errors.New("bad address length in peer hello")
+	if vals[2] > uint64(len(b)) {
+		return 0, 0, "", nil, errors.New("bad address length in peer hello")
 	}
-	return vals[0], vals[1], string(b), nil
+	return vals[0], vals[1], string(b[:vals[2]]), b[vals[2]:], nil
 }
 
 // peerSender owns the outbound stream to one peer.
@@ -314,10 +325,9 @@ func (p *peerSender) breakLocked() {
 func (p *peerSender) run() {
 	defer p.t.wg.Done()
 	ctx := p.t.ctx
-	var d net.Dialer
 	for ctx.Err() == nil {
 		dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
-		c, err := d.DialContext(dctx, "tcp", p.addr)
+		c, err := p.t.dial(dctx, p.id, p.addr)
 		cancel()
 		if err == nil && p.t.track(c, true) {
 			err = p.stream(c)
@@ -354,7 +364,7 @@ func (p *peerSender) dropQueued() {
 // stream writes queued messages, coalescing whatever is queued into one
 // write, until an error or shutdown.
 func (p *peerSender) stream(c net.Conn) error {
-	hello := AppendFrame(nil, EncodeHello(p.t.id, p.id, p.t.clientAddr))
+	hello := AppendFrame(nil, append(EncodeHello(p.t.id, p.id, p.t.clientAddr), p.t.identity.helloExtension(p.id)...))
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write(hello); err != nil {
 		return err

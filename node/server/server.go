@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -22,10 +21,6 @@ import (
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
 )
-
-// maxInflightPerConn bounds the requests one connection may have open; past
-// it the server stops reading that connection until answers go out.
-const maxInflightPerConn = 8192
 
 // Server serves the client protocol (package wire) for one member.
 type Server struct {
@@ -37,6 +32,9 @@ type Server struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	auth auth // the ACL (acl.go)
+	lim  limiter
 }
 
 // New returns a client server for n.
@@ -76,6 +74,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			c.Close()
 			return nil
 		}
+		if s.fullLocked() {
+			s.mu.Unlock()
+			s.refuseConn(c)
+			continue
+		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -113,7 +116,7 @@ func (s *Server) serveConn(c net.Conn) {
 	var reqWG sync.WaitGroup
 	var cmu sync.Mutex
 	cancels := make(map[uint64]context.CancelFunc)
-	sem := make(chan struct{}, maxInflightPerConn)
+	slots := newConnSlots(s.limits().MaxInflightPerConn)
 	defer func() {
 		cancel()
 		c.Close()
@@ -128,6 +131,7 @@ func (s *Server) serveConn(c net.Conn) {
 		s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
 		return
 	}
+	who, features := identity(c), uint64(0)
 	answerInvalid := func(id uint64, reason string) {
 		resp := &wire.Response{ID: id, Op: wire.OpInvalidArgument, Reason: reason}
 		out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
@@ -148,6 +152,10 @@ func (s *Server) serveConn(c net.Conn) {
 				continue
 			}
 			if err == nil {
+				if req.Op == wire.OpStatus && req.Features != 0 {
+					features = req.Features // the client's announcement: no answer
+					continue
+				}
 				if req.Op == wire.OpCancel {
 					cmu.Lock()
 					if f, ok := cancels[req.ID]; ok {
@@ -156,10 +164,13 @@ func (s *Server) serveConn(c net.Conn) {
 					cmu.Unlock()
 					continue
 				}
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
+				release, err := slots.take(ctx, &req)
+				if ctx.Err() != nil {
 					return
+				}
+				if err != nil {
+					s.answerOverloaded(out, req.ID, err)
+					continue
 				}
 				rctx, rcancel := context.WithCancel(ctx)
 				cmu.Lock()
@@ -174,20 +185,24 @@ func (s *Server) serveConn(c net.Conn) {
 					// breaks the protocol. Closing cancels the first request
 					// (a grant that still applies is released as a ghost).
 					rcancel()
-					<-sem
+					release()
 					err = fmt.Errorf("request id %d reused while in flight", req.ID)
 					s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
 					return
 				}
+				feats := features
 				reqWG.Add(1)
 				go func() {
 					defer reqWG.Done()
-					resp := s.Handle(rctx, &req)
+					resp := s.refuse(who, feats, &req)
+					if resp == nil {
+						resp = s.Handle(rctx, &req)
+					}
 					cmu.Lock()
 					delete(cancels, req.ID)
 					cmu.Unlock()
 					rcancel()
-					<-sem
+					release()
 					if resp == nil {
 						return
 					}
@@ -210,6 +225,7 @@ func (s *Server) greet(c net.Conn, r *bufio.Reader) error {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	defer c.SetDeadline(time.Time{})
 	err := wire.CheckGreeting(r)
+	tellTLSRequired(err)
 	if err == nil || errors.Is(err, wire.ErrVersion) {
 		if _, werr := io.WriteString(c, wire.Greeting); werr != nil && err == nil {
 			err = werr
@@ -294,6 +310,8 @@ func errorResponse(resp *wire.Response, err error) {
 		resp.Op, resp.Reason = wire.OpInvalidArgument, inv.Reason
 	case errors.Is(err, node.ErrOutcomeUnknown):
 		resp.Op, resp.Reason = wire.OpOutcomeUnknown, err.Error()
+	case errors.Is(err, node.ErrOverloaded):
+		resp.Op, resp.Reason = wire.OpOverloaded, err.Error()
 	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
 		resp.Op, resp.Reason = wire.OpUnavailable, err.Error()
 	default:
@@ -323,6 +341,8 @@ func resultLabel(op wire.Op) string {
 		return "invalid_argument"
 	case wire.OpOutcomeUnknown:
 		return "outcome_unknown"
+	case wire.OpOverloaded:
+		return "overloaded"
 	}
 	return "error"
 }
@@ -344,8 +364,8 @@ func AuditHandler(n *node.Node) http.HandlerFunc {
 	}
 }
 
-// HTTPHandler serves /metrics (Prometheus), /status (JSON), /healthz and
-// Go's /debug/pprof profiles.
+// HTTPHandler serves /metrics (Prometheus), /status (JSON) and /healthz;
+// DebugHandlers adds the profiles.
 func HTTPHandler(n *node.Node) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Metrics().Registry, promhttp.HandlerOpts{}))
@@ -353,9 +373,6 @@ func HTTPHandler(n *node.Node) *http.ServeMux {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(n.Status())
 	})
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := n.Healthy(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

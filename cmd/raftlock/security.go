@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/raftlock/raftlock/internal/tlsconfig"
+	"github.com/raftlock/raftlock/node/peer"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+// exitPermission: the cluster's ACL refused the call.
+const exitPermission = 6
+
+// securityFlags are a member's certificates, ACL and --insecure.
+type securityFlags struct {
+	files     tlsconfig.Files
+	acl       string
+	insecure  bool
+	clusterID string
+}
+
+func (s *securityFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.files.Cert, "cert", "", "this member's certificate (PEM), bound to its id (see raftlock certs init); re-read on SIGHUP")
+	fs.StringVar(&s.files.Key, "key", "", "the certificate's private key (PEM); re-read on SIGHUP")
+	fs.StringVar(&s.files.CA, "ca", "", "the CA (PEM) every member's and client's certificate must chain to; re-read on SIGHUP")
+	fs.StringVar(&s.acl, "acl", "", "ACL file (JSON) of client identities, key prefixes and rights; re-read on SIGHUP (empty: every client with a certificate may do everything)")
+	fs.StringVar(&s.clusterID, "cluster-id", "", "the cluster's id, 16 hex digits, the same on every member (default: the one stored in --data, else derived from --peers at the first boot); peers of another cluster are refused")
+	fs.BoolVar(&s.insecure, "insecure", false, "allow non-loopback addresses without certificates: no authentication, no encryption")
+}
+
+// security is what a member serves with: certificates (nil: plain TCP)
+// and the ACL file it reloads.
+type security struct {
+	flags     securityFlags
+	tls       *tlsconfig.Reloader
+	clusterID uint64 // 0: stored or derived (peer.OpenIdentity)
+}
+
+// checkSecurity loads the certificates and refuses what would expose an
+// unauthenticated member: a non-loopback address without certificates,
+// unless --insecure.
+func checkSecurity(m memberFlags, peers map[uint64]string, log *slog.Logger) (*security, *server.ACL, error) {
+	sf := m.sec
+	if err := sf.files.Check(); err != nil {
+		return nil, nil, usageErr("%v", err)
+	}
+	sec := &security{flags: sf}
+	if sf.clusterID != "" {
+		id, err := peer.ParseClusterID(sf.clusterID)
+		if err != nil {
+			return nil, nil, usageErr("--cluster-id: %v", err)
+		}
+		sec.clusterID = id
+	}
+	if !sf.files.Set() {
+		var exposed []string
+		for _, a := range []string{m.listen, m.peerListen, peers[m.id], m.http, m.advertise} {
+			if a != "" && !tlsconfig.IsLoopback(a) {
+				exposed = append(exposed, a)
+			}
+		}
+		if sf.acl != "" {
+			return nil, nil, errors.New("--acl needs client certificates: add --cert, --key and --ca")
+		}
+		if len(exposed) > 0 && !sf.insecure {
+			return nil, nil, fmt.Errorf("member %d would serve %s without authentication or encryption: add --cert, --key and --ca (raftlock certs init makes them), or --insecure", m.id, strings.Join(exposed, ", "))
+		}
+		if len(exposed) > 0 {
+			log.Warn("INSECURE: serving non-loopback addresses without TLS; anyone who reaches these ports can take any lock and speak as any member", "member", m.id, "addresses", strings.Join(exposed, ","))
+		}
+		return sec, nil, nil
+	}
+	r, err := tlsconfig.Load(sf.files)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := tlsconfig.MemberID(r.Leaf())
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cert %s: %w", sf.files.Cert, err)
+	}
+	if id != m.id {
+		return nil, nil, fmt.Errorf("--cert %s is member %d's certificate, not member %d's", sf.files.Cert, id, m.id)
+	}
+	sec.tls = r
+	var acl *server.ACL
+	if sf.acl != "" {
+		if acl, err = server.LoadACL(sf.acl); err != nil {
+			return nil, nil, err
+		}
+	}
+	return sec, acl, nil
+}
+
+// listen listens on addr, with TLS when the member has certificates.
+func (s *security) listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil || s == nil || s.tls == nil {
+		return ln, err
+	}
+	return tls.NewListener(ln, s.tls.ServerConfig()), nil
+}
+
+// reload re-reads the certificates and the ACL; what fails to load is
+// kept as it was, and said.
+func (s *security) reload(mb *member, log *slog.Logger) {
+	if s.tls != nil {
+		if err := s.tls.Reload(); err != nil {
+			log.Error("SIGHUP: certificates not reloaded; the previous ones stay in use", "err", err)
+		} else if id, err := tlsconfig.MemberID(s.tls.Leaf()); err != nil || id != mb.id {
+			log.Error("SIGHUP: the reloaded certificate is not this member's; peers will refuse it", "cert", s.flags.files.Cert, "err", err)
+		} else {
+			log.Info("SIGHUP: certificates reloaded", "cert", s.flags.files.Cert, "not_after", s.tls.Leaf().NotAfter)
+		}
+	}
+	if s.flags.acl != "" {
+		acl, err := server.LoadACL(s.flags.acl)
+		if err != nil {
+			log.Error("SIGHUP: ACL not reloaded; the previous one stays in force", "err", err)
+			return
+		}
+		mb.server.SetACL(acl)
+		log.Info("SIGHUP: ACL reloaded", "file", s.flags.acl, "rules", len(acl.Rules))
+	}
+}
+
+// reloadOnHUP reloads certificates and ACL on every SIGHUP until ctx ends.
+func reloadOnHUP(ctx context.Context, mbs []*member, log *slog.Logger) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				for _, mb := range mbs {
+					mb.sec.reload(mb, log.With("member", mb.id))
+				}
+			}
+		}
+	}()
+}
+
+// tlsFlags are a client's certificate, key and CA.
+type tlsFlags struct{ files tlsconfig.Files }
+
+func (t *tlsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.files.Cert, "cert", "", "client certificate (PEM) for a cluster that requires TLS; its common name is your identity")
+	fs.StringVar(&t.files.Key, "key", "", "the client certificate's private key (PEM)")
+	fs.StringVar(&t.files.CA, "ca", "", "the cluster's CA (PEM)")
+}
+
+// config is the client's TLS configuration, nil without certificates.
+func (t *tlsFlags) config() (*tls.Config, error) {
+	if !t.files.Set() {
+		return nil, nil
+	}
+	r, err := tlsconfig.Load(t.files)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return r.ClientConfig(), nil
+}
+
+func runCerts(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+		args = []string{"init", "--help"} // init is the only subcommand
+	}
+	if len(args) == 0 || args[0] != "init" {
+		return usageErr("want: raftlock certs init --out DIR --members N (see raftlock certs --help)")
+	}
+	fs := newFlagSet("certs init", "certs init --out DIR --members N [--hosts LIST] [--clients NAMES] [--force] [--json]\n\n"+
+		"Writes a CA (ca.pem, ca-key.pem), one certificate per member (member-N.pem, member-N-key.pem,\n"+
+		"bound to member id N, valid for localhost, 127.0.0.1 and --hosts) and one per client\n"+
+		"(client-NAME.pem, client-NAME-key.pem; the identity is NAME). Keys are mode 0600.\n"+
+		"Keep ca-key.pem off the members: it signs new certificates.")
+	out := fs.String("out", "", "directory to write into (required)")
+	members := fs.Int("members", 0, "number of members, ids 1..N (required)")
+	hosts := fs.String("hosts", "", "comma-separated host names or IPs the members serve on, besides localhost and 127.0.0.1")
+	clients := fs.String("clients", "admin", "comma-separated client names (identities)")
+	force := fs.Bool("force", false, "overwrite existing files")
+	asJSON := fs.Bool("json", false, "print the files written as JSON")
+	if err := parseNoArgs(fs, args[1:], stderr); err != nil {
+		return err
+	}
+	if *out == "" || *members == 0 {
+		return usageErr("--out and --members are required")
+	}
+	split := func(s string) []string {
+		var l []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				l = append(l, p)
+			}
+		}
+		return l
+	}
+	files, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: *out, Members: *members, Hosts: split(*hosts), Clients: split(*clients), Force: *force})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, map[string]any{"files": files})
+	}
+	for _, f := range files {
+		fmt.Fprintln(stdout, f)
+	}
+	return nil
+}

@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
+	"github.com/raftlock/raftlock/node/peer"
+)
+
+// cliResult is one CLI run.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the binary with args and the environment env (added to
+// this process's, without any RAFTLOCK_* of its own).
+func runCLI(t *testing.T, bin string, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "RAFTLOCK_") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliResult{out.String(), errb.String(), code}
+}
+
+// tlsCluster is a three-member cluster with certificates from
+// `raftlock certs init` (clients admin and batch) and, when acl is set, an
+// ACL file.
+type tlsCluster struct {
+	*processCluster
+	certs, acl string
+}
+
+func newTLSCluster(t *testing.T, acl string) *tlsCluster {
+	t.Helper()
+	bin := buildBinary(t)
+	tc := &tlsCluster{certs: t.TempDir()}
+	if r := runCLI(t, bin, nil, "certs", "init", "--out", tc.certs, "--members", "3", "--clients", "admin,batch"); r.code != 0 {
+		t.Fatalf("certs init: exit %d: %s", r.code, r.stderr)
+	}
+	if acl != "" {
+		tc.acl = filepath.Join(tc.certs, "acl.json")
+		if err := os.WriteFile(tc.acl, []byte(acl), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.processCluster = newProcessClusterWith(t, 3, func(m *processMember) []string {
+		args := []string{"--listen", m.client,
+			"--cert", filepath.Join(tc.certs, fmt.Sprintf("member-%d.pem", m.id)),
+			"--key", filepath.Join(tc.certs, fmt.Sprintf("member-%d-key.pem", m.id)),
+			"--ca", filepath.Join(tc.certs, "ca.pem")}
+		if tc.acl != "" {
+			args = append(args, "--acl", tc.acl)
+		}
+		return args
+	}, "--log-level", "info")
+	return tc
+}
+
+// as is the environment of a CLI run as client name (certificate, key and
+// CA in RAFTLOCK_* variables, as an operator would set them).
+func (tc *tlsCluster) as(name string) []string {
+	return []string{
+		"RAFTLOCK_ENDPOINTS=" + strings.Join(tc.endpoints(), ","),
+		"RAFTLOCK_CERT=" + filepath.Join(tc.certs, "client-"+name+".pem"),
+		"RAFTLOCK_KEY=" + filepath.Join(tc.certs, "client-"+name+"-key.pem"),
+		"RAFTLOCK_CA=" + filepath.Join(tc.certs, "ca.pem"),
+	}
+}
+
+// acquire takes key as name, retrying while the cluster elects a leader.
+func (tc *tlsCluster) acquire(t *testing.T, name, key string) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := runCLI(t, tc.bin, tc.as(name), "acquire", key, "--lease", "1h", "--json", "--timeout", "3s")
+		if r.code == 0 {
+			var g struct{ Token uint64 }
+			if err := json.Unmarshal([]byte(r.stdout), &g); err != nil {
+				t.Fatal(err)
+			}
+			return g.Token
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acquire %s as %s: exit %d: %s", key, name, r.code, r.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// leader returns the leader's id as the admin client sees it.
+func (tc *tlsCluster) leader(t *testing.T) uint64 {
+	t.Helper()
+	r := runCLI(t, tc.bin, tc.as("admin"), "status", "--json")
+	var st struct {
+		Nodes []struct {
+			ID   uint64
+			Role string
+		}
+	}
+	json.Unmarshal([]byte(r.stdout), &st)
+	for _, n := range st.Nodes {
+		if n.Role == "leader" {
+			return n.ID
+		}
+	}
+	t.Fatalf("no leader in status: %s %s", r.stdout, r.stderr)
+	return 0
+}
+
+func (tc *tlsCluster) fullLog(m *processMember) string {
+	b, _ := os.ReadFile(filepath.Join(tc.dir, fmt.Sprintf("node-%d.log", m.id)))
+	return string(b)
+}
+
+func (tc *tlsCluster) waitLog(t *testing.T, m *processMember, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(tc.fullLog(m), what) {
+		if time.Now().After(deadline) {
+			t.Fatalf("member %d never logged %q:\n%s", m.id, what, tc.log(m))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func oneLine(t *testing.T, what string, r cliResult, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: exit %d, want %d: %s", what, r.code, code, r.stderr)
+	}
+	if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 || r.stderr == "" {
+		t.Fatalf("%s: %d lines of error, want one: %q", what, lines, r.stderr)
+	}
+}
+
+// The security issue end to end over real processes: certs init, a
+// three-member mutual-TLS cluster, clients with and without certificates,
+// the ACL (exit 6) and its reload on SIGHUP, and a forged plain-TCP
+// heartbeat on a peer port.
+func TestTLSClusterEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	tc := newTLSCluster(t, `{"rules":[{"identity":"batch","prefixes":["jobs/"],"rights":["lock","read"]},`+
+		`{"identity":"admin","prefixes":[""],"rights":["lock","read","admin"]}]}`)
+
+	// Acquire and release with a client certificate.
+	tok := tc.acquire(t, "admin", "job")
+	if r := runCLI(t, tc.bin, tc.as("admin"), "release", "job", "--token", strconv.FormatUint(tok, 10)); r.code != 0 {
+		t.Fatalf("release: exit %d: %s", r.code, r.stderr)
+	}
+
+	// No certificate: a one-line error at once, exit 1.
+	start := time.Now()
+	r := runCLI(t, tc.bin, []string{"RAFTLOCK_ENDPOINTS=" + strings.Join(tc.endpoints(), ",")}, "acquire", "nocert")
+	oneLine(t, "acquire without a certificate", r, exitError)
+	if !strings.Contains(r.stderr, "requires TLS") {
+		t.Errorf("without a certificate the error does not say TLS is required: %q", r.stderr)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("without a certificate the CLI took %v to fail (retried to its deadline)", time.Since(start))
+	}
+	// A certificate from another CA, trusting either CA.
+	other := t.TempDir()
+	if r := runCLI(t, tc.bin, nil, "certs", "init", "--out", other, "--members", "1"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	for _, ca := range []string{filepath.Join(other, "ca.pem"), filepath.Join(tc.certs, "ca.pem")} {
+		env := []string{"RAFTLOCK_ENDPOINTS=" + strings.Join(tc.endpoints(), ","),
+			"RAFTLOCK_CERT=" + filepath.Join(other, "client-admin.pem"), "RAFTLOCK_KEY=" + filepath.Join(other, "client-admin-key.pem"),
+			"RAFTLOCK_CA=" + ca}
+		oneLine(t, "acquire with another CA's certificate", runCLI(t, tc.bin, env, "acquire", "foreign"), exitError)
+	}
+
+	// The ACL: batch may lock jobs/ only.
+	r = runCLI(t, tc.bin, tc.as("batch"), "acquire", "other/x")
+	oneLine(t, "batch acquiring other/x", r, exitPermission)
+	if !strings.Contains(r.stderr, "permission denied") {
+		t.Errorf("refusal does not say permission denied: %q", r.stderr)
+	}
+	if r := runCLI(t, tc.bin, tc.as("batch"), "acquire", "jobs/x"); r.code != 0 {
+		t.Fatalf("batch acquiring jobs/x: exit %d: %s", r.code, r.stderr)
+	}
+	oneLine(t, "batch asking for status", runCLI(t, tc.bin, tc.as("batch"), "status"), exitPermission)
+
+	// A forged heartbeat in plain TCP to a follower's peer port: a hello
+	// claiming the leader, then a commit index of 2^40.
+	leader := tc.leader(t)
+	var f *processMember
+	for _, m := range tc.members {
+		if uint64(m.id) != leader {
+			f = m
+		}
+	}
+	c, err := net.Dial("tcp", f.peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, _ := proto.Marshal(&raftpb.Message{Type: raftpb.MessageType_MsgHeartbeat.Enum(), From: proto.Uint64(leader),
+		To: proto.Uint64(uint64(f.id)), Term: proto.Uint64(1 << 20), Commit: proto.Uint64(1 << 40)})
+	c.Write(peer.AppendFrame(peer.AppendFrame(nil, peer.EncodeHello(leader, uint64(f.id), "127.0.0.1:1")), hb))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	io.Copy(io.Discard, c)
+	c.Close()
+	tc.waitLog(t, f, "TLS handshake")
+	if r := runCLI(t, tc.bin, tc.as("batch"), "acquire", "jobs/after-forgery", "--timeout", "5s"); r.code != 0 {
+		t.Fatalf("acquire after the forged heartbeat: exit %d: %s", r.code, r.stderr)
+	}
+	if l := tc.leader(t); l != leader {
+		t.Errorf("leadership moved from %d to %d after the forged heartbeat", leader, l)
+	}
+
+	// ACL reload on SIGHUP: batch gets other/; then a broken file keeps
+	// the ACL in force.
+	os.WriteFile(tc.acl, []byte(`{"rules":[{"identity":"batch","prefixes":["jobs/","other/"],"rights":["lock","read"]},`+
+		`{"identity":"admin","prefixes":[""],"rights":["lock","read","admin"]}]}`), 0o644)
+	for _, m := range tc.members {
+		m.cmd.Process.Signal(syscall.SIGHUP)
+	}
+	for _, m := range tc.members {
+		tc.waitLog(t, m, "SIGHUP: ACL reloaded")
+	}
+	if r := runCLI(t, tc.bin, tc.as("batch"), "acquire", "other/x"); r.code != 0 {
+		t.Fatalf("batch acquiring other/x after the reload: exit %d: %s", r.code, r.stderr)
+	}
+	os.WriteFile(tc.acl, []byte(`{"rules":[{"identity":"batch"}]}`), 0o644)
+	for _, m := range tc.members {
+		m.cmd.Process.Signal(syscall.SIGHUP)
+	}
+	for _, m := range tc.members {
+		tc.waitLog(t, m, "SIGHUP: ACL not reloaded")
+	}
+	if r := runCLI(t, tc.bin, tc.as("batch"), "acquire", "other/y"); r.code != 0 {
+		t.Fatalf("a broken ACL file replaced the one in force: exit %d: %s", r.code, r.stderr)
+	}
+
+	// A member restarted below must find a valid ACL.
+	os.WriteFile(tc.acl, []byte(`{"rules":[{"identity":"admin","prefixes":[""],"rights":["lock","read","admin"]}]}`), 0o644)
+
+	// Certificate rotation on SIGHUP: member 1 serves a new certificate
+	// from the same CA, and its peers accept it.
+	m1 := tc.members[0]
+	ca, err := tlsconfig.LoadCA(filepath.Join(tc.certs, "ca.pem"), filepath.Join(tc.certs, "ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := ca.Member(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := tlsconfig.Load(tlsconfig.Files{Cert: filepath.Join(tc.certs, "client-admin.pem"),
+		Key: filepath.Join(tc.certs, "client-admin-key.pem"), CA: filepath.Join(tc.certs, "ca.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func() string {
+		cfg := admin.ClientConfig()
+		cfg.ServerName = "127.0.0.1"
+		c, err := tls.Dial("tcp", m1.client, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := served()
+	os.WriteFile(filepath.Join(tc.certs, "member-1.pem"), next.CertPEM, 0o644)
+	os.WriteFile(filepath.Join(tc.certs, "member-1-key.pem"), next.KeyPEM, 0o600)
+	if served() != before {
+		t.Fatal("the new certificate was served before SIGHUP")
+	}
+	reloads := strings.Count(tc.fullLog(m1), "SIGHUP: certificates reloaded")
+	m1.cmd.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(tc.fullLog(m1), "SIGHUP: certificates reloaded") == reloads; {
+		if time.Now().After(deadline) {
+			t.Fatalf("member 1 never logged its certificates reloaded:\n%s", tc.log(m1))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, want := served(), parseSerial(t, next.CertPEM); got != want {
+		t.Fatalf("after SIGHUP member 1 serves serial %s, want the new certificate's %s", got, want)
+	}
+	// New peer streams with member 1 (member 3 restarted), and member 1
+	// in every quorum (member 2 stopped).
+	tc.kill(tc.members[1])
+	tc.kill(tc.members[2])
+	tc.start(tc.members[2])
+	tc.acquire(t, "admin", "after-rotation")
+	for _, m := range []*processMember{tc.members[0], tc.members[2]} {
+		if !m.running() {
+			t.Fatalf("member %d exited:\n%s", m.id, tc.log(m))
+		}
+	}
+}
+
+func parseSerial(t *testing.T, certPEM []byte) string {
+	t.Helper()
+	b, _ := pem.Decode(certPEM)
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.SerialNumber.String()
+}
+
+// A process with a valid member certificate but another cluster id, and a
+// member restarted with an empty data directory under its old id, are
+// refused by the leader, which says why; the cluster keeps serving.
+func TestStrangerAndWipedMemberRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	tc := newTLSCluster(t, "")
+	tc.acquire(t, "admin", "before")
+	leaderID := tc.leader(t)
+	var leader, follower *processMember
+	for _, m := range tc.members {
+		if uint64(m.id) == leaderID {
+			leader = m
+		} else {
+			follower = m
+		}
+	}
+	// The leader has recorded the follower's incarnation once it
+	// acknowledged an append.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(tc.dir, fmt.Sprintf("data-%d", leader.id), "peers.json"))
+		if strings.Contains(string(b), fmt.Sprintf("%q", strconv.Itoa(follower.id))) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader never recorded member %d's incarnation: %s", follower.id, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// A stranger: member-N's valid certificate, another cluster id.
+	var peers []string
+	for _, m := range tc.members {
+		addr := m.peer
+		if m == follower {
+			a, err := freeport.Addr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr = a
+		}
+		peers = append(peers, fmt.Sprintf("%d=%s", m.id, addr))
+	}
+	clientAddr, _ := freeport.Addr()
+	var strangerLog bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	stranger := exec.CommandContext(ctx, tc.bin, "node", "--id", strconv.Itoa(follower.id), "--peers", strings.Join(peers, ","),
+		"--listen", clientAddr, "--data", filepath.Join(t.TempDir(), "stranger"), "--cluster-id", "00000000deadbeef",
+		"--cert", filepath.Join(tc.certs, fmt.Sprintf("member-%d.pem", follower.id)),
+		"--key", filepath.Join(tc.certs, fmt.Sprintf("member-%d-key.pem", follower.id)),
+		"--ca", filepath.Join(tc.certs, "ca.pem"))
+	stranger.Stdout, stranger.Stderr = &strangerLog, &strangerLog
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLog(t, leader, "it is in cluster 00000000deadbeef")
+	cancel()
+	stranger.Wait()
+	tc.acquire(t, "admin", "after-stranger")
+
+	// The follower loses its data directory and comes back under its id.
+	tc.kill(follower)
+	if err := os.RemoveAll(filepath.Join(tc.dir, fmt.Sprintf("data-%d", follower.id))); err != nil {
+		t.Fatal(err)
+	}
+	tc.start(follower)
+	tc.waitLog(t, leader, fmt.Sprintf("hello from member %d refused: incarnation", follower.id))
+	tc.waitLog(t, follower, "data directory was lost or replaced")
+	tc.acquire(t, "admin", "after-wipe")
+	for _, m := range tc.members {
+		if !m.running() {
+			t.Fatalf("member %d exited:\n%s", m.id, tc.log(m))
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package tlsconfig
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parse(t *testing.T, pemBytes []byte) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(pemBytes)
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A member certificate is bound to its id (URI SAN first, common name
+// second); a client certificate names no member.
+func TestMemberIDBinding(t *testing.T) {
+	ca, _, err := NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ca.Member(7, []string{"10.0.0.7", "db7.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := parse(t, m.CertPEM)
+	if id, err := MemberID(mc); err != nil || id != 7 {
+		t.Fatalf("member certificate: id %d, %v; want 7", id, err)
+	}
+	if err := mc.VerifyHostname("db7.example"); err != nil {
+		t.Errorf("--hosts name missing: %v", err)
+	}
+	if err := mc.VerifyHostname("10.0.0.7"); err != nil {
+		t.Errorf("--hosts IP missing: %v", err)
+	}
+	c, err := ca.Client("batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := parse(t, c.CertPEM)
+	if id, err := MemberID(cc); err == nil {
+		t.Fatalf("client certificate bound to member %d", id)
+	}
+	if Identity(cc) != "batch" {
+		t.Fatalf("identity %q, want batch", Identity(cc))
+	}
+	// Common name only, and a URI that contradicts the common name: the
+	// URI wins.
+	if id, err := MemberID(&x509.Certificate{}); err == nil {
+		t.Fatalf("empty certificate bound to %d", id)
+	}
+	cn := &x509.Certificate{}
+	cn.Subject.CommonName = "member-3"
+	if id, err := MemberID(cn); err != nil || id != 3 {
+		t.Fatalf("common name member-3: %d, %v", id, err)
+	}
+	u, _ := url.Parse(MemberURI(4))
+	cn.URIs = []*url.URL{u}
+	if id, err := MemberID(cn); err != nil || id != 4 {
+		t.Fatalf("URI member 4 over common name member-3: %d, %v", id, err)
+	}
+	u2, _ := url.Parse(MemberURI(5))
+	cn.URIs = append(cn.URIs, u2)
+	if _, err := MemberID(cn); err == nil {
+		t.Fatal("a certificate naming members 4 and 5 was accepted")
+	}
+}
+
+func TestInitWritesFilesAndRefusesToOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	files, err := Init(InitOptions{Dir: dir, Members: 2, Clients: []string{"admin", "batch"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ca.pem", "ca-key.pem", "member-1.pem", "member-1-key.pem", "member-2.pem", "member-2-key.pem",
+		"client-admin.pem", "client-admin-key.pem", "client-batch.pem", "client-batch-key.pem"}
+	if len(files) != len(want) {
+		t.Fatalf("wrote %v, want %v", files, want)
+	}
+	for i, w := range want {
+		if files[i] != filepath.Join(dir, w) {
+			t.Fatalf("file %d: %s, want %s", i, files[i], w)
+		}
+		st, err := os.Stat(files[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(w, "-key.pem") && st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", w, st.Mode().Perm())
+		}
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if _, err := Init(InitOptions{Dir: dir, Members: 2, Clients: []string{"admin"}}); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("second init: %v, want a refusal to overwrite", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if string(before) != string(after) {
+		t.Fatal("a refused init changed ca.pem")
+	}
+	if _, err := Init(InitOptions{Dir: dir, Members: 2, Clients: []string{"admin"}, Force: true}); err != nil {
+		t.Fatalf("init --force: %v", err)
+	}
+	// What was issued verifies against the CA it was issued with, for a
+	// member and a client.
+	r, err := Load(Files{Cert: filepath.Join(dir, "member-1.pem"), Key: filepath.Join(dir, "member-1-key.pem"), CA: filepath.Join(dir, "ca.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := MemberID(r.Leaf()); err != nil || id != 1 {
+		t.Fatalf("member-1.pem: %d, %v", id, err)
+	}
+}
+
+// After Reload, new connections get the new certificate; the TLS server
+// is never restarted.
+func TestReloadServesNewCertificate(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Init(InitOptions{Dir: dir, Members: 1, Clients: []string{"admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	files := Files{Cert: filepath.Join(dir, "member-1.pem"), Key: filepath.Join(dir, "member-1-key.pem"), CA: filepath.Join(dir, "ca.pem")}
+	srv, err := Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := Load(Files{Cert: filepath.Join(dir, "client-admin.pem"), Key: filepath.Join(dir, "client-admin-key.pem"), CA: files.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", srv.ServerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				c.(*tls.Conn).Handshake()
+				c.Write([]byte("x"))
+				c.Close()
+			}()
+		}
+	}()
+	served := func() *x509.Certificate {
+		t.Helper()
+		cfg := cli.ClientConfig()
+		cfg.ServerName = "127.0.0.1"
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if v := c.ConnectionState().Version; v != tls.VersionTLS13 {
+			t.Fatalf("TLS version %x, want 1.3", v)
+		}
+		return c.ConnectionState().PeerCertificates[0]
+	}
+	first := served()
+	// A new member-1 certificate from the same CA, written over the old.
+	ca, err := LoadCA(files.CA, filepath.Join(dir, "ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := ca.Member(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files.Cert, next.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files.Key, next.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(); got.SerialNumber.Cmp(first.SerialNumber) != 0 {
+		t.Fatal("the new certificate was served before Reload")
+	}
+	// A broken file keeps the old material.
+	os.WriteFile(files.CA, []byte("garbage"), 0o644)
+	if err := srv.Reload(); err == nil {
+		t.Fatal("Reload accepted a CA file without a certificate")
+	}
+	if got := served(); got.SerialNumber.Cmp(first.SerialNumber) != 0 {
+		t.Fatal("a failed Reload changed the certificate served")
+	}
+	os.WriteFile(files.CA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw}), 0o644)
+	if err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(); got.SerialNumber.Cmp(parse(t, next.CertPEM).SerialNumber) != 0 {
+		t.Fatalf("after Reload served serial %v, want the new certificate's", got.SerialNumber)
+	}
+}

@@ -1,0 +1,83 @@
+package peer
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/raftlock/raftlock/internal/tlsconfig"
+)
+
+// peerHandshakeTimeout bounds a TLS handshake on the peer port, so a
+// connection that never completes one cannot hold its goroutine.
+const peerHandshakeTimeout = 5 * time.Second
+
+// UseTLS makes every peer stream mutual TLS 1.3 with the certificates of r:
+// the listener requires a certificate signed by the CA, a dialled peer must
+// present the certificate of the member it was dialled as, and an inbound
+// hello must name the member its certificate is bound to (so no member, nor
+// anyone holding a client certificate, can speak as another member). Call
+// it before Start.
+func (t *TCP) UseTLS(r *tlsconfig.Reloader) { t.tls = r }
+
+// listen wraps the peer listener in TLS when it is on.
+func (t *TCP) wrapListener(ln net.Listener) net.Listener {
+	if t.tls == nil {
+		return ln
+	}
+	return tls.NewListener(ln, t.tls.ServerConfig())
+}
+
+// handshake completes an inbound TLS handshake within its deadline; plain
+// TCP has none.
+func (t *TCP) handshake(c net.Conn) error {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, peerHandshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	return nil
+}
+
+// checkSender refuses a hello whose sender is not the member the stream's
+// certificate is bound to. Without TLS anyone may claim any id.
+func (t *TCP) checkSender(c net.Conn, from uint64) error {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	cs := tc.ConnectionState()
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("hello from member %d without a certificate", from)
+	}
+	id, err := tlsconfig.MemberID(cs.PeerCertificates[0])
+	if err != nil {
+		return fmt.Errorf("hello claiming member %d refused: %w", from, err)
+	}
+	if id != from {
+		return fmt.Errorf("hello claiming member %d refused: the certificate is member %d's", from, id)
+	}
+	return nil
+}
+
+// dial opens the stream to peer id: TCP, then, with TLS, a handshake that
+// checks the peer is member id.
+func (t *TCP) dial(ctx context.Context, id uint64, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil || t.tls == nil {
+		return c, err
+	}
+	tc := tls.Client(c, t.tls.PeerClientConfig(id))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("TLS handshake with member %d at %s: %w", id, addr, err)
+	}
+	return tc, nil
+}

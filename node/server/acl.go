@@ -1,0 +1,190 @@
+package server
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
+)
+
+// Rights an ACL rule grants.
+const (
+	RightLock  = "lock"  // acquire, renew, release
+	RightRead  = "read"  // get
+	RightAdmin = "admin" // status, and the HTTP endpoints
+)
+
+// Rule gives one identity (a client certificate's common name) rights on
+// the keys that start with one of its prefixes ("" is every key).
+type Rule struct {
+	Identity string   `json:"identity"`
+	Prefixes []string `json:"prefixes"`
+	Rights   []string `json:"rights"`
+}
+
+// ACL maps identities to rights on key prefixes. A request is allowed when
+// any rule of its identity grants its right on a prefix of its key; an
+// identity with no rule may do nothing. The file format is
+// {"rules":[{"identity":"batch","prefixes":["jobs/"],"rights":["lock","read"]}]}.
+type ACL struct {
+	Rules []Rule `json:"rules"`
+}
+
+// LoadACL reads and checks an ACL file.
+func LoadACL(path string) (*ACL, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read ACL: %w", err)
+	}
+	return ParseACL(b, path)
+}
+
+// ParseACL parses an ACL; name is used in errors.
+func ParseACL(b []byte, name string) (*ACL, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var a ACL
+	if err := dec.Decode(&a); err != nil {
+		return nil, fmt.Errorf("ACL %s: %w", name, err)
+	}
+	if a.Rules == nil {
+		return nil, fmt.Errorf("ACL %s: no \"rules\" list", name)
+	}
+	for i, r := range a.Rules {
+		if r.Identity == "" {
+			return nil, fmt.Errorf("ACL %s: rule %d has no identity", name, i+1)
+		}
+		if len(r.Prefixes) == 0 {
+			return nil, fmt.Errorf("ACL %s: rule %d (%s) has no prefixes (\"\" is every key)", name, i+1, r.Identity)
+		}
+		if len(r.Rights) == 0 {
+			return nil, fmt.Errorf("ACL %s: rule %d (%s) grants no rights", name, i+1, r.Identity)
+		}
+		for _, right := range r.Rights {
+			if right != RightLock && right != RightRead && right != RightAdmin {
+				return nil, fmt.Errorf("ACL %s: rule %d (%s): unknown right %q (want lock, read or admin)", name, i+1, r.Identity, right)
+			}
+		}
+	}
+	return &a, nil
+}
+
+// Allows reports whether identity has right on key. Admin is not about
+// keys: any rule of the identity granting it allows.
+func (a *ACL) Allows(identity, right, key string) bool {
+	for _, r := range a.Rules {
+		if r.Identity != identity || !contains(r.Rights, right) {
+			continue
+		}
+		if right == RightAdmin {
+			return true
+		}
+		for _, p := range r.Prefixes {
+			if strings.HasPrefix(key, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// auth is a server's access control: the ACL in force, swapped by SetACL.
+// With none, every client that got through the TLS handshake may do
+// everything.
+type auth struct {
+	acl atomic.Pointer[ACL]
+}
+
+// SetACL puts a in force for every request from now on (nil: none).
+func (s *Server) SetACL(a *ACL) { s.auth.acl.Store(a) }
+
+// identity is a connection's client identity: its certificate's common
+// name, "" over plain TCP.
+func identity(c net.Conn) string {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return ""
+	}
+	cs := tc.ConnectionState()
+	if len(cs.PeerCertificates) == 0 {
+		return ""
+	}
+	return tlsconfig.Identity(cs.PeerCertificates[0])
+}
+
+// refuse answers a request the ACL does not allow, nil when it may go on.
+// A client that did not announce FeaturePermissionDenied gets OpError,
+// which every client version prints.
+func (s *Server) refuse(who string, features uint64, req *wire.Request) *wire.Response {
+	a := s.auth.acl.Load()
+	if a == nil {
+		return nil
+	}
+	var right, what string
+	switch req.Op {
+	case wire.OpAcquire, wire.OpRelease, wire.OpRenew:
+		right, what = RightLock, fmt.Sprintf("lock %q", req.Key)
+	case wire.OpGet:
+		right, what = RightRead, fmt.Sprintf("read %q", req.Key)
+	default:
+		right, what = RightAdmin, "ask for status"
+	}
+	if a.Allows(who, right, req.Key) {
+		return nil
+	}
+	reason := fmt.Sprintf("identity %q may not %s", who, what)
+	s.log.Info("request refused by the ACL", "identity", who, "right", right, "key", req.Key)
+	s.node.Metrics().ClientRequests.WithLabelValues(right, "permission_denied").Inc()
+	if features&wire.FeaturePermissionDenied != 0 {
+		return &wire.Response{ID: req.ID, Op: wire.OpPermissionDenied, Reason: reason}
+	}
+	return &wire.Response{ID: req.ID, Op: wire.OpError, Reason: "permission denied: " + reason}
+}
+
+// RequireAdmin lets through only HTTP requests whose client certificate's
+// identity has the admin right, when an ACL is in force.
+func (s *Server) RequireAdmin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := s.auth.acl.Load(); a != nil {
+			who := ""
+			if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+				who = tlsconfig.Identity(r.TLS.PeerCertificates[0])
+			}
+			if !a.Allows(who, RightAdmin, "") {
+				http.Error(w, fmt.Sprintf("permission denied: identity %q has no admin right", who), http.StatusForbidden)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// tellTLSRequired answers, in plain text, a client that sent its greeting
+// to a TLS port without TLS, so it says so at once instead of retrying.
+func tellTLSRequired(err error) {
+	var rh tls.RecordHeaderError
+	if errors.As(err, &rh) && rh.Conn != nil {
+		rh.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		io.WriteString(rh.Conn, wire.TLSRequired)
+	}
+}

@@ -1,0 +1,208 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+func oneMember(t *testing.T) *node.Node {
+	t.Helper()
+	c := testcluster.New(t, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c.Nodes()[0]
+}
+
+// greeted dials addr and says whether the member answered the greeting.
+func greeted(t *testing.T, addr string) (net.Conn, bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	io.WriteString(c, wire.Greeting)
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	return c, wire.CheckGreeting(bufio.NewReader(c)) == nil
+}
+
+func TestConnectionsPastTheLimitAreClosedBeforeTheGreeting(t *testing.T) {
+	n := oneMember(t)
+	s := server.New(n)
+	s.SetLimits(server.Limits{MaxConns: 2})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	addr := ln.Addr().String()
+	first, ok1 := greeted(t, addr)
+	_, ok2 := greeted(t, addr)
+	if !ok1 || !ok2 {
+		t.Fatal("a connection within the limit was not greeted")
+	}
+	if _, ok := greeted(t, addr); ok {
+		t.Fatal("the third connection was greeted with --max-connections 2")
+	}
+	// A slot frees when a connection closes.
+	first.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, ok := greeted(t, addr); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection accepted after one closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPprofOnlyWithDebug(t *testing.T) {
+	n := oneMember(t)
+	get := func(h http.Handler) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/", nil))
+		return rec.Code
+	}
+	mux := server.HTTPHandler(n)
+	if code := get(mux); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without --debug: %d, want 404", code)
+	}
+	server.DebugHandlers(mux)
+	if code := get(mux); code != http.StatusOK {
+		t.Fatalf("/debug/pprof/ with --debug: %d, want 200", code)
+	}
+}
+
+// A limit of the member core reaches the client as the Overloaded answer.
+func TestOverloadedAnswer(t *testing.T) {
+	c := testcluster.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(c.Nodes()[0])
+	for i, want := range []wire.Op{wire.OpGranted, wire.OpOverloaded} {
+		resp := s.Handle(ctx, &wire.Request{ID: uint64(i + 1), Op: wire.OpAcquire, Key: string(rune('a' + i)), LeaseMS: 10000})
+		if resp.Op != want {
+			t.Fatalf("acquire %d: answer 0x%02x %q, want 0x%02x", i+1, uint8(resp.Op), resp.Reason, uint8(want))
+		}
+	}
+}
+
+// Waiting acquires past --max-inflight-per-conn are answered overloaded,
+// and they never stop the member reading the connection: the release they
+// wait for comes on the same connection.
+func TestWaitingAcquiresPastThePerConnectionLimit(t *testing.T) {
+	n := oneMember(t)
+	s := server.New(n)
+	s.SetLimits(server.Limits{MaxInflightPerConn: 2})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	c, ok := greeted(t, ln.Addr().String())
+	if !ok {
+		t.Fatal("not greeted")
+	}
+	r := bufio.NewReader(c)
+	send := func(req *wire.Request) {
+		t.Helper()
+		if _, err := c.Write(wire.AppendRequest(nil, req)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func() wire.Response {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		body, err := wire.ReadFrame(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := wire.DecodeResponse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	send(&wire.Request{ID: 1, Op: wire.OpAcquire, Key: "k", LeaseMS: 10000})
+	granted := recv()
+	if granted.Op != wire.OpGranted {
+		t.Fatalf("first acquire: 0x%02x %s", uint8(granted.Op), granted.Reason)
+	}
+	for id := uint64(2); id <= 4; id++ {
+		send(&wire.Request{ID: id, Op: wire.OpAcquire, Key: "k", LeaseMS: 10000, WaitMS: 10000})
+	}
+	if resp := recv(); resp.ID != 4 || resp.Op != wire.OpOverloaded {
+		t.Fatalf("third waiting acquire: id %d answer 0x%02x, want id 4 overloaded", resp.ID, uint8(resp.Op))
+	}
+	send(&wire.Request{ID: 5, Op: wire.OpRelease, Key: "k", Token: granted.Token})
+	got := map[uint64]wire.Op{}
+	for len(got) < 2 {
+		resp := recv()
+		got[resp.ID] = resp.Op
+	}
+	// Requests 2 and 3 run concurrently, so either may have queued first.
+	if got[5] != wire.OpReleased || (got[2] != wire.OpGranted && got[3] != wire.OpGranted) {
+		t.Fatalf("after the release: %v, want 5 released and 2 or 3 granted", got)
+	}
+}
+
+// The Go client takes a connection closed before the greeting as not sent:
+// it retries until its deadline, and gets in once a slot frees.
+func TestClientRetriesPastTheConnectionLimit(t *testing.T) {
+	n := oneMember(t)
+	s := server.New(n)
+	s.SetLimits(server.Limits{MaxConns: 1})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	addr := ln.Addr().String()
+	first, err := client.New([]string{addr}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := first.Acquire(ctx, "a", 10*time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	second, err := client.New([]string{addr}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if _, err := second.Acquire(short, "b", 10*time.Second, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire past --max-connections: got %v, want a retry until the deadline", err)
+	}
+	first.Close()
+	if _, err := second.Acquire(ctx, "b", 10*time.Second, 0); err != nil {
+		t.Fatalf("acquire once a connection closed: %v", err)
+	}
+}

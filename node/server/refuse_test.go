@@ -1,0 +1,80 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/node"
+)
+
+// A refused request gets PermissionDenied only on a connection whose
+// client announced it decodes it; any other client gets Error with a
+// reason that reads "permission denied", which every client version
+// prints. The connection stays open either way.
+func TestRefusalIsReadableByOldAndNewClients(t *testing.T) {
+	peer, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{ID: 1, Peers: map[uint64]string{1: peer}, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := New(n)
+	s.SetACL(&ACL{Rules: []Rule{}}) // nobody may do anything
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	defer s.Close()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, wire.Greeting)
+	r := bufio.NewReader(c)
+	if err := wire.CheckGreeting(r); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(req *wire.Request) wire.Response {
+		t.Helper()
+		if _, err := c.Write(wire.AppendRequest(nil, req)); err != nil {
+			t.Fatal(err)
+		}
+		body, err := wire.ReadFrame(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := wire.DecodeResponse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	old := ask(&wire.Request{ID: 1, Op: wire.OpGet, Key: "k"})
+	if old.Op != wire.OpError || !strings.HasPrefix(old.Reason, "permission denied") {
+		t.Fatalf("a client that announced nothing: %+v, want Error \"permission denied: ...\"", old)
+	}
+	c.Write(wire.AppendRequest(nil, &wire.Request{ID: 2, Op: wire.OpStatus, Features: wire.FeaturePermissionDenied}))
+	resp := ask(&wire.Request{ID: 3, Op: wire.OpAcquire, Key: "k", LeaseMS: 1000})
+	if resp.ID != 3 || resp.Op != wire.OpPermissionDenied || !strings.Contains(resp.Reason, `may not lock "k"`) {
+		t.Fatalf("after the announcement: %+v, want PermissionDenied for request 3 (the announcement has no answer)", resp)
+	}
+	if resp := ask(&wire.Request{ID: 4, Op: wire.OpStatus}); resp.Op != wire.OpPermissionDenied {
+		t.Fatalf("status without the admin right: %+v", resp)
+	}
+}
