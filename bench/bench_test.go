@@ -92,7 +92,7 @@ func TestBenchSmoke(t *testing.T) {
 	c := testcluster.New(t, 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	target, err := RaftlockEndpoints(ctx, c.Endpoints(), 10*time.Second)
+	target, err := RaftlockEndpoints(ctx, c.Endpoints(), 10*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

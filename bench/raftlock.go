@@ -2,12 +2,17 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/promtext"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 )
 
 // RaftlockConfig starts a local raftlock cluster for the bench.
@@ -19,6 +24,10 @@ type RaftlockConfig struct {
 	MaxInflight int // 0: the node's default
 	Lease       time.Duration
 	Name        string // system name in results (default "raftlock")
+	// TLS: a fresh CA and member certificates are written under
+	// Dir/tls, the members serve mutual TLS 1.3 on every port, and the
+	// bench client connects with a client certificate of the same CA.
+	TLS bool
 }
 
 type raftlockTarget struct {
@@ -27,6 +36,23 @@ type raftlockTarget struct {
 	cl    *client.Client
 	https []string // member HTTP addresses, for metrics
 	procs *procGroup
+	// metrics scrapes the members' /metrics: plain HTTP, or HTTPS with the
+	// bench's client certificate when the cluster runs TLS.
+	metrics *http.Client
+	scheme  string
+}
+
+// benchCerts writes a CA, n member certificates and the client certificate
+// "bench" into dir, and returns the client's files.
+func benchCerts(dir string, n int) (tlsconfig.Files, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return tlsconfig.Files{}, err
+	}
+	if _, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: dir, Members: n, Clients: []string{"bench"}, Force: true}); err != nil {
+		return tlsconfig.Files{}, fmt.Errorf("certificates: %w", err)
+	}
+	return tlsconfig.Files{Cert: filepath.Join(dir, "client-bench.pem"), Key: filepath.Join(dir, "client-bench-key.pem"),
+		CA: filepath.Join(dir, "ca.pem")}, nil
 }
 
 // StartRaftlock starts cfg.Nodes `raftlock node` processes and waits for a
@@ -42,6 +68,19 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]))
 		https = append(https, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
 	}
+	var tc *tls.Config
+	certDir := filepath.Join(cfg.Dir, "tls")
+	if cfg.TLS {
+		files, err := benchCerts(certDir, cfg.Nodes)
+		if err != nil {
+			return nil, err
+		}
+		r, err := tlsconfig.Load(files)
+		if err != nil {
+			return nil, err
+		}
+		tc = r.ClientConfig()
+	}
 	g := &procGroup{env: shareCores(cfg.Nodes)}
 	for i := 0; i < cfg.Nodes; i++ {
 		args := []string{"node", "--id", fmt.Sprint(i + 1), "--peers", strings.Join(peers, ","),
@@ -53,6 +92,10 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		if cfg.MaxInflight > 0 {
 			args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))
 		}
+		if cfg.TLS {
+			m := filepath.Join(certDir, fmt.Sprintf("member-%d", i+1))
+			args = append(args, "--cert", m+".pem", "--key", m+"-key.pem", "--ca", filepath.Join(certDir, "ca.pem"))
+		}
 		if err := g.start(cfg.Bin, args, filepath.Join(cfg.Dir, fmt.Sprintf("raftlock-%d.log", i+1))); err != nil {
 			g.stop()
 			return nil, err
@@ -62,7 +105,7 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	if name == "" {
 		name = "raftlock"
 	}
-	t, err := newRaftlockTarget(name, eps, cfg.Lease)
+	t, err := newRaftlockTarget(name, eps, cfg.Lease, tc)
 	if err != nil {
 		g.stop()
 		return nil, err
@@ -75,9 +118,10 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	return t, nil
 }
 
-// RaftlockEndpoints targets a running cluster (no CPU or log accounting).
-func RaftlockEndpoints(ctx context.Context, endpoints []string, lease time.Duration) (Target, error) {
-	t, err := newRaftlockTarget("raftlock", endpoints, lease)
+// RaftlockEndpoints targets a running cluster (no CPU or log accounting);
+// tc, when not nil, is the clients' TLS configuration for a secured cluster.
+func RaftlockEndpoints(ctx context.Context, endpoints []string, lease time.Duration, tc *tls.Config) (Target, error) {
+	t, err := newRaftlockTarget("raftlock", endpoints, lease, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -88,12 +132,17 @@ func RaftlockEndpoints(ctx context.Context, endpoints []string, lease time.Durat
 	return t, nil
 }
 
-func newRaftlockTarget(name string, eps []string, lease time.Duration) (*raftlockTarget, error) {
-	cl, err := client.New(eps, client.Options{})
+func newRaftlockTarget(name string, eps []string, lease time.Duration, tc *tls.Config) (*raftlockTarget, error) {
+	cl, err := client.New(eps, client.Options{TLS: tc})
 	if err != nil {
 		return nil, err
 	}
-	return &raftlockTarget{name: name, lease: lease, cl: cl}, nil
+	t := &raftlockTarget{name: name, lease: lease, cl: cl, metrics: http.DefaultClient, scheme: "http"}
+	if tc != nil {
+		t.metrics = &http.Client{Transport: &http.Transport{TLSClientConfig: tc.Clone()}}
+		t.scheme = "https"
+	}
+	return t, nil
 }
 
 func (t *raftlockTarget) Name() string { return t.name }
@@ -115,7 +164,7 @@ func (t *raftlockTarget) RaftStats(ctx context.Context) (RaftStats, bool) {
 	var best RaftStats
 	found := false
 	for _, h := range t.https {
-		m, err := scrape(ctx, "http://"+h+"/metrics", "raftlock_is_leader", "raftlock_entries_persisted_total",
+		m, err := scrapeWith(ctx, t.metrics, t.scheme+"://"+h+"/metrics", "raftlock_is_leader", "raftlock_entries_persisted_total",
 			"raftlock_fsyncs_total", "raftlock_commands_applied_total", "raftlock_entries_applied_total")
 		if err != nil || m["raftlock_is_leader"] != 1 {
 			continue
@@ -129,6 +178,9 @@ func (t *raftlockTarget) RaftStats(ctx context.Context) (RaftStats, bool) {
 
 func (t *raftlockTarget) Close() error {
 	t.cl.Close()
+	if tr, ok := t.metrics.Transport.(*http.Transport); ok {
+		tr.CloseIdleConnections()
+	}
 	if t.procs != nil {
 		t.procs.stop()
 	}
@@ -159,3 +211,30 @@ func (s raftlockSession) Read(ctx context.Context, key string) error {
 }
 
 func (s raftlockSession) Close() error { return nil }
+
+// scrapeWith is scrape through hc, which may speak HTTPS.
+func scrapeWith(ctx context.Context, hc *http.Client, url string, names ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	all, err := promtext.Parse(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, n := range names {
+		if v, ok := all[n]; ok {
+			out[n] = v
+		}
+	}
+	return out, nil
+}

@@ -21,11 +21,14 @@ import (
 
 // Report is a whole bench invocation.
 type Report struct {
-	Command string   `json:"command,omitempty"`
-	Machine Machine  `json:"machine"`
-	Floor   Floor    `json:"floor"`
-	Runs    []Run    `json:"runs"`
-	Notes   []string `json:"notes,omitempty"`
+	Command string  `json:"command,omitempty"`
+	Machine Machine `json:"machine"`
+	Floor   Floor   `json:"floor"`
+	// TLS: raftlock's clients spoke mutual TLS 1.3 to the members (and,
+	// for a cluster the bench started, the members to each other).
+	TLS   bool     `json:"tls"`
+	Runs  []Run    `json:"runs"`
+	Notes []string `json:"notes,omitempty"`
 	// Partial: the invocation was interrupted; Runs holds what was
 	// measured before, and a note says where it stopped.
 	Partial bool `json:"partial,omitempty"`
@@ -81,7 +84,7 @@ func (r *Report) Table(w io.Writer) {
 	if r.Partial {
 		fmt.Fprintln(w, "PARTIAL: interrupted; only the runs below were measured")
 	}
-	fmt.Fprintf(w, "floor: fsync %.0fµs, loopback rtt %.0fµs\n", r.Floor.FsyncUS, r.Floor.RTTUS)
+	fmt.Fprintf(w, "floor: fsync %.0fµs, loopback rtt %.0fµs; raftlock TLS %s\n", r.Floor.FsyncUS, r.Floor.RTTUS, onOff(r.TLS))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Names are padded here, so that only the numbers align right.
 	fmt.Fprintf(tw, "%-16s %-11s\tclients\tops/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tcpu s/kop\tent/fsync\tcmd/entry\t\n", "system", "workload")
@@ -101,6 +104,13 @@ func (r *Report) Table(w io.Writer) {
 	}
 }
 
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
 // Markdown writes the report as a Markdown document.
 func (r *Report) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "# raftlock bench\n\n")
@@ -112,6 +122,11 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Machine: %d CPUs, %s, %s. Floor measured in the same run: fsync of a 4 KiB append %.0f µs (median), loopback round trip %.0f µs (median).\n\n",
 		r.Machine.CPUs, r.Machine.OS, r.Machine.Go, r.Floor.FsyncUS, r.Floor.RTTUS)
+	if r.TLS {
+		fmt.Fprintf(w, "TLS: on. raftlock's clients and members spoke mutual TLS 1.3 (peers compared, if any, ran without TLS).\n\n")
+	} else {
+		fmt.Fprintf(w, "TLS: off (plain TCP on loopback).\n\n")
+	}
 	fmt.Fprintln(w, opNote)
 	if n := r.repeatNote(); n != "" {
 		fmt.Fprintln(w, n)

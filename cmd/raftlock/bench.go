@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,9 +29,17 @@ func splitList(s string) []string {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "bench [--clients 64] [--workload uncontended] [--compare etcd,redis] [--duration 10s] [--repeat 1] [--out DIR] [--json]")
+	fs := newFlagSet("bench", "bench [--clients 64] [--workload uncontended] [--compare etcd,redis] [--duration 10s] [--repeat 1] [--tls] [--out DIR] [--json]\n"+
+		"       raftlock bench --endpoints HOST:PORT,... [--cert FILE --key FILE --ca FILE] ...\n\n"+
+		"With --tls the cluster it starts runs mutual TLS 1.3 on every port: a fresh CA, member\n"+
+		"certificates and a client certificate are written under the data directory, and the\n"+
+		"bench's clients connect with that client certificate. Against a running secured cluster\n"+
+		"(--endpoints), give the clients' --cert, --key and --ca instead.")
 	nodes := fs.Int("nodes", 3, "raftlock members to start (3 or 5)")
 	endpoints := fs.String("endpoints", "", "bench a running raftlock cluster instead of starting one")
+	useTLS := fs.Bool("tls", false, "start the cluster with mutual TLS 1.3 (fresh CA and certificates in the data directory); with --endpoints use --cert, --key and --ca")
+	var tf tlsFlags
+	tf.register(fs)
 	workloads := fs.String("workload", "uncontended", "workloads: uncontended, contended, mixed (comma-separated)")
 	clients := fs.String("clients", "64", "closed-loop client counts (comma-separated)")
 	rate := fs.Float64("rate", 0, "open loop: ops per second (latency from the intended start); 0: closed loop")
@@ -69,6 +78,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if *repeat < 1 {
 		return usageErr("--repeat must be at least 1, got %d", *repeat)
 	}
+	if *useTLS && *endpoints != "" {
+		return usageErr("--tls starts a secured cluster; against --endpoints give the client's --cert, --key and --ca")
+	}
+	if tf.files.Set() && *endpoints == "" {
+		return usageErr("--cert, --key and --ca are for a running cluster (--endpoints); use --tls for a secured cluster of the bench's own")
+	}
+	clientTLS, err := tf.config()
+	if err != nil {
+		return err
+	}
 	var peers []string
 	for _, p := range splitList(*compare) {
 		switch p {
@@ -80,7 +99,6 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return usageErr("unknown peer %q", p)
 		}
 	}
-	var err error
 	if *dir == "" {
 		if *dir, err = os.MkdirTemp("", "raftlock-bench-"); err != nil {
 			return err
@@ -96,7 +114,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 
 	rep := &bench.Report{Command: "raftlock bench " + strings.Join(args, " "),
-		Machine: bench.Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()}}
+		Machine: bench.Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()},
+		TLS:     *useTLS || clientTLS != nil}
 	progress := stderr
 	fmt.Fprintln(progress, "bench: measuring the floor (fsync, loopback round trip)")
 	if rep.Floor, err = bench.MeasureFloor(ctx, *dir); err != nil {
@@ -110,7 +129,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 measure:
 	for _, sys := range systems {
-		t, err := startTarget(ctx, sys, *dir, *bin, *endpoints, *nodes, *noBatch, *maxInflight, *lease)
+		t, err := startTarget(ctx, sys, *dir, *bin, *endpoints, *nodes, *noBatch, *maxInflight, *lease, *useTLS, clientTLS)
 		if err != nil {
 			if ctx.Err() != nil {
 				interrupted("the start of " + sys)
@@ -185,13 +204,14 @@ func medianNote(repeat int) string {
 	return fmt.Sprintf(" (median of %d)", repeat)
 }
 
-func startTarget(ctx context.Context, sys, dir, bin, endpoints string, nodes int, noBatch bool, maxInflight int, lease time.Duration) (bench.Target, error) {
+func startTarget(ctx context.Context, sys, dir, bin, endpoints string, nodes int, noBatch bool, maxInflight int, lease time.Duration,
+	useTLS bool, clientTLS *tls.Config) (bench.Target, error) {
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	switch sys {
 	case "raftlock":
 		if endpoints != "" {
-			return bench.RaftlockEndpoints(sctx, splitList(endpoints), lease)
+			return bench.RaftlockEndpoints(sctx, splitList(endpoints), lease, clientTLS)
 		}
 		if nodes < 1 {
 			return nil, usageErr("--nodes must be at least 1")
@@ -203,8 +223,11 @@ func startTarget(ctx context.Context, sys, dir, bin, endpoints string, nodes int
 		if maxInflight > 0 {
 			name += fmt.Sprintf(" --max-inflight %d", maxInflight)
 		}
+		if useTLS {
+			name += " --tls"
+		}
 		return bench.StartRaftlock(sctx, bench.RaftlockConfig{Bin: bin, Dir: dir, Nodes: nodes, NoBatch: noBatch,
-			MaxInflight: maxInflight, Lease: lease, Name: name})
+			MaxInflight: maxInflight, Lease: lease, Name: name, TLS: useTLS})
 	case "etcd-mutex", "etcd-txn":
 		return bench.StartEtcd(sctx, bench.EtcdConfig{Dir: dir, Lease: lease, Mode: sys})
 	case "redis":
