@@ -65,10 +65,13 @@ peers:
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server redis-server)
 
 # A quick benchmark (about 2 minutes): raftlock against etcd and Redis at 1
-# and 64 clients. Peers that are not installed are skipped with a note.
+# and 64 clients. Peers that are not installed are skipped with a note. The
+# second line is the TLS-on point (mutual TLS 1.3 on every port, fresh
+# certificates), to compare with latest/'s 64-client uncontended run.
 bench: build
 	$(BIN) bench --clients 1,64 --workload uncontended,contended --compare etcd,redis \
 	  --duration 5s --out results/bench/latest
+	$(BIN) bench --clients 64 --tls --duration 5s --out results/bench/latest-tls
 
 # Everything: clients 1..256, every workload, every peer, and the ablations.
 bench-full: build
