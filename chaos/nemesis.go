@@ -17,6 +17,15 @@ import (
 // Families are the nemesis families, in the order --nemesis documents them.
 var Families = []string{"kill", "pause", "partition", "clock", "net", "snapshot"}
 
+// OptInFamilies are families a run has only when --nemesis names them.
+// garbage (garbage.go) talks to the members' ports straight; without TLS
+// its forged votes and appends drive every member's term to absurd values
+// (around 10^16), and one default-length run with it is too little
+// evidence to put it in every CI run. garbage-heartbeat sends the one
+// forged frame known to stop a member without TLS (a heartbeat with a
+// commit index past the log): it reproduces that crash, on purpose.
+var OptInFamilies = []string{"garbage", "garbage-heartbeat"}
+
 // combinable are the families that may run two at once: each touches state
 // of its own (clocks, link faults, cut links, processes, signals), so any
 // two of them heal independently. snapshot drives a partition and kills of
@@ -38,6 +47,7 @@ type Nemesis struct {
 	current        atomic.Value // string: the fault in force, for the progress line
 	snapshotFaults int          // snapshot faults so far; Run's goroutine only
 	Counts         NemesisCounts
+	Garbage        GarbageCounts
 }
 
 // NemesisCounts say how often the timing-sensitive faults hit their moment.
@@ -197,6 +207,10 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family string) (fu
 		return n.clock(ctx, rng)
 	case "net":
 		return n.net(ctx, rng)
+	case "garbage":
+		return n.garbage(ctx, rng, garbageKinds, family)
+	case "garbage-heartbeat":
+		return n.garbage(ctx, rng, garbageUnsafeKinds, family)
 	default: // snapshot: the two kinds take turns, isolation first, since
 		// it is the only fault that reliably makes a member install a
 		// snapshot, and a short run may have room for one snapshot fault
