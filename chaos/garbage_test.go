@@ -14,16 +14,19 @@ import (
 	"github.com/raftlock/raftlock/client/wire"
 )
 
-// The garbage families are opt-in: --nemesis names them, the default
-// never has them.
-func TestGarbageIsOptIn(t *testing.T) {
+// garbage is a default family; the family that stops a member without
+// TLS is opt-in: --nemesis names it, the default never has it.
+func TestGarbageHeartbeatIsOptIn(t *testing.T) {
+	if !slices.Contains(Families, "garbage") {
+		t.Error("garbage is not a default family")
+	}
 	for _, f := range OptInFamilies {
 		if slices.Contains(Families, f) {
 			t.Errorf("%s is in the default families", f)
 		}
 	}
 	cfg := Config{Nodes: 3, Clients: 1, Keys: 1, Time: time.Second, LeaseMin: 10 * time.Millisecond, LeaseMax: time.Second,
-		FaultInterval: time.Second, FaultDuration: time.Second, SnapshotEvery: 1, Nemeses: []string{"kill", "garbage"}}
+		FaultInterval: time.Second, FaultDuration: time.Second, SnapshotEvery: 1, Nemeses: []string{"kill", "garbage", "garbage-heartbeat"}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
