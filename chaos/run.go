@@ -67,8 +67,8 @@ func (c *Config) Validate() error {
 		return errors.New("--snapshot-every must be at least 1")
 	}
 	for _, f := range c.Nemeses {
-		if !slices.Contains(Families, f) {
-			return fmt.Errorf("unknown nemesis %q (want some of %v)", f, Families)
+		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) {
+			return fmt.Errorf("unknown nemesis %q (want some of %v, or of %v)", f, Families, OptInFamilies)
 		}
 	}
 	return nil
@@ -90,6 +90,20 @@ type Result struct {
 	// Crashes are members that exited on their own (a panic, say): a
 	// failure of raftlock that no history shows, reported beside the verdict.
 	Crashes []Crash
+	// Garbage is what the garbage families sent, with the members' log
+	// lines that show it refused; nil when no garbage family ran.
+	Garbage *GarbageReport
+}
+
+// GarbageReport is the garbage families' counts, written to garbage.json.
+type GarbageReport struct {
+	Conns   int64          `json:"conns"`
+	Refused int64          `json:"refused"`
+	Bytes   int64          `json:"bytes"`
+	Forged  int64          `json:"forged_raft_messages"`
+	Client  int64          `json:"malformed_client_frames"`
+	Answers int64          `json:"client_conns_answered"`
+	Members map[string]int `json:"member_log_lines"`
 }
 
 // Run runs the cluster, the workload and the nemesis, then heals, reads
@@ -234,6 +248,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, "snapshot") || nem.Counts.Double.Load() > 0) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
 	}
+	var garbage *GarbageReport
+	if slices.ContainsFunc(cfg.Nemeses, func(f string) bool { return strings.HasPrefix(f, "garbage") }) {
+		g := &nem.Garbage
+		garbage = &GarbageReport{Conns: g.Conns.Load(), Refused: g.Refused.Load(), Bytes: g.Bytes.Load(), Forged: g.Forged.Load(),
+			Client: g.Client.Load(), Answers: g.Answers.Load(), Members: MemberLogCounts(logs)}
+		cfg.Log.Info("garbage", "counts", g.String())
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "chaos: garbage: %s; member log lines %v\n", g.String(), garbage.Members)
+		}
+		if b, err := json.MarshalIndent(garbage, "", "  "); err == nil {
+			os.WriteFile(filepath.Join(cfg.Out, "garbage.json"), append(b, '\n'), 0o644)
+		}
+	}
 	if err := rec.Flush(); err != nil {
 		return nil, &HarnessError{err}
 	}
@@ -241,7 +268,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		os.WriteFile(filepath.Join(cfg.Out, "digests.json"), append(b, '\n'), 0o644)
 	}
 	res := &Result{Events: rec.Events(), Digests: digests,
-		Stats: sup.Stats(), Crashes: sup.Crashes()}
+		Stats: sup.Stats(), Crashes: sup.Crashes(), Garbage: garbage}
 	converged := len(digests) == cfg.Nodes
 	for _, d := range digests {
 		converged = converged && d.Applied == digests[0].Applied && d.Digest == digests[0].Digest

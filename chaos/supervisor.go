@@ -6,6 +6,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -493,6 +494,11 @@ func (s *Supervisor) Status(ctx context.Context) map[int]wire.Status {
 	return out
 }
 
+// StatusOf asks member id for its status.
+func (s *Supervisor) StatusOf(ctx context.Context, id int) (wire.Status, error) {
+	return s.cl.Status(ctx, s.clients[id])
+}
+
 // Leader returns the member that says it leads, or 0.
 func (s *Supervisor) Leader(ctx context.Context) int {
 	for id, st := range s.Status(ctx) {
@@ -578,4 +584,30 @@ func (s *Supervisor) clusterID() string {
 		real[uint64(j)] = s.raft[j]
 	}
 	return peer.FormatClusterID(peer.ClusterIDFromPeers(real))
+}
+
+// PeerAddr returns member id's real peer address (not a proxy's).
+func (s *Supervisor) PeerAddr(id int) string { return s.raft[id] }
+
+// ClusterID is the cluster id the members are started with.
+func (s *Supervisor) ClusterID() uint64 {
+	v, _ := peer.ParseClusterID(s.clusterID())
+	return v
+}
+
+// Incarnation reads member id's incarnation from its data directory's
+// identity.json (0 before its first boot wrote one).
+func (s *Supervisor) Incarnation(id int) uint64 {
+	b, err := os.ReadFile(filepath.Join(s.spec.Dir, fmt.Sprintf("data-%d", id), "identity.json"))
+	if err != nil {
+		return 0
+	}
+	var j struct {
+		Incarnation string `json:"incarnation"`
+	}
+	if json.Unmarshal(b, &j) != nil {
+		return 0
+	}
+	v, _ := strconv.ParseUint(j.Incarnation, 16, 64)
+	return v
 }

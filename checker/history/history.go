@@ -285,7 +285,7 @@ func checkNemesis(e Event) error {
 	}
 	v := e.Value
 	switch e.F {
-	case "kill", "start", "pause", "resume":
+	case "kill", "start", "pause", "resume", "garbage", "garbage-end", "garbage-heartbeat", "garbage-heartbeat-end":
 		if len(v.Nodes) == 0 {
 			return fmt.Errorf("nemesis %s without nodes", e.F)
 		}

@@ -30,6 +30,17 @@ func TestReadAcceptsEveryNemesisFamilyAndUnknownOnes(t *testing.T) {
 	}
 }
 
+// The garbage family's window (garbage.go in chaos) reads back with the
+// members it targeted.
+func TestReadAcceptsGarbageWindows(t *testing.T) {
+	text := `{"index":0,"time":1,"process":"nemesis","type":"info","f":"garbage","value":{"nodes":[1,3]}}` + "\n" +
+		`{"index":1,"time":2,"process":"nemesis","type":"info","f":"garbage-end","value":{"nodes":[1,3]}}` + "\n"
+	_, events, err := Read(strings.NewReader(text))
+	if err != nil || len(events) != 2 || events[1].F != "garbage-end" || len(events[1].Value.Nodes) != 2 {
+		t.Fatalf("read %+v, %v", events, err)
+	}
+}
+
 // Each malformed history is refused with the line at fault and what is
 // wrong with it, never read as something else.
 func TestReadRefusesMalformedHistoriesNamingTheLine(t *testing.T) {
@@ -57,6 +68,7 @@ func TestReadRefusesMissingFieldsAndBadNemesisEvents(t *testing.T) {
 			`{"index":1,"time":2,"process":1,"type":"ok","f":"get","value":{"held":true}}`, "ok get held without a token"},
 		"clock without a rate":     {`{"index":0,"time":1,"process":"nemesis","type":"info","f":"clock","value":{"node":1}}`, "nemesis clock without node and rate"},
 		"kill without nodes":       {`{"index":0,"time":1,"process":"nemesis","type":"info","f":"kill","value":{}}`, "nemesis kill without nodes"},
+		"garbage without nodes":    {`{"index":0,"time":1,"process":"nemesis","type":"info","f":"garbage","value":{}}`, "nemesis garbage without nodes"},
 		"index repeated":           {inv + `{"index":0,"time":2,"process":1,"type":"ok","f":"acquire","value":{"token":1}}`, "index 0 does not follow index 0"},
 		"second header after data": {inv + `{"header":{"seed":1}}`, "line 2: a header may only be the first line"},
 	} {

@@ -132,7 +132,7 @@ func errHelp(err error) error {
 // length is --duration, as in every command (--time stays as an alias for
 // scripts written before), and the fault schedule's knobs are --fault-*.
 func chaosFlags(cfg *chaos.Config, seed *seedFlag) *flag.FlagSet {
-	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] [--snapshot-every 100] [--out DIR] [--unsafe-bug NAME]")
+	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] (opt-in: "+strings.Join(chaos.OptInFamilies, ",")+") [--snapshot-every 100] [--out DIR] [--unsafe-bug NAME]")
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.Var(seed, "seed", "`N`, the seed of the fault schedule and the workload; random draws one and prints it, so the run can be replayed")
 	fs.DurationVar(&cfg.Time, "duration", 30*time.Second, "how long the workload runs")
@@ -186,7 +186,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	cfg := chaos.Config{}
 	var seed seedFlag
 	fs := chaosFlags(&cfg, &seed)
-	nemeses := fs.String("nemesis", strings.Join(chaos.Families, ","), "fault families (comma-separated; 'none' for none)")
+	nemeses := fs.String("nemesis", strings.Join(chaos.Families, ","), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+strings.Join(chaos.OptInFamilies, ",")+")")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
 	pos, _, err := parse(fs, args, stderr)
 	if err != nil {

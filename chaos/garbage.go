@@ -1,0 +1,300 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node/peer"
+)
+
+// The garbage family talks to the members' peer and client ports straight,
+// not through the link proxies, as an attacker on the members' network
+// would: random bytes, oversized length prefixes, a peer hello that claims
+// another member's id (with the right cluster id and that member's
+// incarnation, read from its identity.json) followed by forged raft
+// messages, and on the client port a greeting followed by malformed frames
+// or frames after a wrong greeting. Everything it sends is drawn from the
+// run's seed. Without TLS a member cannot tell a forged hello from its
+// peer's, so the forged raft messages reach raft: the run shows whether
+// they can break safety or stop a member. With TLS (members given
+// --cert/--key/--ca) every one of these connections is refused at the
+// handshake.
+
+// garbageKinds are the attacks of the garbage family, drawn uniformly.
+var garbageKinds = []string{
+	"peer-random",    // random bytes on the peer port
+	"peer-oversized", // a peer frame length prefix far over the limit
+	"peer-hello",     // a hello naming no member, another cluster, a bad extension
+	"forge-app",      // forged hello, then MsgApp with absurd index and term
+	"forge-timeout",  // forged hello, then MsgTimeoutNow from the target's leader
+	"forge-vote",     // forged hello, then a vote request with a huge term
+	"client-random",  // random bytes on the client port
+	"client-frames",  // the client greeting, then malformed frames
+	"client-greet",   // a wrong greeting, then frames
+	// Not drawn: "forge-heartbeat", a forged MsgHeartbeat at the target's
+	// term from its leader with commit 2^40. Without TLS raft takes it and
+	// panics in raftLog.commitTo ("tocommit(1099511627776) is out of range
+	// [lastIndex(N)]. Was the raft log corrupted, truncated, or lost?"),
+	// killing the member: a hello claiming another member is accepted
+	// without TLS, and TLS (the certificate binds the member id) is the
+	// defence. garbageUnsafeKinds holds it for the garbage-heartbeat
+	// family, which reproduces the crash on purpose.
+}
+
+// garbageUnsafeKinds are the attacks known to stop a member without TLS.
+var garbageUnsafeKinds = []string{"forge-heartbeat"}
+
+// GarbageCounts count what the garbage family sent.
+type GarbageCounts struct {
+	Conns   atomic.Int64 // connections opened to peer and client ports
+	Refused atomic.Int64 // connections the member refused or closed before the garbage was written
+	Bytes   atomic.Int64 // bytes written
+	Forged  atomic.Int64 // forged raft messages written after a forged hello
+	Client  atomic.Int64 // malformed client frames written
+	Answers atomic.Int64 // client connections on which the member answered anything
+}
+
+// String summarises the counts for the log and the summary.
+func (c *GarbageCounts) String() string {
+	return fmt.Sprintf("%d connections (%d refused), %d bytes, %d forged raft messages, %d malformed client frames, %d client connections answered",
+		c.Conns.Load(), c.Refused.Load(), c.Bytes.Load(), c.Forged.Load(), c.Client.Load(), c.Answers.Load())
+}
+
+// garbage starts sending garbage to some members until its heal.
+func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, kinds []string, family string) (func(context.Context), string) {
+	nodes := n.targets(ctx, rng)
+	n.record(family, history.Value{Nodes: nodes})
+	grng := rand.New(rand.NewPCG(n.Seed, rng.Uint64()))
+	gctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for gctx.Err() == nil {
+			id := nodes[grng.IntN(len(nodes))]
+			kind := kinds[grng.IntN(len(kinds))]
+			n.sendGarbage(gctx, grng, id, kind)
+			sleep(gctx, time.Duration(5+grng.IntN(20))*time.Millisecond)
+		}
+	}()
+	return func(context.Context) {
+		stop()
+		wg.Wait()
+		n.record(family+"-end", history.Value{Nodes: nodes})
+	}, fmt.Sprintf("%s %v", family, nodes)
+}
+
+// sendGarbage opens one connection to member id and sends one attack.
+func (n *Nemesis) sendGarbage(ctx context.Context, rng *rand.Rand, id int, kind string) {
+	addr := n.Sup.PeerAddr(id)
+	if strings.HasPrefix(kind, "client") {
+		addr = n.Sup.ClientAddr(id)
+	}
+	d := net.Dialer{Timeout: 300 * time.Millisecond}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return // the member is down or paused past its backlog
+	}
+	defer c.Close()
+	n.Garbage.Conns.Add(1)
+	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	var b []byte
+	switch kind {
+	case "peer-random", "client-random":
+		b = randomBytes(rng, 1+rng.IntN(4096))
+	case "peer-oversized":
+		b = binary.BigEndian.AppendUint32(nil, uint32(64<<20+1+rng.IntN(1<<30)))
+		b = append(b, randomBytes(rng, rng.IntN(256))...)
+	case "peer-hello":
+		b = n.badHello(rng, id)
+	case "client-frames":
+		b = append([]byte(wire.Greeting), malformedClientFrames(rng, n)...)
+	case "client-greet":
+		greets := []string{"RAFTLOCK/9\n", "RAFTLOCK/1\r\n", "GET / HTTP/1.1\r\n\r\n", "RLP1"}
+		b = append([]byte(greets[rng.IntN(len(greets))]), malformedClientFrames(rng, n)...)
+	default: // forge-*
+		b = n.forged(ctx, rng, id, kind)
+		if b == nil {
+			return
+		}
+	}
+	if _, err := c.Write(b); err != nil {
+		n.Garbage.Refused.Add(1)
+		return
+	}
+	n.Garbage.Bytes.Add(int64(len(b)))
+	if strings.HasPrefix(kind, "client") {
+		// Read what the member says (its greeting, an error frame) until it
+		// closes: the connection must end, not hang the member.
+		if k, _ := io.Copy(io.Discard, bufio.NewReader(c)); k > 0 {
+			n.Garbage.Answers.Add(1)
+		}
+		return
+	}
+	// Give the member a moment to take the frames in before closing.
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	io.Copy(io.Discard, c)
+}
+
+func randomBytes(rng *rand.Rand, k int) []byte {
+	b := make([]byte, k)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// malformedClientFrames are frames no member may act on: shorter than a
+// header, of an unknown opcode (never a request opcode, so a frame can
+// never be a real acquire or release the history does not show), with a
+// truncated body, or over the frame limit.
+func malformedClientFrames(rng *rand.Rand, n *Nemesis) []byte {
+	var b []byte
+	for range 1 + rng.IntN(4) {
+		n.Garbage.Client.Add(1)
+		switch rng.IntN(4) {
+		case 0: // shorter than a header
+			b = peer.AppendFrame(b, randomBytes(rng, rng.IntN(9)))
+		case 1: // an opcode that is no request
+			body := append([]byte{[]byte{0x00, 0x3f, 0x7e, 0xff}[rng.IntN(4)]}, randomBytes(rng, 8+rng.IntN(64))...)
+			b = peer.AppendFrame(b, body)
+		case 2: // a length the body never reaches
+			b = binary.BigEndian.AppendUint32(b, uint32(wire.MaxFrame))
+			b = append(b, 0x00)
+			return append(b, randomBytes(rng, rng.IntN(64))...)
+		default: // over the limit
+			b = binary.BigEndian.AppendUint32(b, uint32(wire.MaxFrame+1+rng.IntN(1<<30)))
+			return append(b, randomBytes(rng, rng.IntN(64))...)
+		}
+	}
+	return b
+}
+
+// badHello is a peer hello the member must refuse: no member, another
+// cluster, a truncated or trailing extension, or one addressed elsewhere.
+func (n *Nemesis) badHello(rng *rand.Rand, id int) []byte {
+	other := n.otherMember(rng, id)
+	ext := func(cluster, inc uint64) []byte {
+		e := binary.AppendUvarint(nil, cluster)
+		e = binary.AppendUvarint(e, inc)
+		return binary.AppendUvarint(e, 0)
+	}
+	var h []byte
+	switch rng.IntN(4) {
+	case 0:
+		h = append(peer.EncodeHello(uint64(100+rng.IntN(1000)), uint64(id), "127.0.0.1:1"), ext(n.Sup.ClusterID(), 1)...)
+	case 1:
+		h = append(peer.EncodeHello(uint64(other), uint64(id), "127.0.0.1:1"), ext(n.Sup.ClusterID()^1, n.Sup.Incarnation(other))...)
+	case 2:
+		h = append(peer.EncodeHello(uint64(other), uint64(id), "127.0.0.1:1"), 0xff)
+	default:
+		h = append(peer.EncodeHello(uint64(other), uint64(other), "127.0.0.1:1"), ext(n.Sup.ClusterID(), n.Sup.Incarnation(other))...)
+	}
+	return peer.AppendFrame(nil, h)
+}
+
+func (n *Nemesis) otherMember(rng *rand.Rand, id int) int {
+	ids := n.Sup.IDs()
+	for {
+		if o := ids[rng.IntN(len(ids))]; o != id {
+			return o
+		}
+	}
+}
+
+// forged is a hello claiming another member (the target's leader when it
+// has one) with the right cluster id and that member's incarnation, then
+// forged raft messages of the kind. nil when the target does not answer
+// its status (down or paused).
+func (n *Nemesis) forged(ctx context.Context, rng *rand.Rand, id int, kind string) []byte {
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	st, err := n.Sup.StatusOf(sctx, id)
+	cancel()
+	if err != nil {
+		return nil
+	}
+	from := int(st.Leader)
+	if from == 0 || from == id {
+		from = n.otherMember(rng, id)
+	}
+	ext := binary.AppendUvarint(nil, n.Sup.ClusterID())
+	ext = binary.AppendUvarint(ext, n.Sup.Incarnation(from))
+	ext = binary.AppendUvarint(ext, 0)
+	b := peer.AppendFrame(nil, append(peer.EncodeHello(uint64(from), uint64(id), n.Sup.ClientAddr(from)), ext...))
+	var msgs []*raftpb.Message
+	m := func(t raftpb.MessageType, term uint64) *raftpb.Message {
+		return &raftpb.Message{Type: t.Enum(), From: proto.Uint64(uint64(from)), To: proto.Uint64(uint64(id)), Term: proto.Uint64(term)}
+	}
+	switch kind {
+	case "forge-heartbeat":
+		h := m(raftpb.MessageType_MsgHeartbeat, st.Term)
+		h.Commit = proto.Uint64(1 << 40)
+		msgs = append(msgs, h)
+	case "forge-app":
+		a := m(raftpb.MessageType_MsgApp, st.Term+1+rng.Uint64N(1<<50))
+		a.Index = proto.Uint64(1<<40 + rng.Uint64N(1<<40))
+		a.LogTerm = proto.Uint64(1 << 45)
+		a.Commit = proto.Uint64(1 << 40)
+		a.Entries = []*raftpb.Entry{{Term: proto.Uint64(1 << 45), Index: proto.Uint64(a.GetIndex() + 1), Type: raftpb.EntryType_EntryNormal.Enum(), Data: randomBytes(rng, 16)}}
+		msgs = append(msgs, a)
+	case "forge-timeout":
+		msgs = append(msgs, m(raftpb.MessageType_MsgTimeoutNow, st.Term))
+	default: // forge-vote
+		v := m(raftpb.MessageType_MsgVote, st.Term+1<<30+rng.Uint64N(1<<40))
+		v.Index = proto.Uint64(1 << 40)
+		v.LogTerm = proto.Uint64(1 << 45)
+		msgs = append(msgs, v)
+	}
+	for _, msg := range msgs {
+		p, err := proto.Marshal(msg)
+		if err != nil {
+			continue
+		}
+		b = peer.AppendFrame(b, p)
+		n.Garbage.Forged.Add(1)
+	}
+	return b
+}
+
+// MemberLogCounts counts, over the members' logs in dir, the lines by
+// which a member says it refused or closed a connection or message: how
+// the garbage was isolated.
+func MemberLogCounts(dir string) map[string]int {
+	lines := map[string]string{
+		"closed peer connection":    "peer_conns_closed",
+		"dropped raft message":      "raft_messages_dropped",
+		"closing client connection": "client_conns_closed",
+	}
+	out := map[string]int{}
+	files, _ := filepath.Glob(filepath.Join(dir, "node-*.log"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			for sub, key := range lines {
+				if strings.Contains(l, sub) {
+					out[key]++
+				}
+			}
+		}
+	}
+	return out
+}

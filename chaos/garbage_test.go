@@ -1,0 +1,108 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/checker"
+	"github.com/raftlock/raftlock/client/wire"
+)
+
+// garbage is a default family; the family that stops a member without
+// TLS is opt-in: --nemesis names it, the default never has it.
+func TestGarbageHeartbeatIsOptIn(t *testing.T) {
+	if !slices.Contains(Families, "garbage") {
+		t.Error("garbage is not a default family")
+	}
+	for _, f := range OptInFamilies {
+		if slices.Contains(Families, f) {
+			t.Errorf("%s is in the default families", f)
+		}
+	}
+	cfg := Config{Nodes: 3, Clients: 1, Keys: 1, Time: time.Second, LeaseMin: 10 * time.Millisecond, LeaseMax: time.Second,
+		FaultInterval: time.Second, FaultDuration: time.Second, SnapshotEvery: 1, Nemeses: []string{"kill", "garbage", "garbage-heartbeat"}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(garbageKinds, "forge-heartbeat") {
+		t.Error("garbage draws the heartbeat known to stop a member without TLS")
+	}
+}
+
+// No malformed client frame is a request a member could act on: garbage
+// must never acquire or release a lock the history does not show.
+func TestGarbageClientFramesAreNeverRequests(t *testing.T) {
+	n := &Nemesis{}
+	for seed := range uint64(2000) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		r := bufio.NewReader(bytes.NewReader(malformedClientFrames(rng, n)))
+		for {
+			body, err := wire.ReadFrame(r)
+			if err != nil {
+				break
+			}
+			if _, err := wire.DecodeRequest(body); err == nil {
+				t.Fatalf("seed %d: frame %x decodes as a request", seed, body)
+			}
+			if _, _, ok := wire.RequestHeader(body); ok {
+				t.Fatalf("seed %d: frame %x has a request header", seed, body)
+			}
+		}
+	}
+}
+
+// A short run with only the garbage family, without TLS: garbage and
+// forged raft messages (a hello claiming another member, then MsgApp,
+// MsgTimeoutNow and MsgVote at absurd terms and indexes) reach every
+// member straight, and the run stays valid with no member crashed.
+func TestGarbageRunStaysValid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	out := t.TempDir()
+	var progress strings.Builder
+	cfg := Config{Bin: buildRaftlock(t), Out: out, Nodes: 3, Seed: 7, Time: 8 * time.Second, Clients: 4, Keys: 2,
+		Nemeses: []string{"garbage"}, FaultInterval: 500 * time.Millisecond, FaultDuration: 2 * time.Second,
+		LeaseMin: 200 * time.Millisecond, LeaseMax: time.Second, SnapshotEvery: 100, SnapshotKeep: 20, Progress: &progress}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := checker.Options{Crashes: []string{}}
+	for _, c := range res.Crashes {
+		opts.Crashes = append(opts.Crashes, c.String())
+	}
+	for _, d := range res.Digests {
+		opts.Digests = append(opts.Digests, checker.NodeDigest{Node: d.Node, Applied: d.Applied, Digest: d.Digest})
+	}
+	v := checker.Check(res.Events, opts)
+	if !v.Valid || len(res.Crashes) > 0 {
+		t.Fatalf("verdict %s, crashes %v; logs in %s", v.Verdict, res.Crashes, out)
+	}
+	g := res.Garbage
+	if g == nil || g.Conns == 0 || g.Forged == 0 || g.Client == 0 || g.Bytes == 0 {
+		t.Fatalf("garbage report %+v: nothing sent", g)
+	}
+	if g.Members["peer_conns_closed"] == 0 || g.Members["client_conns_closed"] == 0 {
+		t.Errorf("members logged no refused connection: %v", g.Members)
+	}
+	if !strings.Contains(progress.String(), "chaos: garbage: ") {
+		t.Errorf("no garbage line in the progress output:\n%s", progress.String())
+	}
+	windows := 0
+	for _, e := range res.Events {
+		if e.F == "garbage" {
+			windows++
+		}
+	}
+	if windows == 0 {
+		t.Error("no garbage window in the history")
+	}
+	t.Logf("garbage: %+v", *g)
+}
