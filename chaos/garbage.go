@@ -48,16 +48,15 @@ var garbageKinds = []string{
 	"client-frames",  // the client greeting, then malformed frames
 	"client-greet",   // a wrong greeting, then frames
 	// Not drawn: "forge-heartbeat", a forged MsgHeartbeat at the target's
-	// term from its leader with commit 2^40. Without TLS raft takes it and
-	// panics in raftLog.commitTo ("tocommit(1099511627776) is out of range
-	// [lastIndex(N)]. Was the raft log corrupted, truncated, or lost?"),
-	// killing the member: a hello claiming another member is accepted
-	// without TLS, and TLS (the certificate binds the member id) is the
-	// defence. garbageUnsafeKinds holds it for the garbage-heartbeat
-	// family, which reproduces the crash on purpose.
+	// term from its leader with commit 2^40. It once made raft panic in
+	// raftLog.commitTo ("tocommit(1099511627776) is out of range"), killing
+	// every member: without TLS a hello may claim another member. The
+	// member now refuses a heartbeat that commits past its log
+	// (member.ErrCommitBeyondLog, TestForgedCommitIndexIsRefused); the
+	// garbage-heartbeat family keeps sending it so a run proves that.
 }
 
-// garbageUnsafeKinds are the attacks known to stop a member without TLS.
+// garbageUnsafeKinds are the attacks that once stopped a member without TLS.
 var garbageUnsafeKinds = []string{"forge-heartbeat"}
 
 // GarbageCounts count what the garbage family sent.

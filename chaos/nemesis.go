@@ -18,9 +18,9 @@ import (
 var Families = []string{"kill", "pause", "partition", "clock", "net", "snapshot", "garbage"}
 
 // OptInFamilies are families a run has only when --nemesis names them:
-// garbage-heartbeat sends the one forged frame known to stop a member
+// garbage-heartbeat sends the forged frame that once stopped every member
 // without TLS (a heartbeat with a commit index past the log, see
-// garbageKinds), to reproduce that crash on purpose. garbage itself is a
+// garbageKinds; members now refuse it), so a run shows it is refused. garbage itself is a
 // default family: eight 30 s runs with it (seeds 11, 21-24, 101-103)
 // stayed valid with no member crashed and took 32-36 s, as without it.
 var OptInFamilies = []string{"garbage-heartbeat"}

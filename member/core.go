@@ -257,6 +257,17 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if m.GetType() == raftpb.MessageType_MsgReadIndex && len(m.GetEntries()) != 1 {
 		return fmt.Errorf("refused read-index request from %d with %d context entries", m.GetFrom(), len(m.GetEntries()))
 	}
+	if m.GetType() == raftpb.MessageType_MsgHeartbeat {
+		// A leader's heartbeat carries min(commit, what this member
+		// acknowledged), and a member acknowledges only what it stored:
+		// a commit index past the stored log is forged, or this member
+		// lost entries it acknowledged. raft would panic; the frame is
+		// refused and the driver decides (ErrCommitBeyondLog).
+		last, err := c.cfg.Storage.LastIndex()
+		if err == nil && m.GetCommit() > last {
+			return fmt.Errorf("%w: heartbeat from %d commits %d, log ends at %d", ErrCommitBeyondLog, m.GetFrom(), m.GetCommit(), last)
+		}
+	}
 	return c.rn.Step(m)
 }
 

@@ -24,6 +24,12 @@ var (
 	// ErrGrantRejected: the defensive state machine outcome; reported as
 	// an error, never a success.
 	ErrGrantRejected = errors.New("grant rejected by the state machine")
+	// ErrCommitBeyondLog: a peer message told this member that entries
+	// past the end of its stored log are committed. A leader never sends
+	// that to a member that kept what it acknowledged: the message is
+	// forged, or this member lost acknowledged entries (a disk that lies
+	// about fsync).
+	ErrCommitBeyondLog = errors.New("commit index beyond the stored log")
 	// ErrStopped: the node is shutting down.
 	ErrStopped = errors.New("node stopped")
 	// ErrOverloaded: a limit of the member (pending calls, waiters, keys)

@@ -412,7 +412,15 @@ func (n *Node) take(c *member.Core, calls map[uint64]*call, in callInput, now ti
 }
 
 func (n *Node) step(m *raftpb.Message) {
-	if err := n.core.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+	err := n.core.Step(m)
+	if errors.Is(err, member.ErrCommitBeyondLog) {
+		// A forged frame (without TLS a hello may claim any member), or
+		// this member lost entries it acknowledged: either way an operator
+		// must look.
+		n.log.Error("refused raft message", "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
+		return
+	}
+	if err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 		n.log.Warn("dropped raft message", "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
 	}
 }

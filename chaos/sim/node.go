@@ -259,8 +259,15 @@ func (s *sim) process(n *node, in input) {
 			}
 			c.Tick(n.now())
 		case inStep:
-			if err := c.Step(in.msg); err != nil && s.tr.on() {
+			err := c.Step(in.msg)
+			if err != nil && s.tr.on() {
 				s.tr.printf("refused node=%d %v: %v", n.id, in.msg.GetType(), err)
+			}
+			if errors.Is(err, member.ErrCommitBeyondLog) {
+				// The simulator forges nothing: the member lost entries it
+				// had acknowledged (raft itself would have panicked here),
+				// and protect reports it dead.
+				return err
 			}
 		case inSubmit:
 			c.Submit(n.now(), in.req)
