@@ -88,7 +88,7 @@ func gatherEvidence(ops []*Op) map[string]*keyEvidence {
 
 // heldBy returns the earliest sighting of token t or a higher one on the
 // key: by then the grant of t had applied, since tokens grow with every
-// grant (DESIGN.md rule 1) and a key passes to a higher token only after
+// grant (lock rule 1, ARCHITECTURE.md) and a key passes to a higher token only after
 // the lower one held it.
 func (e *keyEvidence) heldBy(t uint64) (sighting, bool) {
 	if e == nil {

@@ -367,7 +367,7 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 	}
 }
 
-// A call with a key or lease outside DESIGN.md's bounds fails before
+// A call with a key or lease outside the bounds of lock rule 10 fails before
 // anything is sent, as an invalid argument naming the bounds: never as an
 // outcome unknown.
 func TestInvalidArgumentsRefusedBeforeSending(t *testing.T) {

@@ -55,7 +55,7 @@ type InvalidArgumentError struct{ Reason string }
 
 func (e *InvalidArgumentError) Error() string { return "invalid argument: " + e.Reason }
 
-// Lease bounds of DESIGN.md section 2 rule 10.
+// Lease bounds of lock rule 10 (ARCHITECTURE.md).
 const (
 	MinLeaseMS = wire.MinLeaseMS
 	MaxLeaseMS = wire.MaxLeaseMS

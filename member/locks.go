@@ -96,7 +96,7 @@ type Proposal struct {
 }
 
 // LockManager holds the applied lock table and every leader-side decision
-// about it (DESIGN.md section 2, rules 3 to 7). It does no I/O and reads no
+// about it (the lock rules 3 to 7 of ARCHITECTURE.md). It does no I/O and reads no
 // clock: each method takes the member's local time, and the decisions come
 // out as proposals, answers and reads to confirm (TakeEffects). It is not
 // safe for concurrent use.

@@ -27,7 +27,7 @@ type (
 	Metrics = member.Metrics
 )
 
-// Lease bounds of DESIGN.md section 2 rule 10.
+// Lease bounds of lock rule 10 (ARCHITECTURE.md).
 const (
 	MinLeaseMS = member.MinLeaseMS
 	MaxLeaseMS = member.MaxLeaseMS

@@ -1,4 +1,4 @@
-// Package history is raftlock's history format (DESIGN.md section 4): JSON
+// Package history is raftlock's history format (ARCHITECTURE.md, Formats): JSON
 // Lines, one event per line, optionally after one {"header":{...}} line.
 // The chaos harness writes it and the checker reads it; it has no
 // dependencies so both can share it.
@@ -232,8 +232,8 @@ func (v *validator) checkOp(e Event) error {
 	return nil
 }
 
-// checkInvokeValue: the fields an invocation must carry (DESIGN.md section
-// 4); a missing lease or token would otherwise read as 0 and change what
+// checkInvokeValue: the fields an invocation must carry (the history
+// format); a missing lease or token would otherwise read as 0 and change what
 // the checks decide.
 func checkInvokeValue(e Event) error {
 	v := e.Value

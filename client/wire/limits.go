@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Bounds of DESIGN.md section 2 rule 10, checked by the client before it
+// Bounds of lock rule 10 (ARCHITECTURE.md), checked by the client before it
 // sends and by the member when it receives.
 const (
 	MaxKeyLen  = 256

@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// Exit codes of DESIGN.md section 3.
+// Exit codes, as the README tables them.
 const (
 	exitOK       = 0
 	exitError    = 1
