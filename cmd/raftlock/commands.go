@@ -336,7 +336,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return withCode(exitPermission, errors.New(strings.TrimPrefix(entries[0].Error, "raftlock: ")))
 	}
 	if reachable == 0 {
-		return withCode(exitError, errors.New("no member reachable"))
+		// Say why, as the other commands do: "the member requires TLS"
+		// helps where "unreachable" alone sends the user to the network.
+		return withCode(exitError, fmt.Errorf("no member reachable: %s: %s", entries[0].Addr, strings.TrimPrefix(entries[0].Error, "raftlock: ")))
 	}
 	return nil
 }

@@ -196,6 +196,11 @@ func TestTLSClusterEndToEnd(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Errorf("without a certificate the CLI took %v to fail (retried to its deadline)", time.Since(start))
 	}
+	// status says why too, not only "no member reachable".
+	r = runCLI(t, tc.bin, []string{"RAFTLOCK_ENDPOINTS=" + strings.Join(tc.endpoints(), ",")}, "status")
+	if r.code != exitError || !strings.Contains(r.stderr, "no member reachable") || !strings.Contains(r.stderr, "requires TLS") {
+		t.Errorf("status without a certificate: exit %d, %q; want 1 naming TLS", r.code, r.stderr)
+	}
 	// A certificate from another CA, trusting either CA.
 	other := t.TempDir()
 	if r := runCLI(t, tc.bin, nil, "certs", "init", "--out", other, "--members", "1"); r.code != 0 {
