@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/node/logstore"
 )
 
 // errInjected marks an I/O error the simulator injected: the member stops,
@@ -90,38 +92,10 @@ func (s *Store) Open(voters []uint64) error {
 	return nil
 }
 
-// mirror is logstore.Disk.mirror: load the snapshot and the stored
-// entries into the in-memory log; entries at and below the snapshot index
-// (kept for slow followers) stay readable.
+// mirror loads the snapshot and the stored entries into the in-memory log,
+// as logstore.Disk does when it opens.
 func (s *Store) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
-	index, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
-	if len(ents) > 0 && ents[0].GetIndex() < index && ents[len(ents)-1].GetIndex() >= index {
-		if got := ents[index-ents[0].GetIndex()].GetTerm(); got != term {
-			return fmt.Errorf("stored entry %d has term %d, the snapshot at it term %d", index, got, term)
-		}
-		base := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
-			Index: new(ents[0].GetIndex()), Term: new(ents[0].GetTerm()), ConfState: snap.GetMetadata().GetConfState()}}
-		if err := s.MemoryStorage.ApplySnapshot(base); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-			return fmt.Errorf("load log base %d: %w", ents[0].GetIndex(), err)
-		}
-		if err := s.MemoryStorage.Append(ents[1:]); err != nil {
-			return err
-		}
-		if _, err := s.MemoryStorage.CreateSnapshot(index, snap.GetMetadata().GetConfState(), snap.GetData()); err != nil {
-			return fmt.Errorf("load snapshot at %d: %w", index, err)
-		}
-		return nil
-	}
-	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-		return fmt.Errorf("load snapshot: %w", err)
-	}
-	for len(ents) > 0 && ents[0].GetIndex() <= index {
-		ents = ents[1:]
-	}
-	if len(ents) > 0 && ents[0].GetIndex() != index+1 {
-		return fmt.Errorf("log gap: first entry %d after a snapshot at %d", ents[0].GetIndex(), index)
-	}
-	return s.MemoryStorage.Append(ents)
+	return logstore.Load(s.MemoryStorage, snap, ents)
 }
 
 // Save is logstore.Disk.Save: one atomic batch holding the snapshot

@@ -155,9 +155,15 @@ func (s *Disk) storedEntries() ([]*raftpb.Entry, error) {
 }
 
 // mirror loads the snapshot and the stored entries into the in-memory log.
+func (s *Disk) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
+	return Load(s.MemoryStorage, snap, ents)
+}
+
+// Load rebuilds an in-memory raft log from a stored snapshot and entries,
+// as a store does when it opens (the simulator's store too).
 // Entries at and below the snapshot index are the ones Compact kept for
 // slow followers: they stay readable, as they were before the restart.
-func (s *Disk) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
+func Load(ms *raft.MemoryStorage, snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
 	index, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
 	if len(ents) > 0 && ents[0].GetIndex() < index && ents[len(ents)-1].GetIndex() >= index {
 		if got := ents[index-ents[0].GetIndex()].GetTerm(); got != term {
@@ -167,18 +173,18 @@ func (s *Disk) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
 		// is recorded at its own index on top of the loaded entries.
 		base := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
 			Index: new(ents[0].GetIndex()), Term: new(ents[0].GetTerm()), ConfState: snap.GetMetadata().GetConfState()}}
-		if err := s.MemoryStorage.ApplySnapshot(base); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		if err := ms.ApplySnapshot(base); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 			return fmt.Errorf("load log base %d: %w", ents[0].GetIndex(), err)
 		}
-		if err := s.MemoryStorage.Append(ents[1:]); err != nil {
+		if err := ms.Append(ents[1:]); err != nil {
 			return err
 		}
-		if _, err := s.MemoryStorage.CreateSnapshot(index, snap.GetMetadata().GetConfState(), snap.GetData()); err != nil {
+		if _, err := ms.CreateSnapshot(index, snap.GetMetadata().GetConfState(), snap.GetData()); err != nil {
 			return fmt.Errorf("load snapshot at %d: %w", index, err)
 		}
 		return nil
 	}
-	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+	if err := ms.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 		return fmt.Errorf("load snapshot: %w", err)
 	}
 	for len(ents) > 0 && ents[0].GetIndex() <= index {
@@ -187,7 +193,7 @@ func (s *Disk) mirror(snap *raftpb.Snapshot, ents []*raftpb.Entry) error {
 	if len(ents) > 0 && ents[0].GetIndex() != index+1 {
 		return fmt.Errorf("log gap: first entry %d after a snapshot at %d", ents[0].GetIndex(), index)
 	}
-	return s.MemoryStorage.Append(ents)
+	return ms.Append(ents)
 }
 
 func (s *Disk) getProto(key []byte, m proto.Message) (bool, error) {
