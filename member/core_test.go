@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -538,7 +539,7 @@ func TestStepRefusesLocalOnlyMessages(t *testing.T) {
 					t.Fatal("refused message left work for raft")
 				}
 				after := c.cores[to].Status()
-				if after != before {
+				if !reflect.DeepEqual(after, before) {
 					t.Fatalf("status changed: %+v -> %+v", before, after)
 				}
 				if cmds := c.logged(1); len(cmds) != 0 {

@@ -24,6 +24,10 @@ const (
 	OpGet     Op = 0x04 // Key, Stale
 	OpStatus  Op = 0x05 // Features (optional on decode; see below)
 	OpCancel  Op = 0x06 // ID names the request to cancel; no answer
+	// OpAdmin runs an operator command (Key names it: "member.list",
+	// "member.add", ...) with a JSON Body; the answer is OpAdminResult
+	// with a JSON Body, or an error answer. It needs the admin right.
+	OpAdmin Op = 0x07 // Key (command), Body
 )
 
 // A status request with non-zero Features is no status request: it tells
@@ -61,6 +65,8 @@ const (
 	// OpOverloaded: a limit of the member was reached and nothing was
 	// proposed; the call is safe to retry after a backoff.
 	OpOverloaded Op = 0x8e // Reason
+	// OpAdminResult answers OpAdmin.
+	OpAdminResult Op = 0x8f // Body
 )
 
 // Limits.
@@ -86,6 +92,8 @@ type Request struct {
 	// Features is a status request's announcement of the answers this
 	// client understands (Feature* bits).
 	Features uint64
+	// Body is an admin request's JSON arguments.
+	Body []byte
 }
 
 // Status is a member's self-description.
@@ -101,6 +109,10 @@ type Status struct {
 	Locks      uint64 `json:"locks"`
 	LastToken  uint64 `json:"last_token"`
 	Digest     string `json:"digest"`
+	// Voters and Learners are the configuration this member has applied
+	// (optional on decode: members that predate membership changes).
+	Voters   []uint64 `json:"voters,omitempty"`
+	Learners []uint64 `json:"learners,omitempty"`
 }
 
 // Response is one answer.
@@ -115,6 +127,7 @@ type Response struct {
 	Leader      string
 	Reason      string
 	Status      Status
+	Body        []byte // an admin answer's JSON
 }
 
 // AppendRequest appends r as a frame to b.
@@ -144,6 +157,9 @@ func AppendRequest(b []byte, r *Request) []byte {
 		if r.Features != 0 {
 			b = binary.AppendUvarint(b, r.Features)
 		}
+	case OpAdmin:
+		b = appendString(b, r.Key)
+		b = appendBytes(b, r.Body)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
@@ -175,6 +191,12 @@ func AppendResponse(b []byte, r *Response) []byte {
 		for _, v := range []string{s.Addr, s.Role, s.LeaderAddr, s.Digest} {
 			b = appendString(b, v)
 		}
+		if len(s.Voters)+len(s.Learners) > 0 {
+			b = appendIDs(b, s.Voters)
+			b = appendIDs(b, s.Learners)
+		}
+	case OpAdminResult:
+		b = appendBytes(b, r.Body)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
@@ -199,6 +221,8 @@ func DecodeRequest(body []byte) (Request, error) {
 	case OpStatus:
 		r.Features = d.optionalUvarint()
 	case OpCancel:
+	case OpAdmin:
+		r.Key, r.Body = d.string(), d.bytes()
 	default:
 		return Request{}, fmt.Errorf("%w: unknown request opcode 0x%02x", ErrMalformed, uint8(op))
 	}
@@ -230,6 +254,11 @@ func DecodeResponse(body []byte) (Response, error) {
 		for _, v := range []*string{&s.Addr, &s.Role, &s.LeaderAddr, &s.Digest} {
 			*v = d.string()
 		}
+		if d.err == nil && len(d.buf) > 0 {
+			s.Voters, s.Learners = d.ids(), d.ids()
+		}
+	case OpAdminResult:
+		r.Body = d.bytes()
 	default:
 		return Response{}, fmt.Errorf("%w: unknown answer opcode 0x%02x", ErrMalformed, uint8(op))
 	}
@@ -246,6 +275,19 @@ func header(body []byte) (*decoder, Op, uint64, error) {
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendIDs(b []byte, ids []uint64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = binary.AppendUvarint(b, id)
+	}
+	return b
 }
 
 func appendBool(b []byte, v bool) []byte {
@@ -303,6 +345,39 @@ func (d *decoder) string() string {
 	s := string(d.buf[:n])
 	d.buf = d.buf[n:]
 	return s
+}
+
+// bytes reads a length-prefixed byte string (bounded by the frame).
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	switch {
+	case d.err != nil:
+		return nil
+	case n > uint64(len(d.buf)):
+		d.fail("truncated bytes")
+		return nil
+	}
+	v := append([]byte(nil), d.buf[:n]...)
+	d.buf = d.buf[n:]
+	return v
+}
+
+// maxIDs bounds a member id list: no configuration is that large.
+const maxIDs = 1024
+
+func (d *decoder) ids() []uint64 {
+	n := d.uvarint()
+	if d.err == nil && (n > maxIDs || n > uint64(len(d.buf))) {
+		d.fail("id list of %d entries", n)
+	}
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = d.uvarint()
+	}
+	return ids
 }
 
 func (d *decoder) bool() bool {

@@ -29,6 +29,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{ID: 4, Op: OpGet, Key: "k", Stale: true},
 		{ID: 5, Op: OpStatus},
 		{ID: 6, Op: OpCancel},
+		{ID: 9, Op: OpAdmin, Key: "member.add", Body: []byte(`{"id":4}`)},
+		{ID: 10, Op: OpAdmin, Key: "member.list"},
 	} {
 		got, err := DecodeRequest(roundTripFrame(t, AppendRequest(nil, &r)))
 		if err != nil || !reflect.DeepEqual(got, r) {
@@ -65,6 +67,8 @@ func TestResponseRoundTrip(t *testing.T) {
 		{ID: 11, Op: OpError, Reason: "grant rejected"},
 		{ID: 13, Op: OpOverloaded, Reason: "too many waiters"},
 		{ID: 12, Op: OpStatusInfo, Status: Status{ID: 1, Addr: "a", Role: "leader", Term: 2, Leader: 1, Commit: 9, Applied: 9, Locks: 1, LastToken: 4, Digest: "ab"}},
+		{ID: 14, Op: OpStatusInfo, Status: Status{ID: 1, Role: "leader", Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}},
+		{ID: 15, Op: OpAdminResult, Body: []byte(`{"members":[]}`)},
 	} {
 		got, err := DecodeResponse(roundTripFrame(t, AppendResponse(nil, &r)))
 		if err != nil || !reflect.DeepEqual(got, r) {
@@ -101,6 +105,7 @@ func TestBadFrames(t *testing.T) {
 func FuzzDecodeRequest(f *testing.F) {
 	f.Add(AppendRequest(nil, &Request{ID: 1, Op: OpAcquire, Key: "k", LeaseMS: 10, WaitMS: 5, Tag: 1})[4:])
 	f.Add(AppendRequest(nil, &Request{ID: 2, Op: OpGet, Key: "k", Stale: true})[4:])
+	f.Add(AppendRequest(nil, &Request{ID: 3, Op: OpAdmin, Key: "member.add", Body: []byte("{}")})[4:])
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeRequest(body)
 		if err != nil {
@@ -116,6 +121,8 @@ func FuzzDecodeRequest(f *testing.F) {
 func FuzzDecodeResponse(f *testing.F) {
 	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpGranted, Token: 1, LeaseMS: 10})[4:])
 	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpStatusInfo, Status: Status{Role: "leader"}})[4:])
+	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpStatusInfo, Status: Status{Voters: []uint64{1}, Learners: []uint64{2}}})[4:])
+	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpAdminResult, Body: []byte("{}")})[4:])
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeResponse(body)
 		if err != nil {

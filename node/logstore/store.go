@@ -70,6 +70,25 @@ func Open(dir string, voters []uint64, log *slog.Logger) (*Disk, error) {
 // simulator pass pebble's crash-testing in-memory filesystem, which loses
 // every write not yet synced.
 func OpenFS(dir string, fs vfs.FS, voters []uint64, log *slog.Logger) (*Disk, error) {
+	return OpenSeeded(dir, fs, InitialSnapshot(voters, nil), log)
+}
+
+// InitialSnapshot is the snapshot a fresh store starts from: index 0 with
+// the bootstrap configuration voters, and data for the state machine (nil
+// for an empty one).
+func InitialSnapshot(voters []uint64, data []byte) *raftpb.Snapshot {
+	return &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+		ConfState: &raftpb.ConfState{Voters: voters},
+		Index:     new(uint64(0)), Term: new(uint64(0)),
+	}}
+}
+
+// OpenSeeded opens the log store in dir; a fresh one is seeded with
+// initial (written synced before Open returns), which is how a member
+// bootstraps, joins (the cluster's bootstrap configuration) or starts from
+// a restored backup (a snapshot at the backup's index). A store with data
+// keeps its own and ignores initial: a member never bootstraps twice.
+func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger) (*Disk, error) {
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:     fs,
 		Logger: pebbleLogger{log},
@@ -89,26 +108,23 @@ func OpenFS(dir string, fs vfs.FS, voters []uint64, log *slog.Logger) (*Disk, er
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
 	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db}
-	if err := s.load(voters); err != nil {
+	if err := s.load(initial); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load raft log from %s: %w", dir, err)
 	}
 	return s, nil
 }
 
-func (s *Disk) load(voters []uint64) error {
+func (s *Disk) load(initial *raftpb.Snapshot) error {
 	snap := &raftpb.Snapshot{}
 	found, err := s.getProto(keySnapshot, snap)
 	if err != nil {
 		return err
 	}
 	if !found {
-		// Every member starts from the same configuration at index 0, so no
-		// configuration entries are needed to bootstrap.
-		snap = &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
-			ConfState: &raftpb.ConfState{Voters: voters},
-			Index:     new(uint64(0)), Term: new(uint64(0)),
-		}}
+		// Every member of a bootstrap starts from the same configuration at
+		// index 0, so no configuration entries are needed to bootstrap.
+		snap = initial
 		b, err := proto.Marshal(snap)
 		if err != nil {
 			return err

@@ -146,6 +146,8 @@ func (s *Server) refuse(who string, features uint64, req *wire.Request) *wire.Re
 		right, what = RightLock, fmt.Sprintf("lock %q", req.Key)
 	case wire.OpGet:
 		right, what = RightRead, fmt.Sprintf("read %q", req.Key)
+	case wire.OpAdmin:
+		right, what = RightAdmin, fmt.Sprintf("run %q", req.Key)
 	default:
 		right, what = RightAdmin, "ask for status"
 	}

@@ -35,11 +35,14 @@ type Server struct {
 
 	auth auth // the ACL (acl.go)
 	lim  limiter
+
+	adminCmds map[string]adminCommand // admin.go
 }
 
 // New returns a client server for n.
 func New(n *node.Node) *Server {
-	return &Server{node: n, log: n.Logger().With("component", "server"), conns: make(map[net.Conn]struct{})}
+	return &Server{node: n, log: n.Logger().With("component", "server"), conns: make(map[net.Conn]struct{}),
+		adminCmds: adminCommands()}
 }
 
 // Serve accepts client connections on ln until Close.
@@ -271,6 +274,9 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 		}
 	case wire.OpStatus:
 		resp.Op, resp.Status = wire.OpStatusInfo, n.Status()
+	case wire.OpAdmin:
+		op = "admin"
+		err = s.admin(ctx, req, resp)
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -1,0 +1,175 @@
+package member
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"slices"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Member is one member as the cluster records it: where its peers dial it
+// and where clients reach it. Role is filled in when the member list is
+// read ("voter" or "learner").
+type Member struct {
+	ID         uint64 `json:"id"`
+	PeerAddr   string `json:"peer_addr"`
+	ClientAddr string `json:"client_addr"`
+	Role       string `json:"role,omitempty"`
+}
+
+// Book is the replicated address book: every member's addresses, the ids
+// removed (never reused: a member id names one data directory for the life
+// of the cluster), and the configuration the cluster was bootstrapped with
+// at index 0, which a joining member needs to replay the log from its
+// start. It changes only when a configuration change applies, identically
+// on every member, and travels in snapshots with the lock table.
+type Book struct {
+	Members   []Member `json:"members"`
+	Removed   []uint64 `json:"removed,omitempty"`
+	Bootstrap []Member `json:"bootstrap"`
+}
+
+// NewBook returns the book of a cluster bootstrapped with peers (id to
+// peer address).
+func NewBook(peers map[uint64]string) Book {
+	var b Book
+	for id, addr := range peers {
+		b.Members = append(b.Members, Member{ID: id, PeerAddr: addr})
+	}
+	b.sort()
+	b.Bootstrap = slices.Clone(b.Members)
+	return b
+}
+
+func (b *Book) sort() {
+	slices.SortFunc(b.Members, func(x, y Member) int { return cmpID(x.ID, y.ID) })
+	slices.SortFunc(b.Bootstrap, func(x, y Member) int { return cmpID(x.ID, y.ID) })
+	slices.Sort(b.Removed)
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Get returns the member with id.
+func (b *Book) Get(id uint64) (Member, bool) {
+	for _, m := range b.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// Peers returns id to peer address for every member.
+func (b *Book) Peers() map[uint64]string {
+	p := make(map[uint64]string, len(b.Members))
+	for _, m := range b.Members {
+		p[m.ID] = m.PeerAddr
+	}
+	return p
+}
+
+// BootstrapPeers returns id to peer address of the bootstrap configuration.
+func (b *Book) BootstrapPeers() map[uint64]string {
+	p := make(map[uint64]string, len(b.Bootstrap))
+	for _, m := range b.Bootstrap {
+		p[m.ID] = m.PeerAddr
+	}
+	return p
+}
+
+func (b *Book) put(m Member) {
+	m.Role = ""
+	for i := range b.Members {
+		if b.Members[i].ID == m.ID {
+			b.Members[i] = m
+			return
+		}
+	}
+	b.Members = append(b.Members, m)
+	b.sort()
+}
+
+func (b *Book) remove(id uint64) {
+	b.Members = slices.DeleteFunc(b.Members, func(m Member) bool { return m.ID == id })
+	if !slices.Contains(b.Removed, id) {
+		b.Removed = append(b.Removed, id)
+		slices.Sort(b.Removed)
+	}
+}
+
+func (b Book) clone() Book {
+	return Book{Members: slices.Clone(b.Members), Removed: slices.Clone(b.Removed), Bootstrap: slices.Clone(b.Bootstrap)}
+}
+
+// Snapshot data: "RLM" and a format byte, the book as JSON (length
+// prefixed), the lock table (fsm.Machine.Snapshot, which has its own
+// checksum), and a CRC-32 of everything before it. Data that starts with
+// the lock table's own magic is a snapshot from before the book existed.
+const (
+	snapMagic  = "RLM"
+	snapFormat = 1
+)
+
+// EncodeSnapshot encodes a snapshot's data: the lock table (as
+// fsm.Machine.Snapshot encodes it) and the address book.
+func EncodeSnapshot(table []byte, book Book) []byte {
+	b := book.clone()
+	b.sort()
+	js, err := json.Marshal(b)
+	if err != nil {
+		panic(fmt.Sprintf("member: encode address book: %v", err)) // plain structs: cannot fail
+	}
+	out := make([]byte, 0, len(snapMagic)+1+binary.MaxVarintLen64+len(js)+len(table)+4)
+	out = append(out, snapMagic...)
+	out = append(out, snapFormat)
+	out = binary.AppendUvarint(out, uint64(len(js)))
+	out = append(out, js...)
+	out = append(out, table...)
+	return binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(out))
+}
+
+// DecodeSnapshot decodes snapshot data. Empty data is an empty table and
+// no book (hasBook false), as is a lock table alone (an older format):
+// the caller then knows the members from elsewhere (its --peers).
+func DecodeSnapshot(data []byte) (m *fsm.Machine, book Book, hasBook bool, err error) {
+	if len(data) == 0 {
+		return fsm.New(), Book{}, false, nil
+	}
+	if len(data) < len(snapMagic) || string(data[:len(snapMagic)]) != snapMagic {
+		m, err := fsm.Restore(data)
+		return m, Book{}, false, err
+	}
+	if len(data) < len(snapMagic)+1+4 {
+		return nil, Book{}, false, fmt.Errorf("%w: snapshot truncated", fsm.ErrCorrupt)
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return nil, Book{}, false, fmt.Errorf("%w: snapshot checksum mismatch", fsm.ErrCorrupt)
+	}
+	if body[len(snapMagic)] != snapFormat {
+		return nil, Book{}, false, fmt.Errorf("%w: snapshot format %d, want %d", fsm.ErrCorrupt, body[len(snapMagic)], snapFormat)
+	}
+	rest := body[len(snapMagic)+1:]
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > uint64(len(rest)-k) {
+		return nil, Book{}, false, fmt.Errorf("%w: bad address book length", fsm.ErrCorrupt)
+	}
+	if err := json.Unmarshal(rest[k:k+int(n)], &book); err != nil {
+		return nil, Book{}, false, fmt.Errorf("%w: address book: %v", fsm.ErrCorrupt, err)
+	}
+	if m, err = fsm.Restore(rest[k+int(n):]); err != nil {
+		return nil, Book{}, false, err
+	}
+	return m, book, true, nil
+}
