@@ -49,6 +49,10 @@ type Config struct {
 	SeqStart uint64
 	// Limits bound the calls, waiters and keys the member holds.
 	Limits Limits
+	// Peers are the members' peer addresses the driver was started with:
+	// the address book of a store whose snapshot carries none (a fresh
+	// bootstrap, or data from before the book).
+	Peers map[uint64]string
 }
 
 func (c *Config) setDefaults() {
@@ -130,6 +134,7 @@ type Core struct {
 	rn      *raft.RawNode
 	lm      *LockManager
 	cs      *raftpb.ConfState
+	book    Book // the replicated address book (book.go)
 
 	queue []Proposal // decided, not yet proposed
 	reads []*pendingRead
@@ -179,17 +184,20 @@ func New(cfg Config, now time.Duration) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot: %w", err)
 	}
-	machine := fsm.New()
-	if len(snap.GetData()) > 0 {
-		if machine, err = fsm.Restore(snap.GetData()); err != nil {
-			return nil, fmt.Errorf("restore snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
-		}
+	machine, book, hasBook, err := DecodeSnapshot(snap.GetData())
+	if err != nil {
+		return nil, fmt.Errorf("restore snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+	}
+	if !hasBook {
+		// A store from before the address book: its members are the
+		// ones the driver was started with.
+		book = NewBook(cfg.Peers)
 	}
 	_, cs, err := cfg.Storage.InitialState()
 	if err != nil {
 		return nil, fmt.Errorf("read initial state: %w", err)
 	}
-	c := &Core{cfg: cfg, log: cfg.Logger, hooks: plantHooks(cfg.Bug), metrics: cfg.Metrics, cs: cs}
+	c := &Core{cfg: cfg, log: cfg.Logger, hooks: plantHooks(cfg.Bug), metrics: cfg.Metrics, cs: cs, book: book}
 	c.lm = NewLockManager(cfg.ID, cfg.Bug, cfg.SeqStart)
 	c.lm.SetLimits(cfg.Limits)
 	c.lm.Restore(machine, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm(), now)
@@ -572,9 +580,12 @@ func (c *Core) resolveReads(now time.Duration) {
 func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		md := rd.Snapshot.GetMetadata()
-		m, err := fsm.Restore(rd.Snapshot.GetData())
+		m, book, hasBook, err := DecodeSnapshot(rd.Snapshot.GetData())
 		if err != nil {
 			return fmt.Errorf("install snapshot at %d: %w", md.GetIndex(), err)
+		}
+		if hasBook {
+			c.book = book
 		}
 		c.lm.Restore(m, md.GetIndex(), md.GetTerm(), now)
 		c.cs = md.GetConfState()
@@ -626,7 +637,7 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 		if applied > c.cfg.SnapshotKeep {
 			compactTo = applied - c.cfg.SnapshotKeep
 		}
-		c.compaction = &Compaction{Index: applied, ConfState: c.cs, Data: c.lm.machine.Snapshot(), CompactTo: compactTo}
+		c.compaction = &Compaction{Index: applied, ConfState: c.cs, Data: EncodeSnapshot(c.lm.machine.Snapshot(), c.book), CompactTo: compactTo}
 		c.lastSnap = applied
 	}
 	return nil

@@ -677,7 +677,7 @@ func TestCompactionEverySnapshotEveryEntries(t *testing.T) {
 			return
 		}
 		got = append(got, comp{cp.Index, cp.CompactTo})
-		m, err := fsm.Restore(cp.Data)
+		m, _, _, err := DecodeSnapshot(cp.Data)
 		if err != nil {
 			t.Fatalf("compaction data: %v", err)
 		}

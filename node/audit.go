@@ -27,11 +27,9 @@ func (n *Node) CommittedLog() (cmds []LoggedCommand, complete bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	m := fsm.New()
-	if len(snap.GetData()) > 0 {
-		if m, err = fsm.Restore(snap.GetData()); err != nil {
-			return nil, false, fmt.Errorf("restore snapshot: %w", err)
-		}
+	m, _, _, err := member.DecodeSnapshot(snap.GetData())
+	if err != nil {
+		return nil, false, fmt.Errorf("restore snapshot: %w", err)
 	}
 	first, err := n.storage.FirstIndex()
 	if err != nil {

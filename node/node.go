@@ -201,6 +201,7 @@ func New(cfg Config) (*Node, error) {
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
 		MaxBatch: cfg.MaxBatch, NoBatch: cfg.NoBatch, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
 		Logger: log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
+		Peers: cfg.Peers,
 	}, n.clock.Now())
 	if err != nil {
 		n.storage.Close()
