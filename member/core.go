@@ -136,6 +136,11 @@ type Core struct {
 	cs      *raftpb.ConfState
 	book    Book // the replicated address book (book.go)
 
+	pending     *pendingChange // the membership change this leader proposed (membership.go)
+	removed     bool           // this member applied its own removal
+	snapshotNow bool           // snapshot after this apply, whatever SnapshotEvery says
+	bookVersion uint64
+
 	queue []Proposal // decided, not yet proposed
 	reads []*pendingRead
 	rseq  uint64
@@ -239,6 +244,10 @@ func (c *Core) Tick(now time.Duration) {
 	for _, h := range expired {
 		c.lm.Confirmed(now, h, ErrUnavailable)
 	}
+	if p := c.pending; p != nil && c.ticks >= p.until {
+		c.pending = nil
+		c.answers = append(c.answers, Answer{Handle: p.handle, Err: ErrOutcomeUnknown})
+	}
 	c.lm.Tick(now)
 	c.collect(now)
 	c.metrics.Waiters.Set(float64(c.lm.Waiting()))
@@ -256,7 +265,7 @@ func (c *Core) Step(m *raftpb.Message) error {
 	// raft trusts its peers: it takes a message from 0 for its own, and
 	// reads a read-index request's context from Entries[0]. A malformed
 	// frame must not stop the member (found by FuzzStep).
-	if from := m.GetFrom(); from == 0 || from == c.cfg.ID || !c.inConfig(from) {
+	if from := m.GetFrom(); from == 0 || from == c.cfg.ID || !c.knownPeer(from) {
 		return fmt.Errorf("refused raft message of type %s from %d: not a peer", m.GetType(), from)
 	}
 	if m.GetTo() != c.cfg.ID {
@@ -277,6 +286,21 @@ func (c *Core) Step(m *raftpb.Message) error {
 		}
 	}
 	return c.rn.Step(m)
+}
+
+// knownPeer says whether id may send this member raft messages: a member
+// of the configuration or of the address book, or one the driver was
+// started with (a joining member hears from the current leader before it
+// has replayed the change that added that leader).
+func (c *Core) knownPeer(id uint64) bool {
+	if c.inConfig(id) {
+		return true
+	}
+	if _, ok := c.book.Get(id); ok {
+		return true
+	}
+	_, ok := c.cfg.Peers[id]
+	return ok
 }
 
 // inConfig says whether id is a voter or learner of the configuration.
@@ -315,6 +339,10 @@ func (c *Core) Submit(now time.Duration, r Request) {
 	}
 	if err := c.admit(); err != nil {
 		c.answers = append(c.answers, Answer{Handle: r.Handle, Err: err})
+		return
+	}
+	if r.Change != nil {
+		c.changeMembership(r)
 		return
 	}
 	c.lm.Submit(now, r)
@@ -460,6 +488,11 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 	if !leader {
 		c.reads = nil // Become below ends their requests
 	}
+	if p := c.pending; p != nil && (!leader || c.term != p.term) {
+		// The change may still commit under the next leader.
+		c.pending = nil
+		c.answers = append(c.answers, Answer{Handle: p.handle, Err: ErrOutcomeUnknown})
+	}
 	if !leader || c.term != prevTerm {
 		// Commands decided but never handed to raft (NoBatch proposes
 		// one per Ready) definitely did not happen: Unavailable, not the
@@ -586,9 +619,13 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 		}
 		if hasBook {
 			c.book = book
+			c.bookVersion++
 		}
 		c.lm.Restore(m, md.GetIndex(), md.GetTerm(), now)
 		c.cs = md.GetConfState()
+		if len(c.cs.GetVoters()) > 0 && !c.inConfig(c.cfg.ID) {
+			c.removed = true // removed while it was away
+		}
 		c.lastSnap = md.GetIndex()
 		c.appliedAt = c.ticks
 		c.metrics.SnapshotsInstalled.Inc()
@@ -600,6 +637,9 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 			continue
 		}
 		var logged []LoggedCommand
+		if t := e.GetType(); t == raftpb.EntryType_EntryConfChangeV2 || t == raftpb.EntryType_EntryConfChange {
+			c.applyConfChange(now, e)
+		}
 		if e.GetType() == raftpb.EntryType_EntryNormal && len(e.GetData()) > 0 {
 			envs, err := fsm.DecodeBatch(e.GetData())
 			if err != nil {
@@ -632,7 +672,8 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 	c.metrics.Commit.Set(float64(c.commit))
 	c.metrics.ApplyLag.Set(float64(c.commit - min(c.commit, applied)))
 	c.metrics.LocksHeld.Set(float64(c.lm.machine.Len()))
-	if applied-c.lastSnap >= c.cfg.SnapshotEvery {
+	if applied > c.lastSnap && (applied-c.lastSnap >= c.cfg.SnapshotEvery || c.snapshotNow) {
+		c.snapshotNow = false
 		compactTo := uint64(1)
 		if applied > c.cfg.SnapshotKeep {
 			compactTo = applied - c.cfg.SnapshotKeep
@@ -651,6 +692,10 @@ func (c *Core) Stop() {
 	}
 	c.lm.Stop()
 	c.collect(0)
+	if p := c.pending; p != nil {
+		c.pending = nil
+		c.answers = append(c.answers, Answer{Handle: p.handle, Err: ErrOutcomeUnknown})
+	}
 	c.queue, c.reads = nil, nil
 	c.stopped = true
 }
@@ -671,6 +716,7 @@ func (c *Core) Status() Status {
 		ID: c.cfg.ID, Role: RoleName(c.role), Term: c.term, Leader: c.lead,
 		Commit: max(c.commit, applied), Applied: applied, Locks: uint64(c.lm.machine.Len()),
 		LastToken: c.lm.machine.LastToken(), Digest: c.lm.machine.Digest(),
+		Voters: c.cs.GetVoters(), Learners: c.cs.GetLearners(),
 	}
 }
 

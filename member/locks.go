@@ -42,6 +42,9 @@ type Request struct {
 	Wait   time.Duration // acquire: how long to queue; 0 is a try-acquire
 	Tag    uint64        // client operation id, carried into the log
 	Stale  bool          // get: serve the local applied state
+	// Change, when set, makes this a membership change (membership.go),
+	// decided by the core rather than the lock manager.
+	Change *MembershipChange
 }
 
 // LockInfo answers Get.

@@ -1,0 +1,181 @@
+package member
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// join adds member id to the test cluster as a process that has not been
+// added yet: its store holds the bootstrap configuration (voters 1..3), as
+// a joining member's does.
+func (c *testCluster) join(id uint64) {
+	c.t.Helper()
+	ms := raft.NewMemoryStorage()
+	boot := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}, Index: new(uint64(0)), Term: new(uint64(0))}}
+	if err := ms.ApplySnapshot(boot); err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := c.cfgs[1]
+	cfg.ID, cfg.Storage = id, ms
+	c.ids = append(c.ids, id)
+	c.stores[id], c.cfgs[id] = ms, cfg
+	c.start(id)
+}
+
+// waitFor ticks every member until cond holds.
+func (c *testCluster) waitFor(what string, cond func() bool) {
+	c.t.Helper()
+	for range 500 {
+		if cond() {
+			return
+		}
+		c.tick(c.ids...)
+	}
+	c.t.Fatalf("timed out waiting for %s", what)
+}
+
+func change(handle uint64, typ ChangeType, id uint64) Request {
+	m := Member{ID: id}
+	if typ == AddLearner {
+		m.PeerAddr, m.ClientAddr = "host4:2380", "host4:2379"
+	}
+	return Request{Handle: handle, Change: &MembershipChange{Type: typ, Member: m}}
+}
+
+func roles(ms []Member) string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, m.Role[:1]+string(rune('0'+m.ID)))
+	}
+	return strings.Join(s, " ")
+}
+
+// The whole life of a replacement: a learner is added and catches up, is
+// promoted only once caught up, the leader hands over before it is
+// removed, the removed id is never reused, and every member (a restarted
+// one too) ends with the same configuration and address book. Locks held
+// before keep their tokens.
+func TestMembershipReplaceAMember(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.elect(1)
+	c.check("acquire", c.call(1, acquire(1, "a")), "token 1")
+	c.check("add from a follower", c.call(2, change(2, AddLearner, 4)), "NotLeader(1)")
+
+	c.join(4)
+	c.down[4] = true // the new member's process is not reachable yet
+	c.check("add learner", c.call(1, change(3, AddLearner, 4)), "ok")
+	if got := roles(c.cores[1].Members()); got != "v1 v2 v3 l4" {
+		t.Fatalf("members after add: %s", got)
+	}
+	if m, _ := c.cores[2].book.Get(4); m.PeerAddr != "host4:2380" || m.ClientAddr != "host4:2379" {
+		t.Fatalf("member 2's book has %+v for member 4", m)
+	}
+	c.check("add twice", c.call(1, change(4, AddLearner, 4)), "InvalidArgument")
+	c.check("promote before catching up", c.call(1, change(5, Promote, 4)), "InvalidArgument")
+
+	delete(c.down, 4)
+	c.waitFor("the learner to catch up", func() bool { return c.cores[4].Applied() == c.cores[1].Applied() })
+	c.tick(c.ids...) // a heartbeat round marks it recently active
+	c.check("promote", c.call(1, change(6, Promote, 4)), "ok")
+	c.check("remove the leader itself", c.call(1, change(7, Remove, 1)), "error(the leader removes itself only after handing leadership over)")
+
+	if to, err := c.cores[1].TransferLeader(0); err != nil || to == 1 {
+		t.Fatalf("transfer: %d, %v", to, err)
+	}
+	var lead uint64
+	c.waitFor("the new leader to be ready", func() bool {
+		for _, id := range []uint64{2, 3, 4} {
+			if _, self := c.cores[id].Leader(); self && c.cores[id].CanDecide() == nil {
+				lead = id
+				return true
+			}
+		}
+		return false
+	})
+	c.down[1] = true // stopped before its removal, as an operator replacing it would
+	c.check("remove member 1", c.call(lead, change(8, Remove, 1)), "ok")
+	c.check("re-add a removed id", c.call(lead, change(9, AddLearner, 1)), "InvalidArgument")
+	if got := c.call(lead, Request{Handle: 10, Op: OpGet, Key: "a"}); !strings.HasPrefix(got, "held by 1,") {
+		t.Fatalf("lock taken before: %s, want held by 1", got)
+	}
+	c.check("acquire after", c.call(lead, acquire(11, "b")), "token 2")
+
+	c.waitFor("every member to apply", func() bool {
+		return c.cores[2].Applied() == c.cores[lead].Applied() && c.cores[3].Applied() == c.cores[lead].Applied() &&
+			c.cores[4].Applied() == c.cores[lead].Applied()
+	})
+	c.start(4) // a restart replays the configuration entries
+	c.waitFor("the restarted member to apply", func() bool { return c.cores[4].Applied() == c.cores[lead].Applied() })
+	for _, id := range []uint64{2, 3, 4} {
+		if got := roles(c.cores[id].Members()); got != "v2 v3 v4" {
+			t.Errorf("member %d: members %s, want v2 v3 v4", id, got)
+		}
+		b, _ := c.cores[id].Book()
+		if !slices.Equal(b.Removed, []uint64{1}) || len(b.Bootstrap) != 0 && len(b.Members) != 3 {
+			t.Errorf("member %d: book %+v", id, b)
+		}
+		if st := c.cores[id].Status(); !slices.Equal(st.Voters, []uint64{2, 3, 4}) || len(st.Learners) != 0 {
+			t.Errorf("member %d: status voters %v learners %v", id, st.Voters, st.Learners)
+		}
+	}
+}
+
+// A member added after the leader compacted its log catches up by
+// snapshot, which carries the configuration and the address book.
+func TestJoiningMemberCatchesUpBySnapshot(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.SnapshotEvery, cfg.SnapshotKeep = 5, 1
+		cfg.Peers = map[uint64]string{1: "h1:1", 2: "h2:1", 3: "h3:1"}
+	})
+	c.elect(1)
+	for h := uint64(1); h <= 20; h++ {
+		c.call(1, acquire(h, "k"+string(rune('a'+h))))
+	}
+	c.join(4)
+	c.check("add learner", c.call(1, change(100, AddLearner, 4)), "ok")
+	c.waitFor("the learner to catch up", func() bool { return c.cores[4].Applied() == c.cores[1].Applied() })
+	if n := c.cores[4].metrics.SnapshotsInstalled; CounterValue(n) == 0 {
+		t.Fatal("the learner caught up without a snapshot: the test does not test what it names")
+	}
+	if a, b := c.cores[4].Status(), c.cores[1].Status(); a.Digest != b.Digest || a.LastToken != 20 {
+		t.Fatalf("learner %+v, leader %+v", a, b)
+	}
+	b, _ := c.cores[4].Book()
+	if got := roles(c.cores[4].Members()); got != "v1 v2 v3 l4" || len(b.Members) != 4 || len(b.Bootstrap) != 3 {
+		t.Fatalf("learner's members %s, book %+v", got, b)
+	}
+}
+
+// A configuration entry the code would never propose is skipped on every
+// member, never handed to raft (which panics on an impossible change).
+func TestImpossibleConfigurationEntryIsSkipped(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.elect(1)
+	core := c.cores[1]
+	before := roles(core.Members())
+	for _, cc := range []*raftpb.ConfChangeV2{
+		{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: new(uint64(1))}},
+			Context: []byte(`{"change":"remove","member":{"id":1}}`)},
+		{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: new(uint64(2))}},
+			Context: []byte(`{"change":"add-learner","member":{"id":2}}`)},
+		{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: new(uint64(2))}}},
+	} {
+		if err := core.rn.ProposeConfChange(cc); err != nil {
+			t.Fatal(err)
+		}
+		c.settle()
+		c.tick(1)
+	}
+	if got := roles(core.Members()); got != before {
+		t.Fatalf("members %s, want %s", got, before)
+	}
+	if errors.Is(core.Healthy(), ErrStopped) {
+		t.Fatal("stopped")
+	}
+}
