@@ -139,6 +139,7 @@ type Core struct {
 	pending     *pendingChange // the membership change this leader proposed (membership.go)
 	removed     bool           // this member applied its own removal
 	snapshotNow bool           // snapshot after this apply, whatever SnapshotEvery says
+	draining    bool           // handing over: no new calls (drain.go)
 	bookVersion uint64
 
 	queue []Proposal // decided, not yet proposed
@@ -335,6 +336,10 @@ func peerMessageAllowed(t raftpb.MessageType) bool {
 func (c *Core) Submit(now time.Duration, r Request) {
 	if c.stopped {
 		c.answers = append(c.answers, Answer{Handle: r.Handle, Key: r.Key, Err: ErrStopped})
+		return
+	}
+	if c.draining && !r.Stale {
+		c.answers = append(c.answers, Answer{Handle: r.Handle, Key: r.Key, Err: ErrHandingOver})
 		return
 	}
 	if err := c.admit(); err != nil {

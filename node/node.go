@@ -9,11 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -70,6 +73,13 @@ type Config struct {
 	// Limits bound the calls, waiters and keys the member holds (zero
 	// fields: member's defaults); past one a call gets ErrOverloaded.
 	Limits Limits
+
+	// Join, for the first start of a member added to a running cluster
+	// (raftlock member add), is what it learned from that cluster. A data
+	// directory that holds data ignores it, as it ignores Peers beyond
+	// this member's own entry: a member never bootstraps twice, and its
+	// configuration is the one its log holds.
+	Join *Join
 }
 
 func (c *Config) setDefaults() {
@@ -119,6 +129,9 @@ type Node struct {
 	identity  *peer.Identity
 
 	core *member.Core // owned by the loop goroutine
+	// The address book version the transport's peers follow (loop-owned).
+	bookVersion uint64
+	bookSynced  bool
 
 	handles atomic.Uint64
 	// callc carries calls and their abandonment in one queue, so the loop
@@ -166,6 +179,14 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, errors.New("member id must be > 0")
 	}
+	if cfg.Join != nil {
+		// The joiner reaches the current members at once, and starts
+		// from the bootstrap configuration as the first members did.
+		peers := maps.Clone(cfg.Join.Members)
+		maps.Copy(peers, cfg.Peers)
+		cfg.Peers = peers
+		cfg.ClusterID = cfg.Join.ClusterID
+	}
 	if _, ok := cfg.Peers[cfg.ID]; !ok {
 		return nil, fmt.Errorf("member %d is not in the peer list", cfg.ID)
 	}
@@ -182,17 +203,19 @@ func New(cfg Config) (*Node, error) {
 		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
 		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),
 	}
-	voters := make([]uint64, 0, len(cfg.Peers))
-	for id := range cfg.Peers {
-		voters = append(voters, id)
+	bootstrap := cfg.Peers
+	if cfg.Join != nil {
+		bootstrap = cfg.Join.Bootstrap
 	}
+	voters := slices.Sorted(maps.Keys(bootstrap))
 	var err error
 	n.storage = cfg.Storage
 	if n.storage == nil {
 		if cfg.DataDir == "" {
 			return nil, errors.New("a data directory is required")
 		}
-		if n.storage, err = logstore.Open(cfg.DataDir, voters, log); err != nil {
+		initial := logstore.InitialSnapshot(voters, member.EncodeSnapshot(fsm.New().Snapshot(), member.NewBook(bootstrap)))
+		if n.storage, err = logstore.OpenSeeded(cfg.DataDir, vfs.Default, initial, log); err != nil {
 			return nil, err
 		}
 	}
@@ -215,7 +238,15 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		tcp, err := peer.NewTCP(cfg.ID, cfg.Peers, cfg.PeerListen, cfg.ClientAddr, log)
+		// The log's address book decides whom to talk to; the flags only
+		// add members it does not know (a joiner's view of the current
+		// members) and this member's own address.
+		book, _ := n.core.Book()
+		peers := peersOf(book, cfg.Peers)
+		if _, ok := peers[cfg.ID]; !ok {
+			peers[cfg.ID] = cfg.Peers[cfg.ID]
+		}
+		tcp, err := peer.NewTCP(cfg.ID, peers, cfg.PeerListen, cfg.ClientAddr, log)
 		if err != nil {
 			n.storage.Close()
 			return nil, err
@@ -387,6 +418,17 @@ func (n *Node) run() {
 			if n.cfg.NoBatch {
 				break
 			}
+		}
+		n.syncPeers(c)
+		if c.Removed() {
+			n.errMu.Lock()
+			if n.fatal == nil {
+				n.fatal = ErrRemoved
+			}
+			n.errMu.Unlock()
+			n.log.Warn("this member was removed from the cluster's configuration; stopping (its data directory can be deleted)")
+			go n.Close()
+			return
 		}
 		n.publish()
 	}

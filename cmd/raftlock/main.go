@@ -60,6 +60,8 @@ func commands() []command {
 		{"get", "read a lock (linearizable)", runGet},
 		{"exec", "run a command while holding a lock", runExec},
 		{"status", "show every member's raft status", runStatus},
+		{"member", "list, add, promote or remove members (member list|add|promote|remove)", runMember},
+		{"leader", "hand leadership to another member (leader transfer [--to N])", runLeader},
 		{"certs", "make a CA and member and client certificates (certs init)", runCerts},
 		{"version", "print the version, commit and Go version", runVersion},
 		{"completion", "print a shell completion script (bash or zsh)", runCompletion},

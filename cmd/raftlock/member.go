@@ -41,6 +41,7 @@ type memberFlags struct {
 	logLevel       string
 	faultInjection bool
 	unsafeBug      string
+	join           string // client endpoints of the cluster to join (join.go)
 	sec            securityFlags // security.go
 	limits         limitFlags
 }
@@ -54,6 +55,7 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.http, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
 	fs.StringVar(&m.data, "data", "", "data directory (required)")
 	fs.StringVar(&m.data, "dir", "", "alias of --data")
+	fs.StringVar(&m.join, "join", "", "client endpoints of a running cluster to join, after raftlock member add (instead of --peers; ignored once --data holds data)")
 	m.sec.register(fs)
 	m.registerTuning(fs)
 }
@@ -119,7 +121,7 @@ type member struct {
 	sec    *security
 }
 
-func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*member, error) {
+func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *slog.Logger) (*member, error) {
 	if m.id == 0 {
 		return nil, usageErr("--id is required")
 	}
@@ -162,7 +164,7 @@ func startMember(m memberFlags, peers map[uint64]string, log *slog.Logger) (*mem
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
 		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
-		Limits: m.limits.node(),
+		Limits: m.limits.node(), Join: join,
 	})
 	if err != nil {
 		ln.Close()
@@ -238,15 +240,15 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
 	}
-	peers, err := parsePeers(m.peers)
-	if err != nil {
-		return usageErr("--peers: %v", err)
-	}
 	log, err := newLogger(m.logLevel, m.logFormat, stderr)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	mb, err := startMember(m, peers, log)
+	peers, join, err := memberPeers(&m, log)
+	if err != nil {
+		return err
+	}
+	mb, err := startMember(m, peers, join, log)
 	if err != nil {
 		return err
 	}
@@ -255,10 +257,32 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	hupCtx, stopHUP := context.WithCancel(context.Background())
 	defer stopHUP()
 	reloadOnHUP(hupCtx, []*member{mb}, log)
-	sig := waitForSignal()
-	mlog.Info("stopping", "signal", sig.String())
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	select {
+	case sig := <-sigc:
+		mlog.Info("stopping", "signal", sig.String())
+		mb.Shutdown(log)
+		return nil
+	case <-mb.node.Done():
+		mb.Close()
+		if errors.Is(mb.node.Err(), node.ErrRemoved) {
+			return nil // removed by an operator: its job is done
+		}
+		return fmt.Errorf("member %d stopped: %w", m.id, mb.node.Err())
+	}
+}
+
+// Shutdown stops the member gracefully (a leader hands over first; see
+// node.Shutdown), bounded by a few seconds, then closes its listeners.
+func (mb *member) Shutdown(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := mb.node.Shutdown(ctx); err != nil {
+		log.Warn("member stopped with an error", "member", mb.id, "err", err)
+	}
 	mb.Close()
-	return nil
 }
 
 // defaultClusterData is where `raftlock cluster` keeps its members' data
@@ -315,7 +339,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		mf.listen = fmt.Sprintf("127.0.0.1:%d", *clientPort+i-1)
 		mf.http = fmt.Sprintf("127.0.0.1:%d", *httpPort+i-1)
 		mf.data = filepath.Join(*dir, strconv.Itoa(i))
-		mb, err := startMember(mf, peers, log)
+		mb, err := startMember(mf, peers, nil, log)
 		if err != nil {
 			return fmt.Errorf("member %d: %w", i, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -59,7 +60,9 @@ type TCP struct {
 	listenAddr string
 	clientAddr string
 	log        *slog.Logger
-	peers      map[uint64]*peerSender
+	// peers is replaced whole (SetPeers) and read without a lock on the
+	// send path.
+	peers atomic.Pointer[map[uint64]*peerSender]
 
 	mu          sync.Mutex
 	clientAddrs map[uint64]string
@@ -89,15 +92,68 @@ func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &TCP{
 		id: id, listenAddr: listen, clientAddr: clientAddr, log: log.With("component", "transport"),
-		peers: make(map[uint64]*peerSender), clientAddrs: map[uint64]string{id: clientAddr},
-		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
+		clientAddrs: map[uint64]string{id: clientAddr},
+		conns:       make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
 	}
+	senders := make(map[uint64]*peerSender)
 	for pid, addr := range peers {
 		if pid != id {
-			t.peers[pid] = &peerSender{t: t, id: pid, addr: addr, queue: make(chan *raftpb.Message, peerQueueLen)}
+			senders[pid] = t.newSender(pid, addr)
 		}
 	}
+	t.peers.Store(&senders)
 	return t, nil
+}
+
+func (t *TCP) newSender(id uint64, addr string) *peerSender {
+	ctx, cancel := context.WithCancel(t.ctx)
+	return &peerSender{t: t, id: id, addr: addr, queue: make(chan *raftpb.Message, peerQueueLen), ctx: ctx, cancel: cancel}
+}
+
+// SetPeers makes peers (id to peer address; this member's own entry is
+// ignored) the members this transport sends to and accepts streams from,
+// as a configuration change applies: a new member gets a sender, a removed
+// one loses its sender and its inbound streams are refused from then on.
+// A member whose address changed is dialled at the new one.
+func (t *TCP) SetPeers(peers map[uint64]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.peers.Load()
+	next := make(map[uint64]*peerSender, len(peers))
+	var stop []*peerSender
+	for id, p := range old {
+		if addr, ok := peers[id]; ok && addr == p.addr {
+			next[id] = p
+		} else {
+			stop = append(stop, p)
+		}
+	}
+	var start []*peerSender
+	for id, addr := range peers {
+		if _, ok := next[id]; !ok && id != t.id {
+			p := t.newSender(id, addr)
+			next[id], start = p, append(start, p)
+		}
+	}
+	t.peers.Store(&next)
+	for _, p := range stop {
+		p.cancel()
+		t.log.Info("stopped sending to a removed peer", "peer", p.id, "addr", p.addr)
+	}
+	if t.handler == nil || t.ctx.Err() != nil {
+		return // Start runs the senders
+	}
+	for _, p := range start {
+		t.log.Info("sending to a new peer", "peer", p.id, "addr", p.addr)
+		t.wg.Add(1)
+		go p.run()
+	}
+}
+
+// isPeer says whether id is one of this transport's peers.
+func (t *TCP) isPeer(id uint64) bool {
+	_, ok := (*t.peers.Load())[id]
+	return ok
 }
 
 // Start implements Transport.
@@ -108,11 +164,11 @@ func (t *TCP) Start(h Handler) error {
 	}
 	ln = t.wrapListener(ln)
 	t.mu.Lock()
+	defer t.mu.Unlock() // SetPeers starts the senders it adds only after this
 	t.ln, t.handler = ln, h
-	t.mu.Unlock()
 	t.wg.Add(1)
 	go t.accept(ln)
-	for _, p := range t.peers {
+	for _, p := range *t.peers.Load() {
 		t.wg.Add(1)
 		go p.run()
 	}
@@ -126,7 +182,7 @@ func (t *TCP) Start(h Handler) error {
 // append per heartbeat: p50 of 24 ms at 16 clients.)
 func (t *TCP) Send(msgs []*raftpb.Message) {
 	for _, m := range msgs {
-		p, ok := t.peers[m.GetTo()]
+		p, ok := (*t.peers.Load())[m.GetTo()]
 		if !ok {
 			continue
 		}
@@ -235,7 +291,7 @@ func (t *TCP) serve(c net.Conn) error {
 	if to != t.id {
 		return fmt.Errorf("hello for member %d reached member %d", to, t.id)
 	}
-	if _, ok := t.peers[from]; !ok {
+	if !t.isPeer(from) {
 		return fmt.Errorf("hello from unknown member %d", from)
 	}
 	if err := t.checkSender(c, from); err != nil {
@@ -259,6 +315,9 @@ func (t *TCP) serve(c net.Conn) error {
 		}
 		if m.GetFrom() != from || m.GetTo() != t.id {
 			return fmt.Errorf("message %d->%d on the stream %d->%d", m.GetFrom(), m.GetTo(), from, t.id)
+		}
+		if !t.isPeer(from) {
+			return fmt.Errorf("member %d left the configuration", from)
 		}
 		if err := t.noteAck(from, incarnation, m); err != nil {
 			return err
@@ -307,6 +366,10 @@ type peerSender struct {
 	id    uint64
 	addr  string
 	queue chan *raftpb.Message
+	// ctx ends when the transport closes or the peer leaves the
+	// configuration.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	wmu  sync.Mutex // guards conn and dead
 	conn net.Conn   // the live stream, nil when there is none
@@ -324,7 +387,7 @@ func (p *peerSender) breakLocked() {
 
 func (p *peerSender) run() {
 	defer p.t.wg.Done()
-	ctx := p.t.ctx
+	ctx := p.ctx
 	for ctx.Err() == nil {
 		dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
 		c, err := p.t.dial(dctx, p.id, p.addr)
@@ -393,8 +456,8 @@ func (p *peerSender) stream(c net.Conn) error {
 	for {
 		var m *raftpb.Message
 		select {
-		case <-p.t.ctx.Done():
-			return p.t.ctx.Err()
+		case <-p.ctx.Done():
+			return p.ctx.Err()
 		case <-dead:
 			return errors.New("stream closed")
 		case m = <-p.queue:

@@ -2,12 +2,15 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/peer"
 )
 
 // adminCommand runs one operator command: body is its JSON arguments, and
@@ -16,7 +19,90 @@ type adminCommand func(ctx context.Context, n *node.Node, body []byte) (any, err
 
 // adminCommands are the commands OpAdmin runs, by name.
 func adminCommands() map[string]adminCommand {
-	return map[string]adminCommand{}
+	return map[string]adminCommand{
+		"member.list":     memberList,
+		"member.add":      memberChange(node.AddLearner),
+		"member.promote":  memberChange(node.Promote),
+		"member.remove":   memberChange(node.Remove),
+		"leader.transfer": leaderTransfer,
+	}
+}
+
+// MemberList is the answer of member.list (and of the member changes,
+// with the configuration after the change).
+type MemberList struct {
+	Members []node.Member `json:"members"`
+	// ClusterID and Bootstrap are what a joining member needs (see
+	// node.Join).
+	ClusterID string        `json:"cluster_id,omitempty"`
+	Bootstrap []node.Member `json:"bootstrap,omitempty"`
+}
+
+func memberList(ctx context.Context, n *node.Node, body []byte) (any, error) {
+	if err := decodeArgs(body, &struct{}{}); err != nil {
+		return nil, err
+	}
+	ms, err := n.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := MemberList{Members: ms}
+	if id := n.ClusterID(); id != 0 {
+		out.ClusterID = peer.FormatClusterID(id)
+	}
+	for id, addr := range n.BootstrapPeers() {
+		out.Bootstrap = append(out.Bootstrap, node.Member{ID: id, PeerAddr: addr})
+	}
+	slices.SortFunc(out.Bootstrap, func(a, b node.Member) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// MemberArgs are the arguments of member.add, member.promote and
+// member.remove (only add takes addresses).
+type MemberArgs struct {
+	ID         uint64 `json:"id"`
+	PeerAddr   string `json:"peer_addr,omitempty"`
+	ClientAddr string `json:"client_addr,omitempty"`
+}
+
+func memberChange(typ node.ChangeType) adminCommand {
+	return func(ctx context.Context, n *node.Node, body []byte) (any, error) {
+		var a MemberArgs
+		if err := decodeArgs(body, &a); err != nil {
+			return nil, err
+		}
+		if typ != node.AddLearner && (a.PeerAddr != "" || a.ClientAddr != "") {
+			return nil, &node.InvalidArgumentError{Reason: fmt.Sprintf("%s takes only a member id", typ)}
+		}
+		ch := node.MembershipChange{Type: typ, Member: node.Member{ID: a.ID, PeerAddr: a.PeerAddr, ClientAddr: a.ClientAddr}}
+		if err := n.ChangeMembership(ctx, ch); err != nil {
+			return nil, err
+		}
+		return memberList(ctx, n, nil)
+	}
+}
+
+// TransferArgs and TransferResult are leader.transfer's.
+type TransferArgs struct {
+	To uint64 `json:"to,omitempty"`
+}
+
+// TransferResult names the new leader.
+type TransferResult struct {
+	Leader     uint64 `json:"leader"`
+	LeaderAddr string `json:"leader_addr"`
+}
+
+func leaderTransfer(ctx context.Context, n *node.Node, body []byte) (any, error) {
+	var a TransferArgs
+	if err := decodeArgs(body, &a); err != nil {
+		return nil, err
+	}
+	to, err := n.TransferLeader(ctx, a.To)
+	if err != nil {
+		return nil, err
+	}
+	return TransferResult{Leader: to, LeaderAddr: n.Status().LeaderAddr}, nil
 }
 
 // admin runs req (OpAdmin) and fills resp with its answer.

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -318,7 +319,7 @@ func errorResponse(resp *wire.Response, err error) {
 		resp.Op, resp.Reason = wire.OpOutcomeUnknown, err.Error()
 	case errors.Is(err, node.ErrOverloaded):
 		resp.Op, resp.Reason = wire.OpOverloaded, err.Error()
-	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
+	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped), errors.Is(err, member.ErrChangeInProgress):
 		resp.Op, resp.Reason = wire.OpUnavailable, err.Error()
 	default:
 		resp.Op, resp.Reason = wire.OpError, err.Error()

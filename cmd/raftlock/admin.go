@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/raftlock/raftlock/node/server"
+)
+
+// runMember lists and changes the cluster's members (member list, add,
+// promote, remove), through the leader.
+func runMember(args []string, stdout, stderr io.Writer) error {
+	const synopsis = "member list|add|promote|remove [flags]"
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fs := newFlagSet("member", synopsis)
+		fs.SetOutput(stderr)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fs.Usage()
+			fmt.Fprintln(stderr, "\nsubcommands:\n  list                                             the members, their addresses and roles\n  add --id N --peer-addr HOST:PORT --client-addr HOST:PORT   add a member as a learner\n  promote N                                        make a caught-up learner a voter\n  remove N                                         remove a member (the leader hands over first)")
+			return nil
+		}
+		return usageErr("want a subcommand: list, add, promote or remove")
+	}
+	sub, args := args[0], args[1:]
+	var cf clientFlags
+	switch sub {
+	case "list":
+		fs := newFlagSet("member list", "member list [--json]")
+		cf.register(fs, true)
+		if err := parseNoArgs(fs, args, stderr); err != nil {
+			return err
+		}
+		var out server.MemberList
+		if err := adminCall(&cf, stdout, "member.list", nil, &out, true); err != nil {
+			return err
+		}
+		return printMembers(stdout, &cf, out, "")
+	case "add":
+		fs := newFlagSet("member add", "member add --id N --peer-addr HOST:PORT --client-addr HOST:PORT [--json]")
+		cf.register(fs, true)
+		var a server.MemberArgs
+		fs.Uint64Var(&a.ID, "id", 0, "the new member's id (never one used before in this cluster)")
+		fs.StringVar(&a.PeerAddr, "peer-addr", "", "the new member's raft address, which the others dial")
+		fs.StringVar(&a.ClientAddr, "client-addr", "", "the new member's client address")
+		if err := parseNoArgs(fs, args, stderr); err != nil {
+			return err
+		}
+		switch {
+		case a.ID == 0:
+			return usageErr("--id is required")
+		case a.PeerAddr == "":
+			return usageErr("--peer-addr is required")
+		case a.ClientAddr == "":
+			return usageErr("--client-addr is required")
+		}
+		var out server.MemberList
+		if err := adminCall(&cf, stdout, "member.add", a, &out, false); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("added member %d as a learner; start it on an empty data directory with:\n  raftlock node --id %d --join %s --peer-listen %s --listen %s --data DIR\nthen promote it once it has caught up: raftlock member promote %d\n",
+			a.ID, a.ID, cf.endpoints, a.PeerAddr, a.ClientAddr, a.ID)
+		return printMembers(stdout, &cf, out, msg)
+	case "promote", "remove":
+		fs := newFlagSet("member "+sub, "member "+sub+" N [--json]")
+		cf.register(fs, true)
+		pos, rest, err := parse(fs, args, stderr)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 1 || rest != nil {
+			return usageErr("want exactly one member id")
+		}
+		id, err := strconv.ParseUint(pos[0], 10, 64)
+		if err != nil || id == 0 {
+			return usageErr("bad member id %q: want a number > 0", pos[0])
+		}
+		var out server.MemberList
+		if err := adminCall(&cf, stdout, "member."+sub, server.MemberArgs{ID: id}, &out, false); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("promoted member %d to voter\n", id)
+		if sub == "remove" {
+			msg = fmt.Sprintf("removed member %d; it stops itself once it learns so (stop its process if it is unreachable)\n", id)
+		}
+		return printMembers(stdout, &cf, out, msg)
+	}
+	return usageErr("unknown member subcommand %q: want list, add, promote or remove", sub)
+}
+
+// runLeader moves leadership (leader transfer [--to N]).
+func runLeader(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "transfer" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprintln(stderr, "usage: raftlock leader transfer [--to N] [flags]\n\nhand leadership to member N (default: the most up-to-date other voter); see raftlock leader transfer --help")
+			return nil
+		}
+		return usageErr("want: leader transfer [--to N]")
+	}
+	fs := newFlagSet("leader transfer", "leader transfer [--to N] [--json]")
+	var cf clientFlags
+	cf.register(fs, true)
+	var a server.TransferArgs
+	fs.Uint64Var(&a.To, "to", 0, "the voter to hand leadership to (default: the most up-to-date other voter)")
+	if err := parseNoArgs(fs, args[1:], stderr); err != nil {
+		return err
+	}
+	var out server.TransferResult
+	if err := adminCall(&cf, stdout, "leader.transfer", a, &out, false); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "leader is now member %d (%s)\n", out.Leader, out.LeaderAddr)
+	return nil
+}
+
+// adminCall runs one admin command through the leader within --timeout.
+func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, readOnly bool) error {
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	if err := cl.Admin(ctx, command, in, out, readOnly); err != nil {
+		return cf.fail(stdout, "", err)
+	}
+	return nil
+}
+
+// printMembers prints msg and the member table, or with --json exactly
+// {"members":[{"id","peer_addr","client_addr","role"}]}.
+func printMembers(stdout io.Writer, cf *clientFlags, out server.MemberList, msg string) error {
+	if cf.json {
+		return printJSON(stdout, map[string]any{"members": out.Members})
+	}
+	fmt.Fprint(stdout, msg)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tROLE\tPEER ADDR\tCLIENT ADDR")
+	for _, m := range out.Members {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.ID, m.Role, orDash(m.PeerAddr), orDash(m.ClientAddr))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+

@@ -1,0 +1,231 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/raftlock/raftlock/member"
+)
+
+// Member is one member as the cluster records it (id, addresses, role).
+type Member = member.Member
+
+// MembershipChange is an operator's change of the configuration.
+type MembershipChange = member.MembershipChange
+
+// ChangeType names a membership change.
+type ChangeType = member.ChangeType
+
+// Membership changes.
+const (
+	AddLearner = member.AddLearner
+	Promote    = member.Promote
+	Remove     = member.Remove
+)
+
+// ErrRemoved is what a member that applied its own removal stops with.
+var ErrRemoved = member.ErrRemoved
+
+// Join is what a member joining a running cluster learns from it before
+// its first start (raftlock node --join): the cluster id, the
+// configuration the cluster was bootstrapped with (the joiner replays the
+// log from its start, as the first members did) and the current members'
+// peer addresses (to reach the leader before it has replayed the change
+// that added it).
+type Join struct {
+	ClusterID uint64
+	Bootstrap map[uint64]string
+	Members   map[uint64]string
+}
+
+// Members returns the configuration as the leader has applied it, with
+// every member's addresses and role. A follower answers NotLeaderError, so
+// clients ask the leader.
+func (n *Node) Members(ctx context.Context) ([]Member, error) {
+	var ms []Member
+	var err error
+	if !n.inspect(func(c *member.Core) {
+		if lead, self := c.Leader(); !self {
+			err = &member.NotLeaderError{LeaderID: lead}
+			return
+		}
+		ms = c.Members()
+	}) {
+		return nil, ErrStopped
+	}
+	if nl, ok := err.(*member.NotLeaderError); ok {
+		return nil, n.redirect(nl)
+	}
+	for i := range ms {
+		if ms[i].ClientAddr == "" {
+			ms[i].ClientAddr = n.transport.PeerClientAddr(ms[i].ID)
+		}
+		if ms[i].ID == n.cfg.ID {
+			ms[i].ClientAddr = n.cfg.ClientAddr
+		}
+	}
+	return ms, nil
+}
+
+// BootstrapPeers returns the configuration the cluster was bootstrapped
+// with, id to peer address (see Join).
+func (n *Node) BootstrapPeers() map[uint64]string {
+	var b member.Book
+	n.inspect(func(c *member.Core) { b, _ = c.Book() })
+	return b.BootstrapPeers()
+}
+
+// ClusterID returns the cluster id this member checks in peer hellos (0:
+// none, with a caller-supplied transport).
+func (n *Node) ClusterID() uint64 {
+	if n.identity == nil {
+		return 0
+	}
+	return n.identity.ClusterID
+}
+
+// ChangeMembership proposes ch on the leader and returns once it applied.
+// A leader asked to remove itself hands leadership over first and answers
+// NotLeaderError naming the new leader, where the client retries.
+func (n *Node) ChangeMembership(ctx context.Context, ch MembershipChange) error {
+	_, err := n.call(ctx, member.Request{Change: &ch})
+	if errors.Is(err, member.ErrLeaderMustHandOver) {
+		to, terr := n.TransferLeader(ctx, 0)
+		if terr != nil {
+			return fmt.Errorf("hand leadership over before removing this member: %w", terr)
+		}
+		return &member.NotLeaderError{LeaderID: to, LeaderAddr: n.transport.PeerClientAddr(to)}
+	}
+	return err
+}
+
+// TransferLeader hands leadership to voter to (0: the most up-to-date
+// other voter) and returns once that member leads, or fails at ctx's end
+// or when raft gave the transfer up (after an election timeout).
+func (n *Node) TransferLeader(ctx context.Context, to uint64) (uint64, error) {
+	var err error
+	if !n.inspect(func(c *member.Core) { to, err = c.TransferLeader(to) }) {
+		return 0, ErrStopped
+	}
+	if nl, ok := err.(*member.NotLeaderError); ok {
+		return 0, n.redirect(nl)
+	}
+	if err != nil {
+		return 0, err
+	}
+	giveUp := time.Duration(2*n.cfg.ElectionTicks) * n.cfg.TickInterval
+	deadline := time.NewTimer(giveUp)
+	defer deadline.Stop()
+	tick := time.NewTicker(n.cfg.TickInterval)
+	defer tick.Stop()
+	for {
+		var lead uint64
+		if !n.inspect(func(c *member.Core) { lead, _ = c.Leader() }) {
+			return 0, ErrStopped
+		}
+		if lead == to {
+			return to, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-deadline.C:
+			return 0, fmt.Errorf("%w: member %d did not take leadership within %v (leader is %d)", ErrUnavailable, to, giveUp, lead)
+		case <-tick.C:
+		}
+	}
+}
+
+// Shutdown stops the member gracefully: a leader takes no new calls, ends
+// the ones not yet proposed as retryable, waits for the proposed ones to
+// apply and be answered, hands leadership to the most up-to-date voter,
+// and waits until it leads; then the member closes. A follower just
+// closes. ctx bounds the handover; at its end the member closes anyway.
+func (n *Node) Shutdown(ctx context.Context) error {
+	var leader bool
+	n.inspect(func(c *member.Core) {
+		_, leader = c.Leader()
+		if leader {
+			c.Drain()
+		}
+	})
+	if leader {
+		n.log.Info("handing leadership over before stopping")
+		tick := time.NewTicker(n.cfg.TickInterval / 4)
+		for inflight := 1; inflight > 0; {
+			if !n.inspect(func(c *member.Core) { inflight = c.InFlight() }) {
+				break
+			}
+			if inflight == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				inflight = 0
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
+		if to, err := n.TransferLeader(ctx, 0); err != nil {
+			n.log.Warn("leadership handover failed; stopping anyway", "err", err)
+		} else {
+			n.log.Info("handed leadership over", "to", to)
+		}
+	}
+	return n.Close()
+}
+
+// redirect adds the leader's client address to a NotLeaderError.
+func (n *Node) redirect(nl *member.NotLeaderError) error {
+	if nl.LeaderID != 0 && nl.LeaderAddr == "" {
+		return &member.NotLeaderError{LeaderID: nl.LeaderID, LeaderAddr: n.transport.PeerClientAddr(nl.LeaderID)}
+	}
+	return nl
+}
+
+// peerSetter is a transport whose peers follow the configuration.
+type peerSetter interface {
+	SetPeers(map[uint64]string)
+}
+
+// syncPeers gives the transport the peers of the address book after a
+// configuration change or snapshot changed it, plus the members it was
+// started with that were not removed (a joining member's view of the
+// current members until it has replayed the changes that added them).
+func (n *Node) syncPeers(c *member.Core) {
+	book, version := c.Book()
+	if version == n.bookVersion && n.bookSynced {
+		return
+	}
+	n.bookVersion, n.bookSynced = version, true
+	ps, ok := n.transport.(peerSetter)
+	if !ok {
+		return
+	}
+	ps.SetPeers(peersOf(book, n.cfg.Peers))
+}
+
+// peersOf is the book's peers, plus the started-with ones it has not
+// removed.
+func peersOf(book member.Book, started map[uint64]string) map[uint64]string {
+	peers := book.Peers()
+	removed := make(map[uint64]bool, len(book.Removed))
+	for _, id := range book.Removed {
+		removed[id] = true
+	}
+	extra := maps.Clone(started)
+	for id := range extra {
+		if _, ok := peers[id]; ok || removed[id] {
+			delete(extra, id)
+		}
+	}
+	maps.Copy(peers, extra)
+	return peers
+}
+
+// Done is closed once the member has stopped: Close, a fatal error, or
+// its own removal (Err says which).
+func (n *Node) Done() <-chan struct{} { return n.loopDone }
