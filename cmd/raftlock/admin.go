@@ -155,4 +155,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-

@@ -41,7 +41,7 @@ type memberFlags struct {
 	logLevel       string
 	faultInjection bool
 	unsafeBug      string
-	join           string // client endpoints of the cluster to join (join.go)
+	join           string        // client endpoints of the cluster to join (join.go)
 	sec            securityFlags // security.go
 	limits         limitFlags
 }
