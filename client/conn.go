@@ -23,6 +23,9 @@ type conn struct {
 	pending map[uint64]chan wire.Response
 	err     error
 	done    chan struct{}
+	// goingAway: the member sent a goaway; no new requests go out here, and
+	// the connection closes once the pending ones are answered.
+	goingAway bool
 }
 
 func newConn(addr string, nc net.Conn, log *slog.Logger) *conn {
@@ -33,11 +36,25 @@ func newConn(addr string, nc net.Conn, log *slog.Logger) *conn {
 	return cn
 }
 
+// broken says whether new requests must go elsewhere.
 func (cn *conn) broken() bool {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	return cn.err != nil
+	return cn.err != nil || cn.goingAway
 }
+
+// goAway handles the member's goaway.
+func (cn *conn) goAway() {
+	cn.mu.Lock()
+	cn.goingAway = true
+	idle := len(cn.pending) == 0
+	cn.mu.Unlock()
+	if idle {
+		cn.close(errMemberStopping)
+	}
+}
+
+var errMemberStopping = fmt.Errorf("%w: member stopping", ErrUnavailable)
 
 func (cn *conn) close(err error) {
 	cn.mu.Lock()
@@ -62,12 +79,20 @@ func (cn *conn) roundTrip(ctx context.Context, req *wire.Request) (resp wire.Res
 		cn.mu.Unlock()
 		return wire.Response{}, false, cn.err
 	}
+	if cn.goingAway {
+		cn.mu.Unlock()
+		return wire.Response{}, false, errMemberStopping
+	}
 	cn.pending[req.ID] = ch
 	cn.mu.Unlock()
 	defer func() {
 		cn.mu.Lock()
 		delete(cn.pending, req.ID)
+		last := cn.goingAway && len(cn.pending) == 0
 		cn.mu.Unlock()
+		if last {
+			cn.close(errMemberStopping)
+		}
 	}()
 	if queued, err := cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, req) }); err != nil {
 		return wire.Response{}, queued, fmt.Errorf("connection to %s lost: %w", cn.addr, err)
@@ -99,6 +124,10 @@ func (cn *conn) readLoop() {
 			cn.log.Warn("closing connection after a malformed answer", "addr", cn.addr, "err", err)
 			cn.close(err)
 			return
+		}
+		if resp.ID == wire.GoAwayID && resp.Op == wire.OpUnavailable {
+			cn.goAway()
+			continue
 		}
 		cn.mu.Lock()
 		ch, ok := cn.pending[resp.ID]

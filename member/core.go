@@ -491,7 +491,8 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 	}
 	leader := c.role == raft.StateLeader
 	if !leader {
-		c.reads = nil // Become below ends their requests
+		c.reads = nil      // Become below ends their requests
+		c.draining = false // handed over: a follower redirects as usual
 	}
 	if p := c.pending; p != nil && (!leader || c.term != p.term) {
 		// The change may still commit under the next leader.

@@ -27,6 +27,13 @@ func (c *Core) Drain() {
 	c.collect(0)
 }
 
+// Undrain takes calls again after a handover that did not happen (the
+// transfer was abandoned and this member still leads).
+func (c *Core) Undrain() { c.draining = false }
+
+// Draining says whether this member is handing its leadership over.
+func (c *Core) Draining() bool { return c.draining }
+
 // InFlight returns how many calls this member has proposed and not yet
 // answered.
 func (c *Core) InFlight() int {

@@ -93,7 +93,7 @@ func (n *Node) ClusterID() uint64 {
 func (n *Node) ChangeMembership(ctx context.Context, ch MembershipChange) error {
 	_, err := n.call(ctx, member.Request{Change: &ch})
 	if errors.Is(err, member.ErrLeaderMustHandOver) {
-		to, terr := n.TransferLeader(ctx, 0)
+		to, terr := n.HandOver(ctx, 0)
 		if terr != nil {
 			return fmt.Errorf("hand leadership over before removing this member: %w", terr)
 		}
@@ -102,9 +102,56 @@ func (n *Node) ChangeMembership(ctx context.Context, ch MembershipChange) error 
 	return err
 }
 
+// HandOver moves leadership to voter to (0: the most up-to-date other
+// voter) without failing a client call: this leader takes no new calls
+// (they get ErrHandingOver, which clients retry on the next leader), ends
+// the ones not yet proposed the same way, waits for the proposed ones to
+// apply and be answered, then transfers. If the transfer does not happen
+// the member takes calls again.
+func (n *Node) HandOver(ctx context.Context, to uint64) (uint64, error) {
+	var err error
+	if !n.inspect(func(c *member.Core) {
+		if lead, self := c.Leader(); !self {
+			err = &member.NotLeaderError{LeaderID: lead}
+			return
+		}
+		c.Drain()
+	}) {
+		return 0, ErrStopped
+	}
+	if nl, ok := err.(*member.NotLeaderError); ok {
+		return 0, n.redirect(nl)
+	}
+	tick := time.NewTicker(n.cfg.TickInterval / 4)
+	for inflight := 1; inflight > 0 && ctx.Err() == nil; {
+		if !n.inspect(func(c *member.Core) { inflight = c.InFlight() }) {
+			tick.Stop()
+			return 0, ErrStopped
+		}
+		if inflight > 0 {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+	}
+	tick.Stop()
+	to, err = n.TransferLeader(ctx, to)
+	if err != nil {
+		n.inspect(func(c *member.Core) {
+			if _, self := c.Leader(); self {
+				c.Undrain()
+			}
+		})
+	}
+	return to, err
+}
+
 // TransferLeader hands leadership to voter to (0: the most up-to-date
 // other voter) and returns once that member leads, or fails at ctx's end
-// or when raft gave the transfer up (after an election timeout).
+// or when raft gave the transfer up (after an election timeout). Calls in
+// flight on this leader may end with an unknown outcome; HandOver avoids
+// that.
 func (n *Node) TransferLeader(ctx context.Context, to uint64) (uint64, error) {
 	var err error
 	if !n.inspect(func(c *member.Core) { to, err = c.TransferLeader(to) }) {
@@ -146,34 +193,16 @@ func (n *Node) TransferLeader(ctx context.Context, to uint64) (uint64, error) {
 // closes. ctx bounds the handover; at its end the member closes anyway.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var leader bool
-	n.inspect(func(c *member.Core) {
-		_, leader = c.Leader()
-		if leader {
-			c.Drain()
-		}
-	})
+	n.inspect(func(c *member.Core) { _, leader = c.Leader() })
 	if leader {
 		n.log.Info("handing leadership over before stopping")
-		tick := time.NewTicker(n.cfg.TickInterval / 4)
-		for inflight := 1; inflight > 0; {
-			if !n.inspect(func(c *member.Core) { inflight = c.InFlight() }) {
-				break
-			}
-			if inflight == 0 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				inflight = 0
-			case <-tick.C:
-			}
-		}
-		tick.Stop()
-		if to, err := n.TransferLeader(ctx, 0); err != nil {
+		if to, err := n.HandOver(ctx, 0); err != nil {
 			n.log.Warn("leadership handover failed; stopping anyway", "err", err)
 		} else {
 			n.log.Info("handed leadership over", "to", to)
 		}
+		// The draining that HandOver undid must hold until Close.
+		n.inspect(func(c *member.Core) { c.Drain() })
 	}
 	return n.Close()
 }

@@ -69,6 +69,12 @@ const (
 	OpAdminResult Op = 0x8f // Body
 )
 
+// GoAwayID is the request id of a goaway: an OpUnavailable answer a
+// member sends unasked when it is stopping. The client sends nothing more
+// on that connection and closes it once its requests in flight are
+// answered (the member keeps answering them); request ids start at 1.
+const GoAwayID = 0
+
 // Limits.
 const (
 	MaxFrame     = 64 << 10

@@ -282,7 +282,12 @@ func (mb *member) Shutdown(log *slog.Logger) {
 	if err := mb.node.Shutdown(ctx); err != nil {
 		log.Warn("member stopped with an error", "member", mb.id, "err", err)
 	}
-	mb.Close()
+	// Clients move on at the goaway; the node answers what they still
+	// send (ErrStopped, retryable) until they hang up.
+	if mb.http != nil {
+		mb.http.Shutdown(ctx)
+	}
+	mb.server.Shutdown(ctx)
 }
 
 // defaultClusterData is where `raftlock cluster` keeps its members' data

@@ -24,6 +24,9 @@ type processMember struct {
 	peer, client, httpAddr string
 	cmd                    *exec.Cmd
 	exited                 chan struct{}
+	// join, when set, starts the member with --join (these client
+	// endpoints) instead of --peers.
+	join string
 }
 
 // processCluster runs real `raftlock node` processes, for the tests that
@@ -84,14 +87,22 @@ func (c *processCluster) start(m *processMember) {
 	c.t.Helper()
 	var peers []string
 	for _, p := range c.members {
+		if p.join != "" {
+			continue // joined later: not in the bootstrap configuration
+		}
 		peers = append(peers, fmt.Sprintf("%d=%s", p.id, p.peer))
 	}
 	listen := []string{"--listen", m.client}
 	if c.listenArgs != nil {
 		listen = c.listenArgs(m)
 	}
-	args := append(append([]string{"node", "--id", strconv.Itoa(m.id), "--peers", strings.Join(peers, ","),
-		"--http", m.httpAddr, "--data", filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id))}, listen...), c.extra...)
+	boot := []string{"--peers", strings.Join(peers, ",")}
+	if m.join != "" {
+		boot = []string{"--join", m.join, "--peer-listen", m.peer}
+	}
+	args := append(append(append([]string{"node", "--id", strconv.Itoa(m.id)}, boot...),
+		"--http", m.httpAddr, "--data", filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id))), listen...)
+	args = append(args, c.extra...)
 	logf, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		c.t.Fatal(err)

@@ -98,7 +98,7 @@ func leaderTransfer(ctx context.Context, n *node.Node, body []byte) (any, error)
 	if err := decodeArgs(body, &a); err != nil {
 		return nil, err
 	}
-	to, err := n.TransferLeader(ctx, a.To)
+	to, err := n.HandOver(ctx, a.To)
 	if err != nil {
 		return nil, err
 	}

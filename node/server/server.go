@@ -30,7 +30,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	ln     net.Listener
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]func() // each connection's goaway (Shutdown)
 	closed bool
 	wg     sync.WaitGroup
 
@@ -42,7 +42,7 @@ type Server struct {
 
 // New returns a client server for n.
 func New(n *node.Node) *Server {
-	return &Server{node: n, log: n.Logger().With("component", "server"), conns: make(map[net.Conn]struct{}),
+	return &Server{node: n, log: n.Logger().With("component", "server"), conns: make(map[net.Conn]func()),
 		adminCmds: adminCommands()}
 }
 
@@ -83,11 +83,47 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.refuseConn(c)
 			continue
 		}
-		s.conns[c] = struct{}{}
+		s.conns[c] = nil // set once its writer exists
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go s.serveConn(c)
 	}
+}
+
+// Shutdown stops accepting connections and tells every client to move on
+// (a goaway, wire.GoAwayID), then keeps answering what clients still send
+// (requests written before they read the goaway) until they have closed
+// their connections or ctx ends; then it closes. A client never sees a
+// connection break under a request it sent, which it would have to report
+// as an unknown outcome.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for _, goAway := range s.conns {
+		if goAway != nil {
+			goAway()
+		}
+	}
+	s.mu.Unlock()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		open := len(s.conns)
+		s.mu.Unlock()
+		if open == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return s.Close()
+		case <-tick.C:
+		}
+	}
+	return s.Close()
 }
 
 // Close stops accepting and closes every connection (which cancels their
@@ -130,6 +166,13 @@ func (s *Server) serveConn(c net.Conn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
+	s.mu.Lock()
+	if _, ok := s.conns[c]; ok {
+		s.conns[c] = func() {
+			out.Write(func(b []byte) []byte { return wire.AppendResponse(b, &wire.Response{ID: wire.GoAwayID, Op: wire.OpUnavailable, Reason: "member stopping"}) })
+		}
+	}
+	s.mu.Unlock()
 	r := bufio.NewReaderSize(c, 32<<10)
 	if err := s.greet(c, r); err != nil {
 		s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
