@@ -16,7 +16,9 @@ type adminCommand func(ctx context.Context, n *node.Node, body []byte) (any, err
 
 // adminCommands are the commands OpAdmin runs, by name.
 func adminCommands() map[string]adminCommand {
-	return map[string]adminCommand{}
+	return map[string]adminCommand{
+		"snapshot.save": snapshotSave,
+	}
 }
 
 // admin runs req (OpAdmin) and fills resp with its answer.
@@ -25,7 +27,7 @@ func (s *Server) admin(ctx context.Context, req *wire.Request, resp *wire.Respon
 	if !ok {
 		return &node.InvalidArgumentError{Reason: fmt.Sprintf("unknown admin command %q", req.Key)}
 	}
-	out, err := cmd(ctx, s.node, req.Body)
+	out, err := cmd(withServer(ctx, s), s.node, req.Body)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ type Server struct {
 	lim  limiter
 
 	adminCmds map[string]adminCommand // admin.go
+	captures  captureCache            // snapshot.save's (snapshot.go)
 }
 
 // New returns a client server for n.
