@@ -60,6 +60,7 @@ func commands() []command {
 		{"get", "read a lock (linearizable)", runGet},
 		{"exec", "run a command while holding a lock", runExec},
 		{"status", "show every member's raft status", runStatus},
+		{"snapshot", "back up the lock table to a file, or seed a new member from one (save, restore)", runSnapshot},
 		{"certs", "make a CA and member and client certificates (certs init)", runCerts},
 		{"version", "print the version, commit and Go version", runVersion},
 		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
