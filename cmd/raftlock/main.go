@@ -62,6 +62,7 @@ func commands() []command {
 		{"status", "show every member's raft status", runStatus},
 		{"member", "list, add, promote or remove members (member list|add|promote|remove)", runMember},
 		{"leader", "hand leadership to another member (leader transfer [--to N])", runLeader},
+		{"snapshot", "back up the lock table to a file, or seed a new member from one (save, restore)", runSnapshot},
 		{"certs", "make a CA and member and client certificates (certs init)", runCerts},
 		{"version", "print the version, commit and Go version", runVersion},
 		{"completion", "print a shell completion script (bash or zsh)", runCompletion},

@@ -13,9 +13,9 @@ import (
 	"github.com/raftlock/raftlock/node/peer"
 )
 
-// adminCommand runs one operator command: body is its JSON arguments, and
-// the value it returns is marshalled as the answer.
-type adminCommand func(ctx context.Context, n *node.Node, body []byte) (any, error)
+// adminCommand runs one operator command on s: body is its JSON
+// arguments, and the value it returns is marshalled as the answer.
+type adminCommand func(ctx context.Context, s *Server, body []byte) (any, error)
 
 // adminCommands are the commands OpAdmin runs, by name.
 func adminCommands() map[string]adminCommand {
@@ -25,6 +25,7 @@ func adminCommands() map[string]adminCommand {
 		"member.promote":  memberChange(node.Promote),
 		"member.remove":   memberChange(node.Remove),
 		"leader.transfer": leaderTransfer,
+		"snapshot.save":   snapshotSave,
 	}
 }
 
@@ -38,7 +39,8 @@ type MemberList struct {
 	Bootstrap []node.Member `json:"bootstrap,omitempty"`
 }
 
-func memberList(ctx context.Context, n *node.Node, body []byte) (any, error) {
+func memberList(ctx context.Context, s *Server, body []byte) (any, error) {
+	n := s.node
 	if err := decodeArgs(body, &struct{}{}); err != nil {
 		return nil, err
 	}
@@ -66,7 +68,7 @@ type MemberArgs struct {
 }
 
 func memberChange(typ node.ChangeType) adminCommand {
-	return func(ctx context.Context, n *node.Node, body []byte) (any, error) {
+	return func(ctx context.Context, s *Server, body []byte) (any, error) {
 		var a MemberArgs
 		if err := decodeArgs(body, &a); err != nil {
 			return nil, err
@@ -75,10 +77,10 @@ func memberChange(typ node.ChangeType) adminCommand {
 			return nil, &node.InvalidArgumentError{Reason: fmt.Sprintf("%s takes only a member id", typ)}
 		}
 		ch := node.MembershipChange{Type: typ, Member: node.Member{ID: a.ID, PeerAddr: a.PeerAddr, ClientAddr: a.ClientAddr}}
-		if err := n.ChangeMembership(ctx, ch); err != nil {
+		if err := s.node.ChangeMembership(ctx, ch); err != nil {
 			return nil, err
 		}
-		return memberList(ctx, n, nil)
+		return memberList(ctx, s, nil)
 	}
 }
 
@@ -93,7 +95,8 @@ type TransferResult struct {
 	LeaderAddr string `json:"leader_addr"`
 }
 
-func leaderTransfer(ctx context.Context, n *node.Node, body []byte) (any, error) {
+func leaderTransfer(ctx context.Context, s *Server, body []byte) (any, error) {
+	n := s.node
 	var a TransferArgs
 	if err := decodeArgs(body, &a); err != nil {
 		return nil, err
@@ -111,7 +114,7 @@ func (s *Server) admin(ctx context.Context, req *wire.Request, resp *wire.Respon
 	if !ok {
 		return &node.InvalidArgumentError{Reason: fmt.Sprintf("unknown admin command %q", req.Key)}
 	}
-	out, err := cmd(ctx, s.node, req.Body)
+	out, err := cmd(ctx, s, req.Body)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ type Server struct {
 	lim  limiter
 
 	adminCmds map[string]adminCommand // admin.go
+	captures  captureCache            // snapshot.save's (snapshot.go)
 }
 
 // New returns a client server for n.
@@ -169,7 +170,9 @@ func (s *Server) serveConn(c net.Conn) {
 	s.mu.Lock()
 	if _, ok := s.conns[c]; ok {
 		s.conns[c] = func() {
-			out.Write(func(b []byte) []byte { return wire.AppendResponse(b, &wire.Response{ID: wire.GoAwayID, Op: wire.OpUnavailable, Reason: "member stopping"}) })
+			out.Write(func(b []byte) []byte {
+				return wire.AppendResponse(b, &wire.Response{ID: wire.GoAwayID, Op: wire.OpUnavailable, Reason: "member stopping"})
+			})
 		}
 	}
 	s.mu.Unlock()

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/raftlock/raftlock/client"
+	membercore "github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+const snapshotWant = "want: raftlock snapshot save FILE, or raftlock snapshot restore FILE --data DIR --id N --peers 1=HOST:PORT,..."
+
+// runSnapshot is `raftlock snapshot save|restore`: a backup of the lock
+// table taken from the leader, and a new member's data directory seeded
+// from one. The file format is membercore.EncodeBackup's.
+func runSnapshot(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageErr("%s", snapshotWant)
+	}
+	switch args[0] {
+	case "save":
+		return runSnapshotSave(args[1:], stdout, stderr)
+	case "restore":
+		return runSnapshotRestore(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		// Both subcommands' flags: the completion script reads them here.
+		for _, sub := range []func([]string, io.Writer, io.Writer) error{runSnapshotSave, runSnapshotRestore} {
+			sub([]string{"--help"}, stdout, stderr)
+			fmt.Fprintln(stderr)
+		}
+		return flag.ErrHelp
+	}
+	return usageErr("unknown subcommand %q; %s", args[0], snapshotWant)
+}
+
+func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("snapshot save", "snapshot save FILE [--json]\n\n"+
+		"Saves the lock table, read by the leader at one applied index, to FILE (written\n"+
+		"atomically) with its SHA-256; `raftlock snapshot restore` seeds a new cluster from it.")
+	var cf clientFlags
+	cf.register(fs, true)
+	pos, rest, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || rest != nil {
+		fs.Usage()
+		return usageErr("want exactly one FILE")
+	}
+	file := pos[0]
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	meta, table, err := fetchBackup(ctx, cl)
+	if err != nil {
+		return clientErr(err)
+	}
+	if err := writeFileAtomic(file, membercore.EncodeBackup(meta, table)); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(stdout, map[string]any{"file": file, "index": meta.Index, "term": meta.Term, "locks": meta.Locks,
+			"last_token": meta.LastToken, "size": meta.Size, "sha256": meta.SHA256, "created": meta.Created})
+	}
+	fmt.Fprintf(stdout, "saved snapshot at index %d term %d: %d locks, last token %d, %d bytes, sha256 %s -> %s\n",
+		meta.Index, meta.Term, meta.Locks, meta.LastToken, meta.Size, meta.SHA256, file)
+	return nil
+}
+
+// fetchBackup pulls one capture of the leader's table (snapshot.save) and
+// checks it. A capture lost midway (the leader changed, or it expired) is
+// started again, twice at most.
+func fetchBackup(ctx context.Context, cl *client.Client) (membercore.BackupMeta, []byte, error) {
+	var lastErr error
+	for range 3 {
+		meta, table, err := fetchCapture(ctx, cl)
+		var inv *client.InvalidArgumentError
+		if errors.As(err, &inv) && strings.Contains(inv.Reason, "unknown snapshot capture") {
+			lastErr = err
+			continue
+		}
+		return meta, table, err
+	}
+	return membercore.BackupMeta{}, nil, lastErr
+}
+
+func fetchCapture(ctx context.Context, cl *client.Client) (membercore.BackupMeta, []byte, error) {
+	var first server.SnapshotSaveAnswer
+	if err := cl.Admin(ctx, "snapshot.save", nil, &first, true); err != nil {
+		return membercore.BackupMeta{}, nil, err
+	}
+	meta := first.Meta
+	if meta.Size < 0 || meta.Size > 1<<34 {
+		return membercore.BackupMeta{}, nil, fmt.Errorf("the leader announced a snapshot of %d bytes", meta.Size)
+	}
+	table := make([]byte, 0, meta.Size)
+	for int64(len(table)) < meta.Size {
+		var a server.SnapshotSaveAnswer
+		args := server.SnapshotSaveArgs{Capture: first.Capture, Offset: int64(len(table))}
+		if err := cl.Admin(ctx, "snapshot.save", args, &a, true); err != nil {
+			return membercore.BackupMeta{}, nil, err
+		}
+		if a.Meta != meta || a.Offset != int64(len(table)) || len(a.Data) == 0 || int64(len(table)+len(a.Data)) > meta.Size {
+			return membercore.BackupMeta{}, nil, fmt.Errorf("snapshot capture %s: a chunk that does not fit (offset %d, %d bytes)", first.Capture, a.Offset, len(a.Data))
+		}
+		table = append(table, a.Data...)
+	}
+	sum := sha256.Sum256(table)
+	if hex.EncodeToString(sum[:]) != meta.SHA256 {
+		return membercore.BackupMeta{}, nil, fmt.Errorf("snapshot received with sha256 %x, the leader announced %s", sum, meta.SHA256)
+	}
+	// The file must decode as restore will read it.
+	if _, _, _, err := membercore.DecodeBackup(membercore.EncodeBackup(meta, table)); err != nil {
+		return membercore.BackupMeta{}, nil, err
+	}
+	return meta, table, nil
+}
+
+// writeFileAtomic writes data to name so that name is either absent (or
+// its old content) or the whole of data, durably: a temporary file in the
+// same directory, synced, renamed over name, and the directory synced.
+func writeFileAtomic(name string, data []byte) error {
+	dir := filepath.Dir(name)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the rename, nothing to remove
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("snapshot restore", "snapshot restore FILE --data DIR --id N --peers 1=HOST:PORT,... [--json]\n\n"+
+		"Seeds a new member's data directory from a backup taken by `raftlock snapshot save`:\n"+
+		"run it once per member of the new cluster, with the same FILE and --peers, then\n"+
+		"start each member. Every lock held in the backup is held again with its token and\n"+
+		"a full lease; the next token is above every token in the backup.")
+	dir := dataFlag(fs, "", "data directory to create for this member (required; must not exist or be empty)")
+	id := fs.Uint64("id", 0, "this member's id, one of --peers (required)")
+	peersFlag := fs.String("peers", "", "every member's raft address in the new cluster: 1=HOST:PORT,2=... (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, rest, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || rest != nil {
+		fs.Usage()
+		return usageErr("want exactly one FILE")
+	}
+	file := pos[0]
+	switch {
+	case *dir == "":
+		return usageErr("--data is required")
+	case *id == 0:
+		return usageErr("--id is required")
+	case *peersFlag == "":
+		return usageErr("--peers is required")
+	}
+	peers, err := parsePeers(*peersFlag)
+	if err != nil {
+		return usageErr("--peers: %v", err)
+	}
+	if _, ok := peers[*id]; !ok {
+		return usageErr("--id %d is not in --peers", *id)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	meta, table, _, err := membercore.DecodeBackup(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if err := node.SeedFromBackup(*dir, *id, peers, meta.Index, meta.Term, table, nil); err != nil {
+		return err
+	}
+	ids := make([]uint64, 0, len(peers))
+	for p := range peers {
+		ids = append(ids, p)
+	}
+	slices.Sort(ids)
+	list := make([]string, len(ids))
+	for i, p := range ids {
+		list[i] = fmt.Sprintf("%d=%s", p, peers[p])
+	}
+	start := fmt.Sprintf("raftlock node --id %d --peers %s --data %s", *id, strings.Join(list, ","), *dir)
+	if *asJSON {
+		return printJSON(stdout, map[string]any{"file": file, "data": *dir, "id": *id, "peers": strings.Join(list, ","),
+			"index": meta.Index, "term": meta.Term, "locks": meta.Locks, "last_token": meta.LastToken,
+			"sha256": meta.SHA256, "start": start})
+	}
+	fmt.Fprintf(stdout, "restored snapshot at index %d term %d (%d locks, last token %d, sha256 %s) into %s as member %d of %d\n",
+		meta.Index, meta.Term, meta.Locks, meta.LastToken, meta.SHA256, *dir, *id, len(peers))
+	fmt.Fprintf(stdout, "start it with its usual --listen, --http and TLS flags: %s\n", start)
+	return nil
+}

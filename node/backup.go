@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node/logstore"
+)
+
+// Backup is the lock table at one applied index, as the leader read it.
+type Backup struct {
+	Index, Term uint64
+	Table       []byte // fsm.Machine.Snapshot
+}
+
+// Backup reads the lock table at this member's applied index, on the
+// member's goroutine, so the table, the index and its term belong
+// together. Only the leader past its term barrier answers; a follower
+// answers NotLeaderError naming the leader, which the client protocol
+// turns into a redirect.
+func (n *Node) Backup(ctx context.Context) (Backup, error) {
+	if err := ctx.Err(); err != nil {
+		return Backup{}, err
+	}
+	var b Backup
+	var err error
+	if !n.inspect(func(c *member.Core) { b.Index, b.Term, b.Table, err = c.Backup() }) {
+		return Backup{}, ErrStopped
+	}
+	var nl *member.NotLeaderError
+	if errors.As(err, &nl) && nl.LeaderID != 0 && nl.LeaderAddr == "" {
+		err = &member.NotLeaderError{LeaderID: nl.LeaderID, LeaderAddr: n.transport.PeerClientAddr(nl.LeaderID)}
+	}
+	return b, err
+}
+
+// SeedFromBackup writes a new data directory dir for member id of a
+// cluster of peers (id to raft address) restored from a backup: a log
+// store whose snapshot is the table at the backup's index and term, with
+// every peer a voter and the address book made of peers, and a hard state
+// that commits it, so raft starts consistent. The members' leases restart
+// in full when they start (rule 6), and the table keeps the last token, so
+// the next grant's token is above every one in the backup (rule 1).
+//
+// dir must not exist or be empty: a member never bootstraps twice.
+func SeedFromBackup(dir string, id uint64, peers map[uint64]string, index, term uint64, table []byte, log *slog.Logger) error {
+	if _, ok := peers[id]; !ok {
+		return fmt.Errorf("member %d is not in the peers", id)
+	}
+	if index == 0 || term == 0 {
+		return fmt.Errorf("backup at index %d term %d: both must be > 0", index, term)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case err == nil && len(entries) > 0:
+		return fmt.Errorf("data directory %s already holds data: restore only into a new or empty directory", dir)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	created := errors.Is(err, os.ErrNotExist)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := seed(dir, peers, index, term, table, log); err != nil {
+		if created {
+			os.RemoveAll(dir)
+		}
+		return err
+	}
+	return nil
+}
+
+func seed(dir string, peers map[uint64]string, index, term uint64, table []byte, log *slog.Logger) error {
+	voters := make([]uint64, 0, len(peers))
+	for p := range peers {
+		voters = append(voters, p)
+	}
+	slices.Sort(voters)
+	snap := &raftpb.Snapshot{
+		Data: member.EncodeSnapshot(table, member.NewBook(peers)),
+		Metadata: &raftpb.SnapshotMetadata{
+			ConfState: &raftpb.ConfState{Voters: voters},
+			Index:     new(index), Term: new(term),
+		},
+	}
+	st, err := logstore.OpenSeeded(dir, vfs.Default, snap, log)
+	if err != nil {
+		return err
+	}
+	if err := st.Save(&raftpb.HardState{Term: new(term), Commit: new(index)}, nil, nil, true); err != nil {
+		st.Close()
+		return fmt.Errorf("write hard state: %w", err)
+	}
+	return st.Close()
+}

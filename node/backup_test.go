@@ -1,0 +1,101 @@
+package node_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node"
+)
+
+// A backup read from the leader seeds three new data directories; the
+// restored members hold every lock with its token, and the next grant's
+// token is above every one in the backup.
+func TestBackupSeedsARestoredCluster(t *testing.T) {
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
+	ctx := ctxT(t, 20*time.Second)
+	held := map[string]uint64{}
+	for i := range 5 {
+		key := fmt.Sprintf("k%d", i)
+		tok, err := l.Acquire(ctx, key, time.Hour, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[key] = tok
+	}
+	if err := l.Release(ctx, "k4", held["k4"], 0); err != nil {
+		t.Fatal(err)
+	}
+	delete(held, "k4")
+	for _, f := range c.Followers(l) {
+		var nl *node.NotLeaderError
+		if _, err := f.Backup(ctx); !errors.As(err, &nl) || nl.LeaderID != l.ID() || nl.LeaderAddr != c.Clients[l.ID()] {
+			t.Fatalf("backup on a follower: %v, want NotLeaderError naming %d at %s", err, l.ID(), c.Clients[l.ID()])
+		}
+	}
+	b, err := l.Backup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Index == 0 || b.Term == 0 || b.Index != l.Status().Applied {
+		t.Fatalf("backup at index %d term %d; leader applied %d", b.Index, b.Term, l.Status().Applied)
+	}
+	for _, id := range c.IDs() {
+		c.StopMember(id)
+		if err := os.RemoveAll(c.DataDir(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := node.SeedFromBackup(c.DataDir(1), 4, c.Peers, b.Index, b.Term, b.Table, nil); err == nil {
+		t.Fatal("seeded member 4, which is not in the peers")
+	}
+	for _, id := range c.IDs() {
+		if err := node.SeedFromBackup(c.DataDir(id), id, c.Peers, b.Index, b.Term, b.Table, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = node.SeedFromBackup(c.DataDir(1), 1, c.Peers, b.Index, b.Term, b.Table, nil)
+	if err == nil || !strings.Contains(err.Error(), "already holds data") {
+		t.Fatalf("seeding a directory twice: %v", err)
+	}
+	start := time.Now()
+	for _, id := range c.IDs() {
+		if err := c.StartMember(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = c.WaitLeader()
+	var last uint64
+	for key, tok := range held {
+		testcluster.WaitFor(t, 10*time.Second, "the restored leader to read "+key, func() bool {
+			info, err := l.Get(ctx, key, false)
+			if err != nil {
+				return false
+			}
+			if !info.Held || info.Token != tok {
+				t.Fatalf("%s after restore: %+v, want held with token %d", key, info, tok)
+			}
+			if full := time.Hour - time.Since(start); time.Duration(info.RemainingMS)*time.Millisecond < full {
+				t.Fatalf("%s after restore: %v of lease left, want a full lease (at least %v)", key, time.Duration(info.RemainingMS)*time.Millisecond, full)
+			}
+			return true
+		})
+		last = max(last, tok)
+	}
+	if info, err := l.Get(ctx, "k4", false); err != nil || info.Held {
+		t.Fatalf("k4, released before the backup: %+v, %v", info, err)
+	}
+	tok, err := l.Acquire(ctx, "new", time.Minute, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok <= last+1 { // k4's token was issued too
+		t.Fatalf("new grant's token %d, want above %d", tok, last+1)
+	}
+	c.Converged(10 * time.Second)
+}

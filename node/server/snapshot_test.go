@@ -1,0 +1,86 @@
+package server_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+// snapshot.save hands out a table larger than a frame in chunks that fit
+// one, from a capture at one applied index, through any member.
+func TestSnapshotSaveStreamsTheTableInChunks(t *testing.T) {
+	c := testcluster.New(t, 3, nil)
+	l := c.WaitLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const locks = 300
+	for i := range locks {
+		key := fmt.Sprintf("%04d-%s", i, strings.Repeat("k", 240)) // 73 KB of keys: three chunks
+		if _, err := l.Acquire(ctx, key, time.Hour, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Through a follower's endpoint: the client follows the redirect.
+	var follower string
+	for id, addr := range c.Clients {
+		if id != l.ID() {
+			follower = addr
+		}
+	}
+	cl, err := client.New([]string{follower}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var first server.SnapshotSaveAnswer
+	if err := cl.Admin(ctx, "snapshot.save", nil, &first, true); err != nil {
+		t.Fatal(err)
+	}
+	m := first.Meta
+	if first.Capture == "" || m.Locks != locks || m.LastToken != locks || m.Index != l.Status().Applied || len(first.Data) != 0 {
+		t.Fatalf("capture answer %+v", first)
+	}
+	var table []byte
+	chunks := 0
+	for int64(len(table)) < m.Size {
+		var a server.SnapshotSaveAnswer
+		if err := cl.Admin(ctx, "snapshot.save", server.SnapshotSaveArgs{Capture: first.Capture, Offset: int64(len(table))}, &a, true); err != nil {
+			t.Fatal(err)
+		}
+		if a.Meta != m || a.Offset != int64(len(table)) || len(a.Data) == 0 || len(a.Data) > server.SnapshotChunk {
+			t.Fatalf("chunk at %d: meta %+v offset %d, %d bytes", len(table), a.Meta, a.Offset, len(a.Data))
+		}
+		table = append(table, a.Data...)
+		chunks++
+	}
+	sum := sha256.Sum256(table)
+	if hex.EncodeToString(sum[:]) != m.SHA256 || chunks != 3 {
+		t.Fatalf("%d chunks, sha256 %x, want 3 chunks and %s", chunks, sum, m.SHA256)
+	}
+	if got, err := fsm.Restore(table); err != nil || got.Len() != locks {
+		t.Fatalf("restored table: %v", err)
+	}
+	var inv *client.InvalidArgumentError
+	err = cl.Admin(ctx, "snapshot.save", server.SnapshotSaveArgs{Capture: "nope"}, nil, true)
+	if !errors.As(err, &inv) || !strings.Contains(inv.Reason, "unknown snapshot capture") {
+		t.Fatalf("unknown capture: %v", err)
+	}
+	err = cl.Admin(ctx, "snapshot.save", server.SnapshotSaveArgs{Capture: first.Capture, Offset: m.Size + 1}, nil, true)
+	if !errors.As(err, &inv) {
+		t.Fatalf("offset past the end: %v", err)
+	}
+	err = cl.Admin(ctx, "snapshot.save", map[string]any{"capture": first.Capture, "ofset": 1}, nil, true)
+	if !errors.As(err, &inv) {
+		t.Fatalf("misspelt argument: %v", err)
+	}
+}
