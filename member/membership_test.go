@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -178,4 +179,28 @@ func TestImpossibleConfigurationEntryIsSkipped(t *testing.T) {
 	if errors.Is(core.Healthy(), ErrStopped) {
 		t.Fatal("stopped")
 	}
+}
+
+// A draining leader answers its proposed calls for real, ends queued ones
+// as retryable, refuses new ones as retryable, and after handing over
+// redirects like any follower.
+func TestDrainThenHandOver(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.elect(1)
+	c.check("acquire", c.call(1, acquire(1, "k")), "token 1")
+	c.submit(1, Request{Handle: 2, Op: OpAcquire, Key: "k", Lease: time.Second, Wait: time.Minute}) // queues
+	c.cores[1].Submit(c.now, acquire(3, "other"))                                                   // proposed, not yet applied
+	c.cores[1].Drain()
+	if n := c.cores[1].InFlight(); n != 1 {
+		t.Fatalf("in flight after drain: %d, want the one proposed acquire", n)
+	}
+	c.settle()
+	c.check("queued acquire", describeAnswer(OpAcquire, c.answer(1, 2)), "Unavailable")
+	c.check("proposed acquire", describeAnswer(OpAcquire, c.answer(1, 3)), "token 2")
+	c.check("new call while draining", c.call(1, acquire(4, "new")), "Unavailable")
+	if _, err := c.cores[1].TransferLeader(2); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("member 2 to lead", func() bool { _, self := c.cores[2].Leader(); return self })
+	c.check("call on the old leader", c.call(1, acquire(5, "new")), "NotLeader(2)")
 }

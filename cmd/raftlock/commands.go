@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -274,6 +275,38 @@ type statusEntry struct {
 	// applied index.
 	Digest string `json:"digest,omitempty"`
 	Error  string `json:"error,omitempty"`
+
+	voters, learners []uint64 // the configuration this member applied
+}
+
+// configuration is the configuration the most advanced reachable member
+// has applied (the leader's, when it is reachable).
+func configuration(entries []statusEntry) (voters, learners []uint64, ok bool) {
+	var best *statusEntry
+	for i := range entries {
+		e := &entries[i]
+		if e.Applied == nil || len(e.voters) == 0 {
+			continue
+		}
+		if best == nil || e.Role == "leader" || (best.Role != "leader" && *e.Applied > *best.Applied) {
+			best = e
+		}
+	}
+	if best == nil {
+		return nil, nil, false
+	}
+	return best.voters, best.learners, true
+}
+
+func joinIDs(ids []uint64) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(s, " ")
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -301,7 +334,12 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 				entries[i] = statusEntry{Addr: ep, Role: "unreachable", Error: err.Error()}
 				return
 			}
-			entries[i] = statusEntry{ID: st.ID, Addr: ep, Role: st.Role, Term: &st.Term, Leader: &st.Leader, Commit: &st.Commit, Applied: &st.Applied, Digest: st.Digest}
+			role := st.Role
+			if slices.Contains(st.Learners, st.ID) {
+				role = "learner"
+			}
+			entries[i] = statusEntry{ID: st.ID, Addr: ep, Role: role, Term: &st.Term, Leader: &st.Leader, Commit: &st.Commit, Applied: &st.Applied, Digest: st.Digest,
+				voters: st.Voters, learners: st.Learners}
 		}()
 	}
 	for range eps {
@@ -316,8 +354,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			denied++
 		}
 	}
+	voters, learners, known := configuration(entries)
 	if cf.json {
-		if err := printJSON(stdout, map[string]any{"nodes": entries}); err != nil {
+		out := map[string]any{"nodes": entries}
+		if known {
+			out["configuration"] = map[string][]uint64{"voters": voters, "learners": append([]uint64{}, learners...)}
+		}
+		if err := printJSON(stdout, out); err != nil {
 			return err
 		}
 	} else {
@@ -331,6 +374,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", e.ID, e.Addr, e.Role, *e.Term, *e.Leader, *e.Commit, *e.Applied, e.Digest)
 		}
 		tw.Flush()
+		if known {
+			fmt.Fprintf(stdout, "configuration: voters %s; learners %s\n", joinIDs(voters), joinIDs(learners))
+		}
 	}
 	if denied == len(entries) {
 		return withCode(exitPermission, errors.New(strings.TrimPrefix(entries[0].Error, "raftlock: ")))

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/freeport"
+)
+
+// run runs the CLI binary with args and returns its exit code and output.
+func (c *processCluster) run(args ...string) (int, string) {
+	c.t.Helper()
+	out, err := exec.Command(c.bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	c.t.Fatalf("run %v: %v", args, err)
+	return 0, ""
+}
+
+// stop sends m SIGTERM and waits for it to exit; it must exit 0.
+func (c *processCluster) stop(m *processMember) {
+	c.t.Helper()
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(15 * time.Second):
+		c.t.Fatalf("member %d did not stop within 15s of SIGTERM:\n%s", m.id, c.log(m))
+	}
+	if code := m.cmd.ProcessState.ExitCode(); code != 0 {
+		c.t.Fatalf("member %d exited %d after SIGTERM:\n%s", m.id, code, c.log(m))
+	}
+	m.cmd = nil
+}
+
+// newMember allocates the addresses of a member to be added.
+func newMember(t *testing.T, id int) *processMember {
+	m := &processMember{id: id}
+	for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {
+		addr, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		*a = addr
+	}
+	return m
+}
+
+// lockLoop is clients that acquire and release their own key in a loop
+// until stopped, recording every error (the client retries what is safe
+// to retry: an error here is one a caller would see) and the completion
+// time of every cycle.
+type lockLoop struct {
+	mu     sync.Mutex
+	errs   []string
+	ops    int
+	stamps []time.Time
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func startLockLoop(cl *client.Client, clients int, prefix string) *lockLoop {
+	l := &lockLoop{stop: make(chan struct{})}
+	for i := range clients {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			key := fmt.Sprintf("%s-%d", prefix, i)
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				g, err := cl.Acquire(ctx, key, 5*time.Second, 0)
+				if err == nil {
+					err = cl.Release(ctx, key, g.Token)
+				}
+				cancel()
+				l.mu.Lock()
+				if err != nil {
+					l.errs = append(l.errs, fmt.Sprintf("%s: %v", key, err))
+				} else {
+					l.ops++
+					l.stamps = append(l.stamps, time.Now())
+				}
+				l.mu.Unlock()
+				if err != nil {
+					time.Sleep(10 * time.Millisecond) // the errors fail the test; do not spin
+				}
+			}
+		}()
+	}
+	return l
+}
+
+func (l *lockLoop) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ops
+}
+
+// finish stops the loop and returns its errors and the longest time no
+// client completed a cycle.
+func (l *lockLoop) finish() (errs []string, longestPause time.Duration, ops int) {
+	close(l.stop)
+	l.wg.Wait()
+	slices.SortFunc(l.stamps, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(l.stamps); i++ {
+		longestPause = max(longestPause, l.stamps[i].Sub(l.stamps[i-1]))
+	}
+	return l.errs, longestPause, l.ops
+}
+
+// progress waits until the loop completed more cycles than it had.
+func (l *lockLoop) progress(ctx context.Context, t *testing.T, what string) {
+	t.Helper()
+	from := l.count()
+	waitUntil(ctx, t, "lock traffic "+what, func() bool { return l.count() > from+10 })
+}
+
+// Issue 12's membership proof, on real processes: three members; a fourth
+// is added as a learner, joins with --join, is promoted once caught up;
+// member 1 is removed and stops; member list and status show the new
+// configuration; locks taken before keep their tokens; acquire and
+// release keep working throughout without an error reaching a caller.
+func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c := newProcessCluster(t, 3, "--log-level", "info")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := client.New(c.endpoints(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	held := map[string]uint64{}
+	waitUntil(ctx, t, "the first lock", func() bool {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		defer acancel()
+		g, err := cl.Acquire(actx, "held-0", time.Hour, 0)
+		held["held-0"] = g.Token
+		return err == nil
+	})
+	for _, k := range []string{"held-1", "held-2"} {
+		g, err := cl.Acquire(ctx, k, time.Hour, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[k] = g.Token
+	}
+	loop := startLockLoop(cl, 4, "loop")
+	loop.progress(ctx, t, "before any change")
+	eps := strings.Join(c.endpoints(), ",")
+
+	m4 := newMember(t, 4)
+	m4.join = eps
+	code, out := c.run("member", "add", "--endpoints", eps, "--id", "4", "--peer-addr", m4.peer, "--client-addr", m4.client)
+	if code != 0 || !strings.Contains(out, "4   learner") {
+		t.Fatalf("member add: exit %d\n%s", code, out)
+	}
+	c.members = append(c.members, m4)
+	c.start(m4)
+	waitUntil(ctx, t, "the learner to be promoted (refused until it caught up)", func() bool {
+		code, out = c.run("member", "promote", "--endpoints", eps, "4")
+		return code == 0
+	})
+	if !strings.Contains(out, "4   voter") {
+		t.Fatalf("member promote:\n%s", out)
+	}
+	loop.progress(ctx, t, "after the promotion")
+
+	code, out = c.run("member", "remove", "--endpoints", eps, "1")
+	if code != 0 || strings.Contains(out, "1   voter") {
+		t.Fatalf("member remove: exit %d\n%s", code, out)
+	}
+	m1 := c.members[0]
+	select {
+	case <-m1.exited: // it learned of its removal and stopped itself
+		if code := m1.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("removed member exited %d:\n%s", code, c.log(m1))
+		}
+		m1.cmd = nil
+	case <-time.After(5 * time.Second):
+		c.stop(m1)
+	}
+	loop.progress(ctx, t, "after the removal")
+
+	rest := strings.Join([]string{c.members[1].client, c.members[2].client, m4.client}, ",")
+	code, out = c.run("member", "list", "--endpoints", rest, "--json")
+	var list struct {
+		Members []struct {
+			ID         uint64 `json:"id"`
+			PeerAddr   string `json:"peer_addr"`
+			ClientAddr string `json:"client_addr"`
+			Role       string `json:"role"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil {
+		t.Fatalf("member list --json: exit %d, %v\n%s", code, err, out)
+	}
+	var ids []uint64
+	for _, m := range list.Members {
+		ids = append(ids, m.ID)
+		if m.Role != "voter" || m.PeerAddr == "" || m.ClientAddr == "" {
+			t.Errorf("member list entry %+v", m)
+		}
+	}
+	if !slices.Equal(ids, []uint64{2, 3, 4}) {
+		t.Fatalf("member list: %v, want 2 3 4\n%s", ids, out)
+	}
+	code, out = c.run("status", "--endpoints", rest)
+	if code != 0 || !strings.Contains(out, "configuration: voters 2 3 4; learners none") {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	for k, tok := range held {
+		info, err := cl.Get(ctx, k)
+		if err != nil || !info.Held || info.Token != tok {
+			t.Errorf("%s: %+v, %v; want held with token %d", k, info, err, tok)
+		}
+	}
+	errs, pause, ops := loop.finish()
+	t.Logf("lock loop: %d cycles, longest pause %v", ops, pause)
+	if len(errs) > 0 {
+		t.Fatalf("%d lock calls failed during the membership changes, first: %s", len(errs), errs[0])
+	}
+}
+
+// Issue 12's rolling restart: 16 clients acquire and release in a loop
+// while each member in turn is stopped with SIGTERM and started again. No
+// client sees an error (the client retries what was never sent or was
+// answered Unavailable; the leader hands over before it stops, and a
+// stopping member sends a goaway rather than breaking a connection under
+// a request), and the loop never stalls for longer than two election
+// timeouts (2 x 10 ticks x 20 ms).
+func TestRollingRestartWithSIGTERMFailsNoCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c := newProcessCluster(t, 3, "--log-level", "info")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, err := client.New(c.endpoints(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	waitUntil(ctx, t, "a leader", func() bool {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		defer acancel()
+		_, err := cl.Get(actx, "warm-up")
+		return err == nil
+	})
+	loop := startLockLoop(cl, 16, "rolling")
+	loop.progress(ctx, t, "before the restarts")
+	leadersStopped := 0
+	for _, m := range c.members {
+		st, err := cl.Status(ctx, m.client)
+		if err == nil && st.Role == "leader" {
+			leadersStopped++
+		}
+		c.stop(m)
+		c.start(m)
+		waitUntil(ctx, t, fmt.Sprintf("member %d to catch up", m.id), func() bool {
+			sctx, scancel := context.WithTimeout(ctx, time.Second)
+			defer scancel()
+			st, err := cl.Status(sctx, m.client)
+			if err != nil || st.Leader == 0 {
+				return false
+			}
+			lst, err := cl.Status(sctx, st.LeaderAddr)
+			return err == nil && st.Applied+50 >= lst.Applied
+		})
+		loop.progress(ctx, t, fmt.Sprintf("after member %d restarted", m.id))
+	}
+	errs, pause, ops := loop.finish()
+	t.Logf("rolling restart: %d cycles by 16 clients, %d leader(s) stopped, longest pause %v", ops, leadersStopped, pause)
+	if leadersStopped == 0 {
+		t.Fatal("no member was the leader when it was stopped: the test proves nothing about handover")
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d lock calls failed during the rolling restart, first: %s", len(errs), errs[0])
+	}
+	if limit := 2 * 10 * 20 * time.Millisecond; pause > limit {
+		t.Fatalf("the lock loop stalled for %v, longer than two election timeouts (%v)", pause, limit)
+	}
+}
