@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -275,6 +276,14 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if m.GetType() == raftpb.MessageType_MsgReadIndex && len(m.GetEntries()) != 1 {
 		return fmt.Errorf("refused read-index request from %d with %d context entries", m.GetFrom(), len(m.GetEntries()))
 	}
+	if m.GetType() == raftpb.MessageType_MsgSnap && !confHas(m.GetSnapshot().GetMetadata().GetConfState(), c.cfg.ID) {
+		// raft drops it (it cannot restore a configuration without
+		// itself) and the leader sends it again: counted, because a new
+		// member stuck here never catches up.
+		c.metrics.SnapshotsRefused.Inc()
+		c.log.Warn("snapshot from the leader does not name this member; raft refuses it", "from", m.GetFrom(),
+			"index", m.GetSnapshot().GetMetadata().GetIndex())
+	}
 	if m.GetType() == raftpb.MessageType_MsgHeartbeat {
 		// A leader's heartbeat carries min(commit, what this member
 		// acknowledged), and a member acknowledges only what it stored:
@@ -304,17 +313,17 @@ func (c *Core) knownPeer(id uint64) bool {
 	return ok
 }
 
-// inConfig says whether id is a voter or learner of the configuration.
-func (c *Core) inConfig(id uint64) bool {
-	for _, ids := range [][]uint64{c.cs.GetVoters(), c.cs.GetLearners(), c.cs.GetVotersOutgoing(), c.cs.GetLearnersNext()} {
-		for _, v := range ids {
-			if v == id {
-				return true
-			}
+func confHas(cs *raftpb.ConfState, id uint64) bool {
+	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
+		if slices.Contains(ids, id) {
+			return true
 		}
 	}
 	return false
 }
+
+// inConfig says whether id is a voter or learner of the configuration.
+func (c *Core) inConfig(id uint64) bool { return confHas(c.cs, id) }
 
 // peerMessageAllowed filters out local-only message types.
 func peerMessageAllowed(t raftpb.MessageType) bool {

@@ -46,6 +46,10 @@ type hooks struct {
 	localExpiry bool
 	// expireCommand is what the leader proposes when a lease runs out.
 	expireCommand func(key string, token uint64) fsm.Command
+	// snapshotOnAdd: every member snapshots when a member is added, so a
+	// learner that needs a snapshot gets one naming it (raft refuses one
+	// whose configuration lacks the receiver).
+	snapshotOnAdd bool
 }
 
 // Planted bugs, for proving the harnesses catch them (Config.Bug). Never set
@@ -63,12 +67,13 @@ const (
 	BugSnapshotUnsynced    = "snapshot-unsynced"
 	BugSkipFsync           = "skip-fsync"
 	BugApplyBeforePersist  = "apply-before-persist"
+	BugNoSnapshotOnAdd     = "no-snapshot-on-add"
 )
 
 // Bugs lists the planted bugs by name.
 var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
-	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist}
+	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd}
 
 // ValidBug says whether name is a planted bug ("" is none).
 func ValidBug(name string) bool {
@@ -92,6 +97,7 @@ func plantHooks(bug string) hooks {
 		// would be asked to commit entries it no longer has.
 		mustSync:            func(rd *raft.Ready) bool { return rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) },
 		termBarrier:         true,
+		snapshotOnAdd:       true,
 		linearizableReads:   true,
 		releaseChecksHolder: true,
 		proposedToken:       func(uint64, int) uint64 { return 0 },
@@ -125,6 +131,12 @@ func plantHooks(bug string) hooks {
 		h.mustSync = func(*raft.Ready) bool { return false }
 	case BugApplyBeforePersist:
 		h.applyAtReady = true
+	case BugNoSnapshotOnAdd:
+		// A real bug, fixed: adding a member does not snapshot, so a
+		// learner that needs a snapshot is sent the last one, which
+		// predates it; raft refuses it and the learner waits until the
+		// next scheduled snapshot, forever on an idle cluster.
+		h.snapshotOnAdd = false
 	case BugNoTermBarrier:
 		h.termBarrier = false
 	case BugStaleRead:

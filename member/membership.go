@@ -207,7 +207,7 @@ func (c *Core) applyConfChange(now time.Duration, e *raftpb.Entry) {
 			// receiver, and the stored one predates this member: without
 			// a snapshot taken now, a learner that needs one (the log was
 			// compacted) would wait for the next scheduled snapshot.
-			c.snapshotNow = true
+			c.snapshotNow = c.hooks.snapshotOnAdd
 		case Remove:
 			c.book.remove(id)
 			if id == c.cfg.ID {

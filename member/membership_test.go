@@ -144,6 +144,9 @@ func TestJoiningMemberCatchesUpBySnapshot(t *testing.T) {
 	if n := c.cores[4].metrics.SnapshotsInstalled; CounterValue(n) == 0 {
 		t.Fatal("the learner caught up without a snapshot: the test does not test what it names")
 	}
+	if n := CounterValue(c.cores[4].metrics.SnapshotsRefused); n != 0 {
+		t.Fatalf("the learner refused %v snapshots", n)
+	}
 	if a, b := c.cores[4].Status(), c.cores[1].Status(); a.Digest != b.Digest || a.LastToken != 20 {
 		t.Fatalf("learner %+v, leader %+v", a, b)
 	}
@@ -203,4 +206,28 @@ func TestDrainThenHandOver(t *testing.T) {
 	}
 	c.waitFor("member 2 to lead", func() bool { _, self := c.cores[2].Leader(); return self })
 	c.check("call on the old leader", c.call(1, acquire(5, "new")), "NotLeader(2)")
+}
+
+// The planted twin of the bug TestJoiningMemberCatchesUpBySnapshot found:
+// without a snapshot at the add, the learner never catches up on an idle
+// cluster.
+func TestBugNoSnapshotOnAddStrandsTheLearner(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.SnapshotEvery, cfg.SnapshotKeep, cfg.Bug = 5, 1, BugNoSnapshotOnAdd
+	})
+	c.elect(1)
+	for h := uint64(1); h <= 20; h++ {
+		c.call(1, acquire(h, "k"+string(rune('a'+h))))
+	}
+	c.join(4)
+	c.check("add learner", c.call(1, change(100, AddLearner, 4)), "ok")
+	for range 200 {
+		c.tick(c.ids...)
+	}
+	if a := c.cores[4].Applied(); a != 0 {
+		t.Fatalf("the learner applied %d entries with the bug planted: the twin does not plant it", a)
+	}
+	if n := CounterValue(c.cores[4].metrics.SnapshotsRefused); n == 0 {
+		t.Fatal("the learner refused no snapshot: raftlock_snapshots_refused_total cannot show the bug")
+	}
 }

@@ -16,6 +16,7 @@ type Metrics struct {
 	Proposals, Fsyncs, EntriesPersisted, EntriesApplied prometheus.Counter
 	CommandsApplied, LeaderChanges, Snapshots           prometheus.Counter
 	GhostReleases, SnapshotsInstalled                   prometheus.Counter
+	SnapshotsRefused                                    prometheus.Counter
 	FsyncSeconds, BatchSize                             prometheus.Histogram
 	Applied, LocksHeld, Waiters, IsLeader, Term         prometheus.Gauge
 	Commit, ApplyLag, FirstIndex                        prometheus.Gauge
@@ -50,6 +51,7 @@ func NewMetrics(process bool) *Metrics {
 	m.Snapshots = counter("snapshots_total", "Snapshots taken and log compactions done.")
 	m.GhostReleases = counter("ghost_releases_total", "Releases proposed for grants whose requester was gone.")
 	m.SnapshotsInstalled = counter("snapshots_installed_total", "Snapshots received from the leader and installed.")
+	m.SnapshotsRefused = counter("snapshots_refused_total", "Snapshots received whose configuration lacks this member, which raft refuses (a new member then waits for the next one).")
 	m.FsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "fsync_seconds",
 		Help: "Latency of synced raft log writes.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)})
 	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "batch_commands",
