@@ -26,6 +26,11 @@ lint:
 overload:
 	$(GO) test -count=1 -run TestOverload -v -timeout 10m ./cmd/raftlock -args -overload
 
+# A SIGTERM rolling restart under 16 clients, five times: the numbers of
+# results/rolling-restart.md.
+rolling:
+	$(GO) test -count=5 -run TestRollingRestartWithSIGTERMFailsNoCall -v -timeout 10m ./cmd/raftlock | grep -E 'rolling restart:|^(---|ok|FAIL)'
+
 # A short fuzzing pass over every decoder.
 fuzz:
 	$(GO) test ./fsm -run XXX -fuzz FuzzDecodeBatch -fuzztime 20s
