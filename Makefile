@@ -4,7 +4,7 @@ BIN := bin/raftlock
 SEED ?= 1
 CHAOS_DURATION ?= 30s
 
-.PHONY: build test lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload
+.PHONY: build test lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload rolling
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
