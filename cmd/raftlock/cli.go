@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 )
 
@@ -79,6 +80,23 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 // the words typed so far; it prints one candidate per line.
 const completeCommand = "__complete"
 
+// subcommands are the words that may follow command, for completion.
+func subcommands(command string) []string {
+	switch command {
+	case "member":
+		return []string{"list", "add", "promote", "remove"}
+	case "leader":
+		return []string{"transfer"}
+	case "snapshot":
+		return []string{"save", "restore"}
+	case "certs":
+		return []string{"init"}
+	case "completion":
+		return []string{"bash", "zsh"}
+	}
+	return nil
+}
+
 func complete(words []string, stdout io.Writer) {
 	cur := ""
 	if len(words) > 0 {
@@ -93,8 +111,20 @@ func complete(words []string, stdout io.Writer) {
 		}
 		return
 	}
+	subs := subcommands(words[0])
 	if !strings.HasPrefix(cur, "-") {
-		return // arguments: keys and files are the shell's own business
+		if len(words) == 1 {
+			for _, sub := range subs {
+				if strings.HasPrefix(sub, cur) {
+					fmt.Fprintln(stdout, sub)
+				}
+			}
+		}
+		return // other arguments: keys and files are the shell's own business
+	}
+	helpArgs := []string{"--help"}
+	if len(words) > 1 && slices.Contains(subs, words[1]) {
+		helpArgs = []string{words[1], "--help"}
 	}
 	for _, c := range all {
 		if c.name != words[0] {
@@ -102,7 +132,7 @@ func complete(words []string, stdout io.Writer) {
 		}
 		// A command's flags are whatever its --help lists.
 		var help bytes.Buffer
-		c.run([]string{"--help"}, io.Discard, &help)
+		c.run(helpArgs, io.Discard, &help)
 		for _, line := range strings.Split(help.String(), "\n") {
 			f, ok := strings.CutPrefix(line, "  --")
 			if !ok {

@@ -272,6 +272,12 @@ func TestEnvironmentVersionCompletionAndHelp(t *testing.T) {
 	if _, out, _ := cli(t, "__complete", "sta"); strings.TrimSpace(out) != "status" {
 		t.Fatalf("completing 'sta': %q", out)
 	}
+	if _, out, _ := cli(t, "__complete", "member", "pr"); strings.TrimSpace(out) != "promote" {
+		t.Fatalf("completing 'member pr': %q", out)
+	}
+	if _, out, _ := cli(t, "__complete", "member", "add", "--client"); strings.TrimSpace(out) != "--client-addr" {
+		t.Fatalf("completing 'member add --client': %q", out)
+	}
 	if _, _, errOut := cli(t, "get", "--help"); !strings.Contains(errOut, "  --endpoints") || strings.Contains(errOut, "  -endpoints") {
 		t.Fatalf("help does not spell flags --name:\n%s", errOut)
 	}
