@@ -72,7 +72,7 @@ type lockLoop struct {
 	// longest is the longest one client waited for one cycle.
 	longest time.Duration
 	stop    chan struct{}
-	wg     sync.WaitGroup
+	wg      sync.WaitGroup
 }
 
 func startLockLoop(cl *client.Client, clients int, prefix string) *lockLoop {
