@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"testing"
 	"time"
 
@@ -113,5 +114,22 @@ func TestAnswerWithoutItsCallerReleasesTheGrant(t *testing.T) {
 	}
 	if got := member.CounterValue(n.metrics.GhostReleases); got != 1 {
 		t.Fatalf("ghost releases = %v, want 1", got)
+	}
+}
+
+// A member's --peers is its own view of how to reach the members it names:
+// a book learned from another member (bootstrapped through other
+// addresses) must not make it dial, or listen on, that member's view.
+// Chaos runs every member behind its own proxies; before this rule a
+// member that installed the leader's snapshot restarted on the leader's
+// proxy address for it and could not bind.
+func TestStartedWithAddressesWinOverTheBook(t *testing.T) {
+	book := member.NewBook(map[uint64]string{1: "leader-view-1", 2: "leader-view-2", 3: "leader-view-3"})
+	book.Members = append(book.Members, member.Member{ID: 4, PeerAddr: "added-4"})
+	book.Removed = []uint64{3}
+	got := peersOf(book, map[uint64]string{1: "own-1", 2: "own-view-2", 3: "own-view-3"})
+	want := map[uint64]string{1: "own-1", 2: "own-view-2", 4: "added-4"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("peersOf = %v, want %v", got, want)
 	}
 }

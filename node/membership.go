@@ -136,14 +136,16 @@ func (n *Node) HandOver(ctx context.Context, to uint64) (uint64, error) {
 		}
 	}
 	tick.Stop()
-	to, err = n.TransferLeader(ctx, to)
-	if err != nil {
-		n.inspect(func(c *member.Core) {
-			if _, self := c.Leader(); self {
-				c.Undrain()
-			}
-		})
+	if err = ctx.Err(); err == nil {
+		to, err = n.TransferLeader(ctx, to)
 	}
+	// Whatever happened, a member that still leads (the transfer failed,
+	// ctx ended first, or to was this member) must take calls again.
+	n.inspect(func(c *member.Core) {
+		if _, self := c.Leader(); self {
+			c.Undrain()
+		}
+	})
 	return to, err
 }
 
@@ -217,7 +219,7 @@ func (n *Node) redirect(nl *member.NotLeaderError) error {
 
 // peerSetter is a transport whose peers follow the configuration.
 type peerSetter interface {
-	SetPeers(map[uint64]string)
+	SetPeers(peers map[uint64]string, removed []uint64)
 }
 
 // syncPeers gives the transport the peers of the address book after a
@@ -234,25 +236,32 @@ func (n *Node) syncPeers(c *member.Core) {
 	if !ok {
 		return
 	}
-	ps.SetPeers(peersOf(book, n.cfg.Peers))
+	ps.SetPeers(peersOf(book, n.cfg.Peers), book.Removed)
 }
 
-// peersOf is the book's peers, plus the started-with ones it has not
-// removed.
+// peersOf is whom this member talks to: the members of the address book
+// and the ones it was started with, minus the removed ones. Where both
+// name a member, the started-with address wins: --peers is this member's
+// own view of how to reach the members it names (behind a proxy, a NAT or
+// a test harness's network it may differ from the address another member
+// bootstrapped the book with), while the book supplies the members added
+// since, which the flags cannot know.
 func peersOf(book member.Book, started map[uint64]string) map[uint64]string {
 	peers := book.Peers()
-	removed := make(map[uint64]bool, len(book.Removed))
+	maps.Copy(peers, started)
 	for _, id := range book.Removed {
-		removed[id] = true
+		delete(peers, id)
 	}
-	extra := maps.Clone(started)
-	for id := range extra {
-		if _, ok := peers[id]; ok || removed[id] {
-			delete(extra, id)
-		}
-	}
-	maps.Copy(peers, extra)
 	return peers
+}
+
+// ReportRemoved implements peer.RemovedHandler: peer by applied this
+// member's removal, so the member stops as if it had applied it.
+func (n *Node) ReportRemoved(by uint64) {
+	select {
+	case n.reportc <- peerReport{id: by, removed: true}:
+	default:
+	}
 }
 
 // Done is closed once the member has stopped: Close, a fatal error, or

@@ -171,6 +171,7 @@ type peerReport struct {
 	id       uint64
 	snapshot bool
 	failed   bool
+	removed  bool // peer id says this member was removed
 }
 
 // New opens the member's storage and prepares it; Start runs it.
@@ -238,9 +239,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		// The log's address book decides whom to talk to; the flags only
-		// add members it does not know (a joiner's view of the current
-		// members) and this member's own address.
+		// The log's address book decides whom to talk to; the flags say
+		// how this member reaches the members they name, itself included.
 		book, _ := n.core.Book()
 		peers := peersOf(book, cfg.Peers)
 		if _, ok := peers[cfg.ID]; !ok {
@@ -402,6 +402,11 @@ func (n *Node) run() {
 				}
 			}
 		case r := <-n.reportc:
+			if r.removed {
+				n.log.Warn("a peer refused this member: it applied this member's removal from the cluster", "peer", r.id)
+				n.stopRemoved()
+				return
+			}
 			if r.snapshot {
 				c.ReportSnapshot(r.id, r.failed)
 			} else {
@@ -421,17 +426,23 @@ func (n *Node) run() {
 		}
 		n.syncPeers(c)
 		if c.Removed() {
-			n.errMu.Lock()
-			if n.fatal == nil {
-				n.fatal = ErrRemoved
-			}
-			n.errMu.Unlock()
-			n.log.Warn("this member was removed from the cluster's configuration; stopping (its data directory can be deleted)")
-			go n.Close()
+			n.stopRemoved()
 			return
 		}
 		n.publish()
 	}
+}
+
+// stopRemoved stops a member removed from the configuration; the loop
+// returns right after.
+func (n *Node) stopRemoved() {
+	n.errMu.Lock()
+	if n.fatal == nil {
+		n.fatal = ErrRemoved
+	}
+	n.errMu.Unlock()
+	n.log.Warn("this member was removed from the cluster's configuration; stopping (its data directory can be deleted)")
+	go n.Close()
 }
 
 // take hands a call to the core, or tells the core its caller left: an
