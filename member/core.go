@@ -303,6 +303,9 @@ func (c *Core) Step(m *raftpb.Message) error {
 // started with (a joining member hears from the current leader before it
 // has replayed the change that added that leader).
 func (c *Core) knownPeer(id uint64) bool {
+	if slices.Contains(c.book.Removed, id) {
+		return false // removed for good, whatever --peers says
+	}
 	if c.inConfig(id) {
 		return true
 	}

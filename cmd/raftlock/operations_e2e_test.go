@@ -191,19 +191,35 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 	}
 	loop.progress(ctx, t, "after the promotion")
 
+	// A member that was never added cannot join.
+	stranger := newMember(t, 9)
+	code, out = c.run("node", "--id", "9", "--join", eps, "--peer-listen", stranger.peer, "--listen", stranger.client,
+		"--data", t.TempDir())
+	if code != 1 || !strings.Contains(out, "member 9 is not in the cluster's configuration") {
+		t.Fatalf("joining without member add: exit %d\n%s", code, out)
+	}
+
+	// Member 1 leads when it is removed: it must hand over first.
+	code, out = c.run("leader", "transfer", "--endpoints", eps, "--to", "1")
+	if code != 0 || !strings.Contains(out, "leader is now member 1") {
+		t.Fatalf("leader transfer --to 1: exit %d\n%s", code, out)
+	}
+	loop.progress(ctx, t, "after the leader transfer")
 	code, out = c.run("member", "remove", "--endpoints", eps, "1")
 	if code != 0 || strings.Contains(out, "1   voter") {
 		t.Fatalf("member remove: exit %d\n%s", code, out)
 	}
+	// The removed member stops itself: it applies its removal, or a peer
+	// that applied it refuses its stream and says why.
 	m1 := c.members[0]
 	select {
-	case <-m1.exited: // it learned of its removal and stopped itself
+	case <-m1.exited:
 		if code := m1.cmd.ProcessState.ExitCode(); code != 0 {
 			t.Fatalf("removed member exited %d:\n%s", code, c.log(m1))
 		}
 		m1.cmd = nil
-	case <-time.After(5 * time.Second):
-		c.stop(m1)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the removed member still runs 10 s after its removal:\n%s", c.log(m1))
 	}
 	loop.progress(ctx, t, "after the removal")
 

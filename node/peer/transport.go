@@ -43,6 +43,19 @@ type Handler interface {
 	ReportSnapshot(id uint64, failed bool)
 }
 
+// RemovedHandler is a Handler told when a peer says this member was
+// removed from the cluster (it refused this member's stream because the
+// removal applied there). The removal is committed, so the member may stop
+// even if it never applies it itself (the leader stops sending to a member
+// once it applied its removal, so it may never hear of it otherwise).
+type RemovedHandler interface {
+	ReportRemoved(by uint64)
+}
+
+// removedNotice is what a member writes on the stream of a member it
+// knows was removed, before it closes it.
+const removedNotice = "RLP1 removed from the cluster\n"
+
 const (
 	peerMagic        = "RLP1"
 	maxPeerFrame     = 64 << 20 // snapshots travel as one message
@@ -65,6 +78,7 @@ type TCP struct {
 	peers atomic.Pointer[map[uint64]*peerSender]
 
 	mu          sync.Mutex
+	removed     map[uint64]bool // ids removed from the configuration (SetPeers)
 	clientAddrs map[uint64]string
 	conns       map[net.Conn]struct{}
 	ln          net.Listener
@@ -115,9 +129,13 @@ func (t *TCP) newSender(id uint64, addr string) *peerSender {
 // as a configuration change applies: a new member gets a sender, a removed
 // one loses its sender and its inbound streams are refused from then on.
 // A member whose address changed is dialled at the new one.
-func (t *TCP) SetPeers(peers map[uint64]string) {
+func (t *TCP) SetPeers(peers map[uint64]string, removed []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.removed = make(map[uint64]bool, len(removed))
+	for _, id := range removed {
+		t.removed[id] = true
+	}
 	old := *t.peers.Load()
 	next := make(map[uint64]*peerSender, len(peers))
 	var stop []*peerSender
@@ -292,6 +310,14 @@ func (t *TCP) serve(c net.Conn) error {
 		return fmt.Errorf("hello for member %d reached member %d", to, t.id)
 	}
 	if !t.isPeer(from) {
+		t.mu.Lock()
+		removed := t.removed[from]
+		t.mu.Unlock()
+		if removed {
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			io.WriteString(c, removedNotice)
+			return fmt.Errorf("refused member %d: it was removed from the cluster (told it so)", from)
+		}
 		return fmt.Errorf("hello from unknown member %d", from)
 	}
 	if err := t.checkSender(c, from); err != nil {
@@ -443,8 +469,15 @@ func (p *peerSender) stream(c net.Conn) error {
 		}
 		p.wmu.Unlock()
 	}()
-	// Reads on this stream only detect the peer closing it.
+	// Reads on this stream only detect the peer closing it, and the
+	// notice of a peer that knows this member was removed.
 	go func() {
+		buf := make([]byte, len(removedNotice))
+		if n, _ := io.ReadFull(c, buf); n == len(buf) && string(buf) == removedNotice {
+			if rh, ok := p.t.handler.(RemovedHandler); ok {
+				rh.ReportRemoved(p.id)
+			}
+		}
 		io.Copy(io.Discard, c)
 		p.wmu.Lock()
 		if p.conn == c {
