@@ -8,6 +8,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -165,6 +166,18 @@ func (m *Machine) Get(key string) (Lock, bool) {
 
 // Len returns the number of held locks.
 func (m *Machine) Len() int { return len(m.locks) }
+
+// SkipTokens raises the last token by n without granting anything, so the
+// next grant's token is above any of the n a copy of this table may have
+// issued elsewhere (the old cluster, after a backup of it was taken). It
+// refuses to wrap around rather than reuse a token.
+func (m *Machine) SkipTokens(n uint64) error {
+	if m.lastToken > math.MaxUint64-n-1 {
+		return fmt.Errorf("skip %d tokens past %d: the token space would wrap", n, m.lastToken)
+	}
+	m.lastToken += n
+	return nil
+}
 
 // LastToken returns the highest token ever issued (0 before the first grant).
 func (m *Machine) LastToken() uint64 { return m.lastToken }

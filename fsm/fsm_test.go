@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -282,5 +283,28 @@ func TestDigestKeptIncrementally(t *testing.T) {
 			t.Fatalf("after %v: digest %s seen before", c, m.Digest())
 		}
 		seen[m.Digest()] = true
+	}
+}
+
+// SkipTokens moves the next grant's token past n tokens (those a restored
+// table's old cluster may have issued) and never wraps the token space.
+func TestSkipTokensRaisesTheNextGrant(t *testing.T) {
+	m := New()
+	m.Apply(Command{Op: OpGrant, Key: "a", LeaseMS: 1000})
+	if err := m.SkipTokens(1000); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Restore(m.Snapshot())
+	if err != nil {
+		t.Fatalf("restore after skipping: %v", err)
+	}
+	if got := r.Apply(Command{Op: OpGrant, Key: "b", LeaseMS: 1000}); got.Token != 1002 {
+		t.Fatalf("next grant after skipping 1000 past token 1: %d, want 1002", got.Token)
+	}
+	if err := r.SkipTokens(math.MaxUint64 - 1002); err == nil {
+		t.Fatal("skipping to the end of the token space succeeded: the next grant would wrap to 0")
+	}
+	if r.LastToken() != 1002 {
+		t.Fatalf("a refused skip changed the last token to %d", r.LastToken())
 	}
 }

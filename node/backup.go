@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node/logstore"
 )
@@ -47,11 +48,14 @@ func (n *Node) Backup(ctx context.Context) (Backup, error) {
 // store whose snapshot is the table at the backup's index and term, with
 // every peer a voter and the address book made of peers, and a hard state
 // that commits it, so raft starts consistent. The members' leases restart
-// in full when they start (rule 6), and the table keeps the last token, so
-// the next grant's token is above every one in the backup (rule 1).
+// in full when they start (rule 6), and the table keeps the last token
+// raised by skipTokens, so the next grant's token is above every one in
+// the backup and every one the old cluster may have issued after it, up to
+// skipTokens grants (rule 1: a token is never issued twice, which a fenced
+// resource that has seen the old cluster's tokens relies on).
 //
 // dir must not exist or be empty: a member never bootstraps twice.
-func SeedFromBackup(dir string, id uint64, peers map[uint64]string, index, term uint64, table []byte, log *slog.Logger) error {
+func SeedFromBackup(dir string, id uint64, peers map[uint64]string, index, term uint64, table []byte, skipTokens uint64, log *slog.Logger) error {
 	if _, ok := peers[id]; !ok {
 		return fmt.Errorf("member %d is not in the peers", id)
 	}
@@ -61,6 +65,14 @@ func SeedFromBackup(dir string, id uint64, peers map[uint64]string, index, term 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	m, err := fsm.Restore(table)
+	if err != nil {
+		return fmt.Errorf("backup table: %w", err)
+	}
+	if err := m.SkipTokens(skipTokens); err != nil {
+		return err
+	}
+	table = m.Snapshot()
 	entries, err := os.ReadDir(dir)
 	switch {
 	case err == nil && len(entries) > 0:
@@ -94,13 +106,11 @@ func seed(dir string, peers map[uint64]string, index, term uint64, table []byte,
 			Index:     new(index), Term: new(term),
 		},
 	}
+	// OpenSeeded writes the snapshot and the hard state that commits it
+	// in one synced batch.
 	st, err := logstore.OpenSeeded(dir, vfs.Default, snap, log)
 	if err != nil {
 		return err
-	}
-	if err := st.Save(&raftpb.HardState{Term: new(term), Commit: new(index)}, nil, nil, true); err != nil {
-		st.Close()
-		return fmt.Errorf("write hard state: %w", err)
 	}
 	return st.Close()
 }

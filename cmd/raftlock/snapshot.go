@@ -164,15 +164,25 @@ func writeFileAtomic(name string, data []byte) error {
 	return d.Sync()
 }
 
+// defaultBumpTokens is how far a restore raises the last token: above any
+// realistic number of grants between a backup and the disaster it is
+// restored after (etcd's snapshot restore asks for the same with
+// --bump-revision), and a negligible part of the 64-bit token space.
+const defaultBumpTokens = 1_000_000
+
 func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("snapshot restore", "snapshot restore FILE --data DIR --id N --peers 1=HOST:PORT,... [--json]\n\n"+
 		"Seeds a new member's data directory from a backup taken by `raftlock snapshot save`:\n"+
 		"run it once per member of the new cluster, with the same FILE and --peers, then\n"+
 		"start each member. Every lock held in the backup is held again with its token and\n"+
-		"a full lease; the next token is above every token in the backup.")
+		"a full lease. The next token is above every token in the backup by --bump-tokens,\n"+
+		"so no token the old cluster granted after the backup is ever granted again (a\n"+
+		"fenced resource that saw it would accept two holders): set it above the number of\n"+
+		"grants the old cluster can have made since the backup.")
 	dir := dataFlag(fs, "", "data directory to create for this member (required; must not exist or be empty)")
 	id := fs.Uint64("id", 0, "this member's id, one of --peers (required)")
 	peersFlag := fs.String("peers", "", "every member's raft address in the new cluster: 1=HOST:PORT,2=... (required)")
+	bump := fs.Uint64("bump-tokens", defaultBumpTokens, "raise the last token by this many, above any the old cluster granted after the backup")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, rest, err := parse(fs, args, stderr)
 	if err != nil {
@@ -206,7 +216,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	if err := node.SeedFromBackup(*dir, *id, peers, meta.Index, meta.Term, table, nil); err != nil {
+	if err := node.SeedFromBackup(*dir, *id, peers, meta.Index, meta.Term, table, *bump, nil); err != nil {
 		return err
 	}
 	ids := make([]uint64, 0, len(peers))
@@ -222,10 +232,10 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return printJSON(stdout, map[string]any{"file": file, "data": *dir, "id": *id, "peers": strings.Join(list, ","),
 			"index": meta.Index, "term": meta.Term, "locks": meta.Locks, "last_token": meta.LastToken,
-			"sha256": meta.SHA256, "start": start})
+			"next_token": meta.LastToken + *bump + 1, "sha256": meta.SHA256, "start": start})
 	}
-	fmt.Fprintf(stdout, "restored snapshot at index %d term %d (%d locks, last token %d, sha256 %s) into %s as member %d of %d\n",
-		meta.Index, meta.Term, meta.Locks, meta.LastToken, meta.SHA256, *dir, *id, len(peers))
+	fmt.Fprintf(stdout, "restored snapshot at index %d term %d (%d locks, last token %d, next token %d, sha256 %s) into %s as member %d of %d\n",
+		meta.Index, meta.Term, meta.Locks, meta.LastToken, meta.LastToken+*bump+1, meta.SHA256, *dir, *id, len(peers))
 	fmt.Fprintf(stdout, "start it with its usual --listen, --http and TLS flags: %s\n", start)
 	return nil
 }

@@ -125,11 +125,7 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 		// Every member of a bootstrap starts from the same configuration at
 		// index 0, so no configuration entries are needed to bootstrap.
 		snap = initial
-		b, err := proto.Marshal(snap)
-		if err != nil {
-			return err
-		}
-		if err := s.db.Set(keySnapshot, b, pebble.Sync); err != nil {
+		if err := s.seed(initial); err != nil {
 			return fmt.Errorf("write initial configuration: %w", err)
 		}
 	}
@@ -141,11 +137,42 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 			return err
 		}
 	}
+	// A member's term is never below the term of its snapshot: a member at
+	// term 0 over a log of term 7 would lead a term lower than its own log
+	// and append entries whose terms go backwards.
+	if snapTerm := snap.GetMetadata().GetTerm(); hs.GetTerm() < snapTerm {
+		return fmt.Errorf("hard state term %d is below the snapshot's term %d: the store was not written by a complete seed or restore", hs.GetTerm(), snapTerm)
+	}
 	ents, err := s.storedEntries()
 	if err != nil {
 		return err
 	}
 	return s.mirror(snap, ents)
+}
+
+// seed writes the initial snapshot of a fresh store and, for a snapshot
+// past index 0 (a restored backup), the hard state that commits it, in one
+// synced batch: a crash leaves either an empty store or a whole seed.
+func (s *Disk) seed(initial *raftpb.Snapshot) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	data, err := proto.Marshal(initial)
+	if err != nil {
+		return err
+	}
+	if err := b.Set(keySnapshot, data, nil); err != nil {
+		return err
+	}
+	if md := initial.GetMetadata(); md.GetIndex() > 0 {
+		hs, err := proto.Marshal(&raftpb.HardState{Term: new(md.GetTerm()), Commit: new(md.GetIndex())})
+		if err != nil {
+			return err
+		}
+		if err := b.Set(keyHardState, hs, nil); err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.Sync)
 }
 
 // storedEntries reads every log entry in pebble, checking they are
