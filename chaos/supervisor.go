@@ -115,9 +115,11 @@ type Supervisor struct {
 	crashes  []Crash
 }
 
-// spareMembers is how many members a run may add: their client addresses
-// are drawn at the start, so the workload's clients know them.
-const spareMembers = 12
+// spareMembers is how many members a run may add (a 30 s membership run
+// replaces 5 or 6): their client addresses are drawn at the start, so the
+// workload's clients know them. Past it a membership fault fails (counted,
+// not a violation).
+const spareMembers = 24
 
 // NewSupervisor picks addresses and starts the link proxies; Start runs the
 // members.
