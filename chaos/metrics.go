@@ -16,6 +16,7 @@ const (
 	metricInstalled = "raftlock_snapshots_installed_total"
 	metricFirst     = "raftlock_first_index"
 	metricApplied   = "raftlock_applied_index"
+	metricRefused   = "raftlock_snapshots_refused_total"
 )
 
 // MemberMetrics is one reading of a member's metrics.
@@ -24,6 +25,10 @@ type MemberMetrics struct {
 	Installed  uint64 // snapshots received from the leader and installed by it
 	FirstIndex uint64 // first log index still stored
 	Applied    uint64 // applied index
+	// Refused counts snapshots received whose configuration lacks this
+	// member (raft refuses them): a leader sent a newcomer a snapshot
+	// older than the change that added it.
+	Refused uint64
 }
 
 // parseMetrics reads the unlabelled samples the harness needs from a
@@ -34,7 +39,8 @@ func parseMetrics(r io.Reader) (MemberMetrics, error) {
 		return MemberMetrics{}, err
 	}
 	return MemberMetrics{Snapshots: uint64(all[metricSnapshots]), Installed: uint64(all[metricInstalled]),
-		FirstIndex: uint64(all[metricFirst]), Applied: uint64(all[metricApplied])}, nil
+		FirstIndex: uint64(all[metricFirst]), Applied: uint64(all[metricApplied]),
+		Refused: uint64(all[metricRefused])}, nil
 }
 
 // fetchMetrics reads the metrics served at addr.
@@ -59,6 +65,7 @@ type ClusterStats struct {
 	Restarts           int `json:"restarts"`            // member starts after each member's first
 	Snapshots          int `json:"snapshots"`           // snapshots taken, summed over every incarnation
 	SnapshotsInstalled int `json:"snapshots_installed"` // snapshots installed from a leader, likewise
+	SnapshotsRefused   int `json:"snapshots_refused"`   // snapshots refused for lacking the member, likewise
 }
 
 // statsTracker sums counters that reset whenever a member restarts. Each
@@ -107,6 +114,7 @@ func (t *statsTracker) Observe(id, inc int, m MemberMetrics) bool {
 	b := t.best[k]
 	b.Snapshots = max(b.Snapshots, m.Snapshots)
 	b.Installed = max(b.Installed, m.Installed)
+	b.Refused = max(b.Refused, m.Refused)
 	t.best[k] = b
 	return true
 }
@@ -122,6 +130,22 @@ func (t *statsTracker) Totals() ClusterStats {
 	for _, m := range t.best {
 		s.Snapshots += int(m.Snapshots)
 		s.SnapshotsInstalled += int(m.Installed)
+		s.SnapshotsRefused += int(m.Refused)
 	}
 	return s
+}
+
+// Member sums member id's counts over its incarnations.
+func (t *statsTracker) Member(id int) MemberMetrics {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out MemberMetrics
+	for k, m := range t.best {
+		if k[0] == id {
+			out.Snapshots += m.Snapshots
+			out.Installed += m.Installed
+			out.Refused += m.Refused
+		}
+	}
+	return out
 }

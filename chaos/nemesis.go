@@ -23,7 +23,11 @@ var Families = []string{"kill", "pause", "partition", "clock", "net", "snapshot"
 // garbageKinds; members now refuse it), so a run shows it is refused. garbage itself is a
 // default family: eight 30 s runs with it (seeds 11, 21-24, 101-103)
 // stayed valid with no member crashed and took 32-36 s, as without it.
-var OptInFamilies = []string{"garbage-heartbeat"}
+//
+// membership replaces a member (remove one, add a new one that catches up
+// by snapshot); it is opt-in so the default suite's mix of faults stays as
+// measured, and CI runs it on its own (.ci/run).
+var OptInFamilies = []string{"garbage-heartbeat", "membership"}
 
 // combinable are the families that may run two at once: each touches state
 // of its own (clocks, link faults, cut links, processes, signals), so any
@@ -47,6 +51,9 @@ type Nemesis struct {
 	snapshotFaults int          // snapshot faults so far; Run's goroutine only
 	Counts         NemesisCounts
 	Garbage        GarbageCounts
+
+	mu        sync.Mutex
+	newcomers []Newcomer // the membership family's added members
 }
 
 // NemesisCounts say how often the timing-sensitive faults hit their moment.
@@ -57,12 +64,26 @@ type NemesisCounts struct {
 	AfterInstall    atomic.Int64 // kills of a healed follower just after its install completed
 	Double          atomic.Int64 // times two faults ran at once
 	SnapshotTimeout atomic.Int64 // snapshot faults whose moment never came within the bound
+	// The membership family's: members replaced (removed, and a new one
+	// added and promoted), replacements whose newcomer installed a
+	// snapshot, removed members that stopped by themselves (the rest were
+	// killed after a few seconds), and membership faults that failed to
+	// remove or add (the cluster refused or did not answer).
+	Replaced           atomic.Int64
+	ReplacedBySnapshot atomic.Int64
+	RemovedStopped     atomic.Int64
+	MembershipFailed   atomic.Int64
 }
 
 // String summarises the counts for the log.
 func (c *NemesisCounts) String() string {
-	return fmt.Sprintf("kills right after a snapshot %d, isolations past compaction %d, kills during an install %d, just after one %d, double faults %d, snapshot faults timed out %d",
+	s := fmt.Sprintf("kills right after a snapshot %d, isolations past compaction %d, kills during an install %d, just after one %d, double faults %d, snapshot faults timed out %d",
 		c.AfterSnapshot.Load(), c.Compacted.Load(), c.DuringInstall.Load(), c.AfterInstall.Load(), c.Double.Load(), c.SnapshotTimeout.Load())
+	if r := c.Replaced.Load() + c.MembershipFailed.Load(); r > 0 {
+		s += fmt.Sprintf(", members replaced %d (by snapshot %d, removed member stopped itself %d), membership faults failed %d",
+			c.Replaced.Load(), c.ReplacedBySnapshot.Load(), c.RemovedStopped.Load(), c.MembershipFailed.Load())
+	}
+	return s
 }
 
 // Current describes the fault in force, or "".
@@ -210,6 +231,8 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family string) (fu
 		return n.garbage(ctx, rng, garbageKinds, family)
 	case "garbage-heartbeat":
 		return n.garbage(ctx, rng, garbageUnsafeKinds, family)
+	case "membership":
+		return n.membership(ctx, rng)
 	default: // snapshot: the two kinds take turns, isolation first, since
 		// it is the only fault that reliably makes a member install a
 		// snapshot, and a short run may have room for one snapshot fault

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -120,7 +121,9 @@ func (p *Proxy) dropLocked() {
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
-	p.ln.Close()
+	if p.ln != nil {
+		p.ln.Close()
+	}
 	p.dropLocked()
 	p.mu.Unlock()
 	p.wg.Wait()
@@ -157,8 +160,25 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.wg.Add(1)
-		go p.serve(in)
+		go p.serve(in, in)
 	}
+}
+
+// newLink returns a Proxy without a listener of its own: a Gateway hands
+// it the streams of its directed link.
+func newLink(target string, seed uint64) *Proxy {
+	return &Proxy{target: target, conns: map[net.Conn]struct{}{}, rng: rand.New(rand.NewPCG(seed, 0x70726f78))}
+}
+
+// handle carries the stream in, whose bytes (the hello first, unread) are
+// read from r, on this link.
+func (p *Proxy) handle(in net.Conn, r io.Reader) {
+	if !p.track(in) {
+		in.Close()
+		return
+	}
+	p.wg.Add(1)
+	go p.serve(in, r)
 }
 
 // countingDiscard counts what a cut link swallows.
@@ -169,10 +189,10 @@ func (d countingDiscard) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (p *Proxy) serve(in net.Conn) {
+func (p *Proxy) serve(in net.Conn, r io.Reader) {
 	defer p.wg.Done()
 	if p.Blocked() {
-		io.Copy(countingDiscard{&p.blackholed}, in) // until the link changes
+		io.Copy(countingDiscard{&p.blackholed}, r) // until the link changes
 		p.untrack(in)
 		return
 	}
@@ -200,7 +220,7 @@ func (p *Proxy) serve(in net.Conn) {
 	go func() {
 		defer wg.Done()
 		defer close(q) // the writer delivers what is queued, then stops
-		p.readFrames(in, q, quit)
+		p.readFrames(r, q, quit)
 	}()
 	go func() {
 		defer wg.Done()
@@ -225,7 +245,7 @@ type timedFrame struct {
 
 // readFrames reads src's frames, drops the lost ones and stamps the rest
 // with their delivery time, never earlier than the frame before it.
-func (p *Proxy) readFrames(src net.Conn, q chan<- timedFrame, quit <-chan struct{}) {
+func (p *Proxy) readFrames(src io.Reader, q chan<- timedFrame, quit <-chan struct{}) {
 	r := bufio.NewReaderSize(src, 64<<10)
 	var last time.Time
 	for first := true; ; first = false {
@@ -305,4 +325,121 @@ func (p *Proxy) writeFrames(dst net.Conn, q <-chan timedFrame, quit <-chan struc
 		}
 	}
 	w.Flush()
+}
+
+// Gateway is the peer address every member dials member `to` at: it reads
+// the hello that opens each stream, which names the sender, and carries
+// the stream on that directed link's Proxy (from, to). One address per
+// member lets every member hold the same address book (the replicated
+// book of a membership change, the one a snapshot carries) while each
+// directed link stays separately faultable.
+type Gateway struct {
+	ln   net.Listener
+	to   int
+	link func(from int) *Proxy // nil: not a link the harness knows; closed
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // streams whose hello is being read
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// maxHello bounds the first frame a Gateway reads: a hello is a few dozen
+// bytes.
+const maxHello = 4 << 10
+
+// NewGateway listens on a free loopback port for member to's peer streams.
+func NewGateway(to int, link func(from int) *Proxy) (*Gateway, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("gateway for member %d: %w", to, err)
+	}
+	g := &Gateway{ln: ln, to: to, link: link, conns: map[net.Conn]struct{}{}}
+	g.wg.Add(1)
+	go g.accept()
+	return g, nil
+}
+
+// Addr is member to's peer address as the others dial it.
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// Close stops accepting and drops the streams not yet handed to a link
+// (the links' own Close drops theirs).
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	g.closed = true
+	g.ln.Close()
+	for c := range g.conns {
+		c.Close()
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+func (g *Gateway) accept() {
+	defer g.wg.Done()
+	for {
+		c, err := g.ln.Accept()
+		if err != nil {
+			return
+		}
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			c.Close()
+			return
+		}
+		g.conns[c] = struct{}{}
+		g.mu.Unlock()
+		g.wg.Add(1)
+		go g.route(c)
+	}
+}
+
+// route reads c's hello without consuming it and hands c to its link.
+func (g *Gateway) route(c net.Conn) {
+	defer g.wg.Done()
+	r := bufio.NewReaderSize(c, 64<<10)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	from, err := peekHelloSender(r)
+	c.SetReadDeadline(time.Time{})
+	g.mu.Lock()
+	delete(g.conns, c)
+	g.mu.Unlock()
+	var p *Proxy
+	if err == nil {
+		p = g.link(from)
+	}
+	if p == nil {
+		c.Close()
+		return
+	}
+	p.handle(c, r)
+}
+
+// peekHelloSender reads the sender id of the peer hello that opens r's
+// stream (a length-prefixed frame: "RLP1", then the sender id as a
+// uvarint; node/peer's EncodeHello), leaving it unread.
+func peekHelloSender(r *bufio.Reader) (int, error) {
+	hdr, err := r.Peek(4)
+	if err != nil {
+		return 0, err
+	}
+	n := binary.BigEndian.Uint32(hdr)
+	if n < 5 || n > maxHello {
+		return 0, fmt.Errorf("first frame of %d bytes is no peer hello", n)
+	}
+	b, err := r.Peek(4 + int(n))
+	if err != nil {
+		return 0, err
+	}
+	b = b[4:]
+	if string(b[:4]) != "RLP1" {
+		return 0, errors.New("not a raftlock peer hello")
+	}
+	from, k := binary.Uvarint(b[4:])
+	if k <= 0 || from == 0 || from > 1<<20 {
+		return 0, errors.New("bad sender in peer hello")
+	}
+	return int(from), nil
 }

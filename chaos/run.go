@@ -93,6 +93,48 @@ type Result struct {
 	// Garbage is what the garbage families sent, with the members' log
 	// lines that show it refused; nil when no garbage family ran.
 	Garbage *GarbageReport
+	// Membership is what the membership family did, and each problem
+	// found (the newcomer-stuck check).
+	Membership MembershipReport
+}
+
+// MembershipReport is the membership family's account, written to
+// membership.json when it ran: each member it added, the members removed,
+// and the problems the newcomer-stuck check reports.
+type MembershipReport struct {
+	Replaced           int            `json:"members_replaced"`
+	ReplacedBySnapshot int            `json:"replaced_by_snapshot"`
+	RemovedStopped     int            `json:"removed_stopped_by_themselves"`
+	Failed             int            `json:"membership_faults_failed"`
+	Removed            []int          `json:"removed"`
+	Newcomers          []Newcomer     `json:"newcomers"`
+	Refused            map[int]uint64 `json:"snapshots_refused,omitempty"`
+	Problems           []string       `json:"problems"`
+}
+
+// membershipReport gathers the membership family's counts and problems:
+// a newcomer that did not catch up within NewcomerBound, and any member
+// (of every member the run had) that refused a snapshot lacking it.
+func membershipReport(sup *Supervisor, nem *Nemesis) MembershipReport {
+	r := MembershipReport{Replaced: int(nem.Counts.Replaced.Load()), ReplacedBySnapshot: int(nem.Counts.ReplacedBySnapshot.Load()),
+		RemovedStopped: int(nem.Counts.RemovedStopped.Load()), Failed: int(nem.Counts.MembershipFailed.Load()),
+		Removed: sup.Retired(), Newcomers: nem.Newcomers(), Problems: []string{}}
+	for _, nc := range r.Newcomers {
+		if !nc.Promoted {
+			r.Problems = append(r.Problems, fmt.Sprintf("member %d, added to replace member %d, did not catch up within %v (promotion refused for %.1fs: %s)",
+				nc.Node, nc.Replaced, NewcomerBound, nc.Seconds, nc.Err))
+		}
+	}
+	for _, id := range sup.AllIDs() {
+		if n := sup.MemberStats(id).Refused; n > 0 {
+			if r.Refused == nil {
+				r.Refused = map[int]uint64{}
+			}
+			r.Refused[id] = n
+			r.Problems = append(r.Problems, fmt.Sprintf("member %d refused %d snapshot(s) whose configuration lacked it (raftlock_snapshots_refused_total): a leader sent it a snapshot older than the change that added it", id, n))
+		}
+	}
+	return r
 }
 
 // GarbageReport is the garbage families' counts, written to garbage.json.
@@ -130,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		extra = []string{"--unsafe-bug", cfg.Bug}
 	}
 	sup, err := NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep})
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Membership: slices.Contains(cfg.Nemeses, "membership")})
 	if err != nil {
 		return nil, &HarnessError{err}
 	}
@@ -158,7 +200,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, &HarnessError{err}
 	}
 	wl := &Workload{Clients: cfg.Clients, Keys: keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
-		Endpoints: sup.ClientAddrs(), Seed: cfg.Seed, Rec: rec, Store: NewFencedStore(rec)}
+		Endpoints: sup.ClientAddrs(), Spare: sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: rec, Store: NewFencedStore(rec)}
 	nem := &Nemesis{Sup: sup, Rec: rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log}
 
@@ -225,6 +267,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// load stopped, as after a user's kill -9 (a member whose stored state
 	// it cannot load exits, and member-crashes reports it): kill and
 	// restart each in turn, the rest of the cluster up.
+	// (The members now, which after membership changes are not 1..N.)
 	for _, id := range sup.IDs() {
 		rec.Record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{id}})
 		rctx, rcancel := context.WithTimeout(bg, 20*time.Second)
@@ -245,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stopPoll()
 	sup.ReadAllMetrics(bg)
 	cfg.Log.Info("nemesis", "counts", nem.Counts.String())
-	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, "snapshot") || nem.Counts.Double.Load() > 0) {
+	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, "snapshot") || slices.Contains(cfg.Nemeses, "membership") || nem.Counts.Double.Load() > 0) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
 	}
 	var garbage *GarbageReport
@@ -268,8 +311,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		os.WriteFile(filepath.Join(cfg.Out, "digests.json"), append(b, '\n'), 0o644)
 	}
 	res := &Result{Events: rec.Events(), Digests: digests,
-		Stats: sup.Stats(), Crashes: sup.Crashes(), Garbage: garbage}
-	converged := len(digests) == cfg.Nodes
+		Stats: sup.Stats(), Crashes: sup.Crashes(), Garbage: garbage, Membership: membershipReport(sup, nem)}
+	if slices.Contains(cfg.Nemeses, "membership") {
+		if b, err := json.MarshalIndent(res.Membership, "", "  "); err == nil {
+			os.WriteFile(filepath.Join(cfg.Out, "membership.json"), append(b, '\n'), 0o644)
+		}
+		if cfg.Progress != nil {
+			m := res.Membership
+			fmt.Fprintf(cfg.Progress, "chaos: membership: %d members replaced (%d by snapshot), removed %v, %d failed, problems %d\n",
+				m.Replaced, m.ReplacedBySnapshot, m.Removed, m.Failed, len(m.Problems))
+		}
+	}
+	converged := len(digests) == len(sup.IDs())
 	for _, d := range digests {
 		converged = converged && d.Applied == digests[0].Applied && d.Digest == digests[0].Digest
 	}
@@ -303,7 +356,7 @@ func crashNote(crashes []Crash) string {
 func finalReads(ctx context.Context, wl *Workload, keys []string) {
 	wk := &worker{w: wl, proc: wl.newProcess()}
 	var err error
-	if wk.reader, err = newClient(wl.Endpoints); err != nil {
+	if wk.reader, err = newClient(append(slices.Clone(wl.Endpoints), wl.Spare...)); err != nil {
 		return
 	}
 	defer wk.reader.Close()
@@ -320,8 +373,9 @@ func collectDigests(ctx context.Context, sup *Supervisor) []NodeDigest {
 	for {
 		st = sup.Status(ctx)
 		same := len(st) == len(sup.IDs())
+		ids := sup.IDs()
 		for _, s := range st {
-			same = same && s.Applied == st[sup.IDs()[0]].Applied
+			same = same && s.Applied == st[ids[0]].Applied
 		}
 		if same || time.Now().After(deadline) {
 			break

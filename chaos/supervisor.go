@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +40,9 @@ type ClusterSpec struct {
 	// --snapshot-every and --snapshot-keep; zero leaves the member's default.
 	SnapshotEvery uint64
 	SnapshotKeep  uint64
+	// Membership: the run may add members (up to spareMembers), whose
+	// addresses are drawn at the start.
+	Membership bool
 }
 
 // Crash is a member process that exited without the harness killing it.
@@ -78,24 +83,43 @@ func crashReason(path string) string {
 	return reason
 }
 
-// Supervisor runs the members as child processes, every peer link through
-// its own Proxy, every member with fault injection enabled.
+// Supervisor runs the members as child processes, every directed peer
+// link through its own Proxy, every member with fault injection enabled.
+// Members dial member j at j's Gateway, which routes each stream to its
+// link's Proxy by the sender its hello names: every member holds the same
+// peer addresses, as a replicated address book (membership changes,
+// snapshots) requires. The member set changes under the membership
+// nemesis: AddMember and RemoveMember; IDs lists the current members,
+// AllIDs every member the run had.
 type Supervisor struct {
-	spec    ClusterSpec
-	raft    map[int]string // real peer listen address
-	clients map[int]string
-	https   map[int]string
-	proxies map[[2]int]*Proxy
-	cl      *client.Client
-	stats   *statsTracker
+	spec      ClusterSpec
+	raft      map[int]string // real peer listen address
+	clients   map[int]string
+	https     map[int]string
+	gateways  map[int]*Gateway
+	clusterID string // fixed at the start: joined members learn it from the cluster
+	cl        *client.Client
+	stats     *statsTracker
 
-	mu      sync.Mutex
-	procs   map[int]*exec.Cmd
-	exited  map[int]chan struct{}
-	paused  map[int]bool
-	clocked map[int]bool
-	crashes []Crash
+	mu       sync.Mutex
+	members  []int // current members, sorted; nil: 1..spec.Nodes
+	retired  []int // removed members, in removal order
+	joined   map[int]bool
+	retiring map[int]bool // asked to leave: its exit 0 is no crash
+	next     int          // the next new member's id
+	proxies  map[[2]int]*Proxy
+	procs    map[int]*exec.Cmd
+	exited   map[int]chan struct{}
+	paused   map[int]bool
+	clocked  map[int]bool
+	crashes  []Crash
 }
+
+// spareMembers is how many members a run may add (a 30 s membership run
+// replaces 5 or 6): their client addresses are drawn at the start, so the
+// workload's clients know them. Past it a membership fault fails (counted,
+// not a violation).
+const spareMembers = 24
 
 // NewSupervisor picks addresses and starts the link proxies; Start runs the
 // members.
@@ -104,40 +128,82 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 		return nil, errors.New("need at least one node")
 	}
 	s := &Supervisor{spec: spec, raft: map[int]string{}, clients: map[int]string{}, https: map[int]string{},
+		gateways: map[int]*Gateway{}, joined: map[int]bool{}, retiring: map[int]bool{}, next: spec.Nodes + 1,
 		proxies: map[[2]int]*Proxy{}, procs: map[int]*exec.Cmd{}, exited: map[int]chan struct{}{},
 		paused: map[int]bool{}, clocked: map[int]bool{}, stats: newStatsTracker()}
-	for _, id := range s.IDs() {
-		for _, m := range []map[int]string{s.raft, s.clients, s.https} {
-			addr, err := freeport.Addr()
-			if err != nil {
-				return nil, err
-			}
-			m[id] = addr
+	for id := 1; id <= spec.Nodes+s.spare(); id++ {
+		if err := s.addresses(id); err != nil {
+			s.Close()
+			return nil, err
 		}
 	}
-	for _, i := range s.IDs() {
-		for _, j := range s.IDs() {
-			if i == j {
-				continue
-			}
-			p, err := NewProxy(s.raft[j], spec.Seed^uint64(i<<8|j))
-			if err != nil {
-				s.Close()
-				return nil, err
-			}
-			s.proxies[[2]int{i, j}] = p
-		}
+	s.members = s.IDs()
+	real := map[uint64]string{}
+	for _, j := range s.members {
+		real[uint64(j)] = s.raft[j]
+		s.addLinks(j)
 	}
+	s.clusterID = peer.FormatClusterID(peer.ClusterIDFromPeers(real))
 	var err error
-	if s.cl, err = client.New(s.ClientAddrs(), client.Options{}); err != nil {
+	if s.cl, err = client.New(s.AllClientAddrs(), client.Options{}); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// IDs lists the member ids, 1..N.
+// addresses draws member id's real peer, client and HTTP addresses and
+// starts its gateway.
+func (s *Supervisor) addresses(id int) error {
+	for _, m := range []map[int]string{s.raft, s.clients, s.https} {
+		addr, err := freeport.Addr()
+		if err != nil {
+			return err
+		}
+		m[id] = addr
+	}
+	g, err := NewGateway(id, func(from int) *Proxy {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.proxies[[2]int{from, id}]
+	})
+	if err != nil {
+		return err
+	}
+	s.gateways[id] = g
+	return nil
+}
+
+// addLinks creates the directed links between member id and the current
+// members, both ways.
+func (s *Supervisor) addLinks(id int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range s.idsLocked() {
+		if j == id {
+			continue
+		}
+		for _, l := range [][2]int{{id, j}, {j, id}} {
+			if s.proxies[l] == nil {
+				s.proxies[l] = newLink(s.raft[l[1]], s.spec.Seed^uint64(l[0]<<8|l[1]))
+			}
+		}
+	}
+}
+
+// IDs lists the current members' ids in order: 1..N, then as the
+// membership nemesis replaces members, without the removed ones and with
+// the added ones.
 func (s *Supervisor) IDs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idsLocked()
+}
+
+func (s *Supervisor) idsLocked() []int {
+	if s.members != nil {
+		return slices.Clone(s.members)
+	}
 	ids := make([]int, s.spec.Nodes)
 	for i := range ids {
 		ids[i] = i + 1
@@ -145,11 +211,48 @@ func (s *Supervisor) IDs() []int {
 	return ids
 }
 
-// ClientAddrs lists the members' client addresses in id order.
+// AllIDs lists every member the run had, removed ones included, in order.
+func (s *Supervisor) AllIDs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := append(s.idsLocked(), s.retired...)
+	slices.Sort(ids)
+	return ids
+}
+
+// Retired lists the removed members, in removal order.
+func (s *Supervisor) Retired() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.retired)
+}
+
+// spare is how many members this run may add.
+func (s *Supervisor) spare() int {
+	if s.spec.Membership {
+		return spareMembers
+	}
+	return 0
+}
+
+// ClientAddrs lists the current members' client addresses in id order.
 func (s *Supervisor) ClientAddrs() []string {
 	var out []string
 	for _, id := range s.IDs() {
 		out = append(out, s.clients[id])
+	}
+	return out
+}
+
+// AllClientAddrs lists the client addresses of the first members and of
+// every member the run may add, so a client made at the start still
+// reaches the cluster after every first member was replaced.
+func (s *Supervisor) AllClientAddrs() []string {
+	var out []string
+	for id := 1; id <= s.spec.Nodes+s.spare(); id++ {
+		if a, ok := s.clients[id]; ok {
+			out = append(out, a)
+		}
 	}
 	return out
 }
@@ -175,17 +278,27 @@ func (s *Supervisor) StartNode(id int) error {
 	if _, running := s.procs[id]; running {
 		return nil
 	}
-	var peers []string
-	for _, j := range s.IDs() {
-		addr := s.raft[j]
-		if j != id {
-			addr = s.proxies[[2]int{id, j}].Addr()
+	args := []string{"node", "--id", strconv.Itoa(id)}
+	if s.joined[id] {
+		// Added by AddMember: it joins through the current members (once
+		// its data directory holds data it restarts from its log).
+		var eps []string
+		for _, j := range s.idsLocked() {
+			if j != id {
+				eps = append(eps, s.clients[j])
+			}
 		}
-		peers = append(peers, fmt.Sprintf("%d=%s", j, addr))
+		args = append(args, "--join", strings.Join(eps, ","))
+	} else {
+		var peers []string
+		for j := 1; j <= s.spec.Nodes; j++ {
+			peers = append(peers, fmt.Sprintf("%d=%s", j, s.gateways[j].Addr()))
+		}
+		args = append(args, "--peers", strings.Join(peers, ","), "--cluster-id", s.clusterID)
 	}
-	args := []string{"node", "--id", strconv.Itoa(id), "--peers", strings.Join(peers, ","),
-		"--listen", s.clients[id], "--http", s.https[id], "--data", filepath.Join(s.spec.Dir, fmt.Sprintf("data-%d", id)),
-		"--fault-injection", "--log-level", "info", "--cluster-id", s.clusterID()}
+	args = append(args, "--peer-listen", s.raft[id],
+		"--listen", s.clients[id], "--http", s.https[id], "--data", s.DataDir(id),
+		"--fault-injection", "--log-level", "info")
 	if s.spec.SnapshotEvery > 0 {
 		args = append(args, "--snapshot-every", strconv.FormatUint(s.spec.SnapshotEvery, 10))
 	}
@@ -217,6 +330,9 @@ func (s *Supervisor) StartNode(id int) error {
 		if crashed {
 			delete(s.procs, id)
 			delete(s.paused, id)
+		}
+		if s.retiring[id] && err == nil {
+			crashed = false // removed from the configuration, it stopped itself
 		}
 		s.mu.Unlock()
 		if crashed {
@@ -288,6 +404,9 @@ func (s *Supervisor) PollMetrics(ctx context.Context, period time.Duration) {
 
 // Stats returns the restart and snapshot counts so far.
 func (s *Supervisor) Stats() ClusterStats { return s.stats.Totals() }
+
+// MemberStats sums member id's snapshot counts over its processes.
+func (s *Supervisor) MemberStats(id int) MemberMetrics { return s.stats.Member(id) }
 
 // Kill reads member id's metrics (the counters die with the process),
 // sends it SIGKILL and waits for it to die.
@@ -374,7 +493,7 @@ func (s *Supervisor) signal(id int, sig syscall.Signal, paused bool) {
 
 // SetLinks lets traffic flow on link i->j only where connected(i, j).
 func (s *Supervisor) SetLinks(connected func(i, j int) bool) {
-	for link, p := range s.proxies {
+	for link, p := range s.links() {
 		p.SetBlocked(!connected(link[0], link[1]))
 	}
 }
@@ -394,8 +513,9 @@ func (s *Supervisor) CutLinks(links [][2]int) {
 
 // SetLinkFault applies f to the directed links given.
 func (s *Supervisor) SetLinkFault(links [][2]int, f LinkFault) {
+	all := s.links()
 	for _, l := range links {
-		if p := s.proxies[l]; p != nil {
+		if p := all[l]; p != nil {
 			p.SetFault(f)
 		}
 	}
@@ -403,12 +523,19 @@ func (s *Supervisor) SetLinkFault(links [][2]int, f LinkFault) {
 
 // HealNet clears every link's delay and loss.
 func (s *Supervisor) HealNet() {
-	for _, p := range s.proxies {
+	for _, p := range s.links() {
 		p.SetFault(LinkFault{})
 	}
 }
 
-// Links lists every directed peer link, in order.
+// links returns every directed link's proxy, current members or not.
+func (s *Supervisor) links() map[[2]int]*Proxy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.proxies)
+}
+
+// Links lists every directed peer link between current members, in order.
 func (s *Supervisor) Links() [][2]int {
 	var out [][2]int
 	for _, i := range s.IDs() {
@@ -424,7 +551,7 @@ func (s *Supervisor) Links() [][2]int {
 // LinkCounts returns each directed link's totals.
 func (s *Supervisor) LinkCounts() map[[2]int]ProxyCounts {
 	out := map[[2]int]ProxyCounts{}
-	for l, p := range s.proxies {
+	for l, p := range s.links() {
 		out[l] = p.Counts()
 	}
 	return out
@@ -564,10 +691,20 @@ func (s *Supervisor) HealAll(ctx context.Context) (resumed, started, clocks []in
 
 // Close kills every member and stops the proxies.
 func (s *Supervisor) Close() {
-	for _, id := range s.IDs() {
+	s.mu.Lock()
+	var running []int
+	for id := range s.procs {
+		running = append(running, id)
+	}
+	proxies := maps.Clone(s.proxies)
+	s.mu.Unlock()
+	for _, id := range running {
 		s.kill(id)
 	}
-	for _, p := range s.proxies {
+	for _, g := range s.gateways {
+		g.Close()
+	}
+	for _, p := range proxies {
 		p.Close()
 	}
 	if s.cl != nil {
@@ -575,15 +712,9 @@ func (s *Supervisor) Close() {
 	}
 }
 
-// clusterID is the cluster id every member is given: each member dials its
-// peers through its own proxies, so the id derived from --peers would
-// differ from member to member.
-func (s *Supervisor) clusterID() string {
-	real := map[uint64]string{}
-	for _, j := range s.IDs() {
-		real[uint64(j)] = s.raft[j]
-	}
-	return peer.FormatClusterID(peer.ClusterIDFromPeers(real))
+// DataDir is member id's data directory.
+func (s *Supervisor) DataDir(id int) string {
+	return filepath.Join(s.spec.Dir, fmt.Sprintf("data-%d", id))
 }
 
 // PeerAddr returns member id's real peer address (not a proxy's).
@@ -591,14 +722,14 @@ func (s *Supervisor) PeerAddr(id int) string { return s.raft[id] }
 
 // ClusterID is the cluster id the members are started with.
 func (s *Supervisor) ClusterID() uint64 {
-	v, _ := peer.ParseClusterID(s.clusterID())
+	v, _ := peer.ParseClusterID(s.clusterID)
 	return v
 }
 
 // Incarnation reads member id's incarnation from its data directory's
 // identity.json (0 before its first boot wrote one).
 func (s *Supervisor) Incarnation(id int) uint64 {
-	b, err := os.ReadFile(filepath.Join(s.spec.Dir, fmt.Sprintf("data-%d", id), "identity.json"))
+	b, err := os.ReadFile(filepath.Join(s.DataDir(id), "identity.json"))
 	if err != nil {
 		return 0
 	}

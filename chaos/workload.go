@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,9 +67,12 @@ type Workload struct {
 	LeaseMin  time.Duration
 	LeaseMax  time.Duration
 	Endpoints []string
-	Seed      uint64
-	Rec       *history.Recorder
-	Store     *FencedStore
+	// Spare are client addresses of members the run may add: the
+	// clients know them from the start (unused ones refuse connections).
+	Spare []string
+	Seed  uint64
+	Rec   *history.Recorder
+	Store *FencedStore
 
 	nextProc atomic.Int64
 	Counts   Counts
@@ -113,7 +117,7 @@ func (w *Workload) worker(ctx context.Context, i int) error {
 	rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1))
 	eps := append([]string(nil), w.Endpoints...)
 	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
-	cl, err := client.New(eps, client.Options{})
+	cl, err := client.New(append(slices.Clone(eps), w.Spare...), client.Options{})
 	if err != nil {
 		return err
 	}

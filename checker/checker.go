@@ -78,6 +78,17 @@ type Options struct {
 	// members cannot restart is broken, though no history shows it. nil:
 	// not known (raftlock check), the check is skipped.
 	Crashes []string
+	// Newcomers is what the chaos harness saw of membership changes: nil
+	// for raftlock check (the newcomer-stuck check is skipped).
+	Newcomers *Newcomers
+}
+
+// Newcomers is the membership changes' evidence: members added, and each
+// problem found (a new member that did not catch up within the bound, a
+// member that refused a snapshot lacking it).
+type Newcomers struct {
+	Added    int
+	Problems []string
 }
 
 // Violation is one thing found wrong, with the events involved.
@@ -125,9 +136,15 @@ type Stats struct {
 	Resolved int            `json:"info_resolved"` // info operations settled by the committed log
 	// Filled by the chaos harness from the members' metrics (summed over
 	// every member and every incarnation of it); zero for raftlock check.
-	Restarts           int     `json:"restarts"`
-	Snapshots          int     `json:"snapshots"`
-	SnapshotsInstalled int     `json:"snapshots_installed"`
+	Restarts           int `json:"restarts"`
+	Snapshots          int `json:"snapshots"`
+	SnapshotsInstalled int `json:"snapshots_installed"`
+	// The membership family's (chaos --nemesis membership): members
+	// replaced, replacements whose newcomer installed a snapshot, and
+	// snapshots members refused for lacking them.
+	MembersReplaced    int     `json:"members_replaced"`
+	ReplacedBySnapshot int     `json:"replaced_by_snapshot"`
+	SnapshotsRefused   int     `json:"snapshots_refused"`
 	CheckTime          float64 `json:"check_seconds"`
 }
 
@@ -164,6 +181,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	v.lin = info
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
 		checkResource(ops), checkConvergence(opts.Digests), checkCrashes(opts.Crashes),
+		checkNewcomers(opts.Newcomers),
 		checkAudit(ops, opts.Log)}
 	for i := range v.Checks {
 		if v.Checks[i].Status == StatusSkipped {
@@ -434,6 +452,28 @@ func checkCrashes(crashes []string) Result {
 		for _, c := range crashes {
 			res.Violations = append(res.Violations, Violation{Message: "member exited on its own: " + c})
 		}
+	}
+	return res
+}
+
+// checkNewcomers: every member a membership change added caught up (its
+// promotion was accepted) within the harness's bound, and no member was
+// sent a snapshot whose configuration lacks it, which raft refuses (a
+// newcomer sent a snapshot older than its addition waits for the next).
+func checkNewcomers(n *Newcomers) Result {
+	res := Result{Name: "newcomer-stuck", Decides: true, Status: StatusOK}
+	switch {
+	case n == nil:
+		res.Status, res.Note = StatusSkipped, "no membership information (only the chaos harness has it)"
+	case len(n.Problems) > 0:
+		res.Status, res.Note = StatusViolation, "a new member did not catch up, or a member refused a snapshot lacking it"
+		for _, p := range n.Problems {
+			res.Violations = append(res.Violations, Violation{Message: p})
+		}
+	case n.Added == 0:
+		res.Note = "no member was added; no member refused a snapshot"
+	default:
+		res.Note = fmt.Sprintf("%d new member(s) caught up in time; no member refused a snapshot", n.Added)
 	}
 	return res
 }

@@ -319,3 +319,22 @@ func TestMemberCrashesDecide(t *testing.T) {
 		}
 	}
 }
+
+// A newcomer that did not catch up, or a member that refused a snapshot
+// lacking it, as the chaos harness reports it, is a deciding violation;
+// without membership information the check is skipped.
+func TestNewcomerStuckDecides(t *testing.T) {
+	events := syntheticHistory(50, 1)
+	if v := Check(events, Options{Newcomers: &Newcomers{Added: 1, Problems: []string{"member 5 refused 3 snapshot(s)"}}}); v.ExitCode != ExitViolation ||
+		statusOf(v, "newcomer-stuck") != StatusViolation {
+		t.Fatalf("a refused snapshot: exit %d, newcomer-stuck %s", v.ExitCode, statusOf(v, "newcomer-stuck"))
+	}
+	if v := Check(events, Options{Newcomers: &Newcomers{Added: 2}}); v.ExitCode != ExitValid || statusOf(v, "newcomer-stuck") != StatusOK {
+		t.Fatalf("newcomers that caught up: exit %d", v.ExitCode)
+	}
+	for _, r := range Check(events, Options{}).Checks {
+		if r.Name == "newcomer-stuck" && (r.Status != StatusSkipped || r.Decides) {
+			t.Fatalf("no membership information: %s, decides %v; want skipped", r.Status, r.Decides)
+		}
+	}
+}

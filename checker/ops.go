@@ -190,6 +190,10 @@ func (s *windowSet) add(e *history.Event) {
 		for _, k := range []string{"partition", "delay", "loss"} {
 			s.shut(k, e.Time)
 		}
+	case "member-remove":
+		s.open("membership", e.Time, fmt.Sprintf("replace member %v", v.Nodes))
+	case "member-promote":
+		s.shut("membership", e.Time)
 	case "clock":
 		n := deref(v.Node)
 		faulty := deref(v.Rate) != 1 || deref(v.OffsetMS) != 0

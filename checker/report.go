@@ -53,6 +53,10 @@ func (v *Verdict) Summary(w io.Writer) {
 		fmt.Fprintf(w, "Cluster: %d member restarts, %d snapshots taken, %d snapshots installed from the leader.\n\n",
 			v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled)
 	}
+	if v.Stats.MembersReplaced+v.Stats.SnapshotsRefused > 0 {
+		fmt.Fprintf(w, "Membership: %d members replaced, %d of them caught up by snapshot; %d snapshots refused for lacking the member.\n\n",
+			v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot, v.Stats.SnapshotsRefused)
+	}
 	fmt.Fprintln(w, "| check | status | decides | violations | note |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, r := range v.Checks {

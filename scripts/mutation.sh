@@ -7,7 +7,7 @@ set -u
 bin=${1:-bin/raftlock}
 seeds=${SEEDS:-"1 2 3"}
 duration=${DURATION:-${TIME:-15s}}
-bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted"}
+bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add"}
 out=${OUT:-mutation-out}
 mkdir -p "$out"
 # Planted bugs that other rules mask, so no history can show them: a miss is
@@ -16,6 +16,12 @@ declare -A masked=(
   [expire-ignores-token]="every Expire is proposed by the leader after the grant it names applied and before any later Grant of the key (single-leader log order + term barrier), so no late Expire can meet a newer lock; the token check is defence in depth (fsm unit test TestLateExpireCannotRemoveRegrantedLock)"
   [no-term-barrier]="a new leader learns the commit index within one round trip of its election (its empty entry), so the window in which it decides on a stale table is about a millisecond; the rule is tested directly by member TestEveryRequestInEveryLockState (leader_before_its_term_barrier rows), and the simulator reaches it (results/sim.md)"
 )
+# Planted bugs that only a fault family outside the default set reaches:
+# no-snapshot-on-add needs members added mid-run (the opt-in membership
+# family), and shows as the newcomer-stuck check (a snapshot refused).
+declare -A flags=(
+  [no-snapshot-on-add]="--nemesis membership"
+)
 printf '%-28s %-7s %-12s %s\n' bug caught seeds_tried seconds_to_detection
 missed=0
 for bug in $bugs; do
@@ -23,7 +29,8 @@ for bug in $bugs; do
   start=$(date +%s.%N)
   for seed in $seeds; do
     tried=$((tried + 1))
-    "$bin" chaos --duration "$duration" --seed "$seed" --unsafe-bug "$bug" --out "$out/$bug-seed-$seed" >"$out/$bug-seed-$seed.txt" 2>&1
+    # shellcheck disable=SC2086 # the flags are words
+    "$bin" chaos --duration "$duration" --seed "$seed" --unsafe-bug "$bug" ${flags[$bug]:-} --out "$out/$bug-seed-$seed" >"$out/$bug-seed-$seed.txt" 2>&1
     rc=$?
     if [ $rc -eq 1 ]; then
       caught=yes

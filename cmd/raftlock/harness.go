@@ -229,7 +229,8 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return harnessErr(err)
 	}
-	opts := checker.Options{Crashes: []string{}}
+	opts := checker.Options{Crashes: []string{},
+		Newcomers: &checker.Newcomers{Added: len(res.Membership.Newcomers), Problems: res.Membership.Problems}}
 	for _, c := range res.Crashes {
 		opts.Crashes = append(opts.Crashes, c.String())
 	}
@@ -248,6 +249,8 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	}
 	v := checker.Check(res.Events, opts)
 	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.SnapshotsInstalled
+	v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot = res.Membership.Replaced, res.Membership.ReplacedBySnapshot
+	v.Stats.SnapshotsRefused = res.Stats.SnapshotsRefused
 	if _, err := v.WriteReports(cfg.Out); err != nil {
 		return harnessErr(err)
 	}
