@@ -115,6 +115,10 @@ func (c *Config) Validate() error {
 	if c.Bug != "" && !slices.Contains(member.Bugs, c.Bug) {
 		return fmt.Errorf("unknown bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs, ", "))
 	}
+	if c.Bug == member.BugNoSnapshotOnAdd {
+		// A run that cannot reach the bug would report it missed.
+		return fmt.Errorf("bug %q needs membership changes, which the simulator does not make: use raftlock chaos --nemesis membership", c.Bug)
+	}
 	return nil
 }
 

@@ -137,6 +137,7 @@ func testSimRefusesBadFlagsAndForeignOut(t *testing.T, bin string) {
 		{"sim", "--nodes", "4"},
 		{"sim", "--faults", "kill,meteor"},
 		{"sim", "--unsafe-bug", "no-such-bug"},
+		{"sim", "--unsafe-bug", "no-snapshot-on-add"},
 		{"sim", "--seeds", "5..1"},
 		{"sim", "--seeds", "1..3", "--seed", "2"},
 		{"sim", "--no-such-flag"},
