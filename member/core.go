@@ -276,6 +276,9 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if m.GetType() == raftpb.MessageType_MsgReadIndex && len(m.GetEntries()) != 1 {
 		return fmt.Errorf("refused read-index request from %d with %d context entries", m.GetFrom(), len(m.GetEntries()))
 	}
+	if m.GetType() == raftpb.MessageType_MsgSnap && jointConf(m.GetSnapshot().GetMetadata().GetConfState()) {
+		return fmt.Errorf("refused snapshot from %d with a joint configuration: this cluster makes single changes only", m.GetFrom())
+	}
 	if m.GetType() == raftpb.MessageType_MsgSnap && !confHas(m.GetSnapshot().GetMetadata().GetConfState(), c.cfg.ID) {
 		// raft drops it (it cannot restore a configuration without
 		// itself) and the leader sends it again: counted, because a new

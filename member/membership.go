@@ -243,6 +243,11 @@ func (c *Core) checkChange(cc *raftpb.ConfChangeV2, ctx *confContext) error {
 	if t, ok := want[ctx.Change]; !ok || t != ch.GetType() {
 		return fmt.Errorf("configuration change %s does not match %q", ch.GetType(), ctx.Change)
 	}
+	if jointConf(c.cs) {
+		// raft panics applying a single change to a joint configuration;
+		// raftlock never makes one, so this one came from a forged peer.
+		return errors.New("configuration change while the configuration is joint: only single changes are made")
+	}
 	voters := c.cs.GetVoters()
 	if ctx.Change == Remove && len(voters) == 1 && voters[0] == ctx.Member.ID {
 		return fmt.Errorf("removing member %d would leave no voter", ctx.Member.ID)
@@ -254,6 +259,12 @@ func (c *Core) checkChange(cc *raftpb.ConfChangeV2, ctx *confContext) error {
 		return fmt.Errorf("member %d is a voter", ctx.Member.ID)
 	}
 	return nil
+}
+
+// jointConf reports whether cs is a joint configuration (or one leaving
+// it): raftlock makes one change at a time and never enters one.
+func jointConf(cs *raftpb.ConfState) bool {
+	return len(cs.GetVotersOutgoing()) > 0 || len(cs.GetLearnersNext()) > 0 || cs.GetAutoLeave()
 }
 
 // Members returns the configuration with every member's addresses and

@@ -231,3 +231,30 @@ func TestBugNoSnapshotOnAddStrandsTheLearner(t *testing.T) {
 		t.Fatal("the learner refused no snapshot: raftlock_snapshots_refused_total cannot show the bug")
 	}
 }
+
+// raftlock never makes a joint configuration, and raft panics applying a
+// single change to one: a snapshot carrying a joint configuration (forged,
+// or from a foreign tool) is refused at the door, and a change applied
+// while joint would be skipped, so no peer can set that trap.
+func TestJointConfigurationSnapshotRefused(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.elect(1)
+	c.check("acquire", c.call(1, acquire(1, "k")), "token 1")
+	joint := &raftpb.ConfState{Voters: []uint64{1, 2, 3}, VotersOutgoing: []uint64{1, 2}}
+	term := c.cores[1].Status().Term
+	err := c.cores[2].Step(&raftpb.Message{
+		Type: raftpb.MessageType_MsgSnap.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(term),
+		Snapshot: &raftpb.Snapshot{
+			Data: EncodeSnapshot(nil, NewBook(map[uint64]string{1: "a", 2: "b", 3: "c"})),
+			Metadata: &raftpb.SnapshotMetadata{ConfState: joint, Index: new(uint64(1000)), Term: new(term)},
+		},
+	})
+	if err == nil || !strings.Contains(err.Error(), "joint configuration") {
+		t.Fatalf("Step(joint snapshot) = %v, want a refusal naming the joint configuration", err)
+	}
+	if jointConf(c.cores[2].cs) {
+		t.Fatalf("member 2's configuration became joint: %v", c.cores[2].cs)
+	}
+	c.tick(c.ids...)
+	c.check("acquire after the refused snapshot", c.call(1, acquire(2, "k2")), "token 2")
+}
