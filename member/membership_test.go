@@ -245,7 +245,7 @@ func TestJointConfigurationSnapshotRefused(t *testing.T) {
 	err := c.cores[2].Step(&raftpb.Message{
 		Type: raftpb.MessageType_MsgSnap.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(term),
 		Snapshot: &raftpb.Snapshot{
-			Data: EncodeSnapshot(nil, NewBook(map[uint64]string{1: "a", 2: "b", 3: "c"})),
+			Data:     EncodeSnapshot(nil, NewBook(map[uint64]string{1: "a", 2: "b", 3: "c"})),
 			Metadata: &raftpb.SnapshotMetadata{ConfState: joint, Index: new(uint64(1000)), Term: new(term)},
 		},
 	})
