@@ -46,6 +46,7 @@ func TestGoAwayComesAfterTheGreeting(t *testing.T) {
 	shutdown := make(chan error, 1)
 	go func() { shutdown <- s.Shutdown(ctx) }()
 	waitShutdownBegun(t, s, ln)
+	waitEarlyWrite(ln.wrote)
 
 	io.WriteString(nc, wire.Greeting)
 	r := bufio.NewReader(nc)
@@ -95,17 +96,30 @@ func waitShutdownBegun(t *testing.T, s *server.Server, ln *watchedListener) {
 	}
 }
 
+// waitEarlyWrite gives a member that writes before the greeting a moment to
+// do so: it would write as soon as Shutdown has queued the goaway, while a
+// correct member writes nothing, and nothing happening is no condition to
+// wait on. The wait keeps the old bug from slipping past the test when the
+// greeting happens to win the race; it cannot make a correct member fail.
+func waitEarlyWrite(wrote <-chan struct{}) {
+	select {
+	case <-wrote:
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
 // watchedListener reports when it is closed (Shutdown's first step) and
-// when the server first reads from a connection it accepted (it waits for
-// the client's greeting).
+// when the server first reads from and writes to a connection it accepted
+// (it reads the client's greeting first).
 type watchedListener struct {
 	net.Listener
-	closed, reading        chan struct{}
-	closeOnce, readingOnce sync.Once
+	closed, reading, wrote            chan struct{}
+	closeOnce, readingOnce, wroteOnce sync.Once
 }
 
 func newWatchedListener(ln net.Listener) *watchedListener {
-	return &watchedListener{Listener: ln, closed: make(chan struct{}), reading: make(chan struct{})}
+	return &watchedListener{Listener: ln,
+		closed: make(chan struct{}), reading: make(chan struct{}), wrote: make(chan struct{})}
 }
 
 func (l *watchedListener) Accept() (net.Conn, error) {
@@ -129,6 +143,11 @@ type watchedConn struct {
 func (c *watchedConn) Read(b []byte) (int, error) {
 	c.l.readingOnce.Do(func() { close(c.l.reading) })
 	return c.Conn.Read(b)
+}
+
+func (c *watchedConn) Write(b []byte) (int, error) {
+	c.l.wroteOnce.Do(func() { close(c.l.wrote) })
+	return c.Conn.Write(b)
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
