@@ -2,13 +2,18 @@ package client_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // A member that is stopping sends a goaway, then still answers a request
@@ -84,5 +89,133 @@ func TestGoAwayEndsTheConnectionWithoutLosingAnAnswer(t *testing.T) {
 	}
 	if hungUp.Load() != 1 {
 		t.Fatal("the client kept the connection the member asked it to leave")
+	}
+}
+
+// A call that races a member's Shutdown (its connection accepted before
+// Shutdown began, its greeting answered after) succeeds: the member's
+// greeting comes first and its goaway after, so the call is answered by
+// that member or retried on another, never failed as a ProtocolError, which
+// is what a goaway read in place of the greeting used to make it.
+func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
+	c, leader := startCluster(t, 1)
+	// A second client port on the leader, the one that shuts down; the
+	// cluster's own stays up as the member to retry on.
+	s := server.New(c.Node(leader))
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newGatedListener(inner)
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	cl := newClient(t, ln.Addr().String(), c.Clients[leader]) // the stopping member first
+
+	ctx := ctxT(t, 10*time.Second)
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := cl.Acquire(ctx, "k", time.Second, 0)
+		acquired <- err
+	}()
+	waitClosed(t, ln.reading, "the member to read the client's greeting")
+
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- s.Shutdown(sctx) }()
+	waitClosed(t, ln.closed, "Shutdown to close the listener")
+	// Shutdown sends its goaways under the lock Serve takes to refuse a
+	// server that is shutting down: once Serve has refused, they are queued.
+	spare, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(spare); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Serve after Shutdown began: %v, want net.ErrClosed", err)
+	}
+	// A member that writes before the greeting would write now, as soon as
+	// Shutdown has queued the goaway; a correct member writes nothing, and
+	// nothing happening is no condition to wait on. The moment keeps the
+	// old bug from slipping past when the greeting happens to win the
+	// race; it cannot make a correct member fail.
+	select {
+	case <-ln.wrote:
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(ln.gate) // now the member may read the greeting and answer it
+
+	select {
+	case err := <-acquired:
+		if pe := (*client.ProtocolError)(nil); errors.As(err, &pe) {
+			t.Fatalf("a call racing a shutdown failed as a protocol error: %v", err)
+		}
+		if err != nil {
+			t.Fatalf("a call racing a shutdown: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not return")
+	}
+	// The client got the goaway and left, so Shutdown need not wait out
+	// its deadline.
+	select {
+	case <-shutdown:
+		if sctx.Err() != nil {
+			t.Fatal("the client stayed on the stopping member until Shutdown's deadline")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+}
+
+// gatedListener holds the reads of the connections it accepts (the member
+// reading the client's greeting first) until gate is closed, and reports
+// when the member first reads and first writes, and when the listener is
+// closed (Shutdown's first step).
+type gatedListener struct {
+	net.Listener
+	gate, reading, wrote, closed      chan struct{}
+	readingOnce, wroteOnce, closeOnce sync.Once
+}
+
+func newGatedListener(ln net.Listener) *gatedListener {
+	return &gatedListener{Listener: ln, gate: make(chan struct{}),
+		reading: make(chan struct{}), wrote: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (l *gatedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &gatedConn{Conn: c, l: l}, nil
+}
+
+func (l *gatedListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+type gatedConn struct {
+	net.Conn
+	l *gatedListener
+}
+
+func (c *gatedConn) Read(b []byte) (int, error) {
+	c.l.readingOnce.Do(func() { close(c.l.reading) })
+	<-c.l.gate
+	return c.Conn.Read(b)
+}
+
+func (c *gatedConn) Write(b []byte) (int, error) {
+	c.l.wroteOnce.Do(func() { close(c.l.wrote) })
+	return c.Conn.Write(b)
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }

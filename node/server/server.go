@@ -30,7 +30,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	ln     net.Listener
-	conns  map[net.Conn]func() // each connection's goaway (Shutdown)
+	conns  map[net.Conn]func() // each connection's goaway (Shutdown); nil until its greeting is done
 	closed bool
 	wg     sync.WaitGroup
 
@@ -84,7 +84,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.refuseConn(c)
 			continue
 		}
-		s.conns[c] = nil // set once its writer exists
+		s.conns[c] = nil // its goaway is set once the greeting is done (serveConn)
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go s.serveConn(c)
@@ -92,7 +92,8 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections and tells every client to move on
-// (a goaway, wire.GoAwayID), then keeps answering what clients still send
+// (a goaway, wire.GoAwayID; a connection still exchanging greetings gets
+// it right after its greeting), then keeps answering what clients still send
 // (requests written before they read the goaway) until they have closed
 // their connections or ctx ends; then it closes. A client never sees a
 // connection break under a request it sent, which it would have to report
@@ -167,19 +168,30 @@ func (s *Server) serveConn(c net.Conn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
-	s.mu.Lock()
-	if _, ok := s.conns[c]; ok {
-		s.conns[c] = func() {
-			out.Write(func(b []byte) []byte {
-				return wire.AppendResponse(b, &wire.Response{ID: wire.GoAwayID, Op: wire.OpUnavailable, Reason: "member stopping"})
-			})
-		}
-	}
-	s.mu.Unlock()
 	r := bufio.NewReaderSize(c, 32<<10)
 	if err := s.greet(c, r); err != nil {
 		s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
 		return
+	}
+	// The goaway may go out only now: sent before the greeting, the client
+	// reads its bytes as the greeting and takes this member for something
+	// other than raftlock, failing its call instead of retrying it
+	// elsewhere. Installing it and checking for a Shutdown already begun
+	// under s.mu, which Shutdown holds while it sends its goaways, makes
+	// sure this connection gets exactly one, whenever Shutdown began.
+	goAway := func() {
+		out.Write(func(b []byte) []byte {
+			return wire.AppendResponse(b, &wire.Response{ID: wire.GoAwayID, Op: wire.OpUnavailable, Reason: "member stopping"})
+		})
+	}
+	s.mu.Lock()
+	stopping := s.closed
+	if !stopping {
+		s.conns[c] = goAway
+	}
+	s.mu.Unlock()
+	if stopping {
+		goAway()
 	}
 	who, features := identity(c), uint64(0)
 	answerInvalid := func(id uint64, reason string) {
