@@ -251,6 +251,10 @@ func New(cfg Config) (*Node, error) {
 			n.storage.Close()
 			return nil, err
 		}
+		// The removed ids before the first stream: the transport takes a
+		// hello from a member its log does not know (one added while this
+		// member was down), and must never take a removed one for such.
+		tcp.SetPeers(peers, book.Removed)
 		if cfg.PeerTLS != nil {
 			tcp.UseTLS(cfg.PeerTLS)
 		}
