@@ -163,6 +163,20 @@ func OpenIdentity(dir string, clusterID uint64, peers map[uint64]string) (*Ident
 	return id, nil
 }
 
+// HasIdentity says whether dir holds a stored identity: the last thing a
+// member's first start writes, so a directory without one never took part
+// in a cluster (whatever else a first start cut short left in it).
+func HasIdentity(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, identityFile))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("look for the cluster identity: %w", err)
+}
+
 // check refuses a hello from another cluster, from a member that came
 // back with another incarnation than the one that acknowledged entries, or
 // from a peer that remembers another incarnation of this member.
