@@ -205,6 +205,14 @@ func New(cfg Config, now time.Duration) (*Core, error) {
 		return nil, fmt.Errorf("read initial state: %w", err)
 	}
 	c := &Core{cfg: cfg, log: cfg.Logger, hooks: plantHooks(cfg.Bug), metrics: cfg.Metrics, cs: cs, book: book}
+	if len(cs.GetVoters()) > 0 && !c.inConfig(cfg.ID) && slices.Contains(book.Removed, cfg.ID) {
+		// Its own snapshot covers its removal: no entry is left to apply
+		// that would tell it, so it starts removed and its driver stops it
+		// as if it had just applied the removal. (A joiner is outside its
+		// bootstrap configuration too, but it was never removed.)
+		c.removed = true
+		c.log.Warn("this member's snapshot covers its removal from the configuration", "index", snap.GetMetadata().GetIndex())
+	}
 	c.lm = NewLockManager(cfg.ID, cfg.Bug, cfg.SeqStart)
 	c.lm.SetLimits(cfg.Limits)
 	c.lm.Restore(machine, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm(), now)

@@ -415,6 +415,12 @@ func (n *Node) run() {
 		}
 		n.publish()
 	}()
+	if c.Removed() {
+		// Removed by an entry its own snapshot covers: it stops before it
+		// takes any input, as it would after applying the removal.
+		n.stopRemoved()
+		return
+	}
 	for {
 		select {
 		case <-n.stopc:
