@@ -205,6 +205,14 @@ func New(cfg Config, now time.Duration) (*Core, error) {
 		return nil, fmt.Errorf("read initial state: %w", err)
 	}
 	c := &Core{cfg: cfg, log: cfg.Logger, hooks: plantHooks(cfg.Bug), metrics: cfg.Metrics, cs: cs, book: book}
+	if len(cs.GetVoters()) > 0 && !c.inConfig(cfg.ID) && slices.Contains(book.Removed, cfg.ID) {
+		// Its own snapshot covers its removal: no entry is left to apply
+		// that would tell it, so it starts removed and its driver stops it
+		// as if it had just applied the removal. (A joiner is outside its
+		// bootstrap configuration too, but it was never removed.)
+		c.removed = true
+		c.log.Warn("this member's snapshot covers its removal from the configuration", "index", snap.GetMetadata().GetIndex())
+	}
 	c.lm = NewLockManager(cfg.ID, cfg.Bug, cfg.SeqStart)
 	c.lm.SetLimits(cfg.Limits)
 	c.lm.Restore(machine, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm(), now)
@@ -267,7 +275,7 @@ func (c *Core) Step(m *raftpb.Message) error {
 	// raft trusts its peers: it takes a message from 0 for its own, and
 	// reads a read-index request's context from Entries[0]. A malformed
 	// frame must not stop the member (found by FuzzStep).
-	if from := m.GetFrom(); from == 0 || from == c.cfg.ID || !c.knownPeer(from) {
+	if from := m.GetFrom(); from == 0 || from == c.cfg.ID || !c.mayStep(from, m.GetType()) {
 		return fmt.Errorf("refused raft message of type %s from %d: not a peer", m.GetType(), from)
 	}
 	if m.GetTo() != c.cfg.ID {
@@ -301,13 +309,38 @@ func (c *Core) Step(m *raftpb.Message) error {
 	return c.rn.Step(m)
 }
 
-// knownPeer says whether id may send this member raft messages: a member
-// of the configuration or of the address book, or one the driver was
-// started with (a joining member hears from the current leader before it
-// has replayed the change that added that leader).
-func (c *Core) knownPeer(id uint64) bool {
+// mayStep says whether id may send this member a raft message of type t.
+//
+// A removed id never may: ids are never reused, so it is a member that
+// left for good (whatever --peers says), and its messages could only
+// disturb the terms of the members that remain.
+//
+// A member of the configuration, of the address book, or one the driver
+// was started with may send anything a peer sends (a joining member hears
+// from the current leader before it has replayed the change that added
+// that leader).
+//
+// Any other id may send what only a leader or a candidate sends: appends,
+// heartbeats, snapshots, TimeoutNow and (pre-)vote requests. Such a sender
+// is a member added by entries this member has not applied yet, typically
+// while it was down: if that member now leads, refusing it would leave
+// this member behind for as long as it leads, since the log that names it
+// can only come from it. Taking its messages is safe because raft's
+// safety never rests on the receiver knowing the sender: a leader's
+// appends are only ever accepted when they match this member's log (the
+// log-matching check does not depend on the configuration), and entries
+// commit only with acknowledgements counted by the leader against its own
+// configuration, where this member is what the log made it. A vote this
+// member grants counts only in the candidate's tally and is granted at
+// most once per term, with PreVote and CheckQuorum keeping an outsider
+// from deposing a leader this member hears from. Responses, read-index
+// and transfer requests are refused: they answer requests this member
+// sent, or come from its followers, and it sends to no member it does not
+// know. Who may connect at all is the transport's call (cluster id,
+// incarnation, certificate).
+func (c *Core) mayStep(id uint64, t raftpb.MessageType) bool {
 	if slices.Contains(c.book.Removed, id) {
-		return false // removed for good, whatever --peers says
+		return false
 	}
 	if c.inConfig(id) {
 		return true
@@ -315,8 +348,15 @@ func (c *Core) knownPeer(id uint64) bool {
 	if _, ok := c.book.Get(id); ok {
 		return true
 	}
-	_, ok := c.cfg.Peers[id]
-	return ok
+	if _, ok := c.cfg.Peers[id]; ok {
+		return true
+	}
+	switch t {
+	case raftpb.MessageType_MsgApp, raftpb.MessageType_MsgHeartbeat, raftpb.MessageType_MsgSnap,
+		raftpb.MessageType_MsgTimeoutNow, raftpb.MessageType_MsgVote, raftpb.MessageType_MsgPreVote:
+		return true
+	}
+	return false
 }
 
 func confHas(cs *raftpb.ConfState, id uint64) bool {

@@ -6,6 +6,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -219,6 +220,12 @@ func New(cfg Config) (*Node, error) {
 		if n.storage, err = logstore.OpenSeeded(cfg.DataDir, vfs.Default, initial, log); err != nil {
 			return nil, err
 		}
+		if cfg.Join != nil {
+			if err := checkJoinStore(n.storage, initial); err != nil {
+				n.storage.Close()
+				return nil, fmt.Errorf("join with data directory %s: %w", cfg.DataDir, err)
+			}
+		}
 	}
 	n.core, err = member.New(member.Config{
 		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
@@ -251,10 +258,17 @@ func New(cfg Config) (*Node, error) {
 			n.storage.Close()
 			return nil, err
 		}
+		// The removed ids before the first stream: the transport takes a
+		// hello from a member its log does not know (one added while this
+		// member was down), and must never take a removed one for such.
+		tcp.SetPeers(peers, book.Removed)
 		if cfg.PeerTLS != nil {
 			tcp.UseTLS(cfg.PeerTLS)
 		}
 		if cfg.DataDir != "" {
+			// Written last of a first start, after the store is seeded:
+			// the identity is what makes a data directory a member's (a
+			// joiner without one joins again; see checkJoinStore).
 			ident, err := peer.OpenIdentity(cfg.DataDir, cfg.ClusterID, cfg.Peers)
 			if err != nil {
 				n.storage.Close()
@@ -268,6 +282,37 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.last = n.core.Status()
 	return n, nil
+}
+
+// checkJoinStore accepts the store of a joiner's first start: empty and
+// just seeded with initial, or holding exactly that seed from a first
+// start cut short before it stored its identity (which it writes last).
+// Anything else (a log, another cluster's or another bootstrap's seed) is
+// not a joiner's leftover, and joining over it could mix two histories.
+func checkJoinStore(s logstore.Store, initial *raftpb.Snapshot) error {
+	snap, err := s.Snapshot()
+	if err != nil {
+		return fmt.Errorf("read the snapshot: %w", err)
+	}
+	hs, _, err := s.InitialState()
+	if err != nil {
+		return fmt.Errorf("read the hard state: %w", err)
+	}
+	last, err := s.LastIndex()
+	if err != nil {
+		return fmt.Errorf("read the last index: %w", err)
+	}
+	// Field by field: the ConfState read back has AutoLeave set where the
+	// seed left it unset, which proto.Equal tells apart.
+	md, want := snap.GetMetadata(), initial.GetMetadata()
+	seed := md.GetIndex() == want.GetIndex() && md.GetTerm() == want.GetTerm() &&
+		slices.Equal(md.GetConfState().GetVoters(), want.GetConfState().GetVoters()) &&
+		len(md.GetConfState().GetLearners()) == 0 && bytes.Equal(snap.GetData(), initial.GetData())
+	if !seed || !raft.IsEmptyHardState(hs) || last != 0 {
+		return fmt.Errorf("it holds a raft log (snapshot at %d, last index %d, term %d) but no cluster identity: not what a joiner's first start leaves; join with an empty directory",
+			snap.GetMetadata().GetIndex(), last, hs.GetTerm())
+	}
+	return nil
 }
 
 // Start begins serving peers and running the member.
@@ -370,6 +415,12 @@ func (n *Node) run() {
 		}
 		n.publish()
 	}()
+	if c.Removed() {
+		// Removed by an entry its own snapshot covers: it stops before it
+		// takes any input, as it would after applying the removal.
+		n.stopRemoved()
+		return
+	}
 	for {
 		select {
 		case <-n.stopc:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -17,9 +16,12 @@ import (
 
 // memberPeers decides how a member starts: bootstrapping with --peers, or
 // joining a running cluster with --join (it asks that cluster for its
-// configuration). A data directory that holds data restarts from its own
-// log whatever the flags say: only this member's peer address is taken
-// from them.
+// configuration). A data directory with a stored identity restarts from
+// its own log whatever the flags say: only this member's peer address is
+// taken from them. The identity, not any data, is what makes a directory
+// a member's: a joiner's first start writes it last (node.New), so a
+// joiner cut short before it (its store seeded, say) joins again, with the
+// cluster's id, instead of restarting as a member of no cluster.
 func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Join, error) {
 	if m.join == "" {
 		peers, err := parsePeers(m.peers)
@@ -40,11 +42,15 @@ func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Joi
 	if err != nil {
 		return nil, nil, usageErr("--join: %v", strings.TrimPrefix(err.Error(), "--endpoints: "))
 	}
-	if hasData(m.data) {
+	isMember, err := peer.HasIdentity(m.data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if isMember {
 		if m.peerListen == "" {
 			return nil, nil, usageErr("--peer-listen is required with --join")
 		}
-		log.Info("the data directory holds data: --join is ignored and the member restarts from its log", "data", m.data)
+		log.Info("the data directory is a member's: --join is ignored and the member restarts from its log", "data", m.data)
 		return map[uint64]string{m.id: m.peerListen}, nil, nil
 	}
 	tf := tlsFlags{files: m.sec.files}
@@ -90,10 +96,4 @@ func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Joi
 	}
 	log.Info("joining the cluster", "member", m.id, "as", self.Role, "peer_addr", self.PeerAddr, "members", len(list.Members))
 	return map[uint64]string{m.id: self.PeerAddr}, j, nil
-}
-
-// hasData says whether dir exists and holds anything.
-func hasData(dir string) bool {
-	ents, err := os.ReadDir(dir)
-	return err == nil && len(ents) > 0
 }

@@ -31,8 +31,12 @@ import (
 //     old id with a new incarnation.
 //
 // Both travel in the peer hello, after the client address, with the
-// incarnation the sender recorded for the receiver (below; 0 if none). A
-// hello from another cluster is refused. Each member also records, per peer, the
+// incarnation the sender recorded for the receiver (below; 0 if none), and
+// then the sender's peer address, with which a member whose log does not
+// know the sender yet can answer it (TCP.learn). A member from before the
+// address was announced refuses such a hello (it takes trailing bytes for
+// garbage), so while a cluster is upgraded member by member the old ones
+// do not hear the new ones. A hello from another cluster is refused. Each member also records, per peer, the
 // incarnation that peer had when it first acknowledged something raft
 // counts (an append it accepted, a vote it granted): peers.json in the data
 // directory. A hello with a known member id but another incarnation than
@@ -159,6 +163,20 @@ func OpenIdentity(dir string, clusterID uint64, peers map[uint64]string) (*Ident
 	return id, nil
 }
 
+// HasIdentity says whether dir holds a stored identity: the last thing a
+// member's first start writes, so a directory without one never took part
+// in a cluster (whatever else a first start cut short left in it).
+func HasIdentity(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, identityFile))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("look for the cluster identity: %w", err)
+}
+
 // check refuses a hello from another cluster, from a member that came
 // back with another incarnation than the one that acknowledged entries, or
 // from a peer that remembers another incarnation of this member.
@@ -226,39 +244,61 @@ func (id *Identity) helloExtension(to uint64) []byte {
 	return binary.AppendUvarint(b, expected)
 }
 
+// helloExtension is what follows the client address in this member's
+// hello to member to: the identity's fields, then this member's peer
+// address (uvarint length and bytes), which a member whose log does not
+// know this one yet needs to answer it (learn). Without an identity,
+// nothing: such a member is taken only by peers that know it.
+func (t *TCP) helloExtension(to uint64) []byte {
+	b := t.identity.helloExtension(to)
+	if b == nil {
+		return nil
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.peerAddr)))
+	return append(b, t.peerAddr...)
+}
+
 // decodeHelloExtension reads a hello's cluster id, incarnation and
-// expected incarnation (zeros when the sender sent none).
-func decodeHelloExtension(b []byte) (vals [3]uint64, err error) {
+// expected incarnation (zeros when the sender sent none), and the
+// sender's peer address ("" when it sent none: a member from before it
+// was announced).
+func decodeHelloExtension(b []byte) (vals [3]uint64, peerAddr string, err error) {
 	if len(b) == 0 {
-		return vals, nil
+		return vals, "", nil
 	}
 	for i := range vals {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
-			return vals, errors.New("bad cluster identity in peer hello")
+			return vals, "", errors.New("bad cluster identity in peer hello")
 		}
 		vals[i], b = v, b[n:]
 	}
-	if len(b) != 0 {
-		return vals, errors.New("trailing bytes in peer hello")
+	if len(b) == 0 {
+		return vals, "", nil
 	}
-	return vals, nil
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l != uint64(len(b)-n) {
+		return vals, "", errors.New("bad peer address in peer hello")
+	}
+	return vals, string(b[n:]), nil
 }
 
 // UseIdentity makes the transport send id in its hellos and refuse hellos
 // from other clusters or forgotten incarnations. Call it before Start.
 func (t *TCP) UseIdentity(id *Identity) { t.identity = id }
 
-// checkIdentity checks a hello's extension; no identity, no check.
-func (t *TCP) checkIdentity(from uint64, ext []byte) (incarnation uint64, err error) {
+// checkIdentity checks a hello's extension and returns the sender's
+// incarnation and announced peer address; no identity, no check (and no
+// address: only known members are taken).
+func (t *TCP) checkIdentity(from uint64, ext []byte) (incarnation uint64, peerAddr string, err error) {
 	if t.identity == nil {
-		return 0, nil
+		return 0, "", nil
 	}
-	v, err := decodeHelloExtension(ext)
+	v, peerAddr, err := decodeHelloExtension(ext)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return v[1], t.identity.check(from, v[0], v[1], v[2])
+	return v[1], peerAddr, t.identity.check(from, v[0], v[1], v[2])
 }
 
 // noteAck records an acknowledging message's sender incarnation.

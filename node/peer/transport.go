@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -64,21 +65,29 @@ const (
 	peerRedialPeriod = 50 * time.Millisecond
 )
 
+// maxLearnedPeers bounds the peers known only from their hellos (see
+// learn): members added while this one was down, a handful at most.
+const maxLearnedPeers = 16
+
 // TCP is one long-lived TCP stream per peer, dialled by the sender,
 // carrying length-prefixed raft messages. The first frame of a stream is a
 // hello naming the sender, the intended receiver and the sender's client
-// address, which is how followers learn where to redirect clients.
+// address, which is how followers learn where to redirect clients, and
+// (with a cluster identity) its peer address, which is how a member whose
+// log does not know the sender yet can answer it (learn).
 type TCP struct {
 	id         uint64
 	listenAddr string
 	clientAddr string
+	peerAddr   string // where peers dial this member, announced in hellos
 	log        *slog.Logger
 	// peers is replaced whole (SetPeers) and read without a lock on the
 	// send path.
 	peers atomic.Pointer[map[uint64]*peerSender]
 
 	mu          sync.Mutex
-	removed     map[uint64]bool // ids removed from the configuration (SetPeers)
+	removed     map[uint64]bool   // ids removed from the configuration (SetPeers)
+	learned     map[uint64]string // peers known only from their hellos (learn)
 	clientAddrs map[uint64]string
 	conns       map[net.Conn]struct{}
 	ln          net.Listener
@@ -105,9 +114,9 @@ func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &TCP{
-		id: id, listenAddr: listen, clientAddr: clientAddr, log: log.With("component", "transport"),
-		clientAddrs: map[uint64]string{id: clientAddr},
-		conns:       make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
+		id: id, listenAddr: listen, clientAddr: clientAddr, peerAddr: peers[id], log: log.With("component", "transport"),
+		clientAddrs: map[uint64]string{id: clientAddr}, learned: map[uint64]string{},
+		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
 	}
 	senders := make(map[uint64]*peerSender)
 	for pid, addr := range peers {
@@ -128,13 +137,23 @@ func (t *TCP) newSender(id uint64, addr string) *peerSender {
 // ignored) the members this transport sends to and accepts streams from,
 // as a configuration change applies: a new member gets a sender, a removed
 // one loses its sender and its inbound streams are refused from then on.
-// A member whose address changed is dialled at the new one.
+// A member whose address changed is dialled at the new one. A peer
+// learned from its hello stays until peers names it (then its address
+// there wins) or removed does.
 func (t *TCP) SetPeers(peers map[uint64]string, removed []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.removed = make(map[uint64]bool, len(removed))
 	for _, id := range removed {
 		t.removed[id] = true
+	}
+	peers = maps.Clone(peers)
+	for id, addr := range t.learned {
+		if _, ok := peers[id]; ok || t.removed[id] {
+			delete(t.learned, id)
+			continue
+		}
+		peers[id] = addr
 	}
 	old := *t.peers.Load()
 	next := make(map[uint64]*peerSender, len(peers))
@@ -309,7 +328,8 @@ func (t *TCP) serve(c net.Conn) error {
 	if to != t.id {
 		return fmt.Errorf("hello for member %d reached member %d", to, t.id)
 	}
-	if !t.isPeer(from) {
+	known := t.isPeer(from)
+	if !known {
 		t.mu.Lock()
 		removed := t.removed[from]
 		t.mu.Unlock()
@@ -318,14 +338,18 @@ func (t *TCP) serve(c net.Conn) error {
 			io.WriteString(c, removedNotice)
 			return fmt.Errorf("refused member %d: it was removed from the cluster (told it so)", from)
 		}
-		return fmt.Errorf("hello from unknown member %d", from)
 	}
 	if err := t.checkSender(c, from); err != nil {
 		return err
 	}
-	incarnation, err := t.checkIdentity(from, ext)
+	incarnation, peerAddr, err := t.checkIdentity(from, ext)
 	if err != nil {
 		return err
+	}
+	if !known {
+		if err := t.learn(from, peerAddr); err != nil {
+			return err
+		}
 	}
 	t.mu.Lock()
 	t.clientAddrs[from] = clientAddr
@@ -350,6 +374,51 @@ func (t *TCP) serve(c net.Conn) error {
 		}
 		t.handler.Receive(m)
 	}
+}
+
+// learn makes id, unknown to the address book and the flags, a peer at
+// addr, the peer address its hello announced. Such a member is one added
+// by log entries this member has not applied yet (it was down meanwhile),
+// and it may be the leader: refusing it, or not answering it, would leave
+// this member unable ever to learn of it. Only a hello that passed the
+// cluster id and incarnation checks (and, with TLS, whose certificate is
+// that member's) gets here, and never one from a removed id: a member of
+// another cluster, a wiped member or a removed one is still refused. What
+// such a peer may make raft do is the member core's call
+// (member.Core.Step).
+func (t *TCP) learn(id uint64, addr string) error {
+	if t.identity == nil {
+		return fmt.Errorf("hello from unknown member %d (without a cluster identity, only known members are taken)", id)
+	}
+	if addr == "" {
+		return fmt.Errorf("hello from unknown member %d, which announces no peer address", id)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("hello from unknown member %d: bad peer address %q: %w", id, addr, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := *t.peers.Load()
+	switch _, ok := cur[id]; {
+	case ok:
+		return nil // learned by another stream, or named by SetPeers meanwhile
+	case t.removed[id]:
+		return fmt.Errorf("refused member %d: it was removed from the cluster", id)
+	case len(t.learned) >= maxLearnedPeers:
+		return fmt.Errorf("hello from unknown member %d refused: %d members unknown to the address book are peers already", id, len(t.learned))
+	}
+	t.learned[id] = addr
+	next := maps.Clone(cur)
+	p := t.newSender(id, addr)
+	next[id] = p
+	t.peers.Store(&next)
+	t.log.Info("a member this member's log does not know yet says hello; answering it at the address it announced until the log names it",
+		"peer", id, "addr", addr)
+	if t.handler != nil && t.ctx.Err() == nil {
+		t.wg.Add(1) // the stream calling learn holds the group open: no race with Close's Wait
+		go p.run()
+	}
+	return nil
 }
 
 func AppendFrame(b, payload []byte) []byte {
@@ -453,7 +522,7 @@ func (p *peerSender) dropQueued() {
 // stream writes queued messages, coalescing whatever is queued into one
 // write, until an error or shutdown.
 func (p *peerSender) stream(c net.Conn) error {
-	hello := AppendFrame(nil, append(EncodeHello(p.t.id, p.id, p.t.clientAddr), p.t.identity.helloExtension(p.id)...))
+	hello := AppendFrame(nil, append(EncodeHello(p.t.id, p.id, p.t.clientAddr), p.t.helloExtension(p.id)...))
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write(hello); err != nil {
 		return err
