@@ -1,15 +1,83 @@
 // Package freeport picks unused loopback TCP addresses for local clusters
 // (tests, the chaos harness, the benchmark).
+//
+// A port is free only until someone binds it, and the kernel hands ports
+// of its ephemeral range to every outgoing connection that does not bind
+// one. A port picked from that range (by listening on port 0) and closed
+// again is soon taken as the source port of some connection, and the
+// member meant to listen on it fails with "address already in use". So
+// Addr picks below the ephemeral range, where only explicit binds land.
 package freeport
 
-import "net"
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
 
-// Addr returns a 127.0.0.1:PORT address that was free a moment ago.
+// lowestPort is the bottom of the range Addr picks from: above the
+// well-known and most registered service ports.
+const lowestPort = 10000
+
+// attempts bounds how many random ports Addr tries before it gives up.
+const attempts = 100
+
+// Addr returns a 127.0.0.1:PORT address that was free a moment ago, with
+// PORT below the kernel's ephemeral range when that range is known (so no
+// outgoing connection takes it before the caller listens on it). Two
+// callers racing for the same random port remain possible, though rare.
 func Addr() (string, error) {
+	lo, err := ephemeralLow()
+	if err != nil || lo <= lowestPort+1 {
+		return kernelPick()
+	}
+	var last error
+	for range attempts {
+		port := lowestPort + rand.IntN(lo-lowestPort)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			last = err
+			continue
+		}
+		ln.Close()
+		return addr, nil
+	}
+	return "", fmt.Errorf("no free port below %d after %d tries: %w", lo, attempts, last)
+}
+
+// kernelPick lets the kernel choose, from its ephemeral range.
+func kernelPick() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// ephemeralLow returns the first port of Linux's ephemeral range.
+func ephemeralLow() (int, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, err
+	}
+	return parseRangeLow(string(b))
+}
+
+// parseRangeLow reads the low end of an ip_local_port_range line ("32768\t60999").
+func parseRangeLow(s string) (int, error) {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return 0, errors.New("ip_local_port_range: want two numbers")
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo < 1 || lo > 65535 {
+		return 0, fmt.Errorf("ip_local_port_range: bad low port %q", f[0])
+	}
+	return lo, nil
 }
