@@ -266,12 +266,25 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		mb.Shutdown(log)
 		return nil
 	case <-mb.node.Done():
-		mb.Close()
-		if errors.Is(mb.node.Err(), node.ErrRemoved) {
-			return nil // removed by an operator: its job is done
-		}
-		return fmt.Errorf("member %d stopped: %w", m.id, mb.node.Err())
+		return mb.stopped()
 	}
+}
+
+// stopped ends a member whose node stopped by itself: removed from the
+// configuration (its job is done: nil), or a fatal error. Its clients get
+// a goaway as at SIGTERM, not a broken connection: a request in flight on
+// a broken connection has an unknown outcome for its caller, while the
+// stopped node answers it (and whatever else they send) ErrStopped, which
+// they retry on another member.
+func (mb *member) stopped() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	mb.stopServing(ctx)
+	mb.node.Close()
+	if err := mb.node.Err(); !errors.Is(err, node.ErrRemoved) {
+		return fmt.Errorf("member %d stopped: %w", mb.id, err)
+	}
+	return nil
 }
 
 // Shutdown stops the member gracefully (a leader hands over first; see
@@ -282,8 +295,13 @@ func (mb *member) Shutdown(log *slog.Logger) {
 	if err := mb.node.Shutdown(ctx); err != nil {
 		log.Warn("member stopped with an error", "member", mb.id, "err", err)
 	}
-	// Clients move on at the goaway; the node answers what they still
-	// send (ErrStopped, retryable) until they hang up.
+	mb.stopServing(ctx)
+}
+
+// stopServing sends every client a goaway and closes the listeners once
+// the clients hung up or ctx ended. Clients move on at the goaway; the
+// node answers what they still send (ErrStopped, retryable).
+func (mb *member) stopServing(ctx context.Context) {
 	if mb.http != nil {
 		mb.http.Shutdown(ctx)
 	}

@@ -259,7 +259,7 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 	errs, pause, cycle, ops := loop.finish()
 	t.Logf("lock loop: %d cycles, longest pause %v, longest cycle %v", ops, pause, cycle)
 	if len(errs) > 0 {
-		t.Fatalf("%d lock calls failed during the membership changes, first: %s", len(errs), errs[0])
+		t.Fatalf("%d lock calls failed during the membership changes, first: %s\n%s", len(errs), errs[0], c.logs())
 	}
 }
 

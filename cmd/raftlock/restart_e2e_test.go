@@ -149,6 +149,16 @@ func (c *processCluster) log(m *processMember) string {
 	return string(b)
 }
 
+// logs is the log tail of every member, named with its client address,
+// for a failure that cannot say which member caused it.
+func (c *processCluster) logs() string {
+	var b strings.Builder
+	for _, m := range c.members {
+		fmt.Fprintf(&b, "--- member %d (client %s, peer %s):\n%s\n", m.id, m.client, m.peer, c.log(m))
+	}
+	return b.String()
+}
+
 // metric reads one unlabelled sample from m's /metrics.
 func (m *processMember) metric(ctx context.Context, name string) (float64, error) {
 	all, err := promtext.Fetch(ctx, "http://"+m.httpAddr+"/metrics")

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/freeport"
+)
+
+// A member whose node stopped by itself (its removal applied, or a fatal
+// error) ends its client connections with a goaway, as SIGTERM does. A
+// connection broken under a request leaves its caller an unknown outcome,
+// which the client must report (never retry): removing a member made
+// callers fail before it did this.
+func TestStoppedNodeSendsGoAway(t *testing.T) {
+	var addrs [2]string
+	for i := range addrs {
+		a, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = a
+	}
+	var m memberFlags
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	m.register(fs)
+	if err := fs.Parse([]string{"--id", "1", "--peers", "1=" + addrs[0], "--listen", addrs[1], "--data", t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	peers, join, err := memberPeers(&m, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := startMember(m, peers, join, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mb.Close)
+
+	nc, err := net.Dial("tcp", addrs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second)) // a broken member fails the test instead of hanging it
+	io.WriteString(nc, wire.Greeting)
+	r := bufio.NewReader(nc)
+	if err := wire.CheckGreeting(r); err != nil {
+		t.Fatal(err)
+	}
+
+	mb.node.Close() // what its removal does to the node
+	<-mb.node.Done()
+	stopped := make(chan error, 1)
+	go func() { stopped <- mb.stopped() }()
+
+	body, err := wire.ReadFrame(r)
+	if err != nil {
+		t.Fatalf("the connection ended without a goaway: %v", err)
+	}
+	resp, err := wire.DecodeResponse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ID != wire.GoAwayID || resp.Op != wire.OpUnavailable {
+		t.Fatalf("first frame after the node stopped: %+v, want a goaway", resp)
+	}
+	nc.Close()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stopped did not return after the client left")
+	}
+}
