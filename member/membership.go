@@ -75,10 +75,17 @@ type pendingChange struct {
 // changeMembership validates ch on the leader and proposes it; the answer
 // comes when the entry applies (or leadership is lost: outcome unknown).
 func (c *Core) changeMembership(r Request) {
-	if err := c.proposeChange(r); err != nil {
+	switch err := c.proposeChange(r); {
+	case errors.Is(err, errAlreadyDone):
+		c.answers = append(c.answers, Answer{Handle: r.Handle})
+	case err != nil:
 		c.answers = append(c.answers, Answer{Handle: r.Handle, Err: err})
 	}
 }
+
+// errAlreadyDone: the configuration already is what the change asks for
+// (a promote retried after its answer was lost); it succeeds unproposed.
+var errAlreadyDone = errors.New("membership change already applied")
 
 func (c *Core) proposeChange(r Request) error {
 	ch := r.Change
@@ -117,8 +124,11 @@ func (c *Core) proposeChange(r Request) error {
 		}
 		cc.Type = raftpb.ConfChangeType_ConfChangeAddLearnerNode.Enum()
 	case Promote:
-		if !learner {
-			return &InvalidArgumentError{Reason: fmt.Sprintf("member %d is not a learner", id)}
+		switch {
+		case voter:
+			return errAlreadyDone
+		case !learner:
+			return &InvalidArgumentError{Reason: fmt.Sprintf("member %d is not in the configuration", id)}
 		}
 		if err := c.learnerCaughtUp(id); err != nil {
 			return err

@@ -84,6 +84,14 @@ func TestMembershipReplaceAMember(t *testing.T) {
 	c.waitFor("the learner to catch up", func() bool { return c.cores[4].Applied() == c.cores[1].Applied() })
 	c.tick(c.ids...) // a heartbeat round marks it recently active
 	c.check("promote", c.call(1, change(6, Promote, 4)), "ok")
+	// A promote whose answer was lost is retried: the voter it made stays
+	// one, and nothing is proposed.
+	before := c.cores[1].Status().Commit
+	c.check("promote again", c.call(1, change(60, Promote, 4)), "ok")
+	if after := c.cores[1].Status().Commit; after != before {
+		t.Fatalf("promoting a voter proposed an entry: commit %d -> %d", before, after)
+	}
+	c.check("promote a stranger", c.call(1, change(61, Promote, 9)), "InvalidArgument")
 	c.check("remove the leader itself", c.call(1, change(7, Remove, 1)), "error(the leader removes itself only after handing leadership over)")
 
 	if to, err := c.cores[1].TransferLeader(0); err != nil || to == 1 {
