@@ -309,3 +309,30 @@ func TestJSONFailuresOnStdout(t *testing.T) {
 		}
 	}
 }
+
+// A bad flag or a missing argument is one line on stderr that names the
+// flag as --name and where the usage is, with exit 2; --help alone prints
+// the usage.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"leader", "transfer", "--to", "abc"},
+		{"snapshot", "save"},
+		{"snapshot", "restore", "x", "--id", "x"},
+		{"acquire"},
+		{"get", "k", "--bogus"},
+		{"status", "--json=maybe"},
+		{"node", "--id"},
+		{"member", "add", "--id", "x"},
+	} {
+		code, out, errOut := cli(t, args...)
+		if code != exitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--help)") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and one line", args, code, out, errOut, exitUsage)
+		}
+		if strings.Contains(errOut, " -") && !strings.Contains(errOut, " --") {
+			t.Errorf("%v: flag not spelled --name: %q", args, errOut)
+		}
+	}
+	if code, _, errOut := cli(t, "snapshot", "save", "--help"); code != 0 || !strings.HasPrefix(errOut, "usage: raftlock snapshot save") {
+		t.Errorf("snapshot save --help: exit %d %q", code, errOut)
+	}
+}

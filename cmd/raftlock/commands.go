@@ -83,6 +83,7 @@ func parseEndpoints(s string) ([]string, error) {
 }
 
 // fail reports a failed call: with --json, also as {"key","error","message"}
+// ({"error","message"} for an admin call)
 // on stdout (error: held, not-found, outcome-unknown, invalid-argument or
 // error), so a script reads the outcome from one place; the exit code is
 // clientErr's either way.
@@ -102,7 +103,11 @@ func (c *clientFlags) fail(stdout io.Writer, key string, err error) error {
 		case errors.Is(err, client.ErrPermissionDenied):
 			code = "permission-denied"
 		}
-		printJSON(stdout, map[string]any{"key": key, "error": code, "message": strings.TrimPrefix(err.Error(), "raftlock: ")})
+		out := map[string]any{"error": code, "message": strings.TrimPrefix(err.Error(), "raftlock: ")}
+		if key != "" { // calls about a lock; admin calls have no key
+			out["key"] = key
+		}
+		printJSON(stdout, out)
 	}
 	return clientErr(err)
 }
@@ -134,8 +139,7 @@ func oneKey(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
 		return "", err
 	}
 	if len(pos) != 1 || rest != nil {
-		fs.Usage()
-		return "", usageErr("want exactly one KEY")
+		return "", argErr(fs, "want exactly one KEY")
 	}
 	return pos[0], nil
 }
@@ -401,8 +405,7 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 || len(rest) == 0 {
-		fs.Usage()
-		return usageErr("want KEY -- CMD ARGS...")
+		return argErr(fs, "want KEY -- CMD ARGS...")
 	}
 	key := pos[0]
 	// Find the command before taking the lock: a typo must not hold a

@@ -63,11 +63,10 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, errHelp(err)) {
 			return err
 		}
-		return harnessErr(errors.New("bad flags"))
+		return harnessErr(err)
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return harnessErr(errors.New("want exactly one HISTORY file"))
+		return harnessErr(argErr(fs, "want exactly one HISTORY file"))
 	}
 	f, err := os.Open(pos[0])
 	if err != nil {
@@ -193,7 +192,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 		if errHelp(err) != nil {
 			return err
 		}
-		return harnessErr(errors.New("bad flags"))
+		return harnessErr(err)
 	}
 	if len(pos) > 0 {
 		return harnessErr(fmt.Errorf("unexpected argument %q", pos[0]))

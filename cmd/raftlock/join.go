@@ -50,7 +50,7 @@ func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Joi
 		if m.peerListen == "" {
 			return nil, nil, usageErr("--peer-listen is required with --join")
 		}
-		log.Info("the data directory is a member's: --join is ignored and the member restarts from its log", "data", m.data)
+		log.Info("the data directory is a member's: --join is ignored and the member restarts from its log", "member", m.id, "data", m.data)
 		return map[uint64]string{m.id: m.peerListen}, nil, nil
 	}
 	tf := tlsFlags{files: m.sec.files}

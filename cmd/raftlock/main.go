@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -149,12 +150,18 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []strin
 			break
 		}
 	}
+	// The flag package prints its error and the whole usage; a bad flag
+	// gets one line instead, and --help the usage.
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(stderr)
 	for {
 		if err := fs.Parse(args); err != nil {
+			fs.SetOutput(stderr)
 			if errors.Is(err, flag.ErrHelp) {
+				fs.Usage()
 				return nil, nil, err
 			}
-			return nil, nil, withCode(exitUsage, errors.New(""))
+			return nil, nil, argErr(fs, "%s", dashDash(err.Error()))
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -165,6 +172,18 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []strin
 	}
 }
 
+// argErr is a usage error of fs's command, with where to find its usage.
+func argErr(fs *flag.FlagSet, format string, args ...any) error {
+	return usageErr("%s (see raftlock %s --help)", fmt.Sprintf(format, args...), fs.Name())
+}
+
+// flagInMessage is a flag name as the flag package writes it in errors.
+var flagInMessage = regexp.MustCompile(`(^|\s)-([A-Za-z][\w-]*)`)
+
+// dashDash spells the flag names of a flag package error --name, as every
+// command's help does.
+func dashDash(msg string) string { return flagInMessage.ReplaceAllString(msg, "$1--$2") }
+
 // parseNoArgs parses a command that takes flags only.
 func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	pos, _, err := parse(fs, args, stderr)
@@ -172,7 +191,7 @@ func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErr("unexpected argument %q", pos[0])
+		return argErr(fs, "unexpected argument %q", pos[0])
 	}
 	return nil
 }

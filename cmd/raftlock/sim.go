@@ -86,7 +86,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		if errHelp(err) != nil {
 			return err
 		}
-		return harnessErr(errors.New("bad flags"))
+		return harnessErr(err)
 	}
 	if len(pos) > 0 {
 		return simErr("unexpected argument %q", pos[0])

@@ -55,8 +55,7 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 || rest != nil {
-		fs.Usage()
-		return usageErr("want exactly one FILE")
+		return argErr(fs, "want exactly one FILE")
 	}
 	file := pos[0]
 	cl, err := cf.client()
@@ -189,8 +188,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 || rest != nil {
-		fs.Usage()
-		return usageErr("want exactly one FILE")
+		return argErr(fs, "want exactly one FILE")
 	}
 	file := pos[0]
 	switch {
