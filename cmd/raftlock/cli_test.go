@@ -336,3 +336,13 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		t.Errorf("snapshot save --help: exit %d %q", code, errOut)
 	}
 }
+
+// snapshot save checks where the backup goes before it asks the cluster,
+// and names that directory, not the temporary file it would have used.
+func TestSnapshotSaveRefusesAMissingDirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "missing", "locks.backup")
+	code, out, errOut := cli(t, "snapshot", "save", file, "--endpoints", "127.0.0.1:1")
+	if code != exitError || out != "" || !strings.Contains(errOut, "missing is not a directory") || strings.Contains(errOut, ".tmp-") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -58,6 +58,10 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 		return argErr(fs, "want exactly one FILE")
 	}
 	file := pos[0]
+	// Before asking the cluster: a backup with nowhere to go is wasted work.
+	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("cannot write %s: %s is not a directory", file, filepath.Dir(file))
+	}
 	cl, err := cf.client()
 	if err != nil {
 		return err
@@ -137,6 +141,10 @@ func writeFileAtomic(name string, data []byte) error {
 	dir := filepath.Dir(name)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
 	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) { // name the directory, not the temporary file
+			return fmt.Errorf("write %s: directory %s: %w", name, dir, pe.Err)
+		}
 		return err
 	}
 	tmp := f.Name()
