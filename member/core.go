@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/confchange"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
@@ -287,6 +289,11 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if m.GetType() == raftpb.MessageType_MsgSnap && jointConf(m.GetSnapshot().GetMetadata().GetConfState()) {
 		return fmt.Errorf("refused snapshot from %d with a joint configuration: this cluster makes single changes only", m.GetFrom())
 	}
+	if m.GetType() == raftpb.MessageType_MsgSnap {
+		if err := checkSnapshot(m.GetSnapshot()); err != nil {
+			return fmt.Errorf("refused snapshot from %d at %d: %w", m.GetFrom(), m.GetSnapshot().GetMetadata().GetIndex(), err)
+		}
+	}
 	if m.GetType() == raftpb.MessageType_MsgSnap && !confHas(m.GetSnapshot().GetMetadata().GetConfState(), c.cfg.ID) {
 		// raft drops it (it cannot restore a configuration without
 		// itself) and the leader sends it again: counted, because a new
@@ -357,6 +364,24 @@ func (c *Core) mayStep(id uint64, t raftpb.MessageType) bool {
 		return true
 	}
 	return false
+}
+
+// checkSnapshot refuses a peer's snapshot that raft or this member could
+// not install: a configuration raft cannot restore (it panics: no voter
+// left, say, when the configuration names a member only as a learner), or
+// data that does not decode (raft has it stored before the member applies
+// it, and the apply's failure would then stop the member at every start).
+func checkSnapshot(s *raftpb.Snapshot) error {
+	md := s.GetMetadata()
+	if _, _, err := confchange.Restore(confchange.Changer{
+		Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: md.GetIndex(),
+	}, raftpb.EnsureConfState(md.GetConfState())); err != nil {
+		return fmt.Errorf("configuration %v: %w", md.GetConfState(), err)
+	}
+	if _, _, _, err := DecodeSnapshot(s.GetData()); err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	return nil
 }
 
 func confHas(cs *raftpb.ConfState, id uint64) bool {
