@@ -289,6 +289,11 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if m.GetType() == raftpb.MessageType_MsgSnap && jointConf(m.GetSnapshot().GetMetadata().GetConfState()) {
 		return fmt.Errorf("refused snapshot from %d with a joint configuration: this cluster makes single changes only", m.GetFrom())
 	}
+	if m.GetType() == raftpb.MessageType_MsgApp {
+		if err := checkAppend(m); err != nil {
+			return fmt.Errorf("refused append from %d: %w", m.GetFrom(), err)
+		}
+	}
 	if m.GetType() == raftpb.MessageType_MsgSnap {
 		if err := checkSnapshot(m.GetSnapshot()); err != nil {
 			return fmt.Errorf("refused snapshot from %d at %d: %w", m.GetFrom(), m.GetSnapshot().GetMetadata().GetIndex(), err)
@@ -364,6 +369,26 @@ func (c *Core) mayStep(id uint64, t raftpb.MessageType) bool {
 		return true
 	}
 	return false
+}
+
+// checkAppend refuses an append whose entries do not follow its (index,
+// term) one by one, with terms that never go down nor pass the sender's
+// term: what a leader sends, and what raft assumes without checking (its
+// conflict check panics on such entries). Entries that follow start past
+// the commit index, which raft checks first, so they never conflict with
+// a committed entry.
+func checkAppend(m *raftpb.Message) error {
+	index, term := m.GetIndex(), m.GetLogTerm()
+	for _, e := range m.GetEntries() {
+		if e.GetIndex() != index+1 || e.GetTerm() < term {
+			return fmt.Errorf("entry (index %d, term %d) does not follow (index %d, term %d)", e.GetIndex(), e.GetTerm(), index, term)
+		}
+		index, term = e.GetIndex(), e.GetTerm()
+	}
+	if term > m.GetTerm() {
+		return fmt.Errorf("entry (index %d, term %d) is past the sender's term %d", index, term, m.GetTerm())
+	}
+	return nil
 }
 
 // checkSnapshot refuses a peer's snapshot that raft or this member could

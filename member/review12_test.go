@@ -76,3 +76,45 @@ func TestStepSnapshotWithUndecodableDataIsRefused(t *testing.T) {
 		t.Fatalf("member 2 cannot restart from its store: %v", err)
 	}
 }
+
+// Rule guarded: whatever entries an append from a peer carries, the member
+// does not panic. raft v3.7 does not check that an append's entries follow
+// its (index, term) one by one: entries that do not (here one that
+// restarts at index 1) reach its conflict check, which panics on a
+// "conflict with committed entry". Since any id the log does not know may
+// send appends (mayStep), such a frame needs no known id. Entries that do
+// follow start past the commit index, which raft checks first, so they
+// can never conflict with a committed entry.
+func TestStepAppendWithInconsistentEntriesDoesNotPanic(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.elect(1)
+	c.check("acquire", c.call(1, acquire(1, "a")), "token 1")
+	st := c.cores[2].Status()
+	last, _ := c.stores[2].LastIndex()
+	lastTerm, _ := c.stores[2].Term(last)
+	for _, tc := range []struct {
+		what string
+		ents []*raftpb.Entry
+	}{
+		{"an entry at index 1", []*raftpb.Entry{{Index: new(uint64(1)), Term: new(st.Term + 1)}}},
+		{"a gap", []*raftpb.Entry{{Index: new(last + 1), Term: new(st.Term + 1)}, {Index: new(last + 3), Term: new(st.Term + 1)}}},
+		{"a term past the leader's", []*raftpb.Entry{{Index: new(last + 1), Term: new(st.Term + 5)}}},
+	} {
+		m := &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(9)), To: new(uint64(2)), Term: new(st.Term + 1),
+			Index: new(last), LogTerm: new(lastTerm), Commit: new(st.Commit), Entries: tc.ents}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("append with %s: panic: %v", tc.what, r)
+				}
+			}()
+			if err := c.cores[2].Step(m); err == nil {
+				t.Errorf("append with %s was taken", tc.what)
+			}
+			for c.cores[2].HasReady() {
+				c.cores[2].Ready(c.now)
+				c.cores[2].Advance(c.now)
+			}
+		}()
+	}
+}
