@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/confchange"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
@@ -287,6 +289,16 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if m.GetType() == raftpb.MessageType_MsgSnap && jointConf(m.GetSnapshot().GetMetadata().GetConfState()) {
 		return fmt.Errorf("refused snapshot from %d with a joint configuration: this cluster makes single changes only", m.GetFrom())
 	}
+	if m.GetType() == raftpb.MessageType_MsgApp {
+		if err := checkAppend(m); err != nil {
+			return fmt.Errorf("refused append from %d: %w", m.GetFrom(), err)
+		}
+	}
+	if m.GetType() == raftpb.MessageType_MsgSnap {
+		if err := checkSnapshot(m.GetSnapshot()); err != nil {
+			return fmt.Errorf("refused snapshot from %d at %d: %w", m.GetFrom(), m.GetSnapshot().GetMetadata().GetIndex(), err)
+		}
+	}
 	if m.GetType() == raftpb.MessageType_MsgSnap && !confHas(m.GetSnapshot().GetMetadata().GetConfState(), c.cfg.ID) {
 		// raft drops it (it cannot restore a configuration without
 		// itself) and the leader sends it again: counted, because a new
@@ -357,6 +369,44 @@ func (c *Core) mayStep(id uint64, t raftpb.MessageType) bool {
 		return true
 	}
 	return false
+}
+
+// checkAppend refuses an append whose entries do not follow its (index,
+// term) one by one, with terms that never go down nor pass the sender's
+// term: what a leader sends, and what raft assumes without checking (its
+// conflict check panics on such entries). Entries that follow start past
+// the commit index, which raft checks first, so they never conflict with
+// a committed entry.
+func checkAppend(m *raftpb.Message) error {
+	index, term := m.GetIndex(), m.GetLogTerm()
+	for _, e := range m.GetEntries() {
+		if e.GetIndex() != index+1 || e.GetTerm() < term {
+			return fmt.Errorf("entry (index %d, term %d) does not follow (index %d, term %d)", e.GetIndex(), e.GetTerm(), index, term)
+		}
+		index, term = e.GetIndex(), e.GetTerm()
+	}
+	if term > m.GetTerm() {
+		return fmt.Errorf("entry (index %d, term %d) is past the sender's term %d", index, term, m.GetTerm())
+	}
+	return nil
+}
+
+// checkSnapshot refuses a peer's snapshot that raft or this member could
+// not install: a configuration raft cannot restore (it panics: no voter
+// left, say, when the configuration names a member only as a learner), or
+// data that does not decode (raft has it stored before the member applies
+// it, and the apply's failure would then stop the member at every start).
+func checkSnapshot(s *raftpb.Snapshot) error {
+	md := s.GetMetadata()
+	if _, _, err := confchange.Restore(confchange.Changer{
+		Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: md.GetIndex(),
+	}, raftpb.EnsureConfState(md.GetConfState())); err != nil {
+		return fmt.Errorf("configuration %v: %w", md.GetConfState(), err)
+	}
+	if _, _, _, err := DecodeSnapshot(s.GetData()); err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	return nil
 }
 
 func confHas(cs *raftpb.ConfState, id uint64) bool {

@@ -253,7 +253,19 @@ func New(cfg Config) (*Node, error) {
 		if _, ok := peers[cfg.ID]; !ok {
 			peers[cfg.ID] = cfg.Peers[cfg.ID]
 		}
-		tcp, err := peer.NewTCP(cfg.ID, peers, cfg.PeerListen, cfg.ClientAddr, log)
+		listen := cfg.PeerListen
+		if listen == "" {
+			listen = cfg.Peers[cfg.ID]
+		}
+		if m, ok := book.Get(cfg.ID); ok && m.PeerAddr != "" && len(cfg.Peers) == 1 && cfg.Peers[cfg.ID] == cfg.PeerListen {
+			// The flags name only this member, by its bind address (a
+			// joined member's restart: memberPeers), which may be
+			// 0.0.0.0:port. The hellos announce where a member that does
+			// not know this one yet dials it (peer.TCP.learn): the
+			// address the cluster recorded when it added this member.
+			peers[cfg.ID] = m.PeerAddr
+		}
+		tcp, err := peer.NewTCP(cfg.ID, peers, listen, cfg.ClientAddr, log)
 		if err != nil {
 			n.storage.Close()
 			return nil, err

@@ -301,6 +301,16 @@ func (t *TCP) checkIdentity(from uint64, ext []byte) (incarnation uint64, peerAd
 	return v[1], peerAddr, t.identity.check(from, v[0], v[1], v[2])
 }
 
+// sameCluster says whether a hello's extension names this member's
+// cluster (always, without an identity: there is nothing to tell apart).
+func (t *TCP) sameCluster(ext []byte) bool {
+	if t.identity == nil {
+		return true
+	}
+	v, _, err := decodeHelloExtension(ext)
+	return err == nil && v[0] == t.identity.ClusterID
+}
+
 // noteAck records an acknowledging message's sender incarnation.
 func (t *TCP) noteAck(from, incarnation uint64, m *raftpb.Message) error {
 	if t.identity == nil {

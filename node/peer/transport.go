@@ -329,18 +329,21 @@ func (t *TCP) serve(c net.Conn) error {
 		return fmt.Errorf("hello for member %d reached member %d", to, t.id)
 	}
 	known := t.isPeer(from)
+	if err := t.checkSender(c, from); err != nil {
+		return err
+	}
 	if !known {
 		t.mu.Lock()
 		removed := t.removed[from]
 		t.mu.Unlock()
-		if removed {
+		// Only a member of this cluster is told: the notice stops the
+		// member that reads it for good, and a member of another cluster
+		// that reached this one (an address reused, say) was not removed.
+		if removed && t.sameCluster(ext) {
 			c.SetWriteDeadline(time.Now().Add(time.Second))
 			io.WriteString(c, removedNotice)
 			return fmt.Errorf("refused member %d: it was removed from the cluster (told it so)", from)
 		}
-	}
-	if err := t.checkSender(c, from); err != nil {
-		return err
 	}
 	incarnation, peerAddr, err := t.checkIdentity(from, ext)
 	if err != nil {
