@@ -37,7 +37,8 @@ fuzz:
 	$(GO) test ./fsm -run XXX -fuzz FuzzRestore -fuzztime 20s
 	$(GO) test ./client/wire -run XXX -fuzz FuzzDecodeRequest -fuzztime 20s
 	$(GO) test ./client/wire -run XXX -fuzz FuzzDecodeResponse -fuzztime 20s
-	$(GO) test ./member -run XXX -fuzz FuzzStep -fuzztime 20s
+	$(GO) test ./member -run XXX -fuzz 'FuzzStep$$' -fuzztime 20s
+	$(GO) test ./member -run XXX -fuzz FuzzStepUnknownSender -fuzztime 20s
 	$(GO) test ./member -run XXX -fuzz FuzzDecodeBackup -fuzztime 20s
 
 # One seeded chaos run: make chaos SEED=7 CHAOS_DURATION=60s
