@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 const defaultEndpoints = "127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003"
@@ -314,9 +315,10 @@ func joinIDs(ids []uint64) string {
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "status [--json]")
+	fs := newFlagSet("status", "status [--cluster] [--json]")
 	var cf clientFlags
 	cf.register(fs, true)
+	wholeCluster := fs.Bool("cluster", false, "ask every member of the configuration (from the leader's member list; needs the admin right under an ACL), not only --endpoints")
 	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
 	}
@@ -326,6 +328,16 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	defer cl.Close()
 	eps := cl.Endpoints()
+	if *wholeCluster {
+		var list server.MemberList
+		if err := adminCall(&cf, stdout, "member.list", nil, &list, true); err != nil {
+			return err
+		}
+		eps = eps[:0]
+		for _, m := range list.Members {
+			eps = append(eps, m.ClientAddr)
+		}
+	}
 	entries := make([]statusEntry, len(eps))
 	done := make(chan struct{}, len(eps))
 	for i, ep := range eps {
@@ -380,6 +392,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		tw.Flush()
 		if known {
 			fmt.Fprintf(stdout, "configuration: voters %s; learners %s\n", joinIDs(voters), joinIDs(learners))
+			if missing := notShown(entries, voters, learners); len(missing) > 0 {
+				noun := "member"
+				if len(missing) > 1 {
+					noun = "members"
+				}
+				fmt.Fprintf(stdout, "not asked: %s %s (status --cluster asks every member)\n", noun, joinIDs(missing))
+			}
 		}
 	}
 	if denied == len(entries) {
@@ -391,6 +410,18 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return withCode(exitError, fmt.Errorf("no member reachable: %s: %s", entries[0].Addr, strings.TrimPrefix(entries[0].Error, "raftlock: ")))
 	}
 	return nil
+}
+
+// notShown returns the members of the configuration no entry is about.
+func notShown(entries []statusEntry, voters, learners []uint64) []uint64 {
+	var missing []uint64
+	for _, id := range append(slices.Clone(voters), learners...) {
+		if !slices.ContainsFunc(entries, func(e statusEntry) bool { return e.ID == id }) {
+			missing = append(missing, id)
+		}
+	}
+	slices.Sort(missing)
+	return missing
 }
 
 func runExec(args []string, stdout, stderr io.Writer) error {

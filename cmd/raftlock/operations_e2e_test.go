@@ -250,6 +250,16 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "configuration: voters 2 3 4; learners none") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
+	// Asking one member names the others it did not ask; --cluster asks
+	// every member of the configuration.
+	code, out = c.run("status", "--endpoints", c.members[1].client)
+	if code != 0 || !strings.Contains(out, "not asked: members 3 4 (status --cluster asks every member)") {
+		t.Fatalf("status of one member: exit %d\n%s", code, out)
+	}
+	code, out = c.run("status", "--endpoints", c.members[1].client, "--cluster")
+	if code != 0 || strings.Contains(out, "not asked") || !strings.Contains(out, m4.client) || !strings.Contains(out, c.members[2].client) {
+		t.Fatalf("status --cluster: exit %d\n%s", code, out)
+	}
 	for k, tok := range held {
 		info, err := cl.Get(ctx, k)
 		if err != nil || !info.Held || info.Token != tok {
