@@ -61,7 +61,7 @@ func runMember(args []string, stdout, stderr io.Writer) error {
 		if err := adminCall(&cf, stdout, "member.add", a, &out, false); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("added member %d as a learner; start it on an empty data directory with:\n  raftlock node --id %d --join %s --peer-listen %s --listen %s --data DIR\nthen promote it once it has caught up: raftlock member promote %d\n",
+		msg := fmt.Sprintf("added member %d as a learner; start it on an empty data directory with:\n  raftlock node --id %d --join %s --peer-listen %s --listen %s [--http HOST:PORT] --data DIR\nthen promote it once it has caught up: raftlock member promote %d\n",
 			a.ID, a.ID, cf.endpoints, a.PeerAddr, a.ClientAddr, a.ID)
 		return printMembers(stdout, &cf, out, msg)
 	case "promote", "remove":
