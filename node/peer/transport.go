@@ -534,16 +534,22 @@ func (p *peerSender) stream(c net.Conn) error {
 	p.wmu.Lock()
 	p.conn, p.dead = c, dead
 	p.wmu.Unlock()
+	// The reader below ends once the stream is closed; waiting for it
+	// keeps it inside the sender's run, so inside t.wg: nothing reads (or
+	// reports a removal) after Close returns.
+	readerDone := make(chan struct{})
 	defer func() {
 		p.wmu.Lock()
 		if p.conn == c {
 			p.breakLocked()
 		}
 		p.wmu.Unlock()
+		<-readerDone // p.conn != c only once breakLocked closed c
 	}()
 	// Reads on this stream only detect the peer closing it, and the
 	// notice of a peer that knows this member was removed.
 	go func() {
+		defer close(readerDone)
 		buf := make([]byte, len(removedNotice))
 		if n, _ := io.ReadFull(c, buf); n == len(buf) && string(buf) == removedNotice {
 			if rh, ok := p.t.handler.(RemovedHandler); ok {
