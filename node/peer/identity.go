@@ -247,7 +247,7 @@ func (id *Identity) helloExtension(to uint64) []byte {
 // helloExtension is what follows the client address in this member's
 // hello to member to: the identity's fields, then this member's peer
 // address (uvarint length and bytes), which a member whose log does not
-// know this one yet needs to answer it (learn). Without an identity,
+// know this one yet needs to answer it (TCP.learn). Without an identity,
 // nothing: such a member is taken only by peers that know it.
 func (t *TCP) helloExtension(to uint64) []byte {
 	b := t.identity.helloExtension(to)

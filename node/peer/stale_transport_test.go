@@ -46,8 +46,8 @@ func (r *recorder) from(id uint64) int {
 }
 
 // startMember starts the transport of member id with peers, in cluster
-// clusterID.
-func startMember(t *testing.T, id uint64, peers map[uint64]string, clusterID uint64) (*TCP, *removalRecorder) {
+// clusterID, after opts set it up.
+func startMember(t *testing.T, id uint64, peers map[uint64]string, clusterID uint64, opts ...func(*TCP)) (*TCP, *removalRecorder) {
 	t.Helper()
 	tr, err := NewTCP(id, peers, "", "client-of-"+string(rune('0'+id)), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -58,6 +58,9 @@ func startMember(t *testing.T, id uint64, peers map[uint64]string, clusterID uin
 		t.Fatal(err)
 	}
 	tr.UseIdentity(ident)
+	for _, o := range opts {
+		o(tr)
+	}
 	rec := &removalRecorder{}
 	if err := tr.Start(rec); err != nil {
 		t.Fatal(err)
@@ -77,6 +80,22 @@ func addrs(t *testing.T, ids ...uint64) map[uint64]string {
 		m[id] = a
 	}
 	return m
+}
+
+// rawHello is what member from's sender writes first on a stream to
+// member to: its hello in cluster clusterID, announcing peerAddr ("": none),
+// then a heartbeat.
+func rawHello(from, to, clusterID uint64, peerAddr string) []byte {
+	ext := binary.AppendUvarint(nil, clusterID)
+	ext = binary.AppendUvarint(ext, 7) // its incarnation
+	ext = binary.AppendUvarint(ext, 0) // it knows none of member to
+	if peerAddr != "" {
+		ext = binary.AppendUvarint(ext, uint64(len(peerAddr)))
+		ext = append(ext, peerAddr...)
+	}
+	b := AppendFrame(nil, append(EncodeHello(from, to, "x"), ext...))
+	m, _ := proto.Marshal(heartbeatMsg(from, to)[0])
+	return AppendFrame(b, m)
 }
 
 func heartbeatMsg(from, to uint64) []*raftpb.Message {
@@ -143,18 +162,7 @@ func TestHelloFromStrangerIsNotLearned(t *testing.T) {
 	const cluster = 0xc1
 	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster)
 	m3.SetPeers(map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, []uint64{6})
-	hello := func(from, clusterID uint64, peerAddr string) []byte {
-		ext := binary.AppendUvarint(nil, clusterID)
-		ext = binary.AppendUvarint(ext, 7) // its incarnation
-		ext = binary.AppendUvarint(ext, 0) // it knows none of member 3
-		if peerAddr != "" {
-			ext = binary.AppendUvarint(ext, uint64(len(peerAddr)))
-			ext = append(ext, peerAddr...)
-		}
-		b := AppendFrame(nil, append(EncodeHello(from, 3, "x"), ext...))
-		m, _ := proto.Marshal(heartbeatMsg(from, 3)[0])
-		return AppendFrame(b, m)
-	}
+	hello := func(from, clusterID uint64, peerAddr string) []byte { return rawHello(from, 3, clusterID, peerAddr) }
 	for _, tc := range []struct {
 		what string
 		from uint64

@@ -69,6 +69,29 @@ const (
 // learn): members added while this one was down, a handful at most.
 const maxLearnedPeers = 16
 
+// DefaultLearnedExpiry is how long a learned peer (see learn) stays
+// a peer with no inbound stream from it open, when SetLearnedExpiry was
+// not called. A member that has this one in its address book keeps a stream
+// to it open, and when the stream ends (a read timeout, a reset) its
+// sender dials again within peerDialTimeout+peerRedialPeriod; four such
+// attempts missed in a row mean it is down, cut off or not a member at
+// all (a stranger that knew the cluster id, which is no secret without
+// TLS). Forgetting a real member costs little: its next hello learns it
+// again. Forgetting a stranger frees its slot (maxLearnedPeers), so the
+// answers to a member that missed a configuration change cannot be
+// switched off by filling them, and stops the dialling of the address it
+// announced. A peer that dies without closing its stream is forgotten
+// after the read timeout (SetReadTimeout) ends that stream, plus this.
+const DefaultLearnedExpiry = 4 * (peerDialTimeout + peerRedialPeriod)
+
+// learnedPeer is a peer known only from its hello.
+type learnedPeer struct {
+	addr string // the peer address its hello announced
+	// idleSince is when its last inbound stream closed (or when it was
+	// learned); it only counts while none is open (TCP.inbound).
+	idleSince time.Time
+}
+
 // TCP is one long-lived TCP stream per peer, dialled by the sender,
 // carrying length-prefixed raft messages. The first frame of a stream is a
 // hello naming the sender, the intended receiver and the sender's client
@@ -86,8 +109,9 @@ type TCP struct {
 	peers atomic.Pointer[map[uint64]*peerSender]
 
 	mu          sync.Mutex
-	removed     map[uint64]bool   // ids removed from the configuration (SetPeers)
-	learned     map[uint64]string // peers known only from their hellos (learn)
+	removed     map[uint64]bool         // ids removed from the configuration (SetPeers)
+	learned     map[uint64]*learnedPeer // peers known only from their hellos (learn)
+	inbound     map[uint64]int          // accepted streams open, per sender id past its hello
 	clientAddrs map[uint64]string
 	conns       map[net.Conn]struct{}
 	ln          net.Listener
@@ -96,6 +120,11 @@ type TCP struct {
 	identity    *Identity           // nil: hellos carry no cluster identity (identity.go)
 
 	lim limits
+	// learnedExpiry is how long a learned peer without an inbound stream
+	// stays (DefaultLearnedExpiry); now is the clock it is measured on
+	// (time.Now; tests step their own).
+	learnedExpiry time.Duration
+	now           func() time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -115,8 +144,9 @@ func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &TCP{
 		id: id, listenAddr: listen, clientAddr: clientAddr, peerAddr: peers[id], log: log.With("component", "transport"),
-		clientAddrs: map[uint64]string{id: clientAddr}, learned: map[uint64]string{},
+		clientAddrs: map[uint64]string{id: clientAddr}, learned: map[uint64]*learnedPeer{}, inbound: map[uint64]int{},
 		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
+		learnedExpiry: DefaultLearnedExpiry, now: time.Now,
 	}
 	senders := make(map[uint64]*peerSender)
 	for pid, addr := range peers {
@@ -130,7 +160,8 @@ func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *
 
 func (t *TCP) newSender(id uint64, addr string) *peerSender {
 	ctx, cancel := context.WithCancel(t.ctx)
-	return &peerSender{t: t, id: id, addr: addr, queue: make(chan *raftpb.Message, peerQueueLen), ctx: ctx, cancel: cancel}
+	return &peerSender{t: t, id: id, addr: addr, queue: make(chan *raftpb.Message, peerQueueLen), ctx: ctx, cancel: cancel,
+		stopped: make(chan struct{})}
 }
 
 // SetPeers makes peers (id to peer address; this member's own entry is
@@ -139,7 +170,8 @@ func (t *TCP) newSender(id uint64, addr string) *peerSender {
 // one loses its sender and its inbound streams are refused from then on.
 // A member whose address changed is dialled at the new one. A peer
 // learned from its hello stays until peers names it (then its address
-// there wins) or removed does.
+// there wins), removed does, or it has had no inbound stream open for the
+// learned expiry (forgetIdle).
 func (t *TCP) SetPeers(peers map[uint64]string, removed []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -148,12 +180,12 @@ func (t *TCP) SetPeers(peers map[uint64]string, removed []uint64) {
 		t.removed[id] = true
 	}
 	peers = maps.Clone(peers)
-	for id, addr := range t.learned {
+	for id, lp := range t.learned {
 		if _, ok := peers[id]; ok || t.removed[id] {
 			delete(t.learned, id)
 			continue
 		}
-		peers[id] = addr
+		peers[id] = lp.addr
 	}
 	old := *t.peers.Load()
 	next := make(map[uint64]*peerSender, len(peers))
@@ -203,8 +235,9 @@ func (t *TCP) Start(h Handler) error {
 	t.mu.Lock()
 	defer t.mu.Unlock() // SetPeers starts the senders it adds only after this
 	t.ln, t.handler = ln, h
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.accept(ln)
+	go t.expireLearned()
 	for _, p := range *t.peers.Load() {
 		t.wg.Add(1)
 		go p.run()
@@ -349,14 +382,10 @@ func (t *TCP) serve(c net.Conn) error {
 	if err != nil {
 		return err
 	}
-	if !known {
-		if err := t.learn(from, peerAddr); err != nil {
-			return err
-		}
+	if err := t.openInbound(from, peerAddr, clientAddr); err != nil {
+		return err
 	}
-	t.mu.Lock()
-	t.clientAddrs[from] = clientAddr
-	t.mu.Unlock()
+	defer t.closeInbound(from)
 	for {
 		frame, err := readFrame(r, maxPeerFrame)
 		if err != nil {
@@ -379,16 +408,49 @@ func (t *TCP) serve(c net.Conn) error {
 	}
 }
 
-// learn makes id, unknown to the address book and the flags, a peer at
-// addr, the peer address its hello announced. Such a member is one added
-// by log entries this member has not applied yet (it was down meanwhile),
-// and it may be the leader: refusing it, or not answering it, would leave
-// this member unable ever to learn of it. Only a hello that passed the
-// cluster id and incarnation checks (and, with TLS, whose certificate is
-// that member's) gets here, and never one from a removed id: a member of
-// another cluster, a wiped member or a removed one is still refused. What
-// such a peer may make raft do is the member core's call
-// (member.Core.Step).
+// openInbound counts a stream from member from that passed its hello's
+// checks, learning from (learn) if it is not a peer, and records the
+// client address it announced. Both happen under one lock, so a learned
+// peer cannot be forgotten between being learned and its stream counting.
+// closeInbound undoes the count.
+func (t *TCP) openInbound(from uint64, peerAddr, clientAddr string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.isPeer(from) {
+		if err := t.learn(from, peerAddr); err != nil {
+			return err
+		}
+	}
+	t.inbound[from]++
+	t.clientAddrs[from] = clientAddr
+	return nil
+}
+
+func (t *TCP) closeInbound(from uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inbound[from]--; t.inbound[from] > 0 {
+		return
+	}
+	delete(t.inbound, from)
+	if lp, ok := t.learned[from]; ok {
+		lp.idleSince = t.now()
+	}
+}
+
+// learn makes id, unknown to the address book and the flags, a peer
+// at addr, the peer address its hello announced. Such a member is one
+// added by log entries this member has not applied yet (it was down
+// meanwhile), and it may be the leader: refusing it, or not answering it,
+// would leave this member unable ever to learn of it. Only a hello that
+// passed the cluster id and incarnation checks (and, with TLS, whose
+// certificate is that member's) gets here, and never one from a removed
+// id: a member of another cluster, a wiped member or a removed one is
+// still refused. What such a peer may make raft do is the member core's
+// call (member.Core.Step). It stays a peer while it keeps a stream to
+// this member open, and is forgotten once it has had none for the learned
+// expiry (forgetIdle); a later hello learns it again. The caller holds
+// t.mu and has checked id is not a peer.
 func (t *TCP) learn(id uint64, addr string) error {
 	if t.identity == nil {
 		return fmt.Errorf("hello from unknown member %d (without a cluster identity, only known members are taken)", id)
@@ -399,29 +461,87 @@ func (t *TCP) learn(id uint64, addr string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("hello from unknown member %d: bad peer address %q: %w", id, addr, err)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := *t.peers.Load()
-	switch _, ok := cur[id]; {
-	case ok:
-		return nil // learned by another stream, or named by SetPeers meanwhile
-	case t.removed[id]:
+	if t.removed[id] {
 		return fmt.Errorf("refused member %d: it was removed from the cluster", id)
-	case len(t.learned) >= maxLearnedPeers:
+	}
+	if len(t.learned) >= maxLearnedPeers {
+		t.forgetIdleLocked() // the sweep may not have run since slots expired
+	}
+	if len(t.learned) >= maxLearnedPeers {
 		return fmt.Errorf("hello from unknown member %d refused: %d members unknown to the address book are peers already", id, len(t.learned))
 	}
-	t.learned[id] = addr
-	next := maps.Clone(cur)
+	t.learned[id] = &learnedPeer{addr: addr, idleSince: t.now()}
+	next := maps.Clone(*t.peers.Load())
 	p := t.newSender(id, addr)
 	next[id] = p
 	t.peers.Store(&next)
 	t.log.Info("a member this member's log does not know yet says hello; answering it at the address it announced until the log names it",
 		"peer", id, "addr", addr)
 	if t.handler != nil && t.ctx.Err() == nil {
-		t.wg.Add(1) // the stream calling learn holds the group open: no race with Close's Wait
+		t.wg.Add(1) // the stream being opened holds the group open: no race with Close's Wait
 		go p.run()
 	}
 	return nil
+}
+
+// SetLearnedExpiry sets how long a peer learned from its hello stays a
+// peer with no inbound stream from it open (DefaultLearnedExpiry). Call
+// it before Start.
+func (t *TCP) SetLearnedExpiry(d time.Duration) {
+	if d > 0 {
+		t.learnedExpiry = d
+	}
+}
+
+// expireLearned sweeps out idle learned peers (forgetIdle) a few times
+// per expiry, so one is forgotten at most a quarter expiry late.
+func (t *TCP) expireLearned() {
+	defer t.wg.Done()
+	tick := time.NewTicker(max(t.learnedExpiry/4, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-tick.C:
+			t.forgetIdle()
+		}
+	}
+}
+
+// forgetIdle forgets the learned peers that have had no inbound stream
+// open for the learned expiry: each one's sender stops (no more dials to
+// the address it announced), its slot frees, and its streams, should one
+// open meanwhile, learn it again. A peer the address book names is never
+// in learned, so never forgotten here.
+func (t *TCP) forgetIdle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.forgetIdleLocked()
+}
+
+func (t *TCP) forgetIdleLocked() {
+	now := t.now()
+	var next map[uint64]*peerSender
+	for id, lp := range t.learned {
+		if t.inbound[id] > 0 || now.Sub(lp.idleSince) < t.learnedExpiry {
+			continue
+		}
+		if next == nil {
+			next = maps.Clone(*t.peers.Load())
+		}
+		delete(t.learned, id)
+		delete(t.clientAddrs, id)
+		if p, ok := next[id]; ok {
+			delete(next, id)
+			p.cancel()
+		}
+		t.log.Info("forgot a member known only from its hello: no stream from it for the learned expiry",
+			"peer", id, "addr", lp.addr, "idle", now.Sub(lp.idleSince).Round(time.Millisecond))
+	}
+	if next != nil {
+		t.peers.Store(&next)
+	}
 }
 
 func AppendFrame(b, payload []byte) []byte {
@@ -472,6 +592,8 @@ type peerSender struct {
 	wmu  sync.Mutex // guards conn and dead
 	conn net.Conn   // the live stream, nil when there is none
 	dead chan struct{}
+
+	stopped chan struct{} // closed when run returns: no more dials
 }
 
 // breakLocked ends the live stream; the stream goroutine re-dials.
@@ -485,6 +607,7 @@ func (p *peerSender) breakLocked() {
 
 func (p *peerSender) run() {
 	defer p.t.wg.Done()
+	defer close(p.stopped)
 	ctx := p.ctx
 	for ctx.Err() == nil {
 		dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
