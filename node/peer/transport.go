@@ -125,6 +125,9 @@ type TCP struct {
 	// (time.Now; tests step their own).
 	learnedExpiry time.Duration
 	now           func() time.Time
+	// refusals logs each reason for closing a peer connection once per
+	// repeatWindow (a refused peer redials every peerRedialPeriod).
+	refusals *repeats
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -146,7 +149,7 @@ func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *
 		id: id, listenAddr: listen, clientAddr: clientAddr, peerAddr: peers[id], log: log.With("component", "transport"),
 		clientAddrs: map[uint64]string{id: clientAddr}, learned: map[uint64]*learnedPeer{}, inbound: map[uint64]int{},
 		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
-		learnedExpiry: DefaultLearnedExpiry, now: time.Now,
+		learnedExpiry: DefaultLearnedExpiry, now: time.Now, refusals: newRepeats(repeatWindow, time.Now),
 	}
 	senders := make(map[uint64]*peerSender)
 	for pid, addr := range peers {
@@ -329,7 +332,9 @@ func (t *TCP) accept(ln net.Listener) {
 			defer t.track(c, false)
 			defer c.Close()
 			if err := t.serve(c); err != nil && t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !idle(err) {
-				t.log.Warn("closed peer connection", "remote", c.RemoteAddr().String(), "reason", err)
+				if ok, held := t.refusals.log(err.Error()); ok {
+					t.log.Warn("closed peer connection", "remote", c.RemoteAddr().String(), "reason", err, "same_reason_since_last_line", held)
+				}
 			}
 		}()
 	}
