@@ -30,7 +30,7 @@ func TestStepSnapshotWithUnrestorableConfigDoesNotPanic(t *testing.T) {
 			term := c.cores[1].Status().Term
 			for _, from := range []uint64{9, 1} { // unknown, then the leader's id
 				m := &raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(from), To: new(uint64(2)), Term: new(term + 1),
-					Snapshot: &raftpb.Snapshot{Data: EncodeSnapshot(nil, Book{}), Metadata: &raftpb.SnapshotMetadata{
+					Snapshot: &raftpb.Snapshot{Data: EncodeSnapshot(fsm.New().Snapshot(), Book{}), Metadata: &raftpb.SnapshotMetadata{
 						Index: new(uint64(1000)), Term: new(term + 1), ConfState: tc.cs}}}
 				func() {
 					defer func() {
