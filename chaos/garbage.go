@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
@@ -44,9 +47,15 @@ var garbageKinds = []string{
 	"forge-app",      // forged hello, then MsgApp with absurd index and term
 	"forge-timeout",  // forged hello, then MsgTimeoutNow from the target's leader
 	"forge-vote",     // forged hello, then a vote request with a huge term
-	"client-random",  // random bytes on the client port
-	"client-frames",  // the client greeting, then malformed frames
-	"client-greet",   // a wrong greeting, then frames
+	// Forged frames raft itself would panic on, or store unusable, unless
+	// the member's Step refuses them (the planted bug no-peer-input-checks
+	// removes those checks: with it these stop the target):
+	"forge-conflict",  // forged hello, then appends at the target's term whose entries restart at a committed index
+	"forge-snap-conf", // forged hello, then a snapshot whose configuration raft cannot restore
+	"forge-snap-data", // forged hello, then a snapshot whose data does not decode
+	"client-random",   // random bytes on the client port
+	"client-frames",   // the client greeting, then malformed frames
+	"client-greet",    // a wrong greeting, then frames
 	// Not drawn: "forge-heartbeat", a forged MsgHeartbeat at the target's
 	// term from its leader with commit 2^40. It once made raft panic in
 	// raftLog.commitTo ("tocommit(1099511627776) is out of range"), killing
@@ -232,6 +241,13 @@ func (n *Nemesis) forged(ctx context.Context, rng *rand.Rand, id int, kind strin
 	if from == 0 || from == id {
 		from = n.otherMember(rng, id)
 	}
+	// The term at which raft takes an append or a snapshot from from:
+	// the target's own when from is its leader (or it has none); one more
+	// when the target leads, so that it steps down and takes the frame.
+	term := st.Term
+	if int(st.Leader) == id {
+		term++
+	}
 	ext := binary.AppendUvarint(nil, n.Sup.ClusterID())
 	ext = binary.AppendUvarint(ext, n.Sup.Incarnation(from))
 	ext = binary.AppendUvarint(ext, 0)
@@ -254,6 +270,39 @@ func (n *Nemesis) forged(ctx context.Context, rng *rand.Rand, id int, kind strin
 		msgs = append(msgs, a)
 	case "forge-timeout":
 		msgs = append(msgs, m(raftpb.MessageType_MsgTimeoutNow, st.Term))
+	case "forge-conflict":
+		// raft takes an append whose (index, term) matches its log at or
+		// past its commit, then assumes the entries follow: one that
+		// restarts at a committed index (with a term never used) panics
+		// ("entry N conflict with committed entry"). The target's commit
+		// moves on while the frames travel, and the entries past it are of
+		// its leader's term: one append per index from the commit it
+		// reported, so one of them matches.
+		at := 1 + rng.Uint64N(max(st.Commit, 1))
+		ents := []*raftpb.Entry{{Term: proto.Uint64(term + 1), Index: proto.Uint64(at), Type: raftpb.EntryType_EntryNormal.Enum()}}
+		for k := range uint64(16) {
+			a := m(raftpb.MessageType_MsgApp, term)
+			a.Index, a.LogTerm, a.Commit = proto.Uint64(st.Commit+k), proto.Uint64(st.Term), proto.Uint64(st.Commit)
+			a.Entries = ents
+			msgs = append(msgs, a)
+		}
+	case "forge-snap-conf", "forge-snap-data":
+		// Past the target's commit, so raft restores it rather than
+		// ignoring it; naming the target, so raft does not drop it.
+		s := m(raftpb.MessageType_MsgSnap, term)
+		md := &raftpb.SnapshotMetadata{Index: proto.Uint64(st.Commit + 1<<16 + rng.Uint64N(1<<16)), Term: proto.Uint64(term)}
+		if kind == "forge-snap-conf" {
+			// raft panics restoring it ("removed all voters"); the data
+			// decodes, so only the configuration check refuses it.
+			md.ConfState = unrestorableConf(rng, uint64(id))
+			s.Snapshot = &raftpb.Snapshot{Data: member.EncodeSnapshot(fsm.New().Snapshot(), member.Book{}), Metadata: md}
+		} else {
+			// A configuration raft restores; data that does not decode,
+			// which raft has the member store before it fails to apply it.
+			md.ConfState = n.restorableConf(st, uint64(id))
+			s.Snapshot = &raftpb.Snapshot{Data: undecodableSnapshot(rng), Metadata: md}
+		}
+		msgs = append(msgs, s)
 	default: // forge-vote
 		v := m(raftpb.MessageType_MsgVote, st.Term+1<<30+rng.Uint64N(1<<40))
 		v.Index = proto.Uint64(1 << 40)
@@ -269,6 +318,57 @@ func (n *Nemesis) forged(ctx context.Context, rng *rand.Rand, id int, kind strin
 		n.Garbage.Forged.Add(1)
 	}
 	return b
+}
+
+// unrestorableConf is a single (never joint) configuration naming id that
+// raft cannot restore: it leaves no voter once restored one change at a
+// time.
+func unrestorableConf(rng *rand.Rand, id uint64) *raftpb.ConfState {
+	switch rng.IntN(3) {
+	case 0: // id only a learner
+		return &raftpb.ConfState{Learners: []uint64{id}}
+	case 1: // id a voter and a learner
+		return &raftpb.ConfState{Voters: []uint64{id}, Learners: []uint64{id}}
+	default: // a zero voter
+		return &raftpb.ConfState{Voters: []uint64{0}, Learners: []uint64{id}}
+	}
+}
+
+// restorableConf is the configuration the target reported (the harness's
+// members if it reported none), naming the target.
+func (n *Nemesis) restorableConf(st wire.Status, id uint64) *raftpb.ConfState {
+	voters, learners := slices.Clone(st.Voters), slices.Clone(st.Learners)
+	if len(voters) == 0 {
+		for _, o := range n.Sup.IDs() {
+			voters = append(voters, uint64(o))
+		}
+	}
+	if !slices.Contains(voters, id) && !slices.Contains(learners, id) {
+		voters = append(voters, id)
+	}
+	return &raftpb.ConfState{Voters: voters, Learners: learners}
+}
+
+// undecodableSnapshot is snapshot data no member can decode: random bytes,
+// the format's header with a wrong checksum, or a well-formed envelope
+// around a lock table that does not decode. Drawn until it does not
+// decode, so the frame is refused by the data check alone.
+func undecodableSnapshot(rng *rand.Rand) []byte {
+	for {
+		var b []byte
+		switch rng.IntN(3) {
+		case 0:
+			b = randomBytes(rng, 1+rng.IntN(512))
+		case 1:
+			b = member.EncodeSnapshot(fsm.New().Snapshot(), member.Book{})
+			b[len(b)-1-rng.IntN(4)] ^= byte(1 + rng.IntN(255))
+		default:
+			b = member.EncodeSnapshot(randomBytes(rng, rng.IntN(64)), member.Book{})
+		}
+		if _, _, _, err := member.DecodeSnapshot(b); err != nil {
+			return b
+		}
+	}
 }
 
 // MemberLogCounts counts, over the members' logs in dir, the lines by

@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3/confchange"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/member"
 )
 
 // garbage is a default family; the family that stops a member without
@@ -59,8 +64,10 @@ func TestGarbageClientFramesAreNeverRequests(t *testing.T) {
 
 // A short run with only the garbage family, without TLS: garbage and
 // forged raft messages (a hello claiming another member, then MsgApp,
-// MsgTimeoutNow and MsgVote at absurd terms and indexes) reach every
-// member straight, and the run stays valid with no member crashed.
+// MsgTimeoutNow and MsgVote at absurd terms and indexes, appends whose
+// entries restart at a committed index, snapshots raft cannot restore or
+// the member cannot decode) reach every member straight, and the run
+// stays valid with no member crashed.
 func TestGarbageRunStaysValid(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -105,4 +112,36 @@ func TestGarbageRunStaysValid(t *testing.T) {
 		t.Error("no garbage window in the history")
 	}
 	t.Logf("garbage: %+v", *g)
+}
+
+// A forged snapshot must be one a member's checks refuse: never one a
+// member would install (a valid configuration naming it and data that
+// decodes), which would replace its state even with every check in place.
+// forge-snap-conf's configuration never restores (and its data decodes,
+// so only the configuration check refuses it); forge-snap-data's data
+// never decodes (and its configuration restores, so only the data check
+// refuses it).
+func TestForgedSnapshotsAreNeverInstallable(t *testing.T) {
+	n := &Nemesis{}
+	restore := func(cs *raftpb.ConfState) error {
+		_, _, err := confchange.Restore(confchange.Changer{Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: 1}, cs)
+		return err
+	}
+	st := wire.Status{Voters: []uint64{1, 2, 3}}
+	for seed := range uint64(2000) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		id := 1 + rng.Uint64N(3)
+		if cs := unrestorableConf(rng, id); restore(cs) == nil {
+			t.Fatalf("seed %d: configuration %v restores", seed, cs)
+		}
+		if b := undecodableSnapshot(rng); func() error { _, _, _, err := member.DecodeSnapshot(b); return err }() == nil {
+			t.Fatalf("seed %d: data %x decodes", seed, b)
+		}
+		if cs := n.restorableConf(st, id); restore(cs) != nil {
+			t.Fatalf("seed %d: configuration %v does not restore", seed, cs)
+		}
+	}
+	if cs := n.restorableConf(wire.Status{Voters: []uint64{1, 2}, Learners: []uint64{4}}, 4); restore(cs) != nil || !slices.Contains(cs.GetLearners(), 4) {
+		t.Errorf("a learner target: configuration %v", cs)
+	}
 }

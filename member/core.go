@@ -286,15 +286,15 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if m.GetType() == raftpb.MessageType_MsgReadIndex && len(m.GetEntries()) != 1 {
 		return fmt.Errorf("refused read-index request from %d with %d context entries", m.GetFrom(), len(m.GetEntries()))
 	}
-	if m.GetType() == raftpb.MessageType_MsgSnap && jointConf(m.GetSnapshot().GetMetadata().GetConfState()) {
+	if c.hooks.peerInputChecks && m.GetType() == raftpb.MessageType_MsgSnap && jointConf(m.GetSnapshot().GetMetadata().GetConfState()) {
 		return fmt.Errorf("refused snapshot from %d with a joint configuration: this cluster makes single changes only", m.GetFrom())
 	}
-	if m.GetType() == raftpb.MessageType_MsgApp {
+	if c.hooks.peerInputChecks && m.GetType() == raftpb.MessageType_MsgApp {
 		if err := checkAppend(m); err != nil {
 			return fmt.Errorf("refused append from %d: %w", m.GetFrom(), err)
 		}
 	}
-	if m.GetType() == raftpb.MessageType_MsgSnap {
+	if c.hooks.peerInputChecks && m.GetType() == raftpb.MessageType_MsgSnap {
 		if err := checkSnapshot(m.GetSnapshot()); err != nil {
 			return fmt.Errorf("refused snapshot from %d at %d: %w", m.GetFrom(), m.GetSnapshot().GetMetadata().GetIndex(), err)
 		}

@@ -50,6 +50,11 @@ type hooks struct {
 	// learner that needs a snapshot gets one naming it (raft refuses one
 	// whose configuration lacks the receiver).
 	snapshotOnAdd bool
+	// peerInputChecks: Step refuses what raft would take from a peer and
+	// then panic on or store unusable: an append whose entries do not
+	// follow its (index, term), a snapshot whose configuration raft cannot
+	// restore (a joint one included) or whose data does not decode.
+	peerInputChecks bool
 }
 
 // Planted bugs, for proving the harnesses catch them (Config.Bug). Never set
@@ -68,12 +73,14 @@ const (
 	BugSkipFsync           = "skip-fsync"
 	BugApplyBeforePersist  = "apply-before-persist"
 	BugNoSnapshotOnAdd     = "no-snapshot-on-add"
+	BugNoPeerInputChecks   = "no-peer-input-checks"
 )
 
 // Bugs lists the planted bugs by name.
 var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
-	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd}
+	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd,
+	BugNoPeerInputChecks}
 
 // ValidBug says whether name is a planted bug ("" is none).
 func ValidBug(name string) bool {
@@ -98,6 +105,7 @@ func plantHooks(bug string) hooks {
 		mustSync:            func(rd *raft.Ready) bool { return rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) },
 		termBarrier:         true,
 		snapshotOnAdd:       true,
+		peerInputChecks:     true,
 		linearizableReads:   true,
 		releaseChecksHolder: true,
 		proposedToken:       func(uint64, int) uint64 { return 0 },
@@ -137,6 +145,13 @@ func plantHooks(bug string) hooks {
 		// predates it; raft refuses it and the learner waits until the
 		// next scheduled snapshot, forever on an idle cluster.
 		h.snapshotOnAdd = false
+	case BugNoPeerInputChecks:
+		// A real bug, fixed: Step hands raft a peer's append or snapshot
+		// as it comes. Without TLS a forged hello may claim any member,
+		// and one frame makes raft panic ("entry 1 conflict with committed
+		// entry", "unable to restore config") or leaves a stored snapshot
+		// the member cannot apply, at this start and every later one.
+		h.peerInputChecks = false
 	case BugNoTermBarrier:
 		h.termBarrier = false
 	case BugStaleRead:

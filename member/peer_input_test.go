@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // Rule guarded: whatever configuration a snapshot from a peer names, the
@@ -28,7 +30,7 @@ func TestStepSnapshotWithUnrestorableConfigDoesNotPanic(t *testing.T) {
 			term := c.cores[1].Status().Term
 			for _, from := range []uint64{9, 1} { // unknown, then the leader's id
 				m := &raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(from), To: new(uint64(2)), Term: new(term + 1),
-					Snapshot: &raftpb.Snapshot{Data: EncodeSnapshot(nil, Book{}), Metadata: &raftpb.SnapshotMetadata{
+					Snapshot: &raftpb.Snapshot{Data: EncodeSnapshot(fsm.New().Snapshot(), Book{}), Metadata: &raftpb.SnapshotMetadata{
 						Index: new(uint64(1000)), Term: new(term + 1), ConfState: tc.cs}}}
 				func() {
 					defer func() {
@@ -117,4 +119,109 @@ func TestStepAppendWithInconsistentEntriesDoesNotPanic(t *testing.T) {
 			}
 		}()
 	}
+}
+
+// The planted twin of the three tests above: with no-peer-input-checks
+// Step hands raft what they refuse, and raft panics (an append whose
+// entries restart at index 1, a configuration it cannot restore), takes a
+// joint configuration this cluster never makes, or stores a snapshot the
+// member cannot apply and then cannot start from. Without the bug the
+// same frames are refused, so a harness that catches the twin catches a
+// member that lost these checks.
+func TestBugNoPeerInputChecksLetsPeerFramesThrough(t *testing.T) {
+	snap := func(term uint64, data []byte, cs *raftpb.ConfState) *raftpb.Message {
+		return &raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(uint64(9)), To: new(uint64(2)), Term: new(term + 1),
+			Snapshot: &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+				Index: new(uint64(1000)), Term: new(term + 1), ConfState: cs}}}
+	}
+	good := EncodeSnapshot(fsm.New().Snapshot(), Book{})
+	for _, tc := range []struct {
+		what  string
+		frame func(c *testCluster) *raftpb.Message
+		// broken is what the member does with the bug: "panic", "taken"
+		// (Step accepts a frame it must refuse), "unstartable" (taken,
+		// and the member cannot restart from its store).
+		broken string
+	}{
+		{"append with an entry at index 1", func(c *testCluster) *raftpb.Message {
+			st := c.cores[2].Status()
+			last, _ := c.stores[2].LastIndex()
+			lastTerm, _ := c.stores[2].Term(last)
+			return &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(9)), To: new(uint64(2)), Term: new(st.Term + 1),
+				Index: new(last), LogTerm: new(lastTerm), Commit: new(st.Commit),
+				Entries: []*raftpb.Entry{{Index: new(uint64(1)), Term: new(st.Term + 1)}}}
+		}, "panic"},
+		{"snapshot naming this member only as a learner", func(c *testCluster) *raftpb.Message {
+			return snap(c.cores[2].Status().Term, good, &raftpb.ConfState{Learners: []uint64{2}})
+		}, "panic"},
+		{"snapshot naming this member a voter and a learner", func(c *testCluster) *raftpb.Message {
+			return snap(c.cores[2].Status().Term, good, &raftpb.ConfState{Voters: []uint64{2}, Learners: []uint64{2}})
+		}, "panic"},
+		{"snapshot with a zero voter", func(c *testCluster) *raftpb.Message {
+			return snap(c.cores[2].Status().Term, good, &raftpb.ConfState{Voters: []uint64{0}, Learners: []uint64{2}})
+		}, "panic"},
+		{"snapshot with a joint configuration", func(c *testCluster) *raftpb.Message {
+			return snap(c.cores[2].Status().Term, good, &raftpb.ConfState{Voters: []uint64{1, 2, 3}, VotersOutgoing: []uint64{1, 2}})
+		}, "taken"},
+		{"snapshot whose data does not decode", func(c *testCluster) *raftpb.Message {
+			return snap(c.cores[2].Status().Term, []byte("RLM\x01junk"), &raftpb.ConfState{Voters: []uint64{1, 2, 3}})
+		}, "unstartable"},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			for _, bug := range []string{"", BugNoPeerInputChecks} {
+				c := newCluster(t, 3, func(cfg *Config) { cfg.Bug = bug })
+				c.elect(1)
+				c.check("acquire", c.call(1, acquire(1, "a")), "token 1")
+				got := stepOutcome(t, c, tc.frame(c))
+				want := "refused"
+				if bug != "" {
+					want = tc.broken
+				}
+				if got != want {
+					t.Errorf("bug %q: the frame was %s, want %s", bug, got, want)
+				}
+			}
+		})
+	}
+}
+
+// stepOutcome hands member 2 m and does its Readies: "refused" (Step
+// returned an error), "panic", "unstartable" (taken, and member 2 stopped
+// or cannot start again from its store) or "taken".
+func stepOutcome(t *testing.T, c *testCluster, m *raftpb.Message) (outcome string) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Logf("panic: %v", r)
+			outcome = "panic"
+		}
+	}()
+	if err := c.cores[2].Step(m); err != nil {
+		return "refused"
+	}
+	core := c.cores[2]
+	for core.HasReady() {
+		rd := core.Ready(c.now)
+		ms := c.stores[2]
+		if rd.Snapshot != nil {
+			if err := ms.ApplySnapshot(rd.Snapshot); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rd.HardState != nil {
+			if err := ms.SetHardState(rd.HardState); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ms.Append(rd.Entries); err != nil {
+			t.Fatal(err)
+		}
+		if err := core.Advance(c.now); err != nil {
+			return "unstartable"
+		}
+	}
+	if _, err := New(c.cfgs[2], c.now); err != nil {
+		return "unstartable"
+	}
+	return "taken"
 }

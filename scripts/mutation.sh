@@ -7,7 +7,7 @@ set -u
 bin=${1:-bin/raftlock}
 seeds=${SEEDS:-"1 2 3"}
 duration=${DURATION:-${TIME:-15s}}
-bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add"}
+bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add no-peer-input-checks"}
 out=${OUT:-mutation-out}
 mkdir -p "$out"
 # Planted bugs that other rules mask, so no history can show them: a miss is
@@ -19,8 +19,12 @@ declare -A masked=(
 # Planted bugs that only a fault family outside the default set reaches:
 # no-snapshot-on-add needs members added mid-run (the opt-in membership
 # family), and shows as the newcomer-stuck check (a snapshot refused).
+# no-peer-input-checks needs forged peer frames; garbage is a default
+# family, but a run with it alone gives it every fault window; the bug
+# shows as member-crashes (raft panics, or a member cannot restart).
 declare -A flags=(
   [no-snapshot-on-add]="--nemesis membership"
+  [no-peer-input-checks]="--nemesis garbage"
 )
 printf '%-28s %-7s %-12s %s\n' bug caught seeds_tried seconds_to_detection
 missed=0

@@ -119,6 +119,10 @@ func (c *Config) Validate() error {
 		// A run that cannot reach the bug would report it missed.
 		return fmt.Errorf("bug %q needs membership changes, which the simulator does not make: use raftlock chaos --nemesis membership", c.Bug)
 	}
+	if c.Bug == member.BugNoPeerInputChecks {
+		// Its network delivers only what members sent: no forged frame.
+		return fmt.Errorf("bug %q needs forged peer frames, which the simulator does not send: use raftlock chaos --nemesis garbage", c.Bug)
+	}
 	return nil
 }
 

@@ -96,6 +96,8 @@ func TestBadConfigIsRefused(t *testing.T) {
 		{Seed: 1, Nodes: 4},
 		{Seed: 1, Faults: []string{"meteor"}},
 		{Seed: 1, Bug: "no-such-bug"},
+		{Seed: 1, Bug: "no-snapshot-on-add"},
+		{Seed: 1, Bug: "no-peer-input-checks"},
 		{Seed: 1, MaxOps: -1},
 	} {
 		if _, err := Run(cfg); err == nil {

@@ -138,6 +138,7 @@ func testSimRefusesBadFlagsAndForeignOut(t *testing.T, bin string) {
 		{"sim", "--faults", "kill,meteor"},
 		{"sim", "--unsafe-bug", "no-such-bug"},
 		{"sim", "--unsafe-bug", "no-snapshot-on-add"},
+		{"sim", "--unsafe-bug", "no-peer-input-checks"},
 		{"sim", "--seeds", "5..1"},
 		{"sim", "--seeds", "1..3", "--seed", "2"},
 		{"sim", "--no-such-flag"},
