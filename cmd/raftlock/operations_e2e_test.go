@@ -284,20 +284,7 @@ func TestRollingRestartWithSIGTERMFailsNoCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newProcessCluster(t, 3, "--log-level", "info")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	waitUntil(ctx, t, "a leader", func() bool {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		defer acancel()
-		_, err := cl.Get(actx, "warm-up")
-		return err == nil
-	})
+	c, ctx, cl := readyProcessCluster(t, 3*time.Minute)
 	loop := startLockLoop(cl, 16, "rolling")
 	loop.progress(ctx, t, "before the restarts")
 	leadersStopped := 0

@@ -149,6 +149,28 @@ func (c *processCluster) log(m *processMember) string {
 	return string(b)
 }
 
+// readyProcessCluster starts three members (info logs) and returns them
+// with a client that has seen a leader (a read succeeded) and a context
+// that bounds the test to d; both end with the test.
+func readyProcessCluster(t *testing.T, d time.Duration) (*processCluster, context.Context, *client.Client) {
+	t.Helper()
+	c := newProcessCluster(t, 3, "--log-level", "info")
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	cl, err := client.New(c.endpoints(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	waitUntil(ctx, t, "a leader", func() bool {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		defer acancel()
+		_, err := cl.Get(actx, "warm-up")
+		return err == nil
+	})
+	return c, ctx, cl
+}
+
 // logs is the log tail of every member, named with its client address,
 // for a failure that cannot say which member caused it.
 func (c *processCluster) logs() string {

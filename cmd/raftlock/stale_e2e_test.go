@@ -18,20 +18,10 @@ func TestStaleVoterCatchesUpWithLeaderAddedWhileItWasDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newProcessCluster(t, 3, "--log-level", "info")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
+	c, ctx, cl := readyProcessCluster(t, 2*time.Minute)
+	if _, err := cl.Acquire(ctx, "a", time.Hour, 0); err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	waitUntil(ctx, t, "the first lock", func() bool {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		defer acancel()
-		_, err := cl.Acquire(actx, "a", time.Hour, 0)
-		return err == nil
-	})
 	m3 := c.members[2]
 	c.stop(m3)
 	eps := strings.Join([]string{c.members[0].client, c.members[1].client}, ",")

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/peer"
 )
@@ -24,20 +23,10 @@ func TestJoinerThatCrashedBeforeItsIdentityJoinsAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newProcessCluster(t, 3, "--log-level", "info")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
+	c, ctx, cl := readyProcessCluster(t, 2*time.Minute)
+	if _, err := cl.Acquire(ctx, "a", time.Hour, 0); err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	waitUntil(ctx, t, "the first lock", func() bool {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		defer acancel()
-		_, err := cl.Acquire(actx, "a", time.Hour, 0)
-		return err == nil
-	})
 	eps := strings.Join(c.endpoints(), ",")
 	m4 := newMember(t, 4)
 	m4.join = eps
