@@ -6,13 +6,13 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/watchnet"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -106,7 +106,7 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newGatedListener(inner)
+	ln := watchnet.Held(inner)
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Close() })
 	cl := newClient(t, ln.Addr().String(), c.Clients[leader]) // the stopping member first
@@ -117,13 +117,13 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 		_, err := cl.Acquire(ctx, "k", time.Second, 0)
 		acquired <- err
 	}()
-	waitClosed(t, ln.reading, "the member to read the client's greeting")
+	watchnet.Wait(t, ln.Reading, "the member to read the client's greeting")
 
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	shutdown := make(chan error, 1)
 	go func() { shutdown <- s.Shutdown(sctx) }()
-	waitClosed(t, ln.closed, "Shutdown to close the listener")
+	watchnet.Wait(t, ln.Closed, "Shutdown to close the listener")
 	// Shutdown sends its goaways under the lock Serve takes to refuse a
 	// server that is shutting down: once Serve has refused, they are queued.
 	spare, err := net.Listen("tcp", "127.0.0.1:0")
@@ -139,10 +139,10 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 	// old bug from slipping past when the greeting happens to win the
 	// race; it cannot make a correct member fail.
 	select {
-	case <-ln.wrote:
+	case <-ln.Wrote:
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(ln.gate) // now the member may read the greeting and answer it
+	ln.Release() // now the member may read the greeting and answer it
 
 	select {
 	case err := <-acquired:
@@ -164,58 +164,5 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Shutdown did not return")
-	}
-}
-
-// gatedListener holds the reads of the connections it accepts (the member
-// reading the client's greeting first) until gate is closed, and reports
-// when the member first reads and first writes, and when the listener is
-// closed (Shutdown's first step).
-type gatedListener struct {
-	net.Listener
-	gate, reading, wrote, closed      chan struct{}
-	readingOnce, wroteOnce, closeOnce sync.Once
-}
-
-func newGatedListener(ln net.Listener) *gatedListener {
-	return &gatedListener{Listener: ln, gate: make(chan struct{}),
-		reading: make(chan struct{}), wrote: make(chan struct{}), closed: make(chan struct{})}
-}
-
-func (l *gatedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &gatedConn{Conn: c, l: l}, nil
-}
-
-func (l *gatedListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-type gatedConn struct {
-	net.Conn
-	l *gatedListener
-}
-
-func (c *gatedConn) Read(b []byte) (int, error) {
-	c.l.readingOnce.Do(func() { close(c.l.reading) })
-	<-c.l.gate
-	return c.Conn.Read(b)
-}
-
-func (c *gatedConn) Write(b []byte) (int, error) {
-	c.l.wroteOnce.Do(func() { close(c.l.wrote) })
-	return c.Conn.Write(b)
-}
-
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/internal/watchnet"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -29,7 +29,7 @@ func TestGoAwayComesAfterTheGreeting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newWatchedListener(inner)
+	ln := watchnet.Watch(inner)
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Close() })
 
@@ -39,14 +39,14 @@ func TestGoAwayComesAfterTheGreeting(t *testing.T) {
 	}
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(10 * time.Second)) // a broken member fails the test instead of hanging it
-	waitClosed(t, ln.reading, "the member to wait for the greeting")
+	watchnet.Wait(t, ln.Reading, "the member to wait for the greeting")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	shutdown := make(chan error, 1)
 	go func() { shutdown <- s.Shutdown(ctx) }()
 	waitShutdownBegun(t, s, ln)
-	waitEarlyWrite(ln.wrote)
+	waitEarlyWrite(ln.Wrote)
 
 	io.WriteString(nc, wire.Greeting)
 	r := bufio.NewReader(nc)
@@ -81,9 +81,9 @@ func TestGoAwayComesAfterTheGreeting(t *testing.T) {
 
 // waitShutdownBegun waits until s's Shutdown (running elsewhere) has closed
 // ln and sent its goaways.
-func waitShutdownBegun(t *testing.T, s *server.Server, ln *watchedListener) {
+func waitShutdownBegun(t *testing.T, s *server.Server, ln *watchnet.Listener) {
 	t.Helper()
-	waitClosed(t, ln.closed, "Shutdown to close the listener")
+	watchnet.Wait(t, ln.Closed, "Shutdown to close the listener")
 	// Shutdown closes the listener and sends its goaways under one lock,
 	// the one Serve takes to refuse a server that is shutting down: once
 	// Serve has refused, the goaways are queued.
@@ -105,56 +105,5 @@ func waitEarlyWrite(wrote <-chan struct{}) {
 	select {
 	case <-wrote:
 	case <-time.After(100 * time.Millisecond):
-	}
-}
-
-// watchedListener reports when it is closed (Shutdown's first step) and
-// when the server first reads from and writes to a connection it accepted
-// (it reads the client's greeting first).
-type watchedListener struct {
-	net.Listener
-	closed, reading, wrote            chan struct{}
-	closeOnce, readingOnce, wroteOnce sync.Once
-}
-
-func newWatchedListener(ln net.Listener) *watchedListener {
-	return &watchedListener{Listener: ln,
-		closed: make(chan struct{}), reading: make(chan struct{}), wrote: make(chan struct{})}
-}
-
-func (l *watchedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &watchedConn{Conn: c, l: l}, nil
-}
-
-func (l *watchedListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-type watchedConn struct {
-	net.Conn
-	l *watchedListener
-}
-
-func (c *watchedConn) Read(b []byte) (int, error) {
-	c.l.readingOnce.Do(func() { close(c.l.reading) })
-	return c.Conn.Read(b)
-}
-
-func (c *watchedConn) Write(b []byte) (int, error) {
-	c.l.wroteOnce.Do(func() { close(c.l.wrote) })
-	return c.Conn.Write(b)
-}
-
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }
