@@ -375,6 +375,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		out := map[string]any{"nodes": entries}
 		if known {
 			out["configuration"] = map[string][]uint64{"voters": voters, "learners": append([]uint64{}, learners...)}
+			if missing := notShown(entries, voters, learners); len(missing) > 0 {
+				out["not_asked"] = missing
+			}
 		}
 		if err := printJSON(stdout, out); err != nil {
 			return err

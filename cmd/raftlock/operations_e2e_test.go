@@ -256,6 +256,10 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "not asked: members 3 4 (status --cluster asks every member)") {
 		t.Fatalf("status of one member: exit %d\n%s", code, out)
 	}
+	code, out = c.run("status", "--endpoints", c.members[1].client, "--json")
+	if code != 0 || !strings.Contains(out, `"not_asked":[3,4]`) {
+		t.Fatalf("status --json of one member: exit %d\n%s", code, out)
+	}
 	code, out = c.run("status", "--endpoints", c.members[1].client, "--cluster")
 	if code != 0 || strings.Contains(out, "not asked") || !strings.Contains(out, m4.client) || !strings.Contains(out, c.members[2].client) {
 		t.Fatalf("status --cluster: exit %d\n%s", code, out)
