@@ -61,8 +61,9 @@ func (c Crash) String() string {
 	return s + ", see " + c.Log + ")"
 }
 
-// crashReason returns the last "panic:" or "fatal error:" line of the
-// log's tail: what the member died of.
+// crashReason returns what the member died of, from its log's tail: the
+// last "panic:" or "fatal error:" line, else the error line the command
+// exits with ("raftlock node: ..."), as when a member cannot restart.
 func crashReason(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -74,13 +75,19 @@ func crashReason(path string) string {
 		f.Seek(st.Size()-tail, io.SeekStart)
 	}
 	b, _ := io.ReadAll(f)
-	var reason string
+	var died, exited string
 	for line := range strings.Lines(string(b)) {
-		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
-			reason = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "panic: "), strings.HasPrefix(line, "fatal error: "):
+			died = strings.TrimSpace(line)
+		case strings.HasPrefix(line, "raftlock node: "):
+			exited = strings.TrimSpace(line)
 		}
 	}
-	return reason
+	if died != "" {
+		return died
+	}
+	return exited
 }
 
 // Supervisor runs the members as child processes, every directed peer
