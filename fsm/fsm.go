@@ -182,6 +182,15 @@ func (m *Machine) SkipTokens(n uint64) error {
 // LastToken returns the highest token ever issued (0 before the first grant).
 func (m *Machine) LastToken() uint64 { return m.lastToken }
 
+// Range calls f for every held lock, in no particular order: for work
+// whose result does not depend on order (building an index), which would
+// otherwise sort a million keys for nothing.
+func (m *Machine) Range(f func(key string, l Lock)) {
+	for k, l := range m.locks {
+		f(k, l)
+	}
+}
+
 // Keys returns the held keys in sorted order.
 func (m *Machine) Keys() []string {
 	keys := make([]string, 0, len(m.locks))

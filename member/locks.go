@@ -1,6 +1,7 @@
 package member
 
 import (
+	"container/heap"
 	"slices"
 	"time"
 
@@ -72,17 +73,24 @@ type request struct {
 	delivered bool
 	confirmed bool          // a quorum read confirmed the table is current
 	waitUntil time.Duration // queued acquires: when to give up waiting
+	// checkAt is when the wait timers look at this queued acquire next
+	// (waitUntil, or the next tick when the key was not held then), and
+	// wpos its place in LockManager.waitQ (-1: not there).
+	checkAt time.Duration
+	wpos    int
 }
 
+// lease is one held lock's lease on this member's clock (rule 6).
 type lease struct {
+	key      string
 	token    uint64
 	deadline time.Duration
 	length   time.Duration
-}
-
-func newLease(token uint64, now time.Duration, ms uint64) lease {
-	d := time.Duration(ms) * time.Millisecond
-	return lease{token: token, deadline: now + d, length: d}
+	// check is when the leader looks at this lease next (its expiry, or
+	// when to re-propose an Expire that seems lost), and pos its place
+	// in LockManager.leaseQ.
+	check time.Duration
+	pos   int
 }
 
 type expireMark struct {
@@ -111,13 +119,18 @@ type LockManager struct {
 	applied     uint64
 	appliedTerm uint64
 
-	leases   map[string]lease // every member, local clock (rule 6)
+	leases   map[string]*lease // every member, local clock (rule 6)
+	leaseQ   leaseQueue        // the leases by check time (timers.go)
 	requests map[uint64]*request
 	pending  map[fsm.RequestID]*request
 	inflight map[string]fsm.RequestID // proposed Grant per key (rule 4)
 	renewing map[string]int           // proposed Renews per key
 	waiters  map[string][]*request    // FIFO per key
 	nwaiting int                      // the waiters over all keys
+	waitQ    waiterQueue              // the waiters by wait deadline (timers.go)
+	// repump are keys whose queue could not be pumped when they were
+	// freed (the manager could not decide then); Tick pumps them.
+	repump map[string]struct{}
 	expiring map[string]expireMark
 	limits   Limits
 
@@ -160,6 +173,8 @@ func (lm *LockManager) resetLeaderState() {
 	lm.renewing = make(map[string]int)
 	lm.waiters = make(map[string][]*request)
 	lm.nwaiting = 0
+	lm.waitQ = nil
+	lm.repump = make(map[string]struct{})
 	lm.expiring = make(map[string]expireMark)
 }
 
@@ -184,11 +199,16 @@ func (lm *LockManager) Waiting() int { return lm.nwaiting }
 // a full lease (rule 6).
 func (lm *LockManager) Restore(m *fsm.Machine, index, term uint64, now time.Duration) {
 	lm.machine, lm.applied, lm.appliedTerm = m, index, term
-	lm.leases = make(map[string]lease, m.Len())
-	for _, k := range m.Keys() {
-		l, _ := m.Get(k)
-		lm.leases[k] = newLease(l.Token, now, l.LeaseMS)
-	}
+	lm.leases = make(map[string]*lease, m.Len())
+	lm.leaseQ = make(leaseQueue, 0, m.Len())
+	m.Range(func(k string, l fsm.Lock) {
+		d := time.Duration(l.LeaseMS) * time.Millisecond
+		ls := &lease{key: k, token: l.Token, deadline: now + d, length: d, pos: len(lm.leaseQ)}
+		ls.check = lm.hooks.expireAt(*ls)
+		lm.leases[k] = ls
+		lm.leaseQ = append(lm.leaseQ, ls)
+	})
+	heap.Init(&lm.leaseQ) // O(n): the keys came in map order
 }
 
 // Become records a role change. Losing leadership, or a new term, ends every
@@ -247,7 +267,7 @@ func (lm *LockManager) ready() error {
 
 // Submit decides a client request at local time now.
 func (lm *LockManager) Submit(now time.Duration, r Request) {
-	req := &request{Request: r}
+	req := &request{Request: r, wpos: -1}
 	switch r.Op {
 	case OpAcquire:
 		if err := ValidateKey(r.Key); err != nil {
@@ -354,9 +374,7 @@ func (lm *LockManager) acquire(now time.Duration, req *request) {
 			lm.deliver(req, fsm.Result{}, err)
 			return
 		}
-		req.waitUntil = now + max(req.Wait, 0)
-		lm.waiters[key] = append(lm.waiters[key], req)
-		lm.nwaiting++
+		lm.queueWaiter(req, now+max(req.Wait, 0))
 	}
 }
 
@@ -476,6 +494,7 @@ func (lm *LockManager) removeWaiter(req *request) {
 		if w == req {
 			q = append(q[:i:i], q[i+1:]...)
 			lm.nwaiting--
+			lm.unqueueWaiter(req)
 			break
 		}
 	}
@@ -530,12 +549,16 @@ func (lm *LockManager) releaseGhost(key string, token uint64) {
 // pump proposes a Grant for the first live waiter of key once key is free.
 func (lm *LockManager) pump(key string) {
 	if lm.ready() != nil {
+		if len(lm.waiters[key]) > 0 {
+			lm.repump[key] = struct{}{}
+		}
 		return
 	}
 	for len(lm.waiters[key]) > 0 && lm.canGrant(key, true) {
 		q := lm.waiters[key]
 		w := q[0]
 		lm.nwaiting--
+		lm.unqueueWaiter(w)
 		if len(q) == 1 {
 			delete(lm.waiters, key)
 		} else {
@@ -577,12 +600,12 @@ func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.R
 	// Leases: every member, local clock, set at apply (rule 6).
 	switch res.Status {
 	case fsm.Granted, fsm.Renewed:
-		lm.leases[key] = newLease(res.Token, now, env.Cmd.LeaseMS)
+		lm.setLease(key, res.Token, now, env.Cmd.LeaseMS)
 	case fsm.Released:
-		delete(lm.leases, key)
+		lm.deleteLease(key)
 	case fsm.Expired:
 		if res.Existed {
-			delete(lm.leases, key)
+			lm.deleteLease(key)
 		}
 		if m, ok := lm.expiring[key]; ok && m.token == env.Cmd.Token {
 			delete(lm.expiring, key)
@@ -637,6 +660,9 @@ func (lm *LockManager) Drop(envs []fsm.Envelope) {
 		}
 		if m, ok := lm.expiring[env.Cmd.Key]; ok && env.Cmd.Op == fsm.OpExpire && m.token == env.Cmd.Token {
 			delete(lm.expiring, env.Cmd.Key)
+			if l, ok := lm.leases[env.Cmd.Key]; ok && l.token == m.token {
+				lm.recheckLease(l, m.at) // not in the log: propose it again at the next tick
+			}
 		}
 	}
 	for _, k := range pumps {
@@ -656,74 +682,74 @@ func (lm *LockManager) DropStale(env fsm.Envelope) {
 // Term returns the term the manager decides in.
 func (lm *LockManager) Term() uint64 { return lm.term }
 
+// maxExpiresPerTick bounds the Expires one tick proposes, so that a mass
+// expiry (a million leases granted together run out together) is spread
+// over ticks instead of stalling one; the rest stay due for the next.
+const maxExpiresPerTick = 4096
+
 // Tick runs the timers at local time now: waiters whose wait ran out, and on
 // the leader the Expire of every lease whose local deadline has passed.
+// Its cost is in the timers that are due, never in the size of the table.
 func (lm *LockManager) Tick(now time.Duration) {
-	keys := sortedKeys(lm.waiters)
-	for _, key := range keys {
-		q := lm.waiters[key]
-		_, held := lm.machine.Get(key)
-		live := q[:0:0]
-		var expired []*request
-		for _, w := range q {
-			if now >= w.waitUntil && !w.cancelled && held {
-				expired = append(expired, w)
-				continue
-			}
-			if !w.cancelled {
-				live = append(live, w)
-			}
+	lm.tickWaiters(now)
+	if len(lm.repump) > 0 && lm.ready() == nil {
+		keys := make([]string, 0, len(lm.repump))
+		for k := range lm.repump {
+			keys = append(keys, k)
 		}
-		lm.nwaiting -= len(q) - len(live)
-		if len(live) == 0 {
-			delete(lm.waiters, key)
-		} else {
-			lm.waiters[key] = live
+		slices.Sort(keys)
+		clear(lm.repump)
+		for _, key := range keys {
+			lm.pump(key)
 		}
-		for _, w := range expired {
-			// The wait ran out while the key looked held: answer as a
-			// try-acquire would now, which confirms "held" first.
-			w.Wait, w.confirmed = 0, false
-			lm.acquire(now, w)
-		}
-	}
-	for _, key := range sortedKeys(lm.waiters) {
-		lm.pump(key) // a queue on a free key with nothing in flight
 	}
 	if lm.hooks.localExpiry {
-		for _, key := range sortedKeys(lm.leases) {
-			if l := lm.leases[key]; now >= l.deadline {
-				lm.machine.Apply(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token})
-				delete(lm.leases, key)
-			}
+		for l, ok := lm.leaseQ.due(now); ok && l.deadline <= now; l, ok = lm.leaseQ.due(now) {
+			lm.machine.Apply(fsm.Command{Op: fsm.OpExpire, Key: l.key, Token: l.token})
+			lm.deleteLease(l.key)
 		}
 	}
 	if lm.ready() != nil {
 		return
 	}
-	for _, key := range sortedKeys(lm.leases) {
-		l := lm.leases[key]
-		if now < lm.hooks.expireAt(l) {
+	for n := 0; n < maxExpiresPerTick; n++ {
+		l, ok := lm.leaseQ.due(now)
+		if !ok {
+			break
+		}
+		if m, ok := lm.expiring[l.key]; ok && m.token == l.token && now-m.at < time.Second {
+			// Already proposed; re-propose only if it seems lost.
+			lm.recheckLease(l, m.at+time.Second)
 			continue
 		}
-		if m, ok := lm.expiring[key]; ok && m.token == l.token && now-m.at < time.Second {
-			continue // already proposed; re-propose only if it seems lost
-		}
-		if lm.renewing[key] > 0 {
+		if lm.renewing[l.key] > 0 {
 			// A renewal the holder was promised is in the log ahead of
-			// anything we would propose now: wait for its new deadline.
+			// anything we would propose now: wait for its new deadline
+			// (its apply reschedules this lease), looking again next tick
+			// in case it is dropped.
+			lm.recheckLease(l, now+1)
 			continue
 		}
-		lm.expiring[key] = expireMark{token: l.token, at: now}
-		lm.proposeInternal(lm.hooks.expireCommand(key, l.token))
+		lm.expiring[l.key] = expireMark{token: l.token, at: now}
+		lm.recheckLease(l, now+time.Second)
+		lm.proposeInternal(lm.hooks.expireCommand(l.key, l.token))
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// tickWaiters ends the queued acquires whose wait ran out while their key
+// was held: each is answered as a try-acquire would be now, which confirms
+// "held" first. A wait that runs out while the key is only being granted
+// (a Grant in flight may yet be dropped) is looked at again next tick.
+func (lm *LockManager) tickWaiters(now time.Duration) {
+	for len(lm.waitQ) > 0 && lm.waitQ[0].checkAt <= now {
+		w := lm.waitQ[0]
+		if _, held := lm.machine.Get(w.Key); !held {
+			w.checkAt = now + 1
+			heap.Fix(&lm.waitQ, 0)
+			continue
+		}
+		lm.removeWaiter(w)
+		w.Wait, w.confirmed = 0, false
+		lm.acquire(now, w)
 	}
-	slices.Sort(keys)
-	return keys
 }
