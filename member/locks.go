@@ -130,7 +130,7 @@ type LockManager struct {
 	waitQ    waiterQueue              // the waiters by wait deadline (timers.go)
 	// repump are keys whose queue could not be pumped when they were
 	// freed (the manager could not decide then); Tick pumps them.
-	repump map[string]struct{}
+	repump   map[string]struct{}
 	expiring map[string]expireMark
 	limits   Limits
 
