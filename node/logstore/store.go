@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -54,8 +55,13 @@ func entryKey(i uint64) []byte {
 // raft never sees an entry as stable before it is durable.
 type Disk struct {
 	*raft.MemoryStorage
-	db *pebble.DB
-	mu sync.Mutex // orders Save against Compact on the pebble side
+	db    *pebble.DB
+	files snapFiles // snapshot data (snapfile.go)
+	seq   atomic.Uint64
+	mu    sync.Mutex // orders Save against Compact on the pebble side
+	// snapName is the file holding the stored snapshot's data ("" for
+	// data kept in pebble: the seed, and stores from before the files).
+	snapName string
 }
 
 var _ Store = (*Disk)(nil)
@@ -107,7 +113,7 @@ func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db}
+	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}}
 	if err := s.load(initial); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load raft log from %s: %w", dir, err)
@@ -128,6 +134,16 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 		if err := s.seed(initial); err != nil {
 			return fmt.Errorf("write initial configuration: %w", err)
 		}
+	}
+	if isRef(snap.GetData()) {
+		name, data, err := s.files.read(snap.GetData())
+		if err != nil {
+			return fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+		}
+		snap.Data, s.snapName = data, name
+	}
+	if err := s.files.removeExcept(s.snapName); err != nil {
+		return err
 	}
 	hs := &raftpb.HardState{}
 	if found, err := s.getProto(keyHardState, hs); err != nil {
@@ -254,14 +270,38 @@ func (s *Disk) getProto(key []byte, m proto.Message) (bool, error) {
 	return true, nil
 }
 
-// Save implements Store.
+// Save implements Store. A received snapshot's data goes to a file of its
+// own first (snapfile.go); the batch stores the reference to it.
 func (s *Disk) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error {
+	received := snap != nil && !raft.IsEmptySnap(snap)
+	var file string
+	var ref []byte
+	if received {
+		var err error
+		if file, ref, err = s.files.write(snap.GetMetadata().GetIndex(), s.seq.Add(1), snap.GetData()); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.save(hs, entries, snap, ref, sync); err != nil {
+		s.files.remove(file)
+		return err
+	}
+	if received {
+		s.files.remove(s.snapName)
+		s.snapName = file
+	}
+	return nil
+}
+
+// save writes one Ready in one pebble batch and mirrors it; pebble gets
+// ref in place of snap's data. The caller holds s.mu.
+func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, ref []byte, sync bool) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	if snap != nil && !raft.IsEmptySnap(snap) {
-		data, err := proto.Marshal(snap)
+		data, err := proto.Marshal(&raftpb.Snapshot{Metadata: snap.GetMetadata(), Data: ref})
 		if err != nil {
 			return err
 		}
@@ -315,10 +355,32 @@ func (s *Disk) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 	return nil
 }
 
-// Compact implements Store.
+// Compact implements Store. It may run on another goroutine than Save:
+// the data's file is written beside the Ready loop's commits, and only the
+// small batch that records it and drops the log waits for them.
 func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
+	if cur, err := s.MemoryStorage.Snapshot(); err == nil && cur.GetMetadata().GetIndex() >= index {
+		return nil // a newer snapshot is stored already (one received)
+	}
+	file, ref, err := s.files.write(index, s.seq.Add(1), data)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.compact(index, cs, data, ref, compactTo); err != nil || s.snapName != file {
+		s.files.remove(file)
+		return err
+	}
+	return nil
+}
+
+// compact records the snapshot at index, its data in the file ref names,
+// and drops the log before compactTo. The caller holds s.mu; on success
+// s.snapName is the new file, and the file it replaced is gone. A snapshot
+// that is out of date (a newer one arrived meanwhile) leaves everything as
+// it was and s.snapName unchanged.
+func (s *Disk) compact(index uint64, cs *raftpb.ConfState, data, ref []byte, compactTo uint64) error {
 	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, data)
 	if errors.Is(err, raft.ErrSnapOutOfDate) {
 		return nil
@@ -326,7 +388,7 @@ func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactT
 	if err != nil {
 		return fmt.Errorf("create snapshot at %d: %w", index, err)
 	}
-	enc, err := proto.Marshal(snap)
+	enc, err := proto.Marshal(&raftpb.Snapshot{Metadata: snap.GetMetadata(), Data: ref})
 	if err != nil {
 		return err
 	}
@@ -347,6 +409,10 @@ func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactT
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("persist snapshot at %d: %w", index, err)
 	}
+	old := s.snapName
+	name, _, _ := decodeRef(ref)
+	s.snapName = name
+	s.files.remove(old)
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
 		return fmt.Errorf("compact log to %d: %w", compactTo, err)
 	}

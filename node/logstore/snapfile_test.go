@@ -1,0 +1,94 @@
+package logstore
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+func snapFilesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	des, _ := os.ReadDir(filepath.Join(dir, snapDir))
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Snapshot data lives in one file beside pebble: each compaction or
+// install replaces the file, a reopen reads the data back whole, and what
+// an interrupted write left (a .tmp, a file no reference names) is
+// removed at open.
+func TestSnapshotDataLivesInOneFile(t *testing.T) {
+	dir := t.TempDir()
+	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
+	s := openTestStorage(t, dir)
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(20))}, ents(1, 1, 20), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("lock-table "), 3<<20) // past snapSyncEvery: written in synced pieces
+	if err := s.Compact(10, cs, big[:1000], 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(15, cs, big, 12); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapFilesIn(t, dir); len(got) != 1 || !strings.HasPrefix(got[0], "00000000000000000015-") {
+		t.Fatalf("snapshot files after two compactions: %v, want the one at 15", got)
+	}
+	// An older snapshot than the stored one changes nothing.
+	if err := s.Compact(12, cs, []byte("old"), 11); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapFilesIn(t, dir); len(got) != 1 {
+		t.Fatalf("snapshot files after an out-of-date compaction: %v", got)
+	}
+	s.Close()
+	for _, n := range []string{"00000000000000000099-7.snap", "00000000000000000100-8.snap.tmp"} {
+		os.WriteFile(filepath.Join(dir, snapDir, n), []byte("left by a crash"), 0o644)
+	}
+	s = openTestStorage(t, dir)
+	snap, _ := s.Snapshot()
+	if snap.GetMetadata().GetIndex() != 15 || !bytes.Equal(snap.GetData(), big) {
+		t.Fatalf("reopened snapshot at %d with %d bytes, want 15 with %d", snap.GetMetadata().GetIndex(), len(snap.GetData()), len(big))
+	}
+	if got := snapFilesIn(t, dir); len(got) != 1 || !strings.HasPrefix(got[0], "00000000000000000015-") {
+		t.Fatalf("snapshot files after reopen: %v, want only the referenced one", got)
+	}
+	// A received snapshot replaces the file too.
+	recv := &raftpb.Snapshot{Data: []byte("from the leader"), Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(40)), Term: new(uint64(2)), ConfState: cs}}
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(40))}, nil, recv, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapFilesIn(t, dir); len(got) != 1 || !strings.HasPrefix(got[0], "00000000000000000040-") {
+		t.Fatalf("snapshot files after an install: %v", got)
+	}
+	s.Close()
+}
+
+// A snapshot file that does not match its reference's SHA-256 is refused
+// at open, naming the file, rather than handing raft damaged data.
+func TestDamagedSnapshotFileRefusedAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStorage(t, dir)
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(5))}, ents(1, 1, 5), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(5, &raftpb.ConfState{Voters: []uint64{1}}, []byte("the lock table"), 3); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	name := snapFilesIn(t, dir)[0]
+	os.WriteFile(filepath.Join(dir, snapDir, name), []byte("the lock tablX"), 0o644)
+	if _, err := Open(dir, []uint64{1}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("open over a damaged snapshot file: %v, want an error naming %s", err, name)
+	}
+}
