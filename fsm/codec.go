@@ -195,15 +195,21 @@ func (r *reader) command() Command {
 }
 
 // Snapshot encodes the whole table, keys in sorted order, with a checksum.
-// Equal tables give equal bytes on every node.
+// Equal tables give equal bytes on every node. It reads the table only, so
+// on a Frozen copy it may run beside the member that goes on applying.
 func (m *Machine) Snapshot() []byte {
-	b := make([]byte, 0, 16+len(m.locks)*32)
+	keys := m.locks.sortedKeys()
+	size := 16
+	for _, k := range keys {
+		size += len(k) + 3*binary.MaxVarintLen64
+	}
+	b := make([]byte, 0, size)
 	b = append(b, snapshotMagic...)
 	b = append(b, snapshotFormat)
 	b = binary.AppendUvarint(b, m.lastToken)
-	b = binary.AppendUvarint(b, uint64(len(m.locks)))
-	for _, k := range m.Keys() {
-		l := m.locks[k]
+	b = binary.AppendUvarint(b, uint64(m.locks.n))
+	for _, k := range keys {
+		l, _ := m.locks.get(k)
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
 		b = binary.AppendUvarint(b, l.Token)
@@ -211,6 +217,30 @@ func (m *Machine) Snapshot() []byte {
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
+
+// Frozen is a read-only copy of a lock table as it was when Freeze was
+// called. It is safe to use from another goroutine than the Machine's.
+type Frozen struct{ m Machine }
+
+// Freeze returns the table as it is now, in O(1024) whatever its size:
+// the copy shares the table's memory, and the Machine copies a part of it
+// only when it next writes there. Encoding the copy (Frozen.Snapshot)
+// can then run off the member's goroutine while it goes on applying.
+func (m *Machine) Freeze() *Frozen {
+	return &Frozen{m: Machine{locks: m.locks.freeze(), lastToken: m.lastToken, sum: m.sum}}
+}
+
+// Snapshot encodes the frozen table as Machine.Snapshot does.
+func (f *Frozen) Snapshot() []byte { return f.m.Snapshot() }
+
+// Len returns the number of locks in the frozen table.
+func (f *Frozen) Len() int { return f.m.Len() }
+
+// LastToken returns the frozen table's last token.
+func (f *Frozen) LastToken() uint64 { return f.m.lastToken }
+
+// Digest returns the frozen table's digest (Machine.Digest).
+func (f *Frozen) Digest() string { return f.m.Digest() }
 
 // Restore decodes a Snapshot. It rejects corrupt input, including a lock
 // whose token is above the recorded last token or a key listed twice.

@@ -37,18 +37,18 @@ func (d *digestSum) sub(key string, l Lock) {
 
 // put sets key's lock, keeping the digest.
 func (m *Machine) put(key string, l Lock) {
-	if old, ok := m.locks[key]; ok {
+	if old, ok := m.locks.get(key); ok {
 		m.sum.sub(key, old)
 	}
-	m.locks[key] = l
+	m.locks.set(key, l)
 	m.sum.add(key, l)
 }
 
 // del removes key's lock, keeping the digest.
 func (m *Machine) del(key string) {
-	if old, ok := m.locks[key]; ok {
+	if old, ok := m.locks.get(key); ok {
 		m.sum.sub(key, old)
-		delete(m.locks, key)
+		m.locks.remove(key)
 	}
 }
 
@@ -60,7 +60,7 @@ func (m *Machine) Digest() string {
 	binary.BigEndian.PutUint64(b[0:], m.sum.a)
 	binary.BigEndian.PutUint64(b[8:], m.sum.b)
 	binary.BigEndian.PutUint64(b[16:], m.lastToken)
-	binary.BigEndian.PutUint64(b[24:], uint64(len(m.locks)))
+	binary.BigEndian.PutUint64(b[24:], uint64(m.locks.n))
 	sum := sha256.Sum256(b[:])
 	return hex.EncodeToString(sum[:8])
 }

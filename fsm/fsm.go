@@ -9,7 +9,6 @@ package fsm
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // Op names a replicated command.
@@ -110,14 +109,14 @@ type Lock struct {
 
 // Machine is the lock table. The zero value is not usable; call New.
 type Machine struct {
-	locks     map[string]Lock
+	locks     table
 	lastToken uint64
 	sum       digestSum // of locks, for Digest
 }
 
 // New returns an empty lock table whose first grant will get token 1.
 func New() *Machine {
-	return &Machine{locks: make(map[string]Lock)}
+	return &Machine{locks: newTable()}
 }
 
 // Apply applies one committed command and returns its result. It is total:
@@ -125,20 +124,20 @@ func New() *Machine {
 func (m *Machine) Apply(c Command) Result {
 	switch c.Op {
 	case OpGrant:
-		if _, held := m.locks[c.Key]; held {
+		if _, held := m.locks.get(c.Key); held {
 			return Result{Status: GrantRejected}
 		}
 		m.lastToken++
 		m.put(c.Key, Lock{Token: m.lastToken, LeaseMS: c.LeaseMS})
 		return Result{Status: Granted, Token: m.lastToken}
 	case OpRelease:
-		if _, held := m.locks[c.Key]; !held {
+		if _, held := m.locks.get(c.Key); !held {
 			return Result{Status: NotFound}
 		}
 		m.del(c.Key)
 		return Result{Status: Released}
 	case OpExpire:
-		l, held := m.locks[c.Key]
+		l, held := m.locks.get(c.Key)
 		if !held || l.Token != c.Token {
 			// A late or duplicated expiry: the lock it was meant for is gone,
 			// and a lock granted since then must survive.
@@ -147,7 +146,7 @@ func (m *Machine) Apply(c Command) Result {
 		m.del(c.Key)
 		return Result{Status: Expired, Existed: true}
 	case OpRenew:
-		l, held := m.locks[c.Key]
+		l, held := m.locks.get(c.Key)
 		if !held || l.Token != c.Token {
 			return Result{Status: NotFound}
 		}
@@ -160,12 +159,14 @@ func (m *Machine) Apply(c Command) Result {
 
 // Get returns the lock held on key, if any.
 func (m *Machine) Get(key string) (Lock, bool) {
-	l, ok := m.locks[key]
-	return l, ok
+	return m.locks.get(key)
 }
 
+// EncodedSize estimates the bytes of the table's Snapshot, in O(1).
+func (m *Machine) EncodedSize() uint64 { return m.locks.bytes + 16 }
+
 // Len returns the number of held locks.
-func (m *Machine) Len() int { return len(m.locks) }
+func (m *Machine) Len() int { return m.locks.n }
 
 // SkipTokens raises the last token by n without granting anything, so the
 // next grant's token is above any of the n a copy of this table may have
@@ -186,17 +187,10 @@ func (m *Machine) LastToken() uint64 { return m.lastToken }
 // whose result does not depend on order (building an index), which would
 // otherwise sort a million keys for nothing.
 func (m *Machine) Range(f func(key string, l Lock)) {
-	for k, l := range m.locks {
-		f(k, l)
-	}
+	m.locks.each(f)
 }
 
 // Keys returns the held keys in sorted order.
 func (m *Machine) Keys() []string {
-	keys := make([]string, 0, len(m.locks))
-	for k := range m.locks {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return m.locks.sortedKeys()
 }

@@ -13,18 +13,19 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// Backup returns the applied index, its term and the lock table at that
-// index (as fsm.Machine.Snapshot encodes it), read together. Only a leader
+// Backup returns the applied index, its term and a frozen copy of the lock
+// table at that index, read together (encode it off the member's
+// goroutine: Frozen.Snapshot). Only a leader
 // whose term barrier passed answers: its table holds every command
 // committed before its term, so the backup is never older than an answer
 // the cluster already gave. Anything else answers as a lock call would
 // (NotLeaderError, ErrUnavailable, ErrStopped).
-func (c *Core) Backup() (index, term uint64, table []byte, err error) {
+func (c *Core) Backup() (index, term uint64, table *fsm.Frozen, err error) {
 	if err := c.CanDecide(); err != nil {
 		return 0, 0, nil, err
 	}
 	index, term = c.lm.Applied()
-	return index, term, c.lm.machine.Snapshot(), nil
+	return index, term, c.lm.machine.Freeze(), nil
 }
 
 // A backup file (raftlock snapshot save, read by raftlock snapshot

@@ -117,13 +117,22 @@ type AppliedEntry struct {
 }
 
 // Compaction asks the driver to store a snapshot of the table at Index (which
-// is applied) and drop the log before CompactTo.
+// is applied) and drop the log before CompactTo. The table is a frozen
+// copy: Data encodes it, which costs time in the size of the table, so a
+// driver calls it off the goroutine that drives the core (the core goes on
+// applying meanwhile) and may store the compaction whenever it is done,
+// dropping one that a later compaction overtook.
 type Compaction struct {
 	Index     uint64
 	ConfState *raftpb.ConfState
-	Data      []byte
+	Table     *fsm.Frozen
+	Book      Book
 	CompactTo uint64
 }
+
+// Data encodes the snapshot's data (EncodeSnapshot). Safe to call from
+// any goroutine.
+func (c *Compaction) Data() []byte { return EncodeSnapshot(c.Table.Snapshot(), c.Book) }
 
 // Status describes a member, in the shape the client protocol carries.
 type Status = wire.Status
@@ -157,6 +166,7 @@ type Core struct {
 	term, lead uint64
 	commit     uint64
 	lastSnap   uint64
+	logBytes   uint64 // bytes of the entries applied since lastSnap
 	appliedAt  uint64 // tick count when applied last moved
 
 	answers    []Answer
@@ -772,6 +782,7 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 			c.log.Info("leader ready: applied the first entry of its term", "term", c.term, "index", e.GetIndex())
 		}
 		applied = e.GetIndex()
+		c.logBytes += uint64(len(e.GetData()))
 		c.appliedAt = c.ticks
 		c.metrics.EntriesApplied.Inc()
 	}
@@ -783,16 +794,25 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 	c.metrics.Commit.Set(float64(c.commit))
 	c.metrics.ApplyLag.Set(float64(c.commit - min(c.commit, applied)))
 	c.metrics.LocksHeld.Set(float64(c.lm.machine.Len()))
-	if applied > c.lastSnap && (applied-c.lastSnap >= c.cfg.SnapshotEvery || c.snapshotNow) {
+	if applied > c.lastSnap && (c.snapshotDue(applied) || c.snapshotNow) {
 		c.snapshotNow = false
 		compactTo := uint64(1)
 		if applied > c.cfg.SnapshotKeep {
 			compactTo = applied - c.cfg.SnapshotKeep
 		}
-		c.compaction = &Compaction{Index: applied, ConfState: c.cs, Data: EncodeSnapshot(c.lm.machine.Snapshot(), c.book), CompactTo: compactTo}
-		c.lastSnap = applied
+		c.compaction = &Compaction{Index: applied, ConfState: c.cs, Table: c.lm.machine.Freeze(), Book: c.book.clone(), CompactTo: compactTo}
+		c.lastSnap, c.logBytes = applied, 0
 	}
 	return nil
+}
+
+// snapshotDue says whether the log applied since the last snapshot is
+// worth replacing by one: SnapshotEvery entries, and (what keeps a big
+// table from being written over and over) at least half as many bytes as
+// the table's snapshot. Each snapshot then costs at most twice the log it
+// retires, so its cost per command stays flat however big the table.
+func (c *Core) snapshotDue(applied uint64) bool {
+	return applied-c.lastSnap >= c.cfg.SnapshotEvery && c.logBytes >= c.lm.machine.EncodedSize()/2
 }
 
 // Stop ends every request in progress (their answers: TakeAnswers); the

@@ -97,7 +97,7 @@ func (c *testCluster) handle(id uint64) bool {
 	c.journal[id] = append(c.journal[id], rd.Applied...)
 	ms := c.stores[id]
 	if cp := rd.Compaction; cp != nil {
-		if _, err := ms.CreateSnapshot(cp.Index, cp.ConfState, cp.Data); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		if _, err := ms.CreateSnapshot(cp.Index, cp.ConfState, cp.Data()); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 			c.t.Fatalf("member %d: store snapshot at %d: %v", id, cp.Index, err)
 		}
 		if err := ms.Compact(cp.CompactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
@@ -677,7 +677,7 @@ func TestCompactionEverySnapshotEveryEntries(t *testing.T) {
 			return
 		}
 		got = append(got, comp{cp.Index, cp.CompactTo})
-		m, _, _, err := DecodeSnapshot(cp.Data)
+		m, _, _, err := DecodeSnapshot(cp.Data())
 		if err != nil {
 			t.Fatalf("compaction data: %v", err)
 		}

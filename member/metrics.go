@@ -17,7 +17,7 @@ type Metrics struct {
 	CommandsApplied, LeaderChanges, Snapshots           prometheus.Counter
 	GhostReleases, SnapshotsInstalled                   prometheus.Counter
 	SnapshotsRefused                                    prometheus.Counter
-	FsyncSeconds, BatchSize                             prometheus.Histogram
+	FsyncSeconds, BatchSize, SnapshotSeconds            prometheus.Histogram
 	Applied, LocksHeld, Waiters, IsLeader, Term         prometheus.Gauge
 	Commit, ApplyLag, FirstIndex                        prometheus.Gauge
 	// ClientRequests counts client calls by operation and result, and
@@ -56,7 +56,9 @@ func NewMetrics(process bool) *Metrics {
 		Help: "Latency of synced raft log writes.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)})
 	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "batch_commands",
 		Help: "Commands per proposed log entry.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)})
-	m.Registry.MustRegister(m.FsyncSeconds, m.BatchSize)
+	m.SnapshotSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "snapshot_seconds",
+		Help: "Time to encode and store a snapshot, off the member's loop.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)})
+	m.Registry.MustRegister(m.FsyncSeconds, m.BatchSize, m.SnapshotSeconds)
 	m.Applied = gauge("applied_index", "Highest applied log index.")
 	m.Commit = gauge("commit_index", "Highest log index known committed.")
 	m.FirstIndex = gauge("first_index", "First log index still stored; a follower behind it needs a snapshot.")

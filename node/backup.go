@@ -32,9 +32,13 @@ func (n *Node) Backup(ctx context.Context) (Backup, error) {
 		return Backup{}, err
 	}
 	var b Backup
+	var table *fsm.Frozen
 	var err error
-	if !n.inspect(func(c *member.Core) { b.Index, b.Term, b.Table, err = c.Backup() }) {
+	if !n.inspect(func(c *member.Core) { b.Index, b.Term, table, err = c.Backup() }) {
 		return Backup{}, ErrStopped
+	}
+	if err == nil {
+		b.Table = table.Snapshot() // here, not on the member's goroutine
 	}
 	var nl *member.NotLeaderError
 	if errors.As(err, &nl) && nl.LeaderID != 0 && nl.LeaderAddr == "" {

@@ -134,6 +134,14 @@ type Node struct {
 	bookVersion uint64
 	bookSynced  bool
 
+	// Snapshots are encoded and stored off the loop (compact): at most
+	// one at a time, and the latest one that came meanwhile waits in
+	// nextCompaction (both loop-owned). compactc brings the outcome back.
+	compacting     bool
+	nextCompaction *member.Compaction
+	compactc       chan compactDone
+	compactWG      sync.WaitGroup
+
 	handles atomic.Uint64
 	// callc carries calls and their abandonment in one queue, so the loop
 	// always sees a call before the news that its caller left.
@@ -166,6 +174,12 @@ type call struct {
 type callInput struct {
 	cl      *call
 	abandon bool
+}
+
+type compactDone struct {
+	index uint64
+	took  time.Duration
+	err   error
 }
 
 type peerReport struct {
@@ -204,6 +218,7 @@ func New(cfg Config) (*Node, error) {
 		callc: make(chan callInput, callQueueLen),
 		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
 		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),
+		compactc: make(chan compactDone, 1),
 	}
 	bootstrap := cfg.Peers
 	if cfg.Join != nil {
@@ -352,6 +367,7 @@ func (n *Node) Close() error {
 		} else {
 			close(n.loopDone)
 		}
+		n.compactWG.Wait() // a snapshot being written is dropped whole or stored whole
 		n.storage.Close()
 		if n.journal != nil {
 			n.journal.close()
@@ -477,6 +493,11 @@ func (n *Node) run() {
 			}
 		case f := <-n.fnc:
 			f(c)
+		case d := <-n.compactc:
+			if err := n.compacted(d); err != nil {
+				n.fail(err)
+				return
+			}
 		}
 		for c.HasReady() {
 			if err := n.handle(c.Ready(n.clock.Now()), calls); err != nil {
@@ -558,12 +579,7 @@ func (n *Node) handle(rd member.Ready, calls map[uint64]*call) error {
 		}
 	}
 	if cp := rd.Compaction; cp != nil && journalOK {
-		if err := n.storage.Compact(cp.Index, cp.ConfState, cp.Data, cp.CompactTo); err != nil {
-			n.deliver(calls, rd.Answers)
-			return fmt.Errorf("compact log at %d: %w", cp.Index, err)
-		}
-		n.metrics.Snapshots.Inc()
-		n.noteFirstIndex()
+		n.compact(cp)
 	}
 	n.transport.Send(rd.SendBeforePersist)
 	if rd.HardState != nil || len(rd.Entries) > 0 || rd.Snapshot != nil {
@@ -589,6 +605,50 @@ func (n *Node) handle(rd member.Ready, calls map[uint64]*call) error {
 	}
 	if rd.Snapshot != nil {
 		n.noteFirstIndex()
+	}
+	return nil
+}
+
+// compact encodes and stores a snapshot on a goroutine of its own: for a
+// big table that takes longer than an election timeout, which the loop
+// must never stop for (it sends the heartbeats). The core goes on
+// applying meanwhile; the frozen table it handed over does not change.
+// A compaction that comes while one is being written waits, replacing any
+// that waited before it (the later one covers more).
+func (n *Node) compact(cp *member.Compaction) {
+	if n.compacting {
+		n.nextCompaction = cp
+		return
+	}
+	n.compacting = true
+	n.compactWG.Add(1)
+	go func() {
+		defer n.compactWG.Done()
+		start := time.Now()
+		err := n.storage.Compact(cp.Index, cp.ConfState, cp.Data(), cp.CompactTo)
+		if err != nil {
+			err = fmt.Errorf("compact log at %d: %w", cp.Index, err)
+		}
+		select {
+		case n.compactc <- compactDone{index: cp.Index, took: time.Since(start), err: err}:
+		case <-n.stopc:
+		}
+	}()
+}
+
+// compacted records a finished compaction and starts the one that waited.
+func (n *Node) compacted(d compactDone) error {
+	n.compacting = false
+	if d.err != nil {
+		return d.err
+	}
+	n.metrics.Snapshots.Inc()
+	n.metrics.SnapshotSeconds.Observe(d.took.Seconds())
+	n.noteFirstIndex()
+	n.log.Debug("stored snapshot", "index", d.index, "took", d.took)
+	if next := n.nextCompaction; next != nil {
+		n.nextCompaction = nil
+		n.compact(next)
 	}
 	return nil
 }

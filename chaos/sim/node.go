@@ -322,7 +322,7 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 	// (2) the compaction
 	if c := rd.Compaction; c != nil {
 		fail := n.ioErr > 0 && s.rngDisk.Float64() < n.ioErr
-		if err := n.disk.Compact(c.Index, c.ConfState, c.Data, c.CompactTo, fail); err != nil {
+		if err := n.disk.Compact(c.Index, c.ConfState, c.Data(), c.CompactTo, fail); err != nil {
 			s.stop(n, fmt.Errorf("compact at %d: %w", c.Index, err))
 			return
 		}

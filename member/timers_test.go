@@ -1,0 +1,142 @@
+package member
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// checkTimers asserts the timers' invariants: every lease of the table is
+// in the lease queue exactly once, at the place it records, and every
+// queued waiter is in the wait queue exactly once.
+func checkTimers(t *testing.T, lm *LockManager) {
+	t.Helper()
+	if len(lm.leaseQ) != len(lm.leases) || len(lm.leases) != lm.machine.Len() {
+		t.Fatalf("lease queue %d, leases %d, table %d: out of step", len(lm.leaseQ), len(lm.leases), lm.machine.Len())
+	}
+	for i, l := range lm.leaseQ {
+		if l.pos != i || lm.leases[l.key] != l {
+			t.Fatalf("lease queue slot %d holds %q at pos %d, not the table's lease", i, l.key, l.pos)
+		}
+	}
+	queued := 0
+	for _, q := range lm.waiters {
+		for _, w := range q {
+			queued++
+			if w.wpos < 0 || w.wpos >= len(lm.waitQ) || lm.waitQ[w.wpos] != w {
+				t.Fatalf("waiter h%d on %q is not in the wait queue (pos %d)", w.Handle, w.Key, w.wpos)
+			}
+		}
+	}
+	if queued != len(lm.waitQ) || queued != lm.nwaiting {
+		t.Fatalf("waiters %d, wait queue %d, count %d: out of step", queued, len(lm.waitQ), lm.nwaiting)
+	}
+}
+
+// Leases run out in deadline order, ties in key order, whatever order
+// they were granted in: the leader's Expires come out in that order, so a
+// replay proposes the same entries.
+func TestExpiresComeInDeadlineThenKeyOrder(t *testing.T) {
+	h := newLM(t, "")
+	h.follow(2, 3)
+	for _, g := range []fsm.Command{
+		{Op: fsm.OpGrant, Key: "c", LeaseMS: 3000},
+		{Op: fsm.OpGrant, Key: "b", LeaseMS: 2000},
+		{Op: fsm.OpGrant, Key: "a", LeaseMS: 2000},
+		{Op: fsm.OpGrant, Key: "d", LeaseMS: 1000},
+	} {
+		h.foreign(2, g)
+	}
+	h.do(func() { h.lm.Become(true, 3, 1) })
+	h.barrier(3)
+	h.expect("before any deadline", h.tick(999*ms), "")
+	h.expect("d's deadline", h.tick(1000*ms), `propose Expire{"d", 4}@3`)
+	h.commit()
+	h.expect("a and b together, in key order", h.tick(2500*ms), `propose Expire{"a", 3}@3; propose Expire{"b", 2}@3`)
+	h.expect("c", h.tick(3000*ms), `propose Expire{"c", 1}@3`)
+	h.commitAll()
+	h.expect("all gone", h.tick(10*time.Second), "")
+	checkTimers(t, h.lm)
+}
+
+// A mass expiry (a table whose leases all run out together) is proposed
+// maxExpiresPerTick at a time, so no tick does work in the size of the
+// table; the rest follow on the next ticks, and an Expire proposed is not
+// proposed again within the second.
+func TestMassExpirySpreadOverTicks(t *testing.T) {
+	h := newLM(t, "")
+	h.lead(2)
+	n := 2*maxExpiresPerTick + 100
+	for i := range n {
+		h.lm.Apply(0, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: uint64(i + 1)}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: fmt.Sprintf("k%06d", i), LeaseMS: 1000}}, 2)
+	}
+	count := func(s string) int { return strings.Count(s, "propose Expire") }
+	for i, want := range []int{maxExpiresPerTick, maxExpiresPerTick, 100, 0} {
+		if got := count(h.tick(time.Second + time.Duration(i)*ms)); got != want {
+			t.Fatalf("tick %d proposed %d Expires, want %d", i, got, want)
+		}
+	}
+	again := 0
+	for i := range 3 {
+		again += count(h.tick(2*time.Second + time.Duration(10+i)*ms))
+	}
+	if again != n {
+		t.Fatalf("a second later %d Expires were proposed again over three ticks, want all %d (none applied)", again, n)
+	}
+	checkTimers(t, h.lm)
+}
+
+// Waits run out in deadline order across keys, ties by handle; a wait
+// that runs out while its key's Grant is in flight (not held yet) waits
+// on until the table shows the key held.
+func TestWaitsRunOutInDeadlineOrder(t *testing.T) {
+	h := newLM(t, "")
+	h.lead(2)
+	for i, k := range []string{"a", "b"} {
+		h.submit(Request{Handle: 100 + uint64(i), Op: OpAcquire, Key: k, Lease: 10 * time.Second})
+		h.commit()
+	}
+	wait := func(handle uint64, key string, d time.Duration) {
+		h.submit(Request{Handle: handle, Op: OpAcquire, Key: key, Lease: time.Second, Wait: d})
+	}
+	wait(4, "a", 300*ms)
+	wait(3, "b", 100*ms)
+	wait(2, "a", 100*ms)
+	checkTimers(t, h.lm)
+	h.expect("first deadline: both, by handle", h.tick(100*ms), "read h2; read h3; waiting 1")
+	h.expect("last", h.tick(300*ms), "read h4; waiting 0")
+	checkTimers(t, h.lm)
+
+	// A free key with a Grant in flight: the waiter waits past its deadline.
+	h2 := newLM(t, "")
+	h2.lead(2)
+	h2.submit(Request{Handle: 100, Op: OpAcquire, Key: "k", Lease: time.Second})
+	h2.submit(Request{Handle: 5, Op: OpAcquire, Key: "k", Lease: time.Second, Wait: 50 * ms})
+	h2.expect("deadline, Grant not applied", h2.tick(60*ms), "")
+	h2.expect("grant applies", h2.commit(), "h100: token 1")
+	h2.expect("next tick: held now", h2.tick(61*ms), "read h5; waiting 0")
+	checkTimers(t, h2.lm)
+}
+
+// BenchmarkTickWithHeldLocks is a leader's idle tick with a table of n
+// locks whose leases are far from running out: its cost must not grow with
+// n (results/scale.md).
+func BenchmarkTickWithHeldLocks(b *testing.B) {
+	for _, n := range []int{1_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			lm := NewLockManager(1, "", 0)
+			lm.Become(true, 2, 1)
+			lm.AppliedEntry(1, 2)
+			for i := range n {
+				lm.Apply(0, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: uint64(i + 1)}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: fmt.Sprintf("key-%07d", i), LeaseMS: 3_600_000}}, 2)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				lm.Tick(time.Duration(i) * 20 * ms)
+			}
+		})
+	}
+}
