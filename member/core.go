@@ -173,6 +173,27 @@ type Core struct {
 	applied    []AppliedEntry
 	compaction *Compaction
 	stopped    bool
+
+	// checked is the last snapshot Step decoded to check it, kept so the
+	// apply that installs those very bytes does not decode them again (a
+	// million locks take about a second to decode).
+	checked *decodedSnapshot
+}
+
+type decodedSnapshot struct {
+	data    []byte
+	m       *fsm.Machine
+	book    Book
+	hasBook bool
+}
+
+// decodeSnapshot decodes data, reusing what Step decoded of the same bytes.
+func (c *Core) decodeSnapshot(data []byte) (*fsm.Machine, Book, bool, error) {
+	if d := c.checked; d != nil && len(d.data) == len(data) && (len(data) == 0 || &d.data[0] == &data[0]) {
+		c.checked = nil
+		return d.m, d.book, d.hasBook, nil
+	}
+	return DecodeSnapshot(data)
 }
 
 type pendingRead struct {
@@ -305,9 +326,11 @@ func (c *Core) Step(m *raftpb.Message) error {
 		}
 	}
 	if c.hooks.peerInputChecks && m.GetType() == raftpb.MessageType_MsgSnap {
-		if err := checkSnapshot(m.GetSnapshot()); err != nil {
+		d, err := checkSnapshot(m.GetSnapshot())
+		if err != nil {
 			return fmt.Errorf("refused snapshot from %d at %d: %w", m.GetFrom(), m.GetSnapshot().GetMetadata().GetIndex(), err)
 		}
+		c.checked = d
 	}
 	if m.GetType() == raftpb.MessageType_MsgSnap && !confHas(m.GetSnapshot().GetMetadata().GetConfState(), c.cfg.ID) {
 		// raft drops it (it cannot restore a configuration without
@@ -406,17 +429,19 @@ func checkAppend(m *raftpb.Message) error {
 // left, say, when the configuration names a member only as a learner), or
 // data that does not decode (raft has it stored before the member applies
 // it, and the apply's failure would then stop the member at every start).
-func checkSnapshot(s *raftpb.Snapshot) error {
+// It returns what it decoded.
+func checkSnapshot(s *raftpb.Snapshot) (*decodedSnapshot, error) {
 	md := s.GetMetadata()
 	if _, _, err := confchange.Restore(confchange.Changer{
 		Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: md.GetIndex(),
 	}, raftpb.EnsureConfState(md.GetConfState())); err != nil {
-		return fmt.Errorf("configuration %v: %w", md.GetConfState(), err)
+		return nil, fmt.Errorf("configuration %v: %w", md.GetConfState(), err)
 	}
-	if _, _, _, err := DecodeSnapshot(s.GetData()); err != nil {
-		return fmt.Errorf("data: %w", err)
+	m, book, hasBook, err := DecodeSnapshot(s.GetData())
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
 	}
-	return nil
+	return &decodedSnapshot{data: s.GetData(), m: m, book: book, hasBook: hasBook}, nil
 }
 
 func confHas(cs *raftpb.ConfState, id uint64) bool {
@@ -734,7 +759,7 @@ func (c *Core) resolveReads(now time.Duration) {
 func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		md := rd.Snapshot.GetMetadata()
-		m, book, hasBook, err := DecodeSnapshot(rd.Snapshot.GetData())
+		m, book, hasBook, err := c.decodeSnapshot(rd.Snapshot.GetData())
 		if err != nil {
 			return fmt.Errorf("install snapshot at %d: %w", md.GetIndex(), err)
 		}
