@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
 )
 
 // Session is one client's connection to a lock service.
@@ -50,6 +53,10 @@ type Spec struct {
 	Duration time.Duration
 	Warmup   time.Duration
 	HotKeys  int
+	// KeySize pads every key to this many bytes (0: the names as they
+	// are, about 25 bytes), so that a run against a table of held locks
+	// of that key size takes keys like theirs.
+	KeySize int
 }
 
 // Run is one measured result. One op is one cycle of the workload:
@@ -81,9 +88,25 @@ func (r *Run) Hist() *Histogram { return r.hist }
 func (s Spec) key(run int64, client int, n int64) string {
 	switch s.Workload {
 	case Contended:
-		return fmt.Sprintf("r%d-hot-%d", run, (client+int(n))%max(s.HotKeys, 1))
+		return padKey(fmt.Sprintf("r%d-hot-%d", run, (client+int(n))%max(s.HotKeys, 1)), s.KeySize)
 	}
-	return fmt.Sprintf("r%d-own-%d", run, client)
+	return padKey(fmt.Sprintf("r%d-own-%d", run, client), s.KeySize)
+}
+
+// Key sizes a bench may ask for: the longest key a member accepts
+// (fsm.MaxKeyLen), and the shortest that still holds every name the bench
+// gives a key (run id, role, number) unpadded.
+const (
+	MaxKeySize = wire.MaxKeyLen
+	MinKeySize = 40
+)
+
+// padKey pads name with '.' to size bytes; a name as long already is kept.
+func padKey(name string, size int) string {
+	if len(name) >= size {
+		return name
+	}
+	return name + strings.Repeat(".", size-len(name))
 }
 
 // cycle runs one operation of the workload and returns how long the lock
