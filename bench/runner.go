@@ -62,9 +62,13 @@ type Spec struct {
 // Run is one measured result. One op is one cycle of the workload:
 // acquire + release (mixed adds a linearizable get; contended: one handoff).
 type Run struct {
-	System           string   `json:"system"`
-	Workload         string   `json:"workload"`
-	Clients          int      `json:"clients"`
+	System   string `json:"system"`
+	Workload string `json:"workload"`
+	Clients  int    `json:"clients"`
+	// Held is how many locks the bench held while this point ran (bench
+	// --held), KeySize the bytes of its keys (0: unpadded names).
+	Held             int      `json:"held"`
+	KeySize          int      `json:"key_size,omitempty"`
 	Rate             float64  `json:"rate,omitempty"`
 	ThroughputOpsS   float64  `json:"throughput_ops_s"`
 	Latency          Latency  `json:"latency_us"`
@@ -233,7 +237,7 @@ loop:
 		h.Merge(hists[i])
 		w.Merge(waits[i])
 	}
-	r := Run{System: t.Name(), Workload: spec.Workload, Clients: spec.Clients, Rate: spec.Rate,
+	r := Run{System: t.Name(), Workload: spec.Workload, Clients: spec.Clients, Rate: spec.Rate, KeySize: spec.KeySize,
 		ThroughputOpsS: float64(ops.Load()) / elapsed.Seconds(), Latency: h.Summary(),
 		Ops: ops.Load(), Errors: errs.Load(), hist: h}
 	if spec.Workload == Contended {
