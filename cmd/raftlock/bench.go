@@ -130,7 +130,7 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 	compare := fs.String("compare", "", "peers to run side by side: etcd (= etcd-mutex,etcd-txn), etcd-mutex, etcd-txn, redis")
 	fs.BoolVar(&c.noBatch, "no-batch", false, "ablation: one command per log entry")
 	fs.IntVar(&c.maxInflight, "max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
-	held := fs.String("held", "", "table sizes `N[,N...]`: before measuring, hold N locks (1h leases); every point runs at each size (raftlock only)")
+	held := fs.String("held", "", "table sizes: before measuring, hold `N[,N...]` locks (1h leases), each size in turn; every point runs at each (raftlock only)")
 	fs.IntVar(&c.keySize, "key-size", 0, fmt.Sprintf("`bytes` of every key, held and workload (%d..%d; default: the workloads' names, about 25 bytes)", bench.MinKeySize, bench.MaxKeySize))
 	fs.IntVar(&c.fillClients, "fill-clients", 256, "concurrent acquires that fill the table of --held locks")
 	catchUp := &optBool{def: "on with a non-zero --held"}
