@@ -34,7 +34,6 @@ func splitList(s string) []string {
 
 // benchConfig is a parsed raftlock bench command line.
 type benchConfig struct {
-	args        []string
 	nodes       int
 	endpoints   string
 	useTLS      bool
@@ -227,7 +226,7 @@ func (c *benchConfig) validate(tf tlsFlags) error {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	c := &benchConfig{args: args}
+	c := &benchConfig{}
 	fs, check := benchFlags(c)
 	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
