@@ -114,3 +114,46 @@ func TestBenchSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A report of bench --held has the held size on every run, a table by
+// held size with ratios to the 0-held row, and scale.md and scale.png.
+func TestScaleReportWriter(t *testing.T) {
+	h := NewHistogram()
+	h.Record(2 * time.Millisecond)
+	cpu0, cpu1 := 0.02, 0.5
+	rep := &Report{Command: "raftlock bench --held 0,1000", FillMode: FillIncremental, Scale: []ScalePoint{
+		{Held: 0, IdleLeaderCPU: &cpu0},
+		{Held: 1000, Fill: &FillResult{Locks: 1000, RateOpsS: 5000}, IdleLeaderCPU: &cpu1,
+			CatchUp: &CatchUpResult{Seconds: 1.5, BySnapshot: true}, Join: &JoinResult{Seconds: 2, BySnapshot: false}},
+	}}
+	for _, held := range []int{0, 1000} {
+		for _, c := range []int{1, 64} {
+			rep.Runs = append(rep.Runs, Run{System: "raftlock", Workload: Uncontended, Clients: c, Held: held,
+				ThroughputOpsS: float64(1000 * c / (1 + held/1000)), Latency: h.Summary(), hist: h})
+		}
+	}
+	dir := t.TempDir()
+	if err := rep.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "scale.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"raftlock bench --held 0,1000", "ops/s (c=64)", "| 1000 | 5000 | 32000 |", "25.00x", "2.00 (log, no snapshot)"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("scale.md lacks %q:\n%s", want, md)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "scale.png")); err != nil || st.Size() == 0 {
+		t.Errorf("scale.png: %v", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "bench.md"))
+	if !strings.Contains(string(b), "## By held locks") || !strings.Contains(string(b), "| held |") {
+		t.Errorf("bench.md has no table by held size:\n%s", b)
+	}
+	one := &Report{Scale: rep.Scale[:1], Runs: rep.Runs[:2]}
+	if err := one.Write(t.TempDir()); err != nil {
+		t.Fatalf("one held size: %v", err)
+	}
+}

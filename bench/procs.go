@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -16,9 +17,18 @@ import (
 
 // procGroup is a set of server processes the bench started.
 type procGroup struct {
-	cmds []*exec.Cmd
-	logs []*os.File
-	env  []string // added to each process's environment
+	procs []*proc
+	env   []string // added to each process's environment
+}
+
+// proc is one server process, with what it takes to start it again.
+type proc struct {
+	bin     string
+	args    []string
+	logPath string
+	cmd     *exec.Cmd
+	log     *os.File
+	exited  chan struct{} // closed once the process has been waited for
 }
 
 // shareCores gives each of n Go server processes its share of this
@@ -29,48 +39,124 @@ func shareCores(n int) []string {
 	return []string{fmt.Sprintf("GOMAXPROCS=%d", max(1, runtime.NumCPU()/max(n, 1)))}
 }
 
+// start starts a process and adds it to the group.
 func (g *procGroup) start(bin string, args []string, logPath string) error {
-	logf, err := os.Create(logPath)
+	_, err := g.add(bin, args, logPath)
+	return err
+}
+
+// add is start, returning the process for the bench's own control of it.
+func (g *procGroup) add(bin string, args []string, logPath string) (*proc, error) {
+	p := &proc{bin: bin, args: args, logPath: logPath}
+	if err := g.launch(p); err != nil {
+		return nil, err
+	}
+	g.procs = append(g.procs, p)
+	return p, nil
+}
+
+// launch starts p's process, its log appended to (a restarted member's
+// log keeps what it said before it was killed).
+func (g *procGroup) launch(p *proc) error {
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), g.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", bin, err)
+		return fmt.Errorf("start %s: %w", p.bin, err)
 	}
-	g.cmds = append(g.cmds, cmd)
-	g.logs = append(g.logs, logf)
+	p.cmd, p.log, p.exited = cmd, logf, make(chan struct{})
+	go func(done chan struct{}) {
+		cmd.Wait()
+		logf.Close()
+		close(done)
+	}(p.exited)
 	return nil
 }
 
+// running reports whether p's process has not exited.
+func (p *proc) running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill ends p's process with SIGKILL, as a crash would, and waits for it.
+func (p *proc) kill() {
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// restart starts p's process again with the same command line.
+func (g *procGroup) restart(p *proc) error {
+	if p.running() {
+		return fmt.Errorf("restart %s: still running", p.logPath)
+	}
+	return g.launch(p)
+}
+
+// remove stops p (SIGTERM, then SIGKILL after grace) and drops it from
+// the group, so CPU accounting no longer counts it.
+func (g *procGroup) remove(p *proc, grace time.Duration) {
+	p.terminate(grace)
+	g.procs = slices.DeleteFunc(g.procs, func(q *proc) bool { return q == p })
+}
+
+// terminate sends SIGTERM and kills the process if it outlives grace.
+func (p *proc) terminate(grace time.Duration) {
+	if !p.running() {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		p.kill()
+	}
+}
+
+// pid is p's process id (0 before it started).
+func (p *proc) pid() int {
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// pids are the running processes: a member the bench killed is not
+// counted until it runs again.
 func (g *procGroup) pids() []int {
 	var out []int
-	for _, c := range g.cmds {
-		out = append(out, c.Process.Pid)
+	for _, p := range g.procs {
+		if p.running() {
+			out = append(out, p.pid())
+		}
 	}
 	return out
 }
 
 func (g *procGroup) stop() {
-	for _, c := range g.cmds {
-		c.Process.Signal(syscall.SIGTERM)
-	}
-	for _, c := range g.cmds {
-		done := make(chan struct{})
-		go func() { c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			c.Process.Kill()
-			<-done
+	for _, p := range g.procs {
+		if p.running() {
+			p.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	for _, f := range g.logs {
-		f.Close()
+	for _, p := range g.procs {
+		p.terminate(5 * time.Second)
 	}
 }
 

@@ -28,14 +28,31 @@ type RaftlockConfig struct {
 	// Dir/tls, the members serve mutual TLS 1.3 on every port, and the
 	// bench client connects with a client certificate of the same CA.
 	TLS bool
+	// SnapshotEvery and SnapshotKeep are every member's --snapshot-every
+	// and --snapshot-keep (0: the node's defaults); MaxKeys its --max-keys
+	// (0: the node's default), raised for a table of held locks.
+	SnapshotEvery, SnapshotKeep uint64
+	MaxKeys                     int
+}
+
+// benchMember is one member the bench started.
+type benchMember struct {
+	id                 int
+	client, http, peer string
+	proc               *proc
 }
 
 type raftlockTarget struct {
 	name  string
 	lease time.Duration
 	cl    *client.Client
-	https []string // member HTTP addresses, for metrics
 	procs *procGroup
+	// members, for a cluster the bench started, in the order of their
+	// client endpoints; with the command line to start one more.
+	members  []*benchMember
+	bin, dir string
+	tuning   []string // the flags every member gets, a joiner's too
+	nextID   int
 	// metrics scrapes the members' /metrics: plain HTTP, or HTTPS with the
 	// bench's client certificate when the cluster runs TLS.
 	metrics *http.Client
@@ -62,11 +79,14 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	var peers, eps, https []string
-	for i := 0; i < cfg.Nodes; i++ {
-		peers = append(peers, fmt.Sprintf("%d=127.0.0.1:%d", i+1, ports[3*i]))
-		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]))
-		https = append(https, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
+	members := make([]*benchMember, cfg.Nodes)
+	var peers, eps []string
+	for i := range members {
+		m := &benchMember{id: i + 1, peer: fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
+			client: fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]), http: fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])}
+		members[i] = m
+		peers = append(peers, fmt.Sprintf("%d=%s", m.id, m.peer))
+		eps = append(eps, m.client)
 	}
 	var tc *tls.Config
 	certDir := filepath.Join(cfg.Dir, "tls")
@@ -81,22 +101,17 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		}
 		tc = r.ClientConfig()
 	}
+	tuning := cfg.tuning()
 	g := &procGroup{env: shareCores(cfg.Nodes)}
-	for i := 0; i < cfg.Nodes; i++ {
-		args := []string{"node", "--id", fmt.Sprint(i + 1), "--peers", strings.Join(peers, ","),
-			"--listen", eps[i], "--http", https[i], "--data", filepath.Join(cfg.Dir, fmt.Sprintf("raftlock-%d", i+1)),
-			"--log-level", "warn"}
-		if cfg.NoBatch {
-			args = append(args, "--no-batch")
-		}
-		if cfg.MaxInflight > 0 {
-			args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))
-		}
+	for _, m := range members {
+		args := []string{"node", "--id", fmt.Sprint(m.id), "--peers", strings.Join(peers, ","),
+			"--listen", m.client, "--http", m.http, "--data", memberDir(cfg.Dir, m.id)}
+		args = append(args, tuning...)
 		if cfg.TLS {
-			m := filepath.Join(certDir, fmt.Sprintf("member-%d", i+1))
-			args = append(args, "--cert", m+".pem", "--key", m+"-key.pem", "--ca", filepath.Join(certDir, "ca.pem"))
+			c := filepath.Join(certDir, fmt.Sprintf("member-%d", m.id))
+			args = append(args, "--cert", c+".pem", "--key", c+"-key.pem", "--ca", filepath.Join(certDir, "ca.pem"))
 		}
-		if err := g.start(cfg.Bin, args, filepath.Join(cfg.Dir, fmt.Sprintf("raftlock-%d.log", i+1))); err != nil {
+		if m.proc, err = g.add(cfg.Bin, args, memberDir(cfg.Dir, m.id)+".log"); err != nil {
 			g.stop()
 			return nil, err
 		}
@@ -110,13 +125,36 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		g.stop()
 		return nil, err
 	}
-	t.procs, t.https = g, https
+	t.procs, t.members, t.bin, t.dir, t.tuning, t.nextID = g, members, cfg.Bin, cfg.Dir, tuning, cfg.Nodes+1
 	if err := waitUntil(ctx, "raftlock", func(ctx context.Context) error { _, err := t.cl.Get(ctx, "bench-probe"); return err }); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
 }
+
+// tuning is the flags every member of the cluster gets.
+func (cfg RaftlockConfig) tuning() []string {
+	args := []string{"--log-level", "warn"}
+	if cfg.NoBatch {
+		args = append(args, "--no-batch")
+	}
+	if cfg.MaxInflight > 0 {
+		args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))
+	}
+	if cfg.SnapshotEvery > 0 {
+		args = append(args, "--snapshot-every", fmt.Sprint(cfg.SnapshotEvery))
+	}
+	if cfg.SnapshotKeep > 0 {
+		args = append(args, "--snapshot-keep", fmt.Sprint(cfg.SnapshotKeep))
+	}
+	if cfg.MaxKeys > 0 {
+		args = append(args, "--max-keys", fmt.Sprint(cfg.MaxKeys))
+	}
+	return args
+}
+
+func memberDir(dir string, id int) string { return filepath.Join(dir, fmt.Sprintf("raftlock-%d", id)) }
 
 // RaftlockEndpoints targets a running cluster (no CPU or log accounting);
 // tc, when not nil, is the clients' TLS configuration for a secured cluster.
@@ -163,8 +201,8 @@ func (t *raftlockTarget) NewSession(ctx context.Context, i int) (Session, error)
 func (t *raftlockTarget) RaftStats(ctx context.Context) (RaftStats, bool) {
 	var best RaftStats
 	found := false
-	for _, h := range t.https {
-		m, err := scrapeWith(ctx, t.metrics, t.scheme+"://"+h+"/metrics", "raftlock_is_leader", "raftlock_entries_persisted_total",
+	for _, mb := range t.members {
+		m, err := scrapeWith(ctx, t.metrics, t.metricsURL(mb), "raftlock_is_leader", "raftlock_entries_persisted_total",
 			"raftlock_fsyncs_total", "raftlock_commands_applied_total", "raftlock_entries_applied_total")
 		if err != nil || m["raftlock_is_leader"] != 1 {
 			continue
@@ -174,6 +212,10 @@ func (t *raftlockTarget) RaftStats(ctx context.Context) (RaftStats, bool) {
 		found = true
 	}
 	return best, found
+}
+
+func (t *raftlockTarget) metricsURL(m *benchMember) string {
+	return t.scheme + "://" + m.http + "/metrics"
 }
 
 func (t *raftlockTarget) Close() error {

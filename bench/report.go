@@ -32,6 +32,14 @@ type Report struct {
 	// Partial: the invocation was interrupted; Runs holds what was
 	// measured before, and a note says where it stopped.
 	Partial bool `json:"partial,omitempty"`
+	// Scale has, with bench --held, one entry per table size: its fill,
+	// idle leader CPU, catch-up and join; FillMode says how the sizes
+	// were filled ("incremental": on from the previous size, one cluster).
+	Scale    []ScalePoint `json:"scale,omitempty"`
+	FillMode string       `json:"fill_mode,omitempty"`
+	// Released is how many held locks the bench released when it was
+	// done with a cluster it did not start (--endpoints).
+	Released *int `json:"released,omitempty"`
 }
 
 // Machine facts recorded with results.
@@ -87,10 +95,11 @@ func (r *Report) Table(w io.Writer) {
 	fmt.Fprintf(w, "floor: fsync %.0fµs, loopback rtt %.0fµs; raftlock TLS %s\n", r.Floor.FsyncUS, r.Floor.RTTUS, onOff(r.TLS))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Names are padded here, so that only the numbers align right.
-	fmt.Fprintf(tw, "%-16s %-11s\tclients\tops/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tcpu s/kop\tent/fsync\tcmd/entry\t\n", "system", "workload")
+	held := r.heldColumn("held\t")
+	fmt.Fprintf(tw, "%-16s %-11s\t%sclients\tops/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tcpu s/kop\tent/fsync\tcmd/entry\t\n", "system", "workload", held(nil))
 	for _, x := range r.Runs {
 		tput, p50, p99 := x.measures()
-		fmt.Fprintf(tw, "%-16s %-11s\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t\n", x.System, x.Workload, x.Clients,
+		fmt.Fprintf(tw, "%-16s %-11s\t%s%d\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t\n", x.System, x.Workload, held(&x), x.Clients,
 			tput, p50, x.Latency.P90, p99, x.Latency.P999, x.Latency.Max,
 			opt(x.CPUSPerKop, "%.3f"), opt(x.EntriesPerFsync, "%.1f"), opt(x.CommandsPerEntry, "%.1f"))
 	}
@@ -99,8 +108,30 @@ func (r *Report) Table(w io.Writer) {
 	if n := r.repeatNote(); n != "" {
 		fmt.Fprintln(w, n)
 	}
+	if len(r.Scale) > 0 {
+		fmt.Fprintln(w, "\nby held locks:")
+		r.ScaleTable(w)
+	}
+	if r.Released != nil {
+		fmt.Fprintf(w, "released the %d locks the bench held\n", *r.Released)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+// heldColumn returns the formatter of the held column, which only reports
+// of bench --held have: header (for nil) or the run's held count in its
+// place.
+func (r *Report) heldColumn(header string) func(*Run) string {
+	if len(r.Scale) == 0 {
+		return func(*Run) string { return "" }
+	}
+	return func(x *Run) string {
+		if x == nil {
+			return header
+		}
+		return fmt.Sprintf("%d%s", x.Held, strings.TrimPrefix(header, "held"))
 	}
 }
 
@@ -132,13 +163,25 @@ func (r *Report) Markdown(w io.Writer) {
 		fmt.Fprintln(w, n)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| system | workload | clients | ops/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | CPU s / 1k ops | entries / fsync | commands / entry | errors |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	held := r.heldColumn("held | ")
+	fmt.Fprintf(w, "| system | workload | %sclients | ops/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | CPU s / 1k ops | entries / fsync | commands / entry | errors |\n", held(nil))
+	fmt.Fprintf(w, "|---|---|%s---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", strings.Repeat("---:|", min(len(r.Scale), 1)))
 	for _, x := range r.Runs {
 		tput, p50, p99 := x.measures()
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %d | %s | %d | %d | %s | %s | %s | %d |\n", x.System, x.Workload, x.Clients,
+		fmt.Fprintf(w, "| %s | %s | %s%d | %s | %s | %d | %s | %d | %d | %s | %s | %s | %d |\n", x.System, x.Workload, held(&x), x.Clients,
 			tput, p50, x.Latency.P90, p99, x.Latency.P999, x.Latency.Max,
 			opt(x.CPUSPerKop, "%.3f"), opt(x.EntriesPerFsync, "%.1f"), opt(x.CommandsPerEntry, "%.1f"), x.Errors)
+	}
+	if len(r.Scale) > 0 {
+		fmt.Fprintf(w, "\n## By held locks\n\n")
+		r.ScaleTable(w)
+		fmt.Fprintln(w)
+		for _, n := range r.scaleNotes() {
+			fmt.Fprintf(w, "- %s\n", n)
+		}
+	}
+	if r.Released != nil {
+		fmt.Fprintf(w, "\nReleased the %d locks the bench held.\n", *r.Released)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\n- %s", n)
@@ -167,6 +210,11 @@ func (r *Report) Write(dir string) error {
 	if err := r.plotThroughput(filepath.Join(dir, "throughput.png")); err != nil {
 		return err
 	}
+	if len(r.Scale) > 1 {
+		if err := r.WriteScale(dir); err != nil {
+			return err
+		}
+	}
 	seen := map[string]bool{}
 	for _, x := range r.Runs {
 		if !seen[x.Workload] {
@@ -177,6 +225,15 @@ func (r *Report) Write(dir string) error {
 		}
 	}
 	return nil
+}
+
+// heldLabel names a run's table size in plot legends, for reports of
+// bench --held.
+func (r *Report) heldLabel(x Run) string {
+	if len(r.Scale) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" held=%d", x.Held)
 }
 
 var palette = []color.Color{
@@ -199,7 +256,7 @@ func (r *Report) plotThroughput(path string) error {
 		if x.Rate > 0 {
 			continue
 		}
-		name := x.System + " " + x.Workload
+		name := x.System + " " + x.Workload + r.heldLabel(x)
 		series[name] = append(series[name], plotter.XY{X: float64(x.Clients), Y: x.ThroughputOpsS})
 	}
 	if len(series) == 0 {
@@ -240,8 +297,8 @@ func (r *Report) plotCDF(path, workload string) error {
 	p.X.Tick.Marker = logticks.Durations{Unit: time.Microsecond}
 	systems, clients := map[string]int{}, map[int]int{}
 	for _, x := range r.Runs {
-		if _, ok := systems[x.System]; !ok {
-			systems[x.System] = len(systems)
+		if _, ok := systems[x.System+r.heldLabel(x)]; !ok {
+			systems[x.System+r.heldLabel(x)] = len(systems)
 		}
 		if _, ok := clients[x.Clients]; !ok {
 			clients[x.Clients] = len(clients)
@@ -263,11 +320,11 @@ func (r *Report) plotCDF(path, workload string) error {
 		if err != nil {
 			return err
 		}
-		l.Color = palette[systems[x.System]%len(palette)]
+		l.Color = palette[systems[x.System+r.heldLabel(x)]%len(palette)]
 		l.Dashes = dashes[clients[x.Clients]%len(dashes)]
 		l.Width = vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s c=%d", x.System, x.Clients), l)
+		p.Legend.Add(fmt.Sprintf("%s%s c=%d", x.System, r.heldLabel(x), x.Clients), l)
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	return p.Save(9*vg.Inch, 5*vg.Inch, path)

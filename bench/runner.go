@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
 )
 
 // Session is one client's connection to a lock service.
@@ -50,14 +53,22 @@ type Spec struct {
 	Duration time.Duration
 	Warmup   time.Duration
 	HotKeys  int
+	// KeySize pads every key to this many bytes (0: the names as they
+	// are, about 25 bytes), so that a run against a table of held locks
+	// of that key size takes keys like theirs.
+	KeySize int
 }
 
 // Run is one measured result. One op is one cycle of the workload:
 // acquire + release (mixed adds a linearizable get; contended: one handoff).
 type Run struct {
-	System           string   `json:"system"`
-	Workload         string   `json:"workload"`
-	Clients          int      `json:"clients"`
+	System   string `json:"system"`
+	Workload string `json:"workload"`
+	Clients  int    `json:"clients"`
+	// Held is how many locks the bench held while this point ran (bench
+	// --held), KeySize the bytes of its keys (0: unpadded names).
+	Held             int      `json:"held"`
+	KeySize          int      `json:"key_size,omitempty"`
 	Rate             float64  `json:"rate,omitempty"`
 	ThroughputOpsS   float64  `json:"throughput_ops_s"`
 	Latency          Latency  `json:"latency_us"`
@@ -81,9 +92,25 @@ func (r *Run) Hist() *Histogram { return r.hist }
 func (s Spec) key(run int64, client int, n int64) string {
 	switch s.Workload {
 	case Contended:
-		return fmt.Sprintf("r%d-hot-%d", run, (client+int(n))%max(s.HotKeys, 1))
+		return padKey(fmt.Sprintf("r%d-hot-%d", run, (client+int(n))%max(s.HotKeys, 1)), s.KeySize)
 	}
-	return fmt.Sprintf("r%d-own-%d", run, client)
+	return padKey(fmt.Sprintf("r%d-own-%d", run, client), s.KeySize)
+}
+
+// Key sizes a bench may ask for: the longest key a member accepts
+// (fsm.MaxKeyLen), and the shortest that still holds every name the bench
+// gives a key (run id, role, number) unpadded.
+const (
+	MaxKeySize = wire.MaxKeyLen
+	MinKeySize = 40
+)
+
+// padKey pads name with '.' to size bytes; a name as long already is kept.
+func padKey(name string, size int) string {
+	if len(name) >= size {
+		return name
+	}
+	return name + strings.Repeat(".", size-len(name))
 }
 
 // cycle runs one operation of the workload and returns how long the lock
@@ -210,7 +237,7 @@ loop:
 		h.Merge(hists[i])
 		w.Merge(waits[i])
 	}
-	r := Run{System: t.Name(), Workload: spec.Workload, Clients: spec.Clients, Rate: spec.Rate,
+	r := Run{System: t.Name(), Workload: spec.Workload, Clients: spec.Clients, Rate: spec.Rate, KeySize: spec.KeySize,
 		ThroughputOpsS: float64(ops.Load()) / elapsed.Seconds(), Latency: h.Summary(),
 		Ops: ops.Load(), Errors: errs.Load(), hist: h}
 	if spec.Workload == Contended {

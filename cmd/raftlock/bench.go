@@ -5,17 +5,21 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/bench"
+	"github.com/raftlock/raftlock/node"
 )
 
 func splitList(s string) []string {
@@ -28,167 +32,365 @@ func splitList(s string) []string {
 	return out
 }
 
-func runBench(args []string, stdout, stderr io.Writer) error {
+// benchConfig is a parsed raftlock bench command line.
+type benchConfig struct {
+	nodes       int
+	endpoints   string
+	useTLS      bool
+	clientTLS   *tls.Config
+	workloads   []string
+	counts      []int
+	rate        float64
+	duration    time.Duration
+	repeat      int
+	warmup      time.Duration
+	lease       time.Duration
+	hotKeys     int
+	peers       []string
+	noBatch     bool
+	maxInflight int
+	out         string
+	dir         string
+	bin         string
+	asJSON      bool
+	// bench --held: the table sizes, ascending; the key size of held and
+	// workload keys; the fill's clients; whether to run the catch-up and
+	// join experiments; the members' --snapshot-every.
+	held          []int
+	keySize       int
+	fillClients   int
+	catchUp       bool
+	snapshotEvery uint64
+}
+
+// heldLease is the lease of the held locks: the longest a member grants,
+// so none expires during a run.
+const heldLease = time.Hour
+
+// idleWindow is how long the leader's idle CPU is measured.
+const idleWindow = 5 * time.Second
+
+// optBool is a boolean flag whose default depends on other flags: unset,
+// it keeps def.
+type optBool struct {
+	v, set bool
+	def    string
+}
+
+func (b *optBool) String() string {
+	if b == nil || !b.set {
+		return b.defString()
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *optBool) defString() string {
+	if b == nil {
+		return ""
+	}
+	return b.def
+}
+
+func (b *optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	b.v, b.set = v, true
+	return nil
+}
+
+func (b *optBool) IsBoolFlag() bool { return true }
+
+func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 	fs := newFlagSet("bench", "bench [--clients 64] [--workload uncontended] [--compare etcd,redis] [--duration 10s] [--repeat 1] [--tls] [--out DIR] [--json]\n"+
+		"       raftlock bench --held 0,100000,1000000 [--key-size 250] [--fill-clients 256] [--catch-up=false] ...\n"+
 		"       raftlock bench --endpoints HOST:PORT,... [--cert FILE --key FILE --ca FILE] ...\n\n"+
 		"With --tls the cluster it starts runs mutual TLS 1.3 on every port: a fresh CA, member\n"+
 		"certificates and a client certificate are written under the data directory, and the\n"+
 		"bench's clients connect with that client certificate. Against a running secured cluster\n"+
-		"(--endpoints), give the clients' --cert, --key and --ca instead.")
-	nodes := fs.Int("nodes", 3, "raftlock members to start (3 or 5)")
-	endpoints := fs.String("endpoints", "", "bench a running raftlock cluster instead of starting one")
-	useTLS := fs.Bool("tls", false, "start the cluster with mutual TLS 1.3 (fresh CA and certificates in the data directory); with --endpoints use --cert, --key and --ca")
+		"(--endpoints), give the clients' --cert, --key and --ca instead.\n\n"+
+		"With --held every point runs against a table of that many held locks (1 h leases), each\n"+
+		"size in turn on one cluster, filled on from the previous size; against --endpoints the\n"+
+		"bench releases every lock it took when it is done, Ctrl-C included.")
+	fs.IntVar(&c.nodes, "nodes", 3, "raftlock members to start (3 or 5)")
+	fs.StringVar(&c.endpoints, "endpoints", "", "bench a running raftlock cluster instead of starting one")
+	fs.BoolVar(&c.useTLS, "tls", false, "start the cluster with mutual TLS 1.3 (fresh CA and certificates in the data directory); with --endpoints use --cert, --key and --ca")
 	var tf tlsFlags
 	tf.register(fs)
 	workloads := fs.String("workload", "uncontended", "workloads: uncontended, contended, mixed (comma-separated)")
 	clients := fs.String("clients", "64", "closed-loop client counts (comma-separated)")
-	rate := fs.Float64("rate", 0, "open loop: ops per second (latency from the intended start); 0: closed loop")
-	duration := fs.Duration("duration", 10*time.Second, "measured time per run")
-	repeat := fs.Int("repeat", 1, "run each point `N` times and report the median, with the lowest and highest, so a noisy machine shows its spread")
-	warmup := fs.Duration("warmup", time.Second, "unmeasured time before each run")
-	lease := fs.Duration("lease", 10*time.Second, "lease of every acquire")
-	hotKeys := fs.Int("hot-keys", 1, "contended workload: number of hot keys")
+	fs.Float64Var(&c.rate, "rate", 0, "open loop: ops per second (latency from the intended start); 0: closed loop")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per run")
+	fs.IntVar(&c.repeat, "repeat", 1, "run each point `N` times and report the median, with the lowest and highest, so a noisy machine shows its spread")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured time before each run")
+	fs.DurationVar(&c.lease, "lease", 10*time.Second, "lease of every acquire (the held locks' is 1h)")
+	fs.IntVar(&c.hotKeys, "hot-keys", 1, "contended workload: number of hot keys")
 	compare := fs.String("compare", "", "peers to run side by side: etcd (= etcd-mutex,etcd-txn), etcd-mutex, etcd-txn, redis")
-	noBatch := fs.Bool("no-batch", false, "ablation: one command per log entry")
-	maxInflight := fs.Int("max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
-	out := fs.String("out", "", "write bench.json, bench.md and plots here")
+	fs.BoolVar(&c.noBatch, "no-batch", false, "ablation: one command per log entry")
+	fs.IntVar(&c.maxInflight, "max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
+	held := fs.String("held", "", "table sizes: before measuring, hold `N[,N...]` locks (1h leases), each size in turn; every point runs at each (raftlock only)")
+	fs.IntVar(&c.keySize, "key-size", 0, fmt.Sprintf("`bytes` of every key, held and workload (%d..%d; default: the workloads' names, about 25 bytes)", bench.MinKeySize, bench.MaxKeySize))
+	fs.IntVar(&c.fillClients, "fill-clients", 256, "concurrent acquires that fill the table of --held locks")
+	catchUp := &optBool{def: "on with a non-zero --held"}
+	fs.Var(catchUp, "catch-up", "with --held on the bench's own cluster: measure the idle leader's CPU, a killed follower's catch-up by snapshot and a new member's join at each size")
+	fs.Uint64Var(&c.snapshotEvery, "snapshot-every", 0, "every member's --snapshot-every (and a tenth of it as --snapshot-keep); default 1000 with --held, else the node's")
+	fs.StringVar(&c.out, "out", "", "write bench.json, bench.md and plots here (and scale.md, scale.png with several --held sizes)")
 	dir := dataFlag(fs, "", "data directory for the clusters it starts (default: a new temporary directory, removed after)")
-	bin := fs.String("bin", "", "raftlock executable for the nodes (default: this one)")
-	asJSON := fs.Bool("json", false, "print the results as JSON")
-	if err := parseNoArgs(fs, args, stderr); err != nil {
-		return err
+	fs.StringVar(&c.bin, "bin", "", "raftlock executable for the nodes (default: this one)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the results as JSON")
+	// check runs after parsing: it turns the flags' text into c's values.
+	check := func() error {
+		c.dir = *dir
+		var err error
+		if c.clientTLS, err = tf.config(); err != nil {
+			return err
+		}
+		if c.counts, err = parseCounts(*clients, "--clients", 1); err != nil {
+			return err
+		}
+		if c.held, err = parseCounts(*held, "--held", 0); err != nil {
+			return err
+		}
+		c.held = slices.Compact(slices.Sorted(slices.Values(c.held)))
+		c.catchUp = catchUp.v
+		if !catchUp.set {
+			c.catchUp = len(c.held) > 0 && c.held[len(c.held)-1] > 0
+		}
+		c.workloads = splitList(*workloads)
+		if c.peers, err = parsePeersToCompare(*compare); err != nil {
+			return err
+		}
+		return c.validate(tf)
 	}
-	var counts []int
-	for _, c := range splitList(*clients) {
+	return fs, check
+}
+
+// parseCounts parses a comma-separated list of integers of at least least.
+func parseCounts(s, flagName string, least int) ([]int, error) {
+	var out []int
+	for _, c := range splitList(s) {
 		n, err := strconv.Atoi(c)
-		if err != nil || n < 1 {
-			return usageErr("bad --clients %q", c)
+		if err != nil || n < least {
+			return nil, usageErr("bad %s %q: want integers of at least %d", flagName, c, least)
 		}
-		counts = append(counts, n)
+		out = append(out, n)
 	}
-	wls := splitList(*workloads)
-	for _, w := range wls {
-		if w != bench.Uncontended && w != bench.Contended && w != bench.Mixed {
-			return usageErr("unknown workload %q", w)
-		}
-	}
-	if len(counts) == 0 || len(wls) == 0 || *duration <= 0 {
-		return usageErr("need clients, a workload and a positive --duration")
-	}
-	if *repeat < 1 {
-		return usageErr("--repeat must be at least 1, got %d", *repeat)
-	}
-	if *useTLS && *endpoints != "" {
-		return usageErr("--tls starts a secured cluster; against --endpoints give the client's --cert, --key and --ca")
-	}
-	if tf.files.Set() && *endpoints == "" {
-		return usageErr("--cert, --key and --ca are for a running cluster (--endpoints); use --tls for a secured cluster of the bench's own")
-	}
-	clientTLS, err := tf.config()
-	if err != nil {
-		return err
-	}
+	return out, nil
+}
+
+func parsePeersToCompare(s string) ([]string, error) {
 	var peers []string
-	for _, p := range splitList(*compare) {
+	for _, p := range splitList(s) {
 		switch p {
 		case "etcd":
 			peers = append(peers, "etcd-mutex", "etcd-txn")
 		case "etcd-mutex", "etcd-txn", "redis":
 			peers = append(peers, p)
 		default:
-			return usageErr("unknown peer %q", p)
+			return nil, usageErr("unknown peer %q", p)
 		}
 	}
-	if *dir == "" {
-		if *dir, err = os.MkdirTemp("", "raftlock-bench-"); err != nil {
+	return peers, nil
+}
+
+// validate refuses what cannot run, before anything starts.
+func (c *benchConfig) validate(tf tlsFlags) error {
+	for _, w := range c.workloads {
+		if w != bench.Uncontended && w != bench.Contended && w != bench.Mixed {
+			return usageErr("unknown workload %q", w)
+		}
+	}
+	switch {
+	case len(c.counts) == 0 || len(c.workloads) == 0 || c.duration <= 0:
+		return usageErr("need clients, a workload and a positive --duration")
+	case c.repeat < 1:
+		return usageErr("--repeat must be at least 1, got %d", c.repeat)
+	case c.useTLS && c.endpoints != "":
+		return usageErr("--tls starts a secured cluster; against --endpoints give the client's --cert, --key and --ca")
+	case tf.files.Set() && c.endpoints == "":
+		return usageErr("--cert, --key and --ca are for a running cluster (--endpoints); use --tls for a secured cluster of the bench's own")
+	case c.keySize != 0 && (c.keySize < bench.MinKeySize || c.keySize > bench.MaxKeySize):
+		return usageErr("--key-size must be %d..%d, got %d", bench.MinKeySize, bench.MaxKeySize, c.keySize)
+	case len(c.held) > 0 && len(c.peers) > 0:
+		return usageErr("--held measures raftlock only: run --compare without it")
+	case c.fillClients < 1:
+		return usageErr("--fill-clients must be at least 1, got %d", c.fillClients)
+	}
+	if len(c.held) > 0 && c.snapshotEvery == 0 && c.endpoints == "" {
+		// Small enough that a follower down for a few seconds of load
+		// needs a snapshot to catch up.
+		c.snapshotEvery = 1000
+	}
+	return nil
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	c := &benchConfig{}
+	fs, check := benchFlags(c)
+	if err := parseNoArgs(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	var err error
+	if c.dir == "" {
+		if c.dir, err = os.MkdirTemp("", "raftlock-bench-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(*dir)
+		defer os.RemoveAll(c.dir)
 	}
-	if *bin == "" {
-		if *bin, err = os.Executable(); err != nil {
+	if c.bin == "" {
+		if c.bin, err = os.Executable(); err != nil {
 			return err
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	rep := &bench.Report{Command: "raftlock bench " + strings.Join(args, " "),
-		Machine: bench.Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()},
-		TLS:     *useTLS || clientTLS != nil}
-	progress := stderr
-	fmt.Fprintln(progress, "bench: measuring the floor (fsync, loopback round trip)")
-	if rep.Floor, err = bench.MeasureFloor(ctx, *dir); err != nil {
+	b := &benchRun{cfg: c, progress: stderr, log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		stopSignals: stop, rep: &bench.Report{Command: "raftlock bench " + strings.Join(args, " "),
+			Machine: bench.Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()},
+			TLS:     c.useTLS || c.clientTLS != nil}}
+	fmt.Fprintln(b.progress, "bench: measuring the floor (fsync, loopback round trip)")
+	if b.rep.Floor, err = bench.MeasureFloor(ctx, c.dir); err != nil {
 		return fmt.Errorf("measure floor: %w", err)
 	}
-	systems := append([]string{"raftlock"}, peers...)
-	interrupted := func(where string) {
-		rep.Partial = true
-		rep.Notes = append(rep.Notes, "interrupted during "+where+"; the runs listed were measured before")
-		fmt.Fprintln(progress, "bench: interrupted during "+where+": writing what was measured, marked partial")
+	if len(c.held) > 0 {
+		err = b.measureHeld(ctx)
+	} else {
+		err = b.measureSystems(ctx)
 	}
-measure:
-	for _, sys := range systems {
-		t, err := startTarget(ctx, sys, *dir, *bin, *endpoints, *nodes, *noBatch, *maxInflight, *lease, *useTLS, clientTLS)
+	if err != nil {
+		return err
+	}
+	return b.report(stdout)
+}
+
+// benchRun is one bench invocation under way: its configuration and the
+// report it fills.
+type benchRun struct {
+	cfg      *benchConfig
+	progress io.Writer
+	log      *slog.Logger
+	rep      *bench.Report
+	// stopSignals gives Ctrl-C back its default: called once the bench
+	// was interrupted, so that a second Ctrl-C stops it at once.
+	stopSignals func()
+}
+
+// interrupted marks the report partial, saying where the run stopped.
+func (b *benchRun) interrupted(where string) {
+	b.rep.Partial = true
+	b.rep.Notes = append(b.rep.Notes, "interrupted during "+where+"; the runs listed were measured before")
+	fmt.Fprintln(b.progress, "bench: interrupted during "+where+": writing what was measured, marked partial")
+}
+
+// measureSystems runs every point on raftlock and each peer compared.
+func (b *benchRun) measureSystems(ctx context.Context) error {
+	for _, sys := range append([]string{"raftlock"}, b.cfg.peers...) {
+		t, err := b.startTarget(ctx, sys)
 		if err != nil {
 			if ctx.Err() != nil {
-				interrupted("the start of " + sys)
-				break measure
+				b.interrupted("the start of " + sys)
+				return nil
 			}
 			if sys == "raftlock" {
 				return err
 			}
 			note := fmt.Sprintf("%s skipped: %v", sys, err)
-			rep.Notes = append(rep.Notes, note)
-			fmt.Fprintln(progress, "bench:", note)
+			b.rep.Notes = append(b.rep.Notes, note)
+			fmt.Fprintln(b.progress, "bench:", note)
 			continue
 		}
-		for _, w := range wls {
-			for _, c := range counts {
-				spec := bench.Spec{Workload: w, Clients: c, Rate: *rate, Duration: *duration, Warmup: *warmup, HotKeys: *hotKeys}
-				var reps []bench.Run
-				for i := range *repeat {
-					r, err := bench.Measure(ctx, t, spec, progress)
-					if err != nil {
-						t.Close()
-						if ctx.Err() != nil {
-							interrupted(fmt.Sprintf("%s %s c=%d", sys, w, c))
-							if len(reps) > 0 {
-								// Repeats already measured are results too.
-								rep.Runs = append(rep.Runs, bench.Combine(reps))
-								rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s c=%d: %d of %d repeats", sys, w, c, len(reps), *repeat))
-							}
-							break measure
-						}
-						return fmt.Errorf("%s %s c=%d: %w", sys, w, c, err)
-					}
-					if *repeat > 1 {
-						fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d run %d/%d %9.0f ops/s p50 %dµs p99 %dµs\n",
-							r.System, w, c, i+1, *repeat, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99)
-					}
-					reps = append(reps, r)
-				}
+		err = b.measurePoints(ctx, t, 0)
+		t.Close()
+		if err != nil || b.rep.Partial {
+			return err
+		}
+	}
+	return nil
+}
+
+// measurePoints runs every workload and client count on t, the table
+// holding held locks; an interruption marks the report partial and
+// returns nil.
+func (b *benchRun) measurePoints(ctx context.Context, t bench.Target, held int) error {
+	c := b.cfg
+	for _, w := range c.workloads {
+		for _, n := range c.counts {
+			spec := bench.Spec{Workload: w, Clients: n, Rate: c.rate, Duration: c.duration, Warmup: c.warmup, HotKeys: c.hotKeys, KeySize: c.keySize}
+			where := fmt.Sprintf("%s %s c=%d", t.Name(), w, n)
+			if held > 0 {
+				where += fmt.Sprintf(" held=%d", held)
+			}
+			reps, err := b.repeatPoint(ctx, t, spec)
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			if len(reps) > 0 {
 				r := bench.Combine(reps)
-				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %9.0f ops/s p50 %dµs p99 %dµs%s\n",
-					r.System, w, c, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99, medianNote(*repeat))
-				rep.Runs = append(rep.Runs, r)
+				r.Held = held
+				b.rep.Runs = append(b.rep.Runs, r)
+				if err == nil {
+					fmt.Fprintf(b.progress, "bench: %-11s %-11s c=%-4d %9.0f ops/s p50 %dµs p99 %dµs%s\n",
+						r.System, w, n, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99, medianNote(c.repeat))
+				}
+			}
+			if err != nil {
+				b.interrupted(where)
+				if len(reps) > 0 {
+					// Repeats already measured are results too.
+					b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("%s: %d of %d repeats", where, len(reps), c.repeat))
+				}
+				return nil
 			}
 		}
-		t.Close()
 	}
-	if *out != "" {
-		if err := rep.Write(*out); err != nil {
+	return nil
+}
+
+// repeatPoint measures spec --repeat times; on an error it returns the
+// repeats measured before it.
+func (b *benchRun) repeatPoint(ctx context.Context, t bench.Target, spec bench.Spec) ([]bench.Run, error) {
+	var reps []bench.Run
+	for i := range b.cfg.repeat {
+		r, err := bench.Measure(ctx, t, spec, b.progress)
+		if err != nil {
+			return reps, err
+		}
+		if b.cfg.repeat > 1 {
+			fmt.Fprintf(b.progress, "bench: %-11s %-11s c=%-4d run %d/%d %9.0f ops/s p50 %dµs p99 %dµs\n",
+				r.System, spec.Workload, spec.Clients, i+1, b.cfg.repeat, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99)
+		}
+		reps = append(reps, r)
+	}
+	return reps, nil
+}
+
+// report writes the results where they were asked for.
+func (b *benchRun) report(stdout io.Writer) error {
+	rep, out := b.rep, b.cfg.out
+	if out != "" {
+		if err := rep.Write(out); err != nil {
 			return fmt.Errorf("write results: %w", err)
 		}
 	}
-	if *asJSON {
+	if b.cfg.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	rep.Table(stdout)
-	if *out != "" {
-		fmt.Fprintf(stdout, "results in %s (bench.json, bench.md, throughput.png, latency-cdf-*.png)\n", *out)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.Table(stdout)
+		if out != "" {
+			files := "bench.json, bench.md, throughput.png, latency-cdf-*.png"
+			if len(rep.Scale) > 1 {
+				files += ", scale.md, scale.png"
+			}
+			fmt.Fprintf(stdout, "results in %s (%s)\n", out, files)
+		}
 	}
 	if rep.Partial {
 		return withCode(exitInterrupted, errors.New("interrupted: partial results"))
@@ -204,34 +406,48 @@ func medianNote(repeat int) string {
 	return fmt.Sprintf(" (median of %d)", repeat)
 }
 
-func startTarget(ctx context.Context, sys, dir, bin, endpoints string, nodes int, noBatch bool, maxInflight int, lease time.Duration,
-	useTLS bool, clientTLS *tls.Config) (bench.Target, error) {
+func (b *benchRun) startTarget(ctx context.Context, sys string) (bench.Target, error) {
+	c := b.cfg
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	switch sys {
 	case "raftlock":
-		if endpoints != "" {
-			return bench.RaftlockEndpoints(sctx, splitList(endpoints), lease, clientTLS)
+		if c.endpoints != "" {
+			return bench.RaftlockEndpoints(sctx, splitList(c.endpoints), c.lease, c.clientTLS)
 		}
-		if nodes < 1 {
-			return nil, usageErr("--nodes must be at least 1")
-		}
-		name := "raftlock"
-		if noBatch {
-			name += " --no-batch"
-		}
-		if maxInflight > 0 {
-			name += fmt.Sprintf(" --max-inflight %d", maxInflight)
-		}
-		if useTLS {
-			name += " --tls"
-		}
-		return bench.StartRaftlock(sctx, bench.RaftlockConfig{Bin: bin, Dir: dir, Nodes: nodes, NoBatch: noBatch,
-			MaxInflight: maxInflight, Lease: lease, Name: name, TLS: useTLS})
+		return b.startRaftlock(sctx)
 	case "etcd-mutex", "etcd-txn":
-		return bench.StartEtcd(sctx, bench.EtcdConfig{Dir: dir, Lease: lease, Mode: sys})
+		return bench.StartEtcd(sctx, bench.EtcdConfig{Dir: c.dir, Lease: c.lease, Mode: sys})
 	case "redis":
-		return bench.StartRedis(sctx, bench.RedisConfig{Dir: dir, Lease: lease})
+		return bench.StartRedis(sctx, bench.RedisConfig{Dir: c.dir, Lease: c.lease})
 	}
 	return nil, errors.New("unknown system " + sys)
+}
+
+func (b *benchRun) startRaftlock(ctx context.Context) (bench.Target, error) {
+	c := b.cfg
+	if c.nodes < 1 {
+		return nil, usageErr("--nodes must be at least 1")
+	}
+	name := "raftlock"
+	if c.noBatch {
+		name += " --no-batch"
+	}
+	if c.maxInflight > 0 {
+		name += fmt.Sprintf(" --max-inflight %d", c.maxInflight)
+	}
+	if c.useTLS {
+		name += " --tls"
+	}
+	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch,
+		MaxInflight: c.maxInflight, Lease: c.lease, Name: name, TLS: c.useTLS,
+		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1)}
+	if c.snapshotEvery == 0 {
+		cfg.SnapshotKeep = 0
+	}
+	if len(c.held) > 0 {
+		// Room for the held locks beside every point's own keys.
+		cfg.MaxKeys = max(node.DefaultMaxKeys, c.held[len(c.held)-1]+1<<16)
+	}
+	return bench.StartRaftlock(ctx, cfg)
 }

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+)
+
+// heldJSON is what these tests read back of bench --held's JSON.
+type heldJSON struct {
+	Partial  bool   `json:"partial"`
+	FillMode string `json:"fill_mode"`
+	Released *int   `json:"released"`
+	Runs     []struct {
+		Held    int   `json:"held"`
+		KeySize int   `json:"key_size"`
+		Clients int   `json:"clients"`
+		Ops     int64 `json:"ops"`
+	} `json:"runs"`
+	Scale []struct {
+		Held int `json:"held"`
+		Fill *struct {
+			Locks    int     `json:"locks"`
+			RateOpsS float64 `json:"rate_acquires_s"`
+		} `json:"fill"`
+		IdleLeaderCPU *float64 `json:"idle_leader_cpu"`
+		CatchUp       *struct {
+			Seconds    float64 `json:"seconds"`
+			BySnapshot bool    `json:"by_snapshot"`
+		} `json:"catch_up"`
+		Join *struct {
+			Seconds    float64 `json:"seconds"`
+			BySnapshot bool    `json:"by_snapshot"`
+		} `json:"join"`
+	} `json:"scale"`
+}
+
+func decodeHeld(t *testing.T, b []byte) heldJSON {
+	t.Helper()
+	var rep heldJSON
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("bench JSON: %v\n%s", err, b)
+	}
+	return rep
+}
+
+// bench --held on a cluster of its own: every point at each size with keys
+// of the size asked, the fill's rate, the idle leader's CPU, a follower's
+// catch-up and a member's join by snapshot, and scale.md and scale.png.
+func TestBenchHeldMeasuresEachTableSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	bin := buildBinary(t)
+	out := filepath.Join(t.TempDir(), "results")
+	r := runCLI(t, bin, nil, "bench", "--held", "0,200", "--key-size", "250", "--clients", "1,4", "--duration", "500ms",
+		"--warmup", "100ms", "--snapshot-every", "100", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("bench --held: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "bench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := decodeHeld(t, b)
+	if len(rep.Runs) != 4 || len(rep.Scale) != 2 || rep.FillMode != "incremental" {
+		t.Fatalf("%d runs, %d sizes, fill mode %q; want 4 runs at 2 sizes, incremental\n%s", len(rep.Runs), len(rep.Scale), rep.FillMode, b)
+	}
+	for i, x := range rep.Runs {
+		if want := []int{0, 0, 200, 200}[i]; x.Held != want || x.KeySize != 250 || x.Ops == 0 {
+			t.Errorf("run %d: held %d, key size %d, %d ops; want held %d, key size 250, ops", i, x.Held, x.KeySize, x.Ops, want)
+		}
+	}
+	s := rep.Scale[1]
+	switch {
+	case s.Held != 200 || s.Fill == nil || s.Fill.Locks != 200 || s.Fill.RateOpsS <= 0:
+		t.Errorf("size 200: fill %+v; want 200 locks at a rate > 0", s.Fill)
+	case s.IdleLeaderCPU == nil:
+		t.Error("size 200: no idle leader CPU")
+	case s.CatchUp == nil || s.CatchUp.Seconds <= 0 || !s.CatchUp.BySnapshot:
+		t.Errorf("size 200: catch-up %+v; want a time, by snapshot", s.CatchUp)
+	case s.Join == nil || s.Join.Seconds <= 0 || !s.Join.BySnapshot:
+		t.Errorf("size 200: join %+v; want a time, by snapshot", s.Join)
+	case rep.Scale[0].CatchUp != nil || rep.Scale[0].Join != nil:
+		t.Errorf("size 0: catch-up or join measured: %+v", rep.Scale[0])
+	}
+	for _, f := range []string{"scale.md", "scale.png", "bench.md"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "scale.md"))
+	if !strings.Contains(string(md), "raftlock bench --held 0,200") || !strings.Contains(string(md), "| 200 |") {
+		t.Errorf("scale.md lacks the command or the 200 row:\n%s", md)
+	}
+}
+
+// bench --held against a cluster it did not start releases every lock it
+// took: after a run to the end, and after Ctrl-C in the middle of the fill.
+func TestBenchHeldOnEndpointsLeavesNoLockHeld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c, ctx, cl := readyProcessCluster(t, 3*time.Minute)
+	eps := strings.Join(c.endpoints(), ",")
+	r := runCLI(t, c.bin, nil, "bench", "--endpoints", eps, "--held", "300", "--key-size", "250", "--clients", "2",
+		"--duration", "300ms", "--warmup", "0s", "--json")
+	if r.code != 0 {
+		t.Fatalf("bench --held --endpoints: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	rep := decodeHeld(t, []byte(r.stdout))
+	if len(rep.Scale) != 1 || rep.Scale[0].Fill == nil || rep.Scale[0].Fill.Locks != 300 || rep.Released == nil || *rep.Released != 300 {
+		t.Fatalf("want 300 locks filled and released:\n%s", r.stdout)
+	}
+	if rep.Scale[0].CatchUp != nil || rep.Scale[0].IdleLeaderCPU != nil {
+		t.Errorf("cluster experiments ran on a cluster the bench did not start: %+v", rep.Scale[0])
+	}
+	waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n == 0 })
+
+	cmd := exec.Command(c.bin, "bench", "--endpoints", eps, "--held", "1000000", "--fill-clients", "16", "--clients", "1", "--duration", "300ms")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	var tail strings.Builder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sc := bufio.NewScanner(stderr); sc.Scan(); {
+			tail.WriteString(sc.Text() + "\n")
+		}
+	}()
+	waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n >= 100 })
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	<-done
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("interrupted bench --held: %v, want exit %d\n%s", err, exitInterrupted, tail.String())
+	}
+	if !strings.Contains(tail.String(), "released") {
+		t.Errorf("no release reported:\n%s", tail.String())
+	}
+	waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n == 0 })
+}
+
+// waitLocks waits until the leader's table holds a number of locks ok
+// accepts.
+func waitLocks(ctx context.Context, t *testing.T, cl *client.Client, eps []string, ok func(uint64) bool) {
+	t.Helper()
+	waitUntil(ctx, t, "the lock count", func() bool {
+		for _, ep := range eps {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := cl.Status(sctx, ep)
+			cancel()
+			if err == nil && st.Role == "leader" {
+				return ok(st.Locks)
+			}
+		}
+		return false
+	})
+}
+
+// The --held flags are checked before anything starts, and --help lists
+// each of them.
+func TestBenchHeldFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--held", "100", "--compare", "etcd"},
+		{"bench", "--held", "-1"},
+		{"bench", "--held", "10", "--key-size", "10"},
+		{"bench", "--held", "10", "--key-size", "300"},
+		{"bench", "--held", "10", "--fill-clients", "0"},
+	} {
+		if code, _, stderr := cli(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, %q; want a usage error", args, code, stderr)
+		}
+	}
+	code, _, help := cli(t, "bench", "--help")
+	if code != 0 {
+		t.Fatalf("bench --help: exit %d", code)
+	}
+	for _, f := range []string{"--held", "--key-size", "--fill-clients", "--catch-up", "--snapshot-every"} {
+		if !strings.Contains(help, "\n  "+f+" ") && !strings.Contains(help, "\n  "+f+"\n") {
+			t.Errorf("bench --help does not list %s:\n%s", f, help)
+		}
+	}
+}
