@@ -158,6 +158,10 @@ func (t *TCP) SetMaxSnapshotSize(n int64) {
 	}
 }
 
+// SnapshotSpoolDir is where a member with data directory dataDir spools
+// inbound snapshots.
+func SnapshotSpoolDir(dataDir string) string { return filepath.Join(dataDir, "snap.tmp") }
+
 // SetSnapshotDir sets the directory inbound snapshots are spooled to as
 // they arrive, under the member's data directory; Start creates it and
 // removes the spool files a crash left in it. Without one, Start makes a
