@@ -40,6 +40,9 @@ fuzz:
 	$(GO) test ./member -run XXX -fuzz 'FuzzStep$$' -fuzztime 20s
 	$(GO) test ./member -run XXX -fuzz FuzzStepUnknownSender -fuzztime 20s
 	$(GO) test ./member -run XXX -fuzz FuzzDecodeBackup -fuzztime 20s
+	$(GO) test ./node/peer -run XXX -fuzz FuzzDecodeSnapshotHeader -fuzztime 20s
+	$(GO) test ./node/peer -run XXX -fuzz FuzzDecodeChunk -fuzztime 20s
+	$(GO) test ./node/peer -run XXX -fuzz FuzzDecodeReply -fuzztime 20s
 
 # One seeded chaos run: make chaos SEED=7 CHAOS_DURATION=60s
 chaos: build

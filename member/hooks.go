@@ -74,13 +74,18 @@ const (
 	BugApplyBeforePersist  = "apply-before-persist"
 	BugNoSnapshotOnAdd     = "no-snapshot-on-add"
 	BugNoPeerInputChecks   = "no-peer-input-checks"
+	// BugSnapshotPartial is planted in the peer transport, not here
+	// (peer.TCP.UnsafeSkipSnapshotChecks): a received snapshot is
+	// delivered unchecked, even one whose stream broke before its last
+	// chunk.
+	BugSnapshotPartial = "snapshot-partial"
 )
 
 // Bugs lists the planted bugs by name.
 var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
 	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd,
-	BugNoPeerInputChecks}
+	BugNoPeerInputChecks, BugSnapshotPartial}
 
 // ValidBug says whether name is a planted bug ("" is none).
 func ValidBug(name string) bool {

@@ -71,6 +71,13 @@ type Config struct {
 	// CLI accepts it only with fault injection enabled.
 	Bug string
 
+	// SnapshotChunkSize is the most snapshot data one peer frame carries
+	// (default peer.DefaultSnapshotChunkSize); PeerFrameLimit is the
+	// largest peer frame this member reads (default
+	// peer.DefaultFrameLimit). See peer.TCP.SetSnapshotChunkSize.
+	SnapshotChunkSize int
+	PeerFrameLimit    int
+
 	// Limits bound the calls, waiters and keys the member holds (zero
 	// fields: member's defaults); past one a call gets ErrOverloaded.
 	Limits Limits
@@ -305,6 +312,14 @@ func New(cfg Config) (*Node, error) {
 			n.identity = ident
 		}
 		tcp.SetReadTimeout(10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
+		tcp.SetFrameLimit(cfg.PeerFrameLimit)
+		tcp.SetSnapshotChunkSize(cfg.SnapshotChunkSize)
+		if cfg.DataDir != "" {
+			tcp.SetSnapshotDir(peer.SnapshotSpoolDir(cfg.DataDir))
+		}
+		if cfg.Bug == member.BugSnapshotPartial {
+			tcp.UnsafeSkipSnapshotChecks() // chosen once, here: the transport's code follows its hook
+		}
 		n.transport = tcp
 	}
 	n.last = n.core.Status()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/peer"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -36,6 +37,8 @@ type memberFlags struct {
 	tick           time.Duration
 	snapshotEvery  uint64
 	snapshotKeep   uint64
+	snapshotChunk  int // bytes of snapshot data per peer frame
+	peerFrameLimit int // the largest peer frame read
 	maxInflight    int
 	noBatch        bool
 	logLevel       string
@@ -64,6 +67,8 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.DurationVar(&m.tick, "tick", 20*time.Millisecond, "raft tick; election timeout is 10 ticks")
 	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots")
 	fs.Uint64Var(&m.snapshotKeep, "snapshot-keep", 1000, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
+	fs.IntVar(&m.snapshotChunk, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
+	fs.IntVar(&m.peerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
 	fs.IntVar(&m.maxInflight, "max-inflight", 256, "raft append messages in flight per follower (1: no pipelining)")
 	fs.BoolVar(&m.noBatch, "no-batch", false, "one command per log entry (ablation)")
 	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -134,6 +139,9 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 	if err := m.limits.validate(); err != nil {
 		return nil, err
 	}
+	if m.snapshotChunk <= 0 || m.peerFrameLimit <= 0 || m.snapshotChunk > m.peerFrameLimit {
+		return nil, usageErr("--snapshot-chunk-size %d must be > 0 and at most --peer-frame-limit %d", m.snapshotChunk, m.peerFrameLimit)
+	}
 	sec, acl, err := checkSecurity(m, peers, log)
 	if err != nil {
 		return nil, err
@@ -164,7 +172,7 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
 		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
-		Limits: m.limits.node(), Join: join,
+		Limits: m.limits.node(), Join: join, SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
 	})
 	if err != nil {
 		ln.Close()

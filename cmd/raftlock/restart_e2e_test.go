@@ -149,6 +149,12 @@ func (c *processCluster) log(m *processMember) string {
 	return string(b)
 }
 
+// fullLog is all of m's log, where log is its tail.
+func (c *processCluster) fullLog(m *processMember) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)))
+	return string(b)
+}
+
 // readyProcessCluster starts three members (info logs) and returns them
 // with a client that has seen a leader (a read succeeded) and a context
 // that bounds the test to d; both end with the test.

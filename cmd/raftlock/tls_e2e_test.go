@@ -143,11 +143,6 @@ func (tc *tlsCluster) leader(t *testing.T) uint64 {
 	return 0
 }
 
-func (tc *tlsCluster) fullLog(m *processMember) string {
-	b, _ := os.ReadFile(filepath.Join(tc.dir, fmt.Sprintf("node-%d.log", m.id)))
-	return string(b)
-}
-
 func (tc *tlsCluster) waitLog(t *testing.T, m *processMember, what string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

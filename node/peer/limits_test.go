@@ -24,8 +24,8 @@ func (nopHandler) ReportSnapshot(uint64, bool) {}
 func frameHeader(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
 
 func TestReadFrameRefusesOversizedLengthBeforeReading(t *testing.T) {
-	r := bufio.NewReader(bytes.NewReader(frameHeader(maxPeerFrame + 1)))
-	if _, err := readFrame(r, maxPeerFrame); err == nil || !strings.Contains(err.Error(), "exceeds limit") {
+	r := bufio.NewReader(bytes.NewReader(frameHeader(DefaultFrameLimit + 1)))
+	if _, err := readFrame(r, DefaultFrameLimit); err == nil || !strings.Contains(err.Error(), "exceeds limit") {
 		t.Fatalf("got %v, want a frame-too-large error", err)
 	}
 }
@@ -33,11 +33,11 @@ func TestReadFrameRefusesOversizedLengthBeforeReading(t *testing.T) {
 // A length that lies (64 MiB announced, 10 bytes sent) must not cost the
 // member 64 MiB.
 func TestReadFrameLyingLengthAllocatesLittle(t *testing.T) {
-	in := append(frameHeader(maxPeerFrame), make([]byte, 10)...)
+	in := append(frameHeader(DefaultFrameLimit), make([]byte, 10)...)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, err := readFrame(bufio.NewReader(bytes.NewReader(in)), maxPeerFrame)
+	_, err := readFrame(bufio.NewReader(bytes.NewReader(in)), DefaultFrameLimit)
 	runtime.ReadMemStats(&after)
 	if err == nil {
 		t.Fatal("a truncated frame was accepted")
@@ -50,7 +50,7 @@ func TestReadFrameLyingLengthAllocatesLittle(t *testing.T) {
 func TestReadFrameWholeFrames(t *testing.T) {
 	for _, n := range []int{0, 1, frameChunk - 1, frameChunk, 3*frameChunk + 7} {
 		payload := bytes.Repeat([]byte{0xab}, n)
-		got, err := readFrame(bufio.NewReader(bytes.NewReader(AppendFrame(nil, payload))), maxPeerFrame)
+		got, err := readFrame(bufio.NewReader(bytes.NewReader(AppendFrame(nil, payload))), DefaultFrameLimit)
 		if err != nil || !bytes.Equal(got, payload) {
 			t.Fatalf("frame of %d bytes: got %d bytes, err %v", n, len(got), err)
 		}

@@ -1,6 +1,7 @@
 // Package peer is the TCP transport between members: a hello naming the
 // sender, then length-prefixed raft messages, one sender goroutine and
-// queue per peer.
+// queue per peer; snapshots stream in chunks on a connection of their own
+// (snapshot.go).
 package peer
 
 import (
@@ -59,7 +60,6 @@ const removedNotice = "RLP1 removed from the cluster\n"
 
 const (
 	peerMagic        = "RLP1"
-	maxPeerFrame     = 64 << 20 // snapshots travel as one message
 	peerQueueLen     = 4096
 	peerDialTimeout  = time.Second
 	peerRedialPeriod = 50 * time.Millisecond
@@ -120,6 +120,10 @@ type TCP struct {
 	identity    *Identity           // nil: hellos carry no cluster identity (identity.go)
 
 	lim limits
+	// snap is how snapshots stream (snapshot.go); snapIn marks the
+	// senders with an inbound snapshot stream open, one each (under mu).
+	snap   snapshotConfig
+	snapIn map[uint64]bool
 	// learnedExpiry is how long a learned peer without an inbound stream
 	// stays (DefaultLearnedExpiry); now is the clock it is measured on
 	// (time.Now; tests step their own).
@@ -149,6 +153,7 @@ func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *
 		id: id, listenAddr: listen, clientAddr: clientAddr, peerAddr: peers[id], log: log.With("component", "transport"),
 		clientAddrs: map[uint64]string{id: clientAddr}, learned: map[uint64]*learnedPeer{}, inbound: map[uint64]int{},
 		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
+		snap: newSnapshotConfig(), snapIn: map[uint64]bool{},
 		learnedExpiry: DefaultLearnedExpiry, now: time.Now, refusals: newRepeats(repeatWindow, time.Now),
 	}
 	senders := make(map[uint64]*peerSender)
@@ -230,8 +235,12 @@ func (t *TCP) isPeer(id uint64) bool {
 
 // Start implements Transport.
 func (t *TCP) Start(h Handler) error {
+	if err := t.snap.openSpool(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", t.listenAddr)
 	if err != nil {
+		t.snap.closeSpool()
 		return fmt.Errorf("listen for peers on %s: %w", t.listenAddr, err)
 	}
 	ln = t.wrapListener(ln)
@@ -289,6 +298,7 @@ func (t *TCP) Close() error {
 	}
 	t.mu.Unlock()
 	t.wg.Wait()
+	t.snap.closeSpool()
 	return nil
 }
 
@@ -391,10 +401,13 @@ func (t *TCP) serve(c net.Conn) error {
 		return err
 	}
 	defer t.closeInbound(from)
-	for {
-		frame, err := readFrame(r, maxPeerFrame)
+	for first := true; ; first = false {
+		frame, err := readFrame(r, t.snap.frameLimit)
 		if err != nil {
 			return err
+		}
+		if first && string(frame) == snapshotStreamMarker {
+			return t.serveSnapshot(c, r, from)
 		}
 		m := &raftpb.Message{}
 		if err := proto.Unmarshal(frame, m); err != nil {
@@ -599,6 +612,8 @@ type peerSender struct {
 	dead chan struct{}
 
 	stopped chan struct{} // closed when run returns: no more dials
+
+	snapping atomic.Bool // a snapshot stream to this peer is under way (startSnapshot)
 }
 
 // breakLocked ends the live stream; the stream goroutine re-dials.
@@ -702,15 +717,17 @@ func (p *peerSender) stream(c net.Conn) error {
 		case m = <-p.queue:
 		}
 		buf = buf[:0]
-		var snaps int
 		for m != nil {
-			data, err := proto.Marshal(m)
-			if err != nil {
-				return fmt.Errorf("encode raft message: %w", err)
-			}
-			buf = AppendFrame(buf, data)
 			if m.GetType() == raftpb.MessageType_MsgSnap {
-				snaps++
+				// Never in a frame of this stream: it may be larger than
+				// any frame, and would hold up the heartbeats behind it.
+				p.startSnapshot(m)
+			} else {
+				data, err := proto.Marshal(m)
+				if err != nil {
+					return fmt.Errorf("encode raft message: %w", err)
+				}
+				buf = AppendFrame(buf, data)
 			}
 			m = nil
 			if len(buf) < 1<<20 {
@@ -719,6 +736,9 @@ func (p *peerSender) stream(c net.Conn) error {
 				default:
 				}
 			}
+		}
+		if len(buf) == 0 {
+			continue
 		}
 		p.wmu.Lock()
 		var err error
@@ -731,9 +751,6 @@ func (p *peerSender) stream(c net.Conn) error {
 			}
 		}
 		p.wmu.Unlock()
-		for range snaps {
-			p.t.handler.ReportSnapshot(p.id, err != nil)
-		}
 		if err != nil {
 			return err
 		}
