@@ -198,22 +198,17 @@ func (r *reader) command() Command {
 // Equal tables give equal bytes on every node. It reads the table only, so
 // on a Frozen copy it may run beside the member that goes on applying.
 func (m *Machine) Snapshot() []byte {
-	keys := m.locks.sortedKeys()
-	size := 16
-	for _, k := range keys {
-		size += len(k) + 3*binary.MaxVarintLen64
-	}
-	b := make([]byte, 0, size)
+	es := m.locks.sorted()
+	b := make([]byte, 0, m.EncodedSize()+uint64(len(es))*binary.MaxVarintLen64)
 	b = append(b, snapshotMagic...)
 	b = append(b, snapshotFormat)
 	b = binary.AppendUvarint(b, m.lastToken)
-	b = binary.AppendUvarint(b, uint64(m.locks.n))
-	for _, k := range keys {
-		l, _ := m.locks.get(k)
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		b = binary.AppendUvarint(b, l.Token)
-		b = binary.AppendUvarint(b, l.LeaseMS)
+	b = binary.AppendUvarint(b, uint64(len(es)))
+	for _, e := range es {
+		b = binary.AppendUvarint(b, uint64(len(e.key)))
+		b = append(b, e.key...)
+		b = binary.AppendUvarint(b, e.lock.Token)
+		b = binary.AppendUvarint(b, e.lock.LeaseMS)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }

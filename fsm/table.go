@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"hash/maphash"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // tableShards is how many maps the table is split into. Freezing the
@@ -15,6 +17,7 @@ const tableShards = 1024
 // table is the lock table: a map split into shards that are copied on
 // write once a frozen copy shares them.
 type table struct {
+	seed   maphash.Seed
 	shards []*shard
 	n      int
 	bytes  uint64 // the keys' lengths plus lockOverhead per lock
@@ -32,22 +35,18 @@ type shard struct {
 	locks map[string]Lock
 }
 
-func newTable() table { return table{shards: make([]*shard, tableShards)} }
+func newTable() table { return table{seed: maphash.MakeSeed(), shards: make([]*shard, tableShards)} }
 
-// shardOf is FNV-1a of the key: fixed, so every member and every replay
-// places a key alike (the placement decides nothing observable, but a
-// fixed one keeps runs comparable).
-func shardOf(key string) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return int(h % tableShards)
+// shardOf places key in a shard. The placement decides nothing anyone can
+// observe (every output that lists keys sorts them), so it may differ
+// between tables and processes; a seeded hash keeps keys chosen to
+// collide from piling up in one shard.
+func (t *table) shardOf(key string) int {
+	return int(maphash.String(t.seed, key) % tableShards)
 }
 
 func (t *table) get(key string) (Lock, bool) {
-	s := t.shards[shardOf(key)]
+	s := t.shards[t.shardOf(key)]
 	if s == nil {
 		return Lock{}, false
 	}
@@ -57,7 +56,7 @@ func (t *table) get(key string) (Lock, bool) {
 
 // writable returns key's shard, copied first if a frozen copy shares it.
 func (t *table) writable(key string) *shard {
-	i := shardOf(key)
+	i := t.shardOf(key)
 	s := t.shards[i]
 	switch {
 	case s == nil:
@@ -91,7 +90,7 @@ func (t *table) remove(key string) {
 // freeze returns a copy of the table that later writes to t never change.
 func (t *table) freeze() table {
 	t.epoch++
-	return table{shards: slices.Clone(t.shards), n: t.n, bytes: t.bytes, epoch: t.epoch - 1}
+	return table{seed: t.seed, shards: slices.Clone(t.shards), n: t.n, bytes: t.bytes, epoch: t.epoch - 1}
 }
 
 func (t *table) each(f func(key string, l Lock)) {
@@ -110,4 +109,17 @@ func (t *table) sortedKeys() []string {
 	t.each(func(k string, _ Lock) { keys = append(keys, k) })
 	slices.Sort(keys)
 	return keys
+}
+
+type entry struct {
+	key  string
+	lock Lock
+}
+
+// sorted returns every lock in key order.
+func (t *table) sorted() []entry {
+	es := make([]entry, 0, t.n)
+	t.each(func(k string, l Lock) { es = append(es, entry{k, l}) })
+	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	return es
 }
