@@ -327,6 +327,9 @@ func (c *Core) Step(m *raftpb.Message) error {
 	}
 	if c.hooks.peerInputChecks && m.GetType() == raftpb.MessageType_MsgSnap {
 		d, err := checkSnapshot(m.GetSnapshot())
+		if errors.Is(err, fsm.ErrCorrupt) {
+			c.metrics.SnapshotsCorrupt.Inc()
+		}
 		if err != nil {
 			return fmt.Errorf("refused snapshot from %d at %d: %w", m.GetFrom(), m.GetSnapshot().GetMetadata().GetIndex(), err)
 		}

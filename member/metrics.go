@@ -16,7 +16,7 @@ type Metrics struct {
 	Proposals, Fsyncs, EntriesPersisted, EntriesApplied prometheus.Counter
 	CommandsApplied, LeaderChanges, Snapshots           prometheus.Counter
 	GhostReleases, SnapshotsInstalled                   prometheus.Counter
-	SnapshotsRefused                                    prometheus.Counter
+	SnapshotsRefused, SnapshotsCorrupt                  prometheus.Counter
 	FsyncSeconds, BatchSize, SnapshotSeconds            prometheus.Histogram
 	Applied, LocksHeld, Waiters, IsLeader, Term         prometheus.Gauge
 	Commit, ApplyLag, FirstIndex                        prometheus.Gauge
@@ -52,6 +52,7 @@ func NewMetrics(process bool) *Metrics {
 	m.GhostReleases = counter("ghost_releases_total", "Releases proposed for grants whose requester was gone.")
 	m.SnapshotsInstalled = counter("snapshots_installed_total", "Snapshots received from the leader and installed.")
 	m.SnapshotsRefused = counter("snapshots_refused_total", "Snapshots received whose configuration lacks this member, which raft refuses (a new member then waits for the next one).")
+	m.SnapshotsCorrupt = counter("snapshots_corrupt_total", "Snapshots received from a peer whose data does not decode (refused before raft sees them). A cluster never sends one: a non-zero count means a transfer delivered damaged data, or a forged frame.")
 	m.FsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "fsync_seconds",
 		Help: "Latency of synced raft log writes.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)})
 	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "batch_commands",
