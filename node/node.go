@@ -44,10 +44,13 @@ type Config struct {
 	ElectionTicks  int           // default 10
 	HeartbeatTicks int           // default 1
 	SnapshotEvery  uint64        // applied entries between snapshots; default 10000
-	SnapshotKeep   uint64        // entries kept behind a snapshot for slow followers; default 1000
-	MaxInflight    int           // raft MaxInflightMsgs; default 256
-	MaxBatch       int           // commands per log entry; default 1024
-	NoBatch        bool          // one command per entry and one entry per Ready (ablation)
+	// SnapshotByEntries: every SnapshotEvery entries whatever the table's
+	// size (member.Config.SnapshotByEntries).
+	SnapshotByEntries bool
+	SnapshotKeep      uint64 // entries kept behind a snapshot for slow followers; default 1000
+	MaxInflight       int    // raft MaxInflightMsgs; default 256
+	MaxBatch          int    // commands per log entry; default 1024
+	NoBatch           bool   // one command per entry and one entry per Ready (ablation)
 
 	Clock     clock.Clock    // default: system clock
 	Transport peer.Transport // default: TCP on Peers[ID]
@@ -251,7 +254,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.core, err = member.New(member.Config{
 		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotByEntries: cfg.SnapshotByEntries, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
 		MaxBatch: cfg.MaxBatch, NoBatch: cfg.NoBatch, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
 		Logger: log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
 		Peers: cfg.Peers,

@@ -36,6 +36,7 @@ type memberFlags struct {
 	data           string
 	tick           time.Duration
 	snapshotEvery  uint64
+	snapByEntries  bool
 	snapshotKeep   uint64
 	snapshotChunk  int // bytes of snapshot data per peer frame
 	peerFrameLimit int // the largest peer frame read
@@ -65,7 +66,8 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 
 func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.DurationVar(&m.tick, "tick", 20*time.Millisecond, "raft tick; election timeout is 10 ticks")
-	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots")
+	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots; a snapshot also waits until the log since the last one is half the lock table's size (see --snapshot-by-entries)")
+	fs.BoolVar(&m.snapByEntries, "snapshot-by-entries", false, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
 	fs.Uint64Var(&m.snapshotKeep, "snapshot-keep", 1000, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
 	fs.IntVar(&m.snapshotChunk, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
 	fs.IntVar(&m.peerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
@@ -170,7 +172,7 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 	}
 	n, err := node.New(node.Config{AuditJournal: journal,
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
-		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
+		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
 		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
 		Limits: m.limits.node(), Join: join, SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
 	})
