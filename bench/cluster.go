@@ -24,6 +24,9 @@ type CatchUpResult struct {
 	EntriesBehind uint64  `json:"entries_behind"`
 	Seconds       float64 `json:"seconds"`
 	BySnapshot    bool    `json:"by_snapshot"`
+	// ReadySeconds is from its restart until it answered a status
+	// request: its store loaded and its table decoded.
+	ReadySeconds float64 `json:"ready_seconds"`
 }
 
 // JoinResult is a new member's way from its start to the leader's
@@ -45,7 +48,10 @@ func startedCluster(t Target) (*raftlockTarget, error) {
 	return rt, nil
 }
 
-const metricInstalled = "raftlock_snapshots_installed_total"
+const (
+	metricInstalled  = "raftlock_snapshots_installed_total"
+	metricFirstIndex = "raftlock_first_index"
+)
 
 // IdleLeaderCPU is the leader's CPU use over window with no load, as a
 // fraction of one core, once every member has applied what the leader
@@ -100,7 +106,16 @@ func CatchUp(ctx context.Context, t Target, behind uint64, keySize int) (CatchUp
 		return CatchUpResult{}, fmt.Errorf("status of member %d: %w", f.id, err)
 	}
 	f.proc.kill()
-	leaderApplied, err := rt.churn(ctx, keySize, 32, st.Applied+behind)
+	// Until the leader applied behind more entries and compacted its log
+	// past what the follower has: a big table is snapshotted only once the
+	// log is half its size, so a fixed count of entries may not get there.
+	leaderApplied, err := rt.churn(ctx, keySize, 32, func(l *benchMember, lst wire.Status) bool {
+		if lst.Applied < st.Applied+behind {
+			return false
+		}
+		first, err := scrapeWith(ctx, rt.metrics, rt.metricsURL(l), metricFirstIndex)
+		return err == nil && uint64(first[metricFirstIndex]) > st.Applied+1
+	})
 	if err != nil {
 		return CatchUpResult{}, fmt.Errorf("drive the leader past member %d: %w", f.id, err)
 	}
@@ -108,10 +123,15 @@ func CatchUp(ctx context.Context, t Target, behind uint64, keySize int) (CatchUp
 	if err := rt.procs.restart(f.proc); err != nil {
 		return CatchUpResult{}, err
 	}
+	ready, err := rt.waitAnswers(ctx, f)
+	if err != nil {
+		return CatchUpResult{}, err
+	}
 	if err := rt.waitCaughtUp(ctx, f); err != nil {
 		return CatchUpResult{}, err
 	}
-	res := CatchUpResult{Member: f.id, EntriesBehind: leaderApplied - st.Applied, Seconds: time.Since(start).Seconds()}
+	res := CatchUpResult{Member: f.id, EntriesBehind: leaderApplied - st.Applied, Seconds: time.Since(start).Seconds(),
+		ReadySeconds: ready.Sub(start).Seconds()}
 	res.BySnapshot, err = rt.installedSnapshot(ctx, f)
 	return res, err
 }
@@ -226,6 +246,35 @@ func (rt *raftlockTarget) follower(ctx context.Context) (*benchMember, error) {
 	return nil, errors.New("the cluster has no follower")
 }
 
+// waitAnswers polls m every 10 ms until it answers a status request, and
+// returns when it did.
+func (rt *raftlockTarget) waitAnswers(ctx context.Context, m *benchMember) (time.Time, error) {
+	for {
+		if _, err := rt.status(ctx, m); err == nil {
+			return time.Now(), nil
+		}
+		if !m.proc.running() {
+			return time.Time{}, fmt.Errorf("member %d exited while starting (see %s)", m.id, m.proc.logPath)
+		}
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			return time.Time{}, fmt.Errorf("member %d starting: %w", m.id, ctx.Err())
+		}
+	}
+}
+
+// LeaderRSS is the leader process's resident memory, in bytes.
+func LeaderRSS(ctx context.Context, t Target) (uint64, error) {
+	rt, err := startedCluster(t)
+	if err != nil {
+		return 0, err
+	}
+	l, _, err := rt.leader(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return residentBytes(l.proc.pid())
+}
+
 // waitCaughtUp polls m every 20 ms until it has applied what the leader
 // has (m may be starting: until it answers, it has not).
 func (rt *raftlockTarget) waitCaughtUp(ctx context.Context, m *benchMember) error {
@@ -257,9 +306,9 @@ func (rt *raftlockTarget) installedSnapshot(ctx context.Context, m *benchMember)
 }
 
 // churn runs acquire and release cycles from clients goroutines (keys
-// padded to keySize) until the leader has applied index until, and
-// returns the leader's applied index then.
-func (rt *raftlockTarget) churn(ctx context.Context, keySize, clients int, until uint64) (uint64, error) {
+// padded to keySize) until done says so of the leader and its status,
+// and returns the leader's applied index then.
+func (rt *raftlockTarget) churn(ctx context.Context, keySize, clients int, done func(*benchMember, wire.Status) bool) (uint64, error) {
 	cctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
@@ -274,11 +323,11 @@ func (rt *raftlockTarget) churn(ctx context.Context, keySize, clients int, until
 		})
 	}
 	for {
-		_, st, err := rt.leader(ctx)
+		l, st, err := rt.leader(ctx)
 		if err != nil {
 			return 0, err
 		}
-		if st.Applied >= until {
+		if done(l, st) {
 			return st.Applied, nil
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {

@@ -32,6 +32,23 @@ func cpuSeconds(pids []int) (float64, error) {
 	return total, nil
 }
 
+// residentBytes is a process's resident memory (VmRSS).
+func residentBytes(pid int) (uint64, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0, fmt.Errorf("resident memory: %w", err)
+	}
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("resident memory of %d: %w", pid, err)
+	}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0, fmt.Errorf("resident memory of %d: %w", pid, err)
+	}
+	return st.VmRSS, nil
+}
+
 // scrape reads the named unlabelled samples from a Prometheus text
 // endpoint; names it does not serve are absent from the map.
 func scrape(ctx context.Context, url string, names ...string) (map[string]float64, error) {

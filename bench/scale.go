@@ -27,9 +27,11 @@ type ScalePoint struct {
 	// IdleLeaderCPU is the leader's CPU over a few seconds with no load,
 	// as a fraction of one core; CatchUp and Join are set when the bench
 	// started the cluster and ran them (--catch-up).
-	IdleLeaderCPU *float64       `json:"idle_leader_cpu,omitempty"`
-	CatchUp       *CatchUpResult `json:"catch_up,omitempty"`
-	Join          *JoinResult    `json:"join,omitempty"`
+	IdleLeaderCPU *float64 `json:"idle_leader_cpu,omitempty"`
+	// LeaderRSSBytes is the leader's resident memory after the fill.
+	LeaderRSSBytes *uint64        `json:"leader_rss_bytes,omitempty"`
+	CatchUp        *CatchUpResult `json:"catch_up,omitempty"`
+	Join           *JoinResult    `json:"join,omitempty"`
 }
 
 // FillIncremental is the FillMode of a report whose table sizes were
@@ -42,6 +44,7 @@ type scaleRow struct {
 	held                    int
 	fill, tput, p99, p50    *float64
 	idle, catchUp, join     *float64
+	rssMiB, perLock, ready  *float64
 	tputClients, p50Clients int
 	catchUpSnap, joinSnap   bool
 }
@@ -53,11 +56,18 @@ func (r *Report) scaleRows() []scaleRow {
 	var rows []scaleRow
 	for _, sp := range r.Scale {
 		row := scaleRow{held: sp.Held, idle: sp.IdleLeaderCPU}
+		if sp.LeaderRSSBytes != nil {
+			mib := float64(*sp.LeaderRSSBytes) / (1 << 20)
+			row.rssMiB = &mib
+		}
 		if sp.Fill != nil && sp.Fill.Locks > sp.Fill.From {
 			row.fill = &sp.Fill.RateOpsS
 		}
 		if c := sp.CatchUp; c != nil {
 			row.catchUp, row.catchUpSnap = &c.Seconds, c.BySnapshot
+			if c.ReadySeconds > 0 {
+				row.ready = &c.ReadySeconds
+			}
 		}
 		if j := sp.Join; j != nil {
 			row.join, row.joinSnap = &j.Seconds, j.BySnapshot
@@ -111,20 +121,28 @@ func (r *Report) ScaleTable(w io.Writer) {
 			base = &rows[i]
 		}
 	}
+	for i := range rows {
+		x := &rows[i]
+		if base != nil && base.rssMiB != nil && x.rssMiB != nil && x.held > 0 {
+			b := (*x.rssMiB - *base.rssMiB) * (1 << 20) / float64(x.held)
+			x.perLock = &b
+		}
+	}
 	tc, pc := rows[0].tputClients, rows[0].p50Clients
-	fmt.Fprintf(w, "| held | fill acquires/s | ops/s (c=%d) | p99 µs (c=%d) | p50 µs (c=%d) | idle leader CPU | catch-up s | join s |", tc, tc, pc)
+	fmt.Fprintf(w, "| held | fill acquires/s | ops/s (c=%d) | p99 µs (c=%d) | p50 µs (c=%d) | idle leader CPU | leader RSS MiB | bytes per lock | restart ready s | catch-up s | join s |", tc, tc, pc)
 	if base != nil {
 		fmt.Fprint(w, " ops/s vs 0 | p99 vs 0 | p50 vs 0 | idle CPU vs 0 |")
 	}
 	fmt.Fprintln(w)
-	fmt.Fprint(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprint(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	if base != nil {
 		fmt.Fprint(w, "---:|---:|---:|---:|")
 	}
 	fmt.Fprintln(w)
 	for _, x := range rows {
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s |", x.held, opt(x.fill, "%.0f"), opt(x.tput, "%.0f"), opt(x.p99, "%.0f"),
-			opt(x.p50, "%.0f"), opt(x.idle, "%.3f"), snapNote(x.catchUp, x.catchUpSnap), snapNote(x.join, x.joinSnap))
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", x.held, opt(x.fill, "%.0f"), opt(x.tput, "%.0f"), opt(x.p99, "%.0f"),
+			opt(x.p50, "%.0f"), opt(x.idle, "%.3f"), opt(x.rssMiB, "%.0f"), opt(x.perLock, "%.0f"), opt(x.ready, "%.2f"),
+			snapNote(x.catchUp, x.catchUpSnap), snapNote(x.join, x.joinSnap))
 		if base != nil {
 			fmt.Fprintf(w, " %s | %s | %s | %s |", ratio(x.tput, base.tput), ratio(x.p99, base.p99), ratio(x.p50, base.p50), ratio(x.idle, base.idle))
 		}
@@ -150,7 +168,9 @@ func (r *Report) scaleNotes() []string {
 		notes = append(notes, "fill: incremental, each size filled on from the previous one on the same cluster; the rate is that step's, at the fill's client count.")
 	}
 	notes = append(notes, "idle leader CPU: the leader process's CPU over 5 s with no load after the fill, as a fraction of one core.",
-		"catch-up: a follower killed (SIGKILL) while the leader applied past a compaction, restarted, timed until it applied the leader's index.",
+		"leader RSS: the leader process's resident memory (VmRSS) after the fill; bytes per lock: its growth over the 0-held row, per held lock.",
+		"restart ready: a follower killed (SIGKILL) with the table, restarted, timed until it answers a status request (its store loaded and its table decoded).",
+		"catch-up: that follower, killed while the leader applied past a compaction of its log, timed from its restart until it applied the leader's index.",
 		"join: a fourth member added (member.add), started with --join, timed from its start until it applied the leader's index, then removed.",
 		"\"(log, no snapshot)\": the member caught up without installing a snapshot.")
 	return notes

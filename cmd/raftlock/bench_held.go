@@ -102,6 +102,12 @@ func (b *benchRun) idleCPU(ctx context.Context, t bench.Target, sp *bench.ScaleP
 	}
 	sp.IdleLeaderCPU = &v
 	fmt.Fprintf(b.progress, "bench: idle leader CPU at %d held: %.3f of a core\n", sp.Held, v)
+	if rss, err := bench.LeaderRSS(ectx, t); err == nil {
+		sp.LeaderRSSBytes = &rss
+		fmt.Fprintf(b.progress, "bench: leader resident memory at %d held: %.0f MiB\n", sp.Held, float64(rss)/(1<<20))
+	} else {
+		b.experimentFailed(ctx, "leader resident memory", sp.Held, err)
+	}
 }
 
 // clusterExperiments times a killed follower's catch-up and a new
@@ -119,8 +125,8 @@ func (b *benchRun) clusterExperiments(ctx context.Context, t bench.Target, sp *b
 		b.experimentFailed(ctx, "catch-up", sp.Held, err)
 	} else {
 		sp.CatchUp = &c
-		fmt.Fprintf(b.progress, "bench: catch-up at %d held: member %d, %d entries behind, %.2fs, by snapshot %v\n",
-			sp.Held, c.Member, c.EntriesBehind, c.Seconds, c.BySnapshot)
+		fmt.Fprintf(b.progress, "bench: catch-up at %d held: member %d, %d entries behind, ready after %.2fs, caught up after %.2fs, by snapshot %v\n",
+			sp.Held, c.Member, c.EntriesBehind, c.ReadySeconds, c.Seconds, c.BySnapshot)
 	}
 	if ctx.Err() != nil {
 		return
