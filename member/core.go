@@ -93,6 +93,14 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// SnapshotReader is a raft.Storage whose snapshots may carry, in place of
+// their data, a reference to where it is kept (so that a table of
+// hundreds of megabytes is not held in memory for raft to send): the
+// core reads the data through it when it starts.
+type SnapshotReader interface {
+	SnapshotData(stored []byte) ([]byte, error)
+}
+
 // Ready is what the driver must do, in this order: record Applied (the
 // audit journal), store Compaction, send SendBeforePersist, save HardState,
 // Entries and Snapshot (synced when Sync), send Messages, deliver Answers,
@@ -229,7 +237,13 @@ func New(cfg Config, now time.Duration) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot: %w", err)
 	}
-	machine, book, hasBook, err := DecodeSnapshot(snap.GetData())
+	data := snap.GetData()
+	if r, ok := cfg.Storage.(SnapshotReader); ok {
+		if data, err = r.SnapshotData(data); err != nil {
+			return nil, fmt.Errorf("read snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+		}
+	}
+	machine, book, hasBook, err := DecodeSnapshot(data)
 	if err != nil {
 		return nil, fmt.Errorf("restore snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
 	}

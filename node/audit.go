@@ -27,7 +27,13 @@ func (n *Node) CommittedLog() (cmds []LoggedCommand, complete bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	m, _, _, err := member.DecodeSnapshot(snap.GetData())
+	data := snap.GetData()
+	if r, ok := n.storage.(member.SnapshotReader); ok {
+		if data, err = r.SnapshotData(data); err != nil {
+			return nil, false, err
+		}
+	}
+	m, _, _, err := member.DecodeSnapshot(data)
 	if err != nil {
 		return nil, false, fmt.Errorf("restore snapshot: %w", err)
 	}

@@ -320,6 +320,9 @@ func New(cfg Config) (*Node, error) {
 		if cfg.DataDir != "" {
 			tcp.SetSnapshotDir(peer.SnapshotSpoolDir(cfg.DataDir))
 		}
+		if src, ok := n.storage.(peer.SnapshotSource); ok {
+			tcp.SetSnapshotSource(src) // the store keeps a reference to its snapshot's file, not the data
+		}
 		if cfg.Bug == member.BugSnapshotPartial {
 			tcp.UnsafeSkipSnapshotChecks() // chosen once, here: the transport's code follows its hook
 		}

@@ -143,6 +143,14 @@ func checkRecovered(t *testing.T, at string, disk *vfs.MemFS, want logModel, lat
 	if got := snap.GetMetadata().GetIndex(); got != want.snapIndex {
 		t.Fatalf("%s: snapshot at %d after a power cut, want %d", at, got, want.snapIndex)
 	}
+	if want.snapIndex > 0 {
+		// Its data survives whole with it: the file is synced and in place
+		// before the reference to it commits.
+		data, err := s.SnapshotData(snap.GetData())
+		if err != nil || string(data) != fmt.Sprintf("table@%d", want.snapIndex) {
+			t.Fatalf("%s: snapshot data after a power cut: %q, %v; want table@%d", at, data, err, want.snapIndex)
+		}
+	}
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
 	if first != want.first || last != want.last {

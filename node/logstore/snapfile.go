@@ -163,6 +163,43 @@ func (f snapFiles) read(ref []byte) (name string, data []byte, err error) {
 	return name, data, nil
 }
 
+// SnapshotData returns the data of a snapshot read from this store's
+// raft.Storage: the store keeps only a reference to its file in memory,
+// and this reads the file (checked against its SHA-256). Data that is not
+// a reference (the seed, a store from before the files) is returned as
+// it is.
+func (s *Disk) SnapshotData(stored []byte) ([]byte, error) {
+	if !isRef(stored) {
+		return stored, nil
+	}
+	_, data, err := s.files.read(stored)
+	return data, err
+}
+
+// OpenSnapshot opens the data a stored snapshot's reference names, for
+// streaming it to a follower without holding it in memory: its size and
+// SHA-256 come with it. ok is false for data that is not a reference.
+func (s *Disk) OpenSnapshot(stored []byte) (r io.ReadCloser, size int64, sum [sha256.Size]byte, ok bool, err error) {
+	if !isRef(stored) {
+		return nil, 0, sum, false, nil
+	}
+	name, sum, err := decodeRef(stored)
+	if err != nil {
+		return nil, 0, sum, true, err
+	}
+	f, err := s.files.fs.Open(s.files.path(name))
+	if err != nil {
+		// A newer snapshot replaced it meanwhile: raft asks again.
+		return nil, 0, sum, true, fmt.Errorf("open snapshot file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, sum, true, fmt.Errorf("stat snapshot file %s: %w", name, err)
+	}
+	return f, st.Size(), sum, true, nil
+}
+
 // removeExcept removes every snapshot file but keep ("" keeps none), and
 // leftovers of interrupted writes.
 func (f snapFiles) removeExcept(keep string) error {

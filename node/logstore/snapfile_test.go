@@ -57,9 +57,18 @@ func TestSnapshotDataLivesInOneFile(t *testing.T) {
 	}
 	s = openTestStorage(t, dir)
 	snap, _ := s.Snapshot()
-	if snap.GetMetadata().GetIndex() != 15 || !bytes.Equal(snap.GetData(), big) {
-		t.Fatalf("reopened snapshot at %d with %d bytes, want 15 with %d", snap.GetMetadata().GetIndex(), len(snap.GetData()), len(big))
+	if !isRef(snap.GetData()) || len(snap.GetData()) > 100 {
+		t.Fatalf("the store holds %d bytes of snapshot data in memory, want only a reference to its file", len(snap.GetData()))
 	}
+	data, err := s.SnapshotData(snap.GetData())
+	if snap.GetMetadata().GetIndex() != 15 || err != nil || !bytes.Equal(data, big) {
+		t.Fatalf("reopened snapshot at %d with %d bytes (%v), want 15 with %d", snap.GetMetadata().GetIndex(), len(data), err, len(big))
+	}
+	r, size, _, ok, err := s.OpenSnapshot(snap.GetData())
+	if err != nil || !ok || size != int64(len(big)) {
+		t.Fatalf("open the snapshot to stream: %d bytes, ok %v, %v", size, ok, err)
+	}
+	r.Close()
 	if got := snapFilesIn(t, dir); len(got) != 1 || !strings.HasPrefix(got[0], "00000000000000000015-") {
 		t.Fatalf("snapshot files after reopen: %v, want only the referenced one", got)
 	}
@@ -75,7 +84,8 @@ func TestSnapshotDataLivesInOneFile(t *testing.T) {
 }
 
 // A snapshot file that does not match its reference's SHA-256 is refused
-// at open, naming the file, rather than handing raft damaged data.
+// when its data is read (a member reads it as it starts), naming the
+// file, rather than handing the member damaged data.
 func TestDamagedSnapshotFileRefusedAtOpen(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStorage(t, dir)
@@ -88,7 +98,13 @@ func TestDamagedSnapshotFileRefusedAtOpen(t *testing.T) {
 	s.Close()
 	name := snapFilesIn(t, dir)[0]
 	os.WriteFile(filepath.Join(dir, snapDir, name), []byte("the lock tablX"), 0o644)
-	if _, err := Open(dir, []uint64{1}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), name) {
-		t.Fatalf("open over a damaged snapshot file: %v, want an error naming %s", err, name)
+	s, err := Open(dir, []uint64{1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	snap, _ := s.Snapshot()
+	if _, err := s.SnapshotData(snap.GetData()); err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("read a damaged snapshot file: %v, want an error naming %s", err, name)
 	}
 }

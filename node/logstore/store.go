@@ -136,11 +136,17 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 		}
 	}
 	if isRef(snap.GetData()) {
-		name, data, err := s.files.read(snap.GetData())
+		// The mirror keeps the reference: the data is read when it is
+		// needed (SnapshotData, OpenSnapshot), not held for the life of
+		// the process.
+		name, _, err := decodeRef(snap.GetData())
 		if err != nil {
 			return fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
 		}
-		snap.Data, s.snapName = data, name
+		if _, err := s.files.fs.Stat(s.files.path(name)); err != nil {
+			return fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+		}
+		s.snapName = name
 	}
 	if err := s.files.removeExcept(s.snapName); err != nil {
 		return err
@@ -342,7 +348,7 @@ func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 		return fmt.Errorf("commit raft batch: %w", err)
 	}
 	if snap != nil && !raft.IsEmptySnap(snap) {
-		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
+		if err := s.MemoryStorage.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata(), Data: ref}); err != nil {
 			return fmt.Errorf("install snapshot: %w", err)
 		}
 	}
@@ -368,7 +374,7 @@ func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactT
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.compact(index, cs, data, ref, compactTo); err != nil || s.snapName != file {
+	if err := s.compact(index, cs, ref, compactTo); err != nil || s.snapName != file {
 		s.files.remove(file)
 		return err
 	}
@@ -380,15 +386,15 @@ func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactT
 // s.snapName is the new file, and the file it replaced is gone. A snapshot
 // that is out of date (a newer one arrived meanwhile) leaves everything as
 // it was and s.snapName unchanged.
-func (s *Disk) compact(index uint64, cs *raftpb.ConfState, data, ref []byte, compactTo uint64) error {
-	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, data)
+func (s *Disk) compact(index uint64, cs *raftpb.ConfState, ref []byte, compactTo uint64) error {
+	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, ref)
 	if errors.Is(err, raft.ErrSnapOutOfDate) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("create snapshot at %d: %w", index, err)
 	}
-	enc, err := proto.Marshal(&raftpb.Snapshot{Metadata: snap.GetMetadata(), Data: ref})
+	enc, err := proto.Marshal(snap)
 	if err != nil {
 		return err
 	}

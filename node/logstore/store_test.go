@@ -141,7 +141,8 @@ func TestDiskStorageReloadsEntriesKeptBehindSnapshot(t *testing.T) {
 			t.Fatalf("%s: entries 21..30: %d entries, %v", when, len(es), err)
 		}
 		snap, _ := s.Snapshot()
-		if snap.GetMetadata().GetIndex() != 25 || string(snap.GetData()) != "table@25" || len(snap.GetMetadata().GetConfState().GetVoters()) != 3 {
+		data, _ := s.SnapshotData(snap.GetData())
+		if snap.GetMetadata().GetIndex() != 25 || string(data) != "table@25" || len(snap.GetMetadata().GetConfState().GetVoters()) != 3 {
 			t.Fatalf("%s: snapshot %v", when, snap.GetMetadata())
 		}
 	}

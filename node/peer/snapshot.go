@@ -122,6 +122,8 @@ type snapshotConfig struct {
 	// with the size and SHA-256 its header announced (rule 10). False only
 	// for the planted bug snapshot-partial (UnsafeSkipSnapshotChecks).
 	checks bool
+	// source reads snapshots raft gives by reference (SetSnapshotSource).
+	source SnapshotSource
 	// wrapConn, in tests, wraps the connection of an outbound snapshot
 	// stream (to corrupt or cut it in transit).
 	wrapConn func(net.Conn) net.Conn
@@ -331,25 +333,55 @@ func (p *peerSender) startSnapshot(m *raftpb.Message) {
 	go func() {
 		defer p.t.wg.Done()
 		start := time.Now()
-		size := len(m.GetSnapshot().GetData())
 		err := p.sendSnapshot(m)
 		p.snapping.Store(false)
 		if err != nil {
 			if p.ctx.Err() == nil {
-				p.t.log.Warn("snapshot not delivered", "peer", p.id, "index", m.GetSnapshot().GetMetadata().GetIndex(), "bytes", size, "err", err)
+				p.t.log.Warn("snapshot not delivered", "peer", p.id, "index", m.GetSnapshot().GetMetadata().GetIndex(), "err", err)
 			}
 		} else {
-			p.t.log.Info("sent snapshot", "peer", p.id, "index", m.GetSnapshot().GetMetadata().GetIndex(), "bytes", size,
+			p.t.log.Info("sent snapshot", "peer", p.id, "index", m.GetSnapshot().GetMetadata().GetIndex(),
 				"chunk", p.t.snap.chunkLen(), "took", time.Since(start).Round(time.Millisecond))
 		}
 		p.t.handler.ReportSnapshot(p.id, err != nil)
 	}()
 }
 
+// SnapshotSource opens the data of a snapshot raft asked to send when its
+// Data is only a reference to where the data is stored (logstore.Disk
+// keeps a reference in memory, not a table of hundreds of megabytes).
+// ok is false for data that is the snapshot itself.
+type SnapshotSource interface {
+	OpenSnapshot(data []byte) (r io.ReadCloser, size int64, sum [sha256.Size]byte, ok bool, err error)
+}
+
+// SetSnapshotSource sets where snapshots given by reference are read from.
+func (t *TCP) SetSnapshotSource(src SnapshotSource) { t.snap.source = src }
+
+// snapshotData opens what m's snapshot carries: its own bytes, or those
+// its reference names.
+func (t *TCP) snapshotData(m *raftpb.Message) (io.ReadCloser, uint64, [sha256.Size]byte, error) {
+	data := m.GetSnapshot().GetData()
+	if src := t.snap.source; src != nil {
+		r, size, sum, ok, err := src.OpenSnapshot(data)
+		if err != nil {
+			return nil, 0, sum, fmt.Errorf("read the snapshot to send: %w", err)
+		}
+		if ok {
+			return r, uint64(size), sum, nil
+		}
+	}
+	return io.NopCloser(bytes.NewReader(data)), uint64(len(data)), sha256.Sum256(data), nil
+}
+
 // sendSnapshot streams m to the peer on a new connection and returns nil
 // only once the receiver said it delivered it to raft.
 func (p *peerSender) sendSnapshot(m *raftpb.Message) error {
-	data := m.GetSnapshot().GetData()
+	data, size, sum, err := p.t.snapshotData(m)
+	if err != nil {
+		return err
+	}
+	defer data.Close()
 	hdr, err := proto.Marshal(withoutData(m))
 	if err != nil {
 		return fmt.Errorf("encode snapshot header: %w", err)
@@ -403,14 +435,15 @@ func (p *peerSender) sendSnapshot(m *raftpb.Message) error {
 	if err := write([]byte(snapshotStreamMarker)); err != nil {
 		return err
 	}
-	h := snapshotHeader{size: uint64(len(data)), sum: sha256.Sum256(data), msg: hdr}
+	h := snapshotHeader{size: size, sum: sum, msg: hdr}
 	if err := write(encodeSnapshotHeader(h)); err != nil {
 		return err
 	}
 	chunk := p.t.snap.chunkLen()
 	var sent, acked uint64
 	buf := make([]byte, 0, chunk+chunkOverhead)
-	for off := 0; off < len(data); off += chunk {
+	piece := make([]byte, chunk)
+	for off := uint64(0); off < size; off += uint64(chunk) {
 		for sent-acked >= snapshotWindow {
 			rp, err := await(snapshotAckTimeout)
 			if err != nil {
@@ -421,7 +454,11 @@ func (p *peerSender) sendSnapshot(m *raftpb.Message) error {
 			}
 			acked = rp.n
 		}
-		buf = encodeChunk(buf[:0], sent, data[off:min(off+chunk, len(data))])
+		n := min(uint64(chunk), size-off)
+		if _, err := io.ReadFull(data, piece[:n]); err != nil {
+			return fmt.Errorf("read the snapshot to send at %d of %d bytes: %w", off, size, err)
+		}
+		buf = encodeChunk(buf[:0], sent, piece[:n])
 		if err := write(buf); err != nil {
 			return fmt.Errorf("write chunk %d: %w", sent, err)
 		}
@@ -435,7 +472,7 @@ func (p *peerSender) sendSnapshot(m *raftpb.Message) error {
 		switch {
 		case rp.kind == kindAck && rp.n > acked && rp.n <= sent:
 			acked = rp.n
-		case rp.kind == kindDelivered && acked == sent && rp.n == uint64(len(data)):
+		case rp.kind == kindDelivered && acked == sent && rp.n == size:
 			return nil
 		default:
 			return fmt.Errorf("unexpected answer %q %d with %d of %d chunks acknowledged", rp.kind, rp.n, acked, sent)
