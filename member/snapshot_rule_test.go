@@ -1,0 +1,36 @@
+package member
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A snapshot waits until the log since the last one is half the table's
+// encoded size, besides SnapshotEvery entries: a big table is not written
+// again every few entries (each snapshot costs at most twice the log it
+// retires). SnapshotByEntries takes one every SnapshotEvery entries.
+func TestSnapshotWaitsForLogHalfTheTableSize(t *testing.T) {
+	for _, byEntries := range []bool{false, true} {
+		t.Run(fmt.Sprintf("by_entries=%v", byEntries), func(t *testing.T) {
+			c := newCluster(t, 1, func(cfg *Config) { cfg.SnapshotEvery, cfg.SnapshotByEntries = 5, byEntries })
+			c.elect(1)
+			key := strings.Repeat("k", 200)
+			// 100 locks of 200-byte keys: a table of about 21 KB, made by
+			// 100 entries of about the same size in all.
+			for i := range 100 {
+				c.call(1, Request{Handle: uint64(1000 + i), Op: OpAcquire, Key: fmt.Sprintf("%s%03d", key, i), Lease: time.Hour})
+			}
+			last := c.cores[1].lastSnap
+			// 20 entries of small keys: 20 x ~30 bytes, far below half the table.
+			for i := range 20 {
+				c.call(1, Request{Handle: uint64(2000 + i), Op: OpAcquire, Key: fmt.Sprintf("s%d", i), Lease: time.Hour})
+			}
+			took := c.cores[1].lastSnap > last
+			if took != byEntries {
+				t.Fatalf("a snapshot after 20 small entries over a 21 KB table: %v, want %v", took, byEntries)
+			}
+		})
+	}
+}
