@@ -44,7 +44,11 @@ type Config struct {
 	SnapshotKeep      uint64 // entries kept behind a snapshot for slow followers; default 1000
 	MaxInflight       int    // raft MaxInflightMsgs; default 256
 	MaxBatch          int    // commands per log entry; default 1024
-	NoBatch           bool   // one command per entry and one entry per Ready (ablation)
+	// MaxAppendBytes bounds the entries of one append message (raft's
+	// MaxSizePerMsg; one entry larger than it still goes alone); default
+	// 1 MiB. The driver keeps it under its transport's frame limit.
+	MaxAppendBytes uint64
+	NoBatch        bool // one command per entry and one entry per Ready (ablation)
 	// Bug plants one named bug (see Bugs); "" plants none.
 	Bug string
 	// Journal: Ready.Applied carries every applied entry with its results,
@@ -81,6 +85,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 1024
+	}
+	if c.MaxAppendBytes == 0 {
+		c.MaxAppendBytes = 1 << 20
 	}
 	if c.NoBatch {
 		c.MaxBatch = 1
@@ -272,7 +279,7 @@ func New(cfg Config, now time.Duration) (*Core, error) {
 	rcfg := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
 		Storage: cfg.Storage, Applied: snap.GetMetadata().GetIndex(),
-		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: cfg.MaxInflight,
+		MaxSizePerMsg: cfg.MaxAppendBytes, MaxInflightMsgs: cfg.MaxInflight,
 		MaxUncommittedEntriesSize: 64 << 20, MaxCommittedSizePerReady: 4 << 20,
 		CheckQuorum: true, PreVote: true, ReadOnlyOption: raft.ReadOnlySafe,
 		DisableProposalForwarding: true, Logger: RaftLogger{cfg.Logger.With("component", "raft")},

@@ -256,7 +256,8 @@ func New(cfg Config) (*Node, error) {
 		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotByEntries: cfg.SnapshotByEntries, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
 		MaxBatch: cfg.MaxBatch, NoBatch: cfg.NoBatch, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
-		Logger: log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
+		MaxAppendBytes: maxAppendBytes(cfg.PeerFrameLimit),
+		Logger:         log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
 		Peers: cfg.Peers,
 	}, n.clock.Now())
 	if err != nil {
@@ -330,6 +331,15 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.last = n.core.Status()
 	return n, nil
+}
+
+// maxAppendBytes keeps raft's appends well inside the peer frame limit
+// (a test's small limit included): half of it, at most 1 MiB.
+func maxAppendBytes(frameLimit int) uint64 {
+	if frameLimit <= 0 {
+		return 0 // the member's default
+	}
+	return uint64(min(1<<20, frameLimit/2))
 }
 
 // checkJoinStore accepts the store of a joiner's first start: empty and

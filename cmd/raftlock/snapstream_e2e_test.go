@@ -28,7 +28,7 @@ func TestSnapshotLargerThanThePeerFrameLimitReachesFollowerAndNewMember(t *testi
 	}
 	const frameLimit = 64 << 10
 	c := newProcessCluster(t, 3, "--peer-frame-limit", strconv.Itoa(frameLimit), "--snapshot-chunk-size", "16384",
-		"--snapshot-every", "50", "--snapshot-keep", "10", "--log-level", "info")
+		"--snapshot-every", "50", "--snapshot-by-entries", "--snapshot-keep", "10", "--log-level", "info")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
