@@ -40,6 +40,9 @@ type ClusterSpec struct {
 	// --snapshot-every and --snapshot-keep; zero leaves the member's default.
 	SnapshotEvery uint64
 	SnapshotKeep  uint64
+	// Transfer is how members stream snapshots (chunk size, frame limit,
+	// snapshots by entries); zero fields leave the member's defaults.
+	Transfer Transfer
 	// Membership: the run may add members (up to spareMembers), whose
 	// addresses are drawn at the start.
 	Membership bool
@@ -311,6 +314,15 @@ func (s *Supervisor) StartNode(id int) error {
 	}
 	if s.spec.SnapshotKeep > 0 {
 		args = append(args, "--snapshot-keep", strconv.FormatUint(s.spec.SnapshotKeep, 10))
+	}
+	if t := s.spec.Transfer; t.ChunkSize > 0 {
+		args = append(args, "--snapshot-chunk-size", strconv.Itoa(t.ChunkSize))
+	}
+	if t := s.spec.Transfer; t.FrameLimit > 0 {
+		args = append(args, "--peer-frame-limit", strconv.Itoa(t.FrameLimit))
+	}
+	if s.spec.Transfer.ByEntries {
+		args = append(args, "--snapshot-by-entries")
 	}
 	args = append(args, s.spec.ExtraArgs...)
 	logPath := filepath.Join(s.spec.Dir, fmt.Sprintf("node-%d.log", id))
