@@ -302,7 +302,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	wl := &Workload{Clients: cfg.Clients, Keys: keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
 		Endpoints: sup.ClientAddrs(), Spare: sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: rec, Store: NewFencedStore(rec)}
 	nem := &Nemesis{Sup: sup, Rec: rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
-		Seed: cfg.Seed, Log: cfg.Log}
+		Seed: cfg.Seed, Log: cfg.Log, BigSnapshots: cfg.Held > 0}
 
 	// The snapshot counters die with each member process: poll them so a
 	// member paused and then killed (it cannot answer the reading Kill

@@ -540,6 +540,29 @@ func (s *Supervisor) SetLinkFault(links [][2]int, f LinkFault) {
 	}
 }
 
+// ArmSnapshotCut arms every link from a current member into member to to
+// cut its next snapshot stream once frac of the data went through
+// (Proxy.CutSnapshot); each link's outcome comes on the channel returned.
+func (s *Supervisor) ArmSnapshotCut(to int, frac float64) <-chan SnapshotCut {
+	all := s.links()
+	done := make(chan SnapshotCut, len(all))
+	for _, from := range s.IDs() {
+		if p := all[[2]int{from, to}]; p != nil && from != to {
+			p.CutSnapshot(from, to, frac, done)
+		}
+	}
+	return done
+}
+
+// DisarmSnapshotCut disarms every link into member to.
+func (s *Supervisor) DisarmSnapshotCut(to int) {
+	for l, p := range s.links() {
+		if l[1] == to {
+			p.CutSnapshot(l[0], to, 0, nil)
+		}
+	}
+}
+
 // HealNet clears every link's delay and loss.
 func (s *Supervisor) HealNet() {
 	for _, p := range s.links() {
