@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -78,6 +79,31 @@ type GarbageCounts struct {
 	Forged  atomic.Int64 // forged raft messages written after a forged hello
 	Client  atomic.Int64 // malformed client frames written
 	Answers atomic.Int64 // client connections on which the member answered anything
+
+	mu sync.Mutex
+	// undecodable counts, per target member, the forged snapshots whose
+	// data does not decode (forge-snap-data) that were sent or tried: the
+	// most raftlock_snapshots_corrupt_total may count at that member from
+	// the garbage alone (the snapshot-integrity check).
+	undecodable map[int]int
+}
+
+// noteUndecodable counts one forged undecodable snapshot sent to id.
+func (c *GarbageCounts) noteUndecodable(id int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.undecodable == nil {
+		c.undecodable = map[int]int{}
+	}
+	c.undecodable[id]++
+}
+
+// Undecodable returns, per member, the forged snapshots whose data does
+// not decode that were sent to it or tried.
+func (c *GarbageCounts) Undecodable() map[int]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.undecodable)
 }
 
 // String summarises the counts for the log and the summary.
@@ -142,6 +168,11 @@ func (n *Nemesis) sendGarbage(ctx context.Context, rng *rand.Rand, id int, kind 
 		b = n.forged(ctx, rng, id, kind)
 		if b == nil {
 			return
+		}
+		if kind == "forge-snap-data" {
+			// Counted before the write: a write that fails may still have
+			// reached the member, and the count must bound what it saw.
+			n.Garbage.noteUndecodable(id)
 		}
 	}
 	if _, err := c.Write(b); err != nil {

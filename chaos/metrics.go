@@ -17,6 +17,7 @@ const (
 	metricFirst     = "raftlock_first_index"
 	metricApplied   = "raftlock_applied_index"
 	metricRefused   = "raftlock_snapshots_refused_total"
+	metricCorrupt   = "raftlock_snapshots_corrupt_total"
 )
 
 // MemberMetrics is one reading of a member's metrics.
@@ -29,6 +30,10 @@ type MemberMetrics struct {
 	// member (raft refuses them): a leader sent a newcomer a snapshot
 	// older than the change that added it.
 	Refused uint64
+	// Corrupt counts snapshots received whose data does not decode: a
+	// correct cluster never sends one, so each is a transfer that
+	// delivered damaged data, or a frame the garbage nemesis forged.
+	Corrupt uint64
 }
 
 // parseMetrics reads the unlabelled samples the harness needs from a
@@ -40,7 +45,7 @@ func parseMetrics(r io.Reader) (MemberMetrics, error) {
 	}
 	return MemberMetrics{Snapshots: uint64(all[metricSnapshots]), Installed: uint64(all[metricInstalled]),
 		FirstIndex: uint64(all[metricFirst]), Applied: uint64(all[metricApplied]),
-		Refused: uint64(all[metricRefused])}, nil
+		Refused: uint64(all[metricRefused]), Corrupt: uint64(all[metricCorrupt])}, nil
 }
 
 // fetchMetrics reads the metrics served at addr.
@@ -66,6 +71,7 @@ type ClusterStats struct {
 	Snapshots          int `json:"snapshots"`           // snapshots taken, summed over every incarnation
 	SnapshotsInstalled int `json:"snapshots_installed"` // snapshots installed from a leader, likewise
 	SnapshotsRefused   int `json:"snapshots_refused"`   // snapshots refused for lacking the member, likewise
+	SnapshotsCorrupt   int `json:"snapshots_corrupt"`   // snapshots received whose data does not decode, likewise
 }
 
 // statsTracker sums counters that reset whenever a member restarts. Each
@@ -115,6 +121,7 @@ func (t *statsTracker) Observe(id, inc int, m MemberMetrics) bool {
 	b.Snapshots = max(b.Snapshots, m.Snapshots)
 	b.Installed = max(b.Installed, m.Installed)
 	b.Refused = max(b.Refused, m.Refused)
+	b.Corrupt = max(b.Corrupt, m.Corrupt)
 	t.best[k] = b
 	return true
 }
@@ -131,6 +138,7 @@ func (t *statsTracker) Totals() ClusterStats {
 		s.Snapshots += int(m.Snapshots)
 		s.SnapshotsInstalled += int(m.Installed)
 		s.SnapshotsRefused += int(m.Refused)
+		s.SnapshotsCorrupt += int(m.Corrupt)
 	}
 	return s
 }
@@ -145,6 +153,7 @@ func (t *statsTracker) Member(id int) MemberMetrics {
 			out.Snapshots += m.Snapshots
 			out.Installed += m.Installed
 			out.Refused += m.Refused
+			out.Corrupt += m.Corrupt
 		}
 	}
 	return out

@@ -19,6 +19,7 @@ raftlock_first_index 1.2345e+06
 raftlock_applied_index 1234599
 raftlock_client_requests_total{op="acquire",result="ok"} 99
 raftlock_snapshots_total_bogus 7
+raftlock_snapshots_corrupt_total 2
 `
 
 func TestParseMetrics(t *testing.T) {
@@ -26,7 +27,7 @@ func TestParseMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := MemberMetrics{Snapshots: 12, Installed: 3, FirstIndex: 1234500, Applied: 1234599}
+	want := MemberMetrics{Snapshots: 12, Installed: 3, FirstIndex: 1234500, Applied: 1234599, Corrupt: 2}
 	if m != want {
 		t.Fatalf("parsed %+v, want %+v", m, want)
 	}

@@ -46,6 +46,9 @@ type Nemesis struct {
 	Duration time.Duration // mean fault length
 	Seed     uint64
 	Log      *slog.Logger
+	// BigSnapshots: the table is big (chaos --held), so snapshots stream
+	// in many chunks and the snapshot family cuts streams mid-transfer.
+	BigSnapshots bool
 
 	current        atomic.Value // string: the fault in force, for the progress line
 	snapshotFaults int          // snapshot faults so far; Run's goroutine only
@@ -64,6 +67,7 @@ type NemesisCounts struct {
 	AfterInstall    atomic.Int64 // kills of a healed follower just after its install completed
 	Double          atomic.Int64 // times two faults ran at once
 	SnapshotTimeout atomic.Int64 // snapshot faults whose moment never came within the bound
+	SnapshotCuts    atomic.Int64 // snapshot streams cut mid-transfer, the receiver up
 	// The membership family's: members replaced (removed, and a new one
 	// added and promoted), replacements whose newcomer installed a
 	// snapshot, removed members that stopped by themselves (the rest were
@@ -79,6 +83,9 @@ type NemesisCounts struct {
 func (c *NemesisCounts) String() string {
 	s := fmt.Sprintf("kills right after a snapshot %d, isolations past compaction %d, kills during an install %d, just after one %d, double faults %d, snapshot faults timed out %d",
 		c.AfterSnapshot.Load(), c.Compacted.Load(), c.DuringInstall.Load(), c.AfterInstall.Load(), c.Double.Load(), c.SnapshotTimeout.Load())
+	if k := c.SnapshotCuts.Load(); k > 0 {
+		s += fmt.Sprintf(", snapshot streams cut mid-transfer %d", k)
+	}
 	if r := c.Replaced.Load() + c.MembershipFailed.Load(); r > 0 {
 		s += fmt.Sprintf(", members replaced %d (by snapshot %d, removed member stopped itself %d), membership faults failed %d",
 			c.Replaced.Load(), c.ReplacedBySnapshot.Load(), c.RemovedStopped.Load(), c.MembershipFailed.Load())
@@ -233,14 +240,17 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family string) (fu
 		return n.garbage(ctx, rng, garbageUnsafeKinds, family)
 	case "membership":
 		return n.membership(ctx, rng)
-	default: // snapshot: the two kinds take turns, isolation first, since
+	default: // snapshot: the kinds take turns, isolation first, since
 		// it is the only fault that reliably makes a member install a
-		// snapshot, and a short run may have room for one snapshot fault
-		n.snapshotFaults++
-		if n.snapshotFaults%2 == 0 {
-			return n.killAfterSnapshot(ctx, rng)
+		// snapshot, and a short run may have room for one snapshot fault;
+		// with big snapshots the stream cut comes first, for the same
+		// reason: it is the fault such a run is for.
+		kinds := []func(context.Context, *rand.Rand) (func(context.Context), string){n.isolatePastCompaction, n.killAfterSnapshot}
+		if n.BigSnapshots {
+			kinds = append(kinds[:0:0], n.cutSnapshotStream, n.isolatePastCompaction, n.killAfterSnapshot)
 		}
-		return n.isolatePastCompaction(ctx, rng)
+		n.snapshotFaults++
+		return kinds[(n.snapshotFaults-1)%len(kinds)](ctx, rng)
 	}
 }
 
@@ -444,30 +454,7 @@ func (n *Nemesis) watch(ctx context.Context, id int, bound, period time.Duration
 // The restart is the fault's heal.
 func (n *Nemesis) isolatePastCompaction(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
 	killAfter := time.Duration(rng.IntN(61)) * time.Millisecond
-	leader := n.Sup.Leader(ctx)
-	var others []int
-	for _, id := range n.Sup.IDs() {
-		if id != leader {
-			others = append(others, id)
-		}
-	}
-	f := others[rng.IntN(len(others))]
-	var rest []int
-	for _, id := range n.Sup.IDs() {
-		if id != f {
-			rest = append(rest, id)
-		}
-	}
-	n.record("partition", history.Value{Groups: [][]int{{f}, rest}})
-	n.Sup.SetLinks(func(i, j int) bool { return i != f && j != f })
-	n.setCurrent("isolate %d until the leader compacts past it", f)
-
-	past := n.compactedPast(ctx, f)
-	if past {
-		n.Counts.Compacted.Add(1)
-	} else {
-		n.Counts.SnapshotTimeout.Add(1)
-	}
+	f, past := n.isolatePastLeader(ctx, rng)
 	before, _ := n.Sup.Metrics(ctx, f)
 	n.Sup.Heal()
 	n.record("heal", history.Value{})
@@ -485,6 +472,72 @@ func (n *Nemesis) isolatePastCompaction(ctx context.Context, rng *rand.Rand) (fu
 		}
 	}
 	return n.restart([]int{f}), fmt.Sprintf("isolate %d past compaction, heal, kill", f)
+}
+
+// isolatePastLeader cuts a follower drawn by rng off until the leader has
+// compacted its log past the follower's applied index, or the bound
+// passed (past false), and returns it, still cut off.
+func (n *Nemesis) isolatePastLeader(ctx context.Context, rng *rand.Rand) (f int, past bool) {
+	leader := n.Sup.Leader(ctx)
+	var others []int
+	for _, id := range n.Sup.IDs() {
+		if id != leader {
+			others = append(others, id)
+		}
+	}
+	f = others[rng.IntN(len(others))]
+	var rest []int
+	for _, id := range n.Sup.IDs() {
+		if id != f {
+			rest = append(rest, id)
+		}
+	}
+	n.record("partition", history.Value{Groups: [][]int{{f}, rest}})
+	n.Sup.SetLinks(func(i, j int) bool { return i != f && j != f })
+	n.setCurrent("isolate %d until the leader compacts past it", f)
+	past = n.compactedPast(ctx, f)
+	if past {
+		n.Counts.Compacted.Add(1)
+	} else {
+		n.Counts.SnapshotTimeout.Add(1)
+	}
+	return f, past
+}
+
+// cutSnapshotStream is the failpoint of a snapshot transfer: it cuts a
+// follower off until the leader compacted past it, arms every link into
+// it to cut the next snapshot stream once a drawn share (5 to 95 %) of
+// the data went through, heals, and waits (up to the bound) for the cut.
+// The follower stays up: it must throw away what it received (rule 10:
+// a snapshot reaches raft only whole with its announced size and
+// SHA-256), and the leader sends the snapshot again, whole. Only a
+// snapshot of several chunks can be cut before its end: a run with held
+// locks (chaos --held) has them.
+func (n *Nemesis) cutSnapshotStream(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
+	frac := 0.05 + 0.9*rng.Float64()
+	f, _ := n.isolatePastLeader(ctx, rng)
+	done := n.Sup.ArmSnapshotCut(f, frac)
+	defer n.Sup.DisarmSnapshotCut(f)
+	n.Sup.Heal()
+	n.record("heal", history.Value{})
+	n.setCurrent("cut the snapshot stream to %d at %.0f%%", f, 100*frac)
+	wait := time.NewTimer(snapshotWait)
+	defer wait.Stop()
+	for {
+		select {
+		case c := <-done:
+			if !c.Cut {
+				continue // a stream that ended first; another link may still cut
+			}
+			n.Counts.SnapshotCuts.Add(1)
+			n.record("snapshot-cut", history.Value{Links: [][]int{{c.From, c.To}}})
+			return func(context.Context) {}, fmt.Sprintf("cut the snapshot stream %d->%d after %d of %d bytes", c.From, c.To, c.Forwarded, c.Size)
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		n.Counts.SnapshotTimeout.Add(1)
+		return func(context.Context) {}, fmt.Sprintf("isolate %d past compaction, heal: no snapshot stream to cut", f)
+	}
 }
 
 // compactedPast waits, up to the bound, until some leader's first stored

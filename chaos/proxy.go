@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -51,7 +52,101 @@ type Proxy struct {
 	closed  bool
 	wg      sync.WaitGroup
 
+	cut *snapshotCut // armed by CutSnapshot; guarded by mu
+
 	forwarded, dropped, blackholed atomic.Int64
+}
+
+// The snapshot stream as node/peer/snapshot.go writes it: after the hello,
+// a frame holding the marker, then a header frame (magic, the data's size
+// as a uvarint, ...), then chunk frames (a uvarint sequence number, then
+// data).
+const (
+	snapshotStreamMarker = "\x00RLSNAP1"
+	snapshotHeaderMagic  = "RLSH"
+)
+
+// SnapshotCut is what became of a cut armed by CutSnapshot.
+type SnapshotCut struct {
+	From, To  int   // the link
+	Size      int64 // the snapshot's data size, from its stream's header
+	Forwarded int64 // data bytes handed on before the cut
+	// Cut is false when the stream ended before the cut's point: a
+	// snapshot of one chunk, or a stream that broke by itself.
+	Cut bool
+}
+
+// snapshotCut is an armed cut: the next snapshot stream on the link is
+// cut once frac of its data went through, and the outcome sent on done.
+type snapshotCut struct {
+	from, to int
+	frac     float64
+	done     chan<- SnapshotCut
+}
+
+// CutSnapshot arms the link (from, to): the next snapshot stream it
+// carries stops being read once frac (0..1) of the snapshot's data was
+// forwarded, at least one chunk; what was forwarded is delivered, then
+// both connections close, as when the sender dies or the network resets
+// mid-transfer. The outcome goes to done (buffered: never waited on). A
+// nil done disarms the link.
+func (p *Proxy) CutSnapshot(from, to int, frac float64, done chan<- SnapshotCut) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if done == nil {
+		p.cut = nil
+		return
+	}
+	p.cut = &snapshotCut{from: from, to: to, frac: frac, done: done}
+}
+
+// takeCut disarms the link and returns its cut, if armed.
+func (p *Proxy) takeCut() *snapshotCut {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.cut
+	p.cut = nil
+	return c
+}
+
+// cutting follows one snapshot stream under an armed cut.
+type cutting struct {
+	*snapshotCut
+	size, at, forwarded int64
+	reported            bool
+}
+
+// report sends the outcome, once.
+func (c *cutting) report(cut bool) {
+	if c == nil || c.reported {
+		return
+	}
+	c.reported = true
+	select {
+	case c.done <- SnapshotCut{From: c.from, To: c.to, Size: c.size, Forwarded: c.forwarded, Cut: cut}:
+	default:
+	}
+}
+
+// snapshotSize reads the data size from a snapshot stream's header frame.
+func snapshotSize(payload []byte) (int64, bool) {
+	if !bytes.HasPrefix(payload, []byte(snapshotHeaderMagic)) {
+		return 0, false
+	}
+	n, k := binary.Uvarint(payload[len(snapshotHeaderMagic):])
+	if k <= 0 || n > 1<<62 {
+		return 0, false
+	}
+	return int64(n), true
+}
+
+// chunkData is how many data bytes a chunk frame carries.
+func chunkData(payload []byte) int64 {
+	_, k := binary.Uvarint(payload)
+	if k <= 0 {
+		return 0
+	}
+	return int64(len(payload) - k)
 }
 
 // NewProxy listens on a free loopback port and forwards to target; seed
@@ -244,11 +339,18 @@ type timedFrame struct {
 }
 
 // readFrames reads src's frames, drops the lost ones and stamps the rest
-// with their delivery time, never earlier than the frame before it.
+// with their delivery time, never earlier than the frame before it. On a
+// snapshot stream it takes the link's armed cut, if any, and stops
+// reading at the cut's point: the writer delivers what is queued, then
+// the stream closes.
 func (p *Proxy) readFrames(src io.Reader, q chan<- timedFrame, quit <-chan struct{}) {
 	r := bufio.NewReaderSize(src, 64<<10)
 	var last time.Time
-	for first := true; ; first = false {
+	var snapshot bool
+	var cut *cutting
+	defer func() { cut.report(false) }()
+	for k := 0; ; k++ {
+		first := k == 0
 		var hdr [4]byte
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return
@@ -262,10 +364,28 @@ func (p *Proxy) readFrames(src io.Reader, q chan<- timedFrame, quit <-chan struc
 		if _, err := io.ReadFull(r, b[4:]); err != nil {
 			return
 		}
+		switch payload := b[4:]; {
+		case k == 1:
+			snapshot = string(payload) == snapshotStreamMarker
+		case k == 2 && snapshot:
+			if size, ok := snapshotSize(payload); ok {
+				if c := p.takeCut(); c != nil {
+					cut = &cutting{snapshotCut: c, size: size, at: max(1, int64(c.frac*float64(size)))}
+				}
+			}
+		case k > 2 && cut != nil:
+			if cut.forwarded >= cut.at {
+				cut.report(true)
+				return
+			}
+		}
 		delay, drop := p.draw(!first)
 		if drop {
 			p.dropped.Add(1)
 			continue
+		}
+		if k > 2 && cut != nil {
+			cut.forwarded += chunkData(b[4:])
 		}
 		due := time.Now().Add(delay)
 		if due.Before(last) {

@@ -39,8 +39,18 @@ type Config struct {
 	// snapshots and an isolated follower soon needs one.
 	SnapshotEvery uint64
 	SnapshotKeep  uint64
-	Progress      io.Writer // one line every few seconds; nil: none
-	Log           *slog.Logger
+	// Held locks (chaos --held) are taken before the workload starts, with
+	// keys of KeySize bytes and a lease of an hour, and never touched: the
+	// workload then runs against a big table, so every snapshot is big.
+	Held    int
+	KeySize int
+	// SnapshotChunkSize and PeerFrameLimit are the members'
+	// --snapshot-chunk-size and --peer-frame-limit; zero is the harness's
+	// choice (SnapshotChunks).
+	SnapshotChunkSize int
+	PeerFrameLimit    int
+	Progress          io.Writer // one line every few seconds; nil: none
+	Log               *slog.Logger
 }
 
 // HarnessError is a failure of the harness itself (the cluster never came
@@ -65,6 +75,14 @@ func (c *Config) Validate() error {
 		return errors.New("--fault-interval and --fault-duration must be positive")
 	case c.SnapshotEvery == 0:
 		return errors.New("--snapshot-every must be at least 1")
+	case c.Held < 0:
+		return errors.New("--held must not be negative")
+	case c.Held > 0 && !validKeySize(c.KeySize):
+		return fmt.Errorf("--key-size must be 1 to %d bytes", wire.MaxKeyLen)
+	case c.SnapshotChunkSize < 0 || c.PeerFrameLimit < 0:
+		return errors.New("--snapshot-chunk-size and --peer-frame-limit must not be negative")
+	case c.PeerFrameLimit > 0 && c.PeerFrameLimit < minPeerFrameLimit:
+		return fmt.Errorf("--peer-frame-limit must be at least %d: raft's appends are up to 1 MiB of entries", minPeerFrameLimit)
 	}
 	for _, f := range c.Nemeses {
 		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) {
@@ -72,6 +90,47 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// The members' snapshot transfer settings of a run with held locks: small
+// chunks, so a snapshot of a big table takes hundreds of frames and a
+// fault meets it mid-stream; a frame limit well above raft's largest
+// append (1 MiB of entries, member.Core's MaxSizePerMsg, or one entry of
+// up to 1 MiB) and far below the member's 64 MiB default, so the chunks,
+// not the frame limit, bound a transfer's frames.
+const (
+	heldChunkSize  = 16 << 10
+	heldFrameLimit = 2 << 20
+	// minPeerFrameLimit is the smallest --peer-frame-limit the harness
+	// accepts: below it a catch-up append may not fit a frame.
+	minPeerFrameLimit = 1<<20 + 128<<10
+)
+
+// Transfer is how the members stream snapshots: their
+// --snapshot-chunk-size, --peer-frame-limit (0: the member's default) and
+// --snapshot-by-entries.
+type Transfer struct {
+	ChunkSize  int
+	FrameLimit int
+	ByEntries  bool
+}
+
+// Transfer returns the members' snapshot transfer settings: what the
+// flags say, and with held locks small chunks by default and a snapshot
+// every --snapshot-every entries whatever the table's size (a member
+// otherwise waits until the log since its last snapshot is half the
+// table, which a big table and a 30 s run never reach).
+func (c *Config) Transfer() Transfer {
+	t := Transfer{ChunkSize: c.SnapshotChunkSize, FrameLimit: c.PeerFrameLimit, ByEntries: c.Held > 0}
+	if c.Held > 0 {
+		if t.ChunkSize == 0 {
+			t.ChunkSize = heldChunkSize
+		}
+		if t.FrameLimit == 0 {
+			t.FrameLimit = heldFrameLimit
+		}
+	}
+	return t
 }
 
 // NodeDigest is one member's state digest at its applied index.
@@ -96,6 +155,36 @@ type Result struct {
 	// Membership is what the membership family did, and each problem
 	// found (the newcomer-stuck check).
 	Membership MembershipReport
+	// Held is the table filled before the workload (Locks 0: none).
+	Held HeldFill
+	// Integrity is the snapshot-integrity check's evidence.
+	Integrity SnapshotIntegrity
+}
+
+// SnapshotIntegrity is, per member, the snapshots it received whose data
+// does not decode (raftlock_snapshots_corrupt_total summed over its
+// processes, as the harness read them: every second, before each kill it
+// makes of a running member and at the end, so a member paused and then
+// killed may lose the counts of its last second), and the undecodable
+// snapshots the garbage nemesis forged at it (nil: no garbage family ran).
+type SnapshotIntegrity struct {
+	Corrupt map[int]int `json:"corrupt"`
+	Forged  map[int]int `json:"forged,omitempty"`
+}
+
+// snapshotIntegrity gathers the evidence from every member the run had.
+func snapshotIntegrity(sup *Supervisor, nem *Nemesis, garbage bool) SnapshotIntegrity {
+	si := SnapshotIntegrity{Corrupt: map[int]int{}}
+	for _, id := range sup.AllIDs() {
+		si.Corrupt[id] = int(sup.MemberStats(id).Corrupt)
+	}
+	if garbage {
+		si.Forged = nem.Garbage.Undecodable()
+		if si.Forged == nil {
+			si.Forged = map[int]int{}
+		}
+	}
+	return si
 }
 
 // MembershipReport is the membership family's account, written to
@@ -172,7 +261,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		extra = []string{"--unsafe-bug", cfg.Bug}
 	}
 	sup, err := NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Membership: slices.Contains(cfg.Nemeses, "membership")})
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Transfer: cfg.Transfer(),
+		Membership: slices.Contains(cfg.Nemeses, "membership")})
 	if err != nil {
 		return nil, &HarnessError{err}
 	}
@@ -186,15 +276,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, &HarnessError{fmt.Errorf("cluster never came up: %w (see %s)", err, logs)}
 	}
+	held, err := fillHeld(ctx, sup.ClientAddrs(), cfg.Held, cfg.KeySize, cfg.Progress)
+	if err != nil {
+		return nil, &HarnessError{err}
+	}
+	if cfg.Held > 0 && cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "chaos: held %d locks of %d-byte keys in %.1fs\n", held.Locks, held.KeySize, held.Seconds)
+	}
 
 	keys := make([]string, cfg.Keys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i+1)
 	}
+	tr := cfg.Transfer()
 	rec, err := history.NewRecorder(hf, map[string]any{
 		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Nemeses, "clients": cfg.Clients, "keys": keys,
 		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
 		"time_s": cfg.Time.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery, "snapshot_keep": cfg.SnapshotKeep,
+		"held": cfg.Held, "key_size": cfg.KeySize, "snapshot_by_entries": tr.ByEntries,
+		"snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit,
 	})
 	if err != nil {
 		return nil, &HarnessError{err}
@@ -202,7 +302,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	wl := &Workload{Clients: cfg.Clients, Keys: keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
 		Endpoints: sup.ClientAddrs(), Spare: sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: rec, Store: NewFencedStore(rec)}
 	nem := &Nemesis{Sup: sup, Rec: rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
-		Seed: cfg.Seed, Log: cfg.Log}
+		Seed: cfg.Seed, Log: cfg.Log, BigSnapshots: cfg.Held > 0}
 
 	// The snapshot counters die with each member process: poll them so a
 	// member paused and then killed (it cannot answer the reading Kill
@@ -292,7 +392,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
 	}
 	var garbage *GarbageReport
-	if slices.ContainsFunc(cfg.Nemeses, func(f string) bool { return strings.HasPrefix(f, "garbage") }) {
+	garbageRan := slices.ContainsFunc(cfg.Nemeses, func(f string) bool { return strings.HasPrefix(f, "garbage") })
+	if garbageRan {
 		g := &nem.Garbage
 		garbage = &GarbageReport{Conns: g.Conns.Load(), Refused: g.Refused.Load(), Bytes: g.Bytes.Load(), Forged: g.Forged.Load(),
 			Client: g.Client.Load(), Answers: g.Answers.Load(), Members: MemberLogCounts(logs)}
@@ -311,7 +412,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		os.WriteFile(filepath.Join(cfg.Out, "digests.json"), append(b, '\n'), 0o644)
 	}
 	res := &Result{Events: rec.Events(), Digests: digests,
-		Stats: sup.Stats(), Crashes: sup.Crashes(), Garbage: garbage, Membership: membershipReport(sup, nem)}
+		Stats: sup.Stats(), Crashes: sup.Crashes(), Garbage: garbage, Membership: membershipReport(sup, nem),
+		Held: held, Integrity: snapshotIntegrity(sup, nem, garbageRan)}
 	if slices.Contains(cfg.Nemeses, "membership") {
 		if b, err := json.MarshalIndent(res.Membership, "", "  "); err == nil {
 			os.WriteFile(filepath.Join(cfg.Out, "membership.json"), append(b, '\n'), 0o644)

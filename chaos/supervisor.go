@@ -40,6 +40,9 @@ type ClusterSpec struct {
 	// --snapshot-every and --snapshot-keep; zero leaves the member's default.
 	SnapshotEvery uint64
 	SnapshotKeep  uint64
+	// Transfer is how members stream snapshots (chunk size, frame limit,
+	// snapshots by entries); zero fields leave the member's defaults.
+	Transfer Transfer
 	// Membership: the run may add members (up to spareMembers), whose
 	// addresses are drawn at the start.
 	Membership bool
@@ -312,6 +315,15 @@ func (s *Supervisor) StartNode(id int) error {
 	if s.spec.SnapshotKeep > 0 {
 		args = append(args, "--snapshot-keep", strconv.FormatUint(s.spec.SnapshotKeep, 10))
 	}
+	if t := s.spec.Transfer; t.ChunkSize > 0 {
+		args = append(args, "--snapshot-chunk-size", strconv.Itoa(t.ChunkSize))
+	}
+	if t := s.spec.Transfer; t.FrameLimit > 0 {
+		args = append(args, "--peer-frame-limit", strconv.Itoa(t.FrameLimit))
+	}
+	if s.spec.Transfer.ByEntries {
+		args = append(args, "--snapshot-by-entries")
+	}
 	args = append(args, s.spec.ExtraArgs...)
 	logPath := filepath.Join(s.spec.Dir, fmt.Sprintf("node-%d.log", id))
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -524,6 +536,29 @@ func (s *Supervisor) SetLinkFault(links [][2]int, f LinkFault) {
 	for _, l := range links {
 		if p := all[l]; p != nil {
 			p.SetFault(f)
+		}
+	}
+}
+
+// ArmSnapshotCut arms every link from a current member into member to to
+// cut its next snapshot stream once frac of the data went through
+// (Proxy.CutSnapshot); each link's outcome comes on the channel returned.
+func (s *Supervisor) ArmSnapshotCut(to int, frac float64) <-chan SnapshotCut {
+	all := s.links()
+	done := make(chan SnapshotCut, len(all))
+	for _, from := range s.IDs() {
+		if p := all[[2]int{from, to}]; p != nil && from != to {
+			p.CutSnapshot(from, to, frac, done)
+		}
+	}
+	return done
+}
+
+// DisarmSnapshotCut disarms every link into member to.
+func (s *Supervisor) DisarmSnapshotCut(to int) {
+	for l, p := range s.links() {
+		if l[1] == to {
+			p.CutSnapshot(l[0], to, 0, nil)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,6 +82,21 @@ type Options struct {
 	// Newcomers is what the chaos harness saw of membership changes: nil
 	// for raftlock check (the newcomer-stuck check is skipped).
 	Newcomers *Newcomers
+	// SnapshotIntegrity is what the chaos harness read of damaged
+	// snapshots: nil for raftlock check (the snapshot-integrity check is
+	// skipped).
+	SnapshotIntegrity *SnapshotIntegrity
+}
+
+// SnapshotIntegrity is the evidence of the snapshot-integrity check.
+// Corrupt is, per member, its raftlock_snapshots_corrupt_total summed
+// over its processes: snapshots received whose data does not decode,
+// which a correct cluster never sends. Forged is, per member, the
+// undecodable snapshots the garbage nemesis sent it (or tried), the most
+// it may count without a bug; nil when no garbage family ran.
+type SnapshotIntegrity struct {
+	Corrupt map[int]int
+	Forged  map[int]int
 }
 
 // Newcomers is the membership changes' evidence: members added, and each
@@ -142,10 +158,18 @@ type Stats struct {
 	// The membership family's (chaos --nemesis membership): members
 	// replaced, replacements whose newcomer installed a snapshot, and
 	// snapshots members refused for lacking them.
-	MembersReplaced    int     `json:"members_replaced"`
-	ReplacedBySnapshot int     `json:"replaced_by_snapshot"`
-	SnapshotsRefused   int     `json:"snapshots_refused"`
-	CheckTime          float64 `json:"check_seconds"`
+	MembersReplaced    int `json:"members_replaced"`
+	ReplacedBySnapshot int `json:"replaced_by_snapshot"`
+	SnapshotsRefused   int `json:"snapshots_refused"`
+	// Snapshots received whose data does not decode, summed likewise (the
+	// snapshot-integrity check's evidence).
+	SnapshotsCorrupt int `json:"snapshots_corrupt"`
+	// The table filled before the workload (chaos --held): locks taken,
+	// their keys' size, and how long the fill took.
+	HeldLocks       int     `json:"held_locks"`
+	HeldKeySize     int     `json:"held_key_size,omitempty"`
+	HeldFillSeconds float64 `json:"held_fill_seconds,omitempty"`
+	CheckTime       float64 `json:"check_seconds"`
 }
 
 // Check runs every check on events.
@@ -181,7 +205,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	v.lin = info
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
 		checkResource(ops), checkConvergence(opts.Digests), checkCrashes(opts.Crashes),
-		checkNewcomers(opts.Newcomers),
+		checkNewcomers(opts.Newcomers), checkSnapshotIntegrity(opts.SnapshotIntegrity),
 		checkAudit(ops, opts.Log)}
 	for i := range v.Checks {
 		if v.Checks[i].Status == StatusSkipped {
@@ -474,6 +498,50 @@ func checkNewcomers(n *Newcomers) Result {
 		res.Note = "no member was added; no member refused a snapshot"
 	default:
 		res.Note = fmt.Sprintf("%d new member(s) caught up in time; no member refused a snapshot", n.Added)
+	}
+	return res
+}
+
+// checkSnapshotIntegrity: no member received a snapshot whose data does
+// not decode, beyond the ones the garbage nemesis forged at it. Members
+// check a streamed snapshot's size and SHA-256 before raft sees it, so
+// damaged data reaching the member's own decoding is a transfer bug (a
+// stream cut short delivered as if whole, say), though the member then
+// refuses it and no history can show it.
+func checkSnapshotIntegrity(s *SnapshotIntegrity) Result {
+	res := Result{Name: "snapshot-integrity", Decides: true, Status: StatusOK}
+	if s == nil {
+		res.Status, res.Note = StatusSkipped, "no snapshot metrics (only the chaos harness has them)"
+		return res
+	}
+	ids := make([]int, 0, len(s.Corrupt))
+	for id, n := range s.Corrupt {
+		if n > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	var forgedOnly []string
+	for _, id := range ids {
+		n := s.Corrupt[id]
+		switch {
+		case s.Forged == nil:
+			res.Violations = append(res.Violations, Violation{Message: fmt.Sprintf(
+				"member %d received %d snapshot(s) whose data does not decode (raftlock_snapshots_corrupt_total) and no garbage nemesis forged any: a transfer delivered damaged data", id, n)})
+		case n > s.Forged[id]:
+			res.Violations = append(res.Violations, Violation{Message: fmt.Sprintf(
+				"member %d received %d snapshot(s) whose data does not decode (raftlock_snapshots_corrupt_total), more than the %d the garbage nemesis forged at it: a transfer delivered damaged data", id, n, s.Forged[id])})
+		default:
+			forgedOnly = append(forgedOnly, fmt.Sprintf("member %d %d of %d", id, n, s.Forged[id]))
+		}
+	}
+	switch {
+	case len(res.Violations) > 0:
+		res.Status, res.Note = StatusViolation, "a member received damaged snapshot data"
+	case len(forgedOnly) > 0:
+		res.Note = "members refused only undecodable snapshots the garbage nemesis forged (counted of forged): " + strings.Join(forgedOnly, ", ")
+	default:
+		res.Note = "no member received a snapshot whose data does not decode"
 	}
 	return res
 }

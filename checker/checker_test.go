@@ -338,3 +338,39 @@ func TestNewcomerStuckDecides(t *testing.T) {
 		}
 	}
 }
+
+// A member that received snapshot data that does not decode fails the
+// run, naming the member and its count, unless the garbage nemesis forged
+// at least as many at it; without snapshot metrics the check is skipped.
+func TestSnapshotIntegrityDecides(t *testing.T) {
+	events := syntheticHistory(50, 1)
+	check := func(si *SnapshotIntegrity) (*Verdict, Result) {
+		v := Check(events, Options{SnapshotIntegrity: si})
+		for _, r := range v.Checks {
+			if r.Name == "snapshot-integrity" {
+				return v, r
+			}
+		}
+		t.Fatal("no snapshot-integrity check")
+		return nil, Result{}
+	}
+	v, r := check(&SnapshotIntegrity{Corrupt: map[int]int{1: 0, 3: 4}})
+	if v.ExitCode != ExitViolation || r.Status != StatusViolation || len(r.Violations) != 1 ||
+		!strings.Contains(r.Violations[0].Message, "member 3 received 4 snapshot(s)") {
+		t.Fatalf("a corrupt snapshot without garbage: exit %d, %+v", v.ExitCode, r)
+	}
+	if v, r := check(&SnapshotIntegrity{Corrupt: map[int]int{3: 4}, Forged: map[int]int{3: 4}}); v.ExitCode != ExitValid || r.Status != StatusOK ||
+		!strings.Contains(r.Note, "member 3 4 of 4") {
+		t.Fatalf("as many as the garbage forged: exit %d, %+v", v.ExitCode, r)
+	}
+	if v, r := check(&SnapshotIntegrity{Corrupt: map[int]int{3: 4}, Forged: map[int]int{2: 9, 3: 3}}); v.ExitCode != ExitViolation ||
+		!strings.Contains(r.Violations[0].Message, "more than the 3") {
+		t.Fatalf("more than the garbage forged at that member: exit %d, %+v", v.ExitCode, r)
+	}
+	if v, _ := check(&SnapshotIntegrity{Corrupt: map[int]int{1: 0, 2: 0}}); v.ExitCode != ExitValid {
+		t.Fatalf("no corrupt snapshot: exit %d", v.ExitCode)
+	}
+	if _, r := check(nil); r.Status != StatusSkipped || r.Decides {
+		t.Fatalf("no snapshot metrics: %s, decides %v; want skipped", r.Status, r.Decides)
+	}
+}

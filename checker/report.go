@@ -53,6 +53,10 @@ func (v *Verdict) Summary(w io.Writer) {
 		fmt.Fprintf(w, "Cluster: %d member restarts, %d snapshots taken, %d snapshots installed from the leader.\n\n",
 			v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled)
 	}
+	if v.Stats.HeldLocks > 0 {
+		fmt.Fprintf(w, "Held: %d locks of %d-byte keys taken before the workload, in %.1fs.\n\n",
+			v.Stats.HeldLocks, v.Stats.HeldKeySize, v.Stats.HeldFillSeconds)
+	}
 	if v.Stats.MembersReplaced+v.Stats.SnapshotsRefused > 0 {
 		fmt.Fprintf(w, "Membership: %d members replaced, %d of them caught up by snapshot; %d snapshots refused for lacking the member.\n\n",
 			v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot, v.Stats.SnapshotsRefused)

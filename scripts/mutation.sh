@@ -7,7 +7,7 @@ set -u
 bin=${1:-bin/raftlock}
 seeds=${SEEDS:-"1 2 3"}
 duration=${DURATION:-${TIME:-15s}}
-bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add no-peer-input-checks"}
+bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add no-peer-input-checks snapshot-partial"}
 out=${OUT:-mutation-out}
 mkdir -p "$out"
 # Planted bugs that other rules mask, so no history can show them: a miss is
@@ -22,9 +22,14 @@ declare -A masked=(
 # no-peer-input-checks needs forged peer frames; garbage is a default
 # family, but a run with it alone gives it every fault window; the bug
 # shows as member-crashes (raft panics, or a member cannot restart).
+# snapshot-partial needs snapshots of many chunks for a cut to land inside
+# one: --held fills the table (5 MB snapshots in 16 KiB chunks), and the
+# snapshot family then cuts a stream mid-transfer first; the bug shows as
+# snapshot-integrity (the member refuses the partial data and counts it).
 declare -A flags=(
   [no-snapshot-on-add]="--nemesis membership"
   [no-peer-input-checks]="--nemesis garbage"
+  [snapshot-partial]="--held 20000"
 )
 printf '%-28s %-7s %-12s %s\n' bug caught seeds_tried seconds_to_detection
 missed=0

@@ -131,7 +131,7 @@ func errHelp(err error) error {
 // length is --duration, as in every command (--time stays as an alias for
 // scripts written before), and the fault schedule's knobs are --fault-*.
 func chaosFlags(cfg *chaos.Config, seed *seedFlag) *flag.FlagSet {
-	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] (opt-in: "+strings.Join(chaos.OptInFamilies, ",")+") [--snapshot-every 100] [--out DIR] [--unsafe-bug NAME]")
+	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] (opt-in: "+strings.Join(chaos.OptInFamilies, ",")+") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]")
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.Var(seed, "seed", "`N`, the seed of the fault schedule and the workload; random draws one and prints it, so the run can be replayed")
 	fs.DurationVar(&cfg.Time, "duration", 30*time.Second, "how long the workload runs")
@@ -144,6 +144,10 @@ func chaosFlags(cfg *chaos.Config, seed *seedFlag) *flag.FlagSet {
 	fs.DurationVar(&cfg.LeaseMax, "lease-max", time.Second, "longest lease a client asks for")
 	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 100, "every member's --snapshot-every: applied entries between snapshots")
 	fs.Uint64Var(&cfg.SnapshotKeep, "snapshot-keep", 20, "every member's --snapshot-keep: entries kept behind a snapshot (small, so an isolated follower soon needs one)")
+	fs.IntVar(&cfg.Held, "held", 0, "`N` locks taken before the workload (1 h leases, keys it never touches), so snapshots are big; members then snapshot by entries, in small chunks")
+	fs.IntVar(&cfg.KeySize, "key-size", 250, "`bytes` of each held key (1..256)")
+	fs.IntVar(&cfg.SnapshotChunkSize, "snapshot-chunk-size", 0, "every member's --snapshot-chunk-size in `bytes` (0: 16384 with --held, else the member's default)")
+	fs.IntVar(&cfg.PeerFrameLimit, "peer-frame-limit", 0, "every member's --peer-frame-limit in `bytes` (0: 2 MiB with --held, else the member's default; at least 1.125 MiB)")
 	fs.StringVar(&cfg.Bug, "unsafe-bug", "", "plant a known bug in every node (proves the checker catches it)")
 	fs.StringVar(&cfg.Out, "out", "", "report directory (default chaos-out/seed-N); replaced if it holds a previous report, refused if it holds anything else")
 	fs.StringVar(&cfg.Bin, "bin", "", "raftlock executable for the nodes (default: this one)")
@@ -224,12 +228,18 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(stderr, "chaos: seed %d, %d nodes, %v, nemeses %v, bug %q -> %s\n", cfg.Seed, cfg.Nodes, cfg.Time, cfg.Nemeses, cfg.Bug, cfg.Out)
+	if cfg.Held > 0 {
+		t := cfg.Transfer()
+		fmt.Fprintf(stderr, "chaos: %d held locks of %d-byte keys; members snapshot every %d entries, in chunks of %d bytes, frame limit %d\n",
+			cfg.Held, cfg.KeySize, cfg.SnapshotEvery, t.ChunkSize, t.FrameLimit)
+	}
 	res, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		return harnessErr(err)
 	}
 	opts := checker.Options{Crashes: []string{},
-		Newcomers: &checker.Newcomers{Added: len(res.Membership.Newcomers), Problems: res.Membership.Problems}}
+		Newcomers:         &checker.Newcomers{Added: len(res.Membership.Newcomers), Problems: res.Membership.Problems},
+		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: res.Integrity.Corrupt, Forged: res.Integrity.Forged}}
 	for _, c := range res.Crashes {
 		opts.Crashes = append(opts.Crashes, c.String())
 	}
@@ -249,7 +259,11 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	v := checker.Check(res.Events, opts)
 	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.SnapshotsInstalled
 	v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot = res.Membership.Replaced, res.Membership.ReplacedBySnapshot
-	v.Stats.SnapshotsRefused = res.Stats.SnapshotsRefused
+	v.Stats.SnapshotsRefused, v.Stats.SnapshotsCorrupt = res.Stats.SnapshotsRefused, res.Stats.SnapshotsCorrupt
+	v.Stats.HeldLocks = res.Held.Locks
+	if res.Held.Locks > 0 {
+		v.Stats.HeldKeySize, v.Stats.HeldFillSeconds = res.Held.KeySize, res.Held.Seconds
+	}
 	if _, err := v.WriteReports(cfg.Out); err != nil {
 		return harnessErr(err)
 	}

@@ -67,7 +67,7 @@ func foreignEntry(entries []fs.DirEntry) string {
 // reportFileNames are the files a chaos run (or a failing sim seed) writes
 // into its report.
 var reportFileNames = []string{reportMarker, "history.jsonl", "verdict.json", "summary.md", "latency.png",
-	"timeline.html", "digests.json", "committed-log.json", "resolved.json", "trace.log"}
+	"timeline.html", "digests.json", "committed-log.json", "resolved.json", "trace.log", "garbage.json", "membership.json"}
 
 // isReport tells whether dir holds a previous raftlock chaos report.
 func isReport(dir string) bool {
