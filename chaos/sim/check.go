@@ -87,6 +87,10 @@ func WriteSummary(w io.Writer, cfg Config, res *Result, v *checker.Verdict, repl
 	}
 	fmt.Fprintf(bw, "%d members, %v simulated, faults %s, bug %q, max ops %d, max faults %d (0: no bound)\n\n",
 		cfg.Nodes, cfg.Duration, faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults)
+	if cfg.Held > 0 {
+		fmt.Fprintf(bw, "%d locks held before the workload (keys of %d bytes, leases of %v): %d taken in %.3f s simulated\n\n",
+			cfg.Held, cfg.KeySize, HeldLease, res.Stats.Held, res.Stats.FillSeconds)
+	}
 	st := res.Stats
 	fmt.Fprintf(bw, "| stat | value |\n|---|---|\n")
 	fmt.Fprintf(bw, "| simulated seconds | %.3f |\n| operations (ok/fail/info) | %d (%d/%d/%d) |\n", st.SimSeconds, st.Ops, st.OK, st.Fail, st.Info)

@@ -40,6 +40,9 @@ type node struct {
 	clientDelay int64
 
 	handles map[uint64]*attempt // client requests submitted and not answered
+	// arriving are batched client requests on their way, by arrival time
+	// (fill.go).
+	arriving map[int64]*arrival
 
 	// onSnapshot, when set, is called after the member stored a snapshot:
 	// one it received (installed) or one of its own (a compaction).
@@ -70,7 +73,11 @@ func (s *sim) start(n *node) {
 	cfg := member.Config{
 		ID: n.id, Storage: n.disk.MemoryStorage, ElectionTicks: 10, HeartbeatTicks: 1,
 		SnapshotEvery: s.cfg.SnapshotEvery, SnapshotKeep: s.cfg.SnapshotKeep,
-		Bug: s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
+		// A big table would otherwise snapshot rarely (the log since the
+		// last snapshot must reach half its size), and big snapshots
+		// meeting faults is what a run with held locks is for.
+		SnapshotByEntries: s.cfg.Held > 0,
+		Bug:               s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
 	}
 	var core *member.Core
 	err := s.protect(n, "restart", func() error {
@@ -215,13 +222,14 @@ func (s *sim) scheduleTickAfter(n *node, d int64) {
 // input is one thing a member is handed.
 type input struct {
 	kind   inputKind
-	msg    *raftpb.Message // inStep
-	req    member.Request  // inSubmit
-	handle uint64          // inAbandon
-	token  uint64          // inAbandon
-	key    string          // inAbandon
-	peer   uint64          // inSnapReport, inUnreachable
-	failed bool            // inSnapReport
+	msg    *raftpb.Message  // inStep
+	req    member.Request   // inSubmit
+	reqs   []member.Request // inSubmits
+	handle uint64           // inAbandon
+	token  uint64           // inAbandon
+	key    string           // inAbandon
+	peer   uint64           // inSnapReport, inUnreachable
+	failed bool             // inSnapReport
 }
 
 type inputKind uint8
@@ -230,6 +238,7 @@ const (
 	inTick inputKind = iota
 	inStep
 	inSubmit
+	inSubmits
 	inAbandon
 	inSnapReport
 	inUnreachable
@@ -271,6 +280,10 @@ func (s *sim) process(n *node, in input) {
 			}
 		case inSubmit:
 			c.Submit(n.now(), in.req)
+		case inSubmits:
+			for _, r := range in.reqs {
+				c.Submit(n.now(), r)
+			}
 		case inAbandon:
 			c.Abandon(in.handle, in.key, in.token)
 		case inSnapReport:
