@@ -164,13 +164,18 @@ type Stats struct {
 	IOErrors   int            `json:"io_errors"`
 	// crashes that hit their moment: right after a compaction, right
 	// after a snapshot install
-	CrashAfterSnapshot int    `json:"crash_after_snapshot"`
-	CrashAfterInstall  int    `json:"crash_after_install"`
-	CrashAtGrantCommit int    `json:"crash_at_grant_commit"`
-	SlowSyncs          int    `json:"slow_syncs"`
-	Events             int    `json:"events"`
-	CommitIndex        uint64 `json:"commit_index"`
-	Unconverged        bool   `json:"unconverged,omitempty"`
+	CrashAfterSnapshot int `json:"crash_after_snapshot"`
+	CrashAfterInstall  int `json:"crash_after_install"`
+	CrashAtGrantCommit int `json:"crash_at_grant_commit"`
+	SlowSyncs          int `json:"slow_syncs"`
+	// snapshot streams started, broken (nothing delivered, or with
+	// snapshot-partial what was spooled), and delivered truncated
+	SnapTransfers       int    `json:"snapshot_transfers"`
+	SnapTransfersBroken int    `json:"snapshot_transfers_broken"`
+	SnapPartial         int    `json:"snapshots_partial,omitempty"`
+	Events              int    `json:"events"`
+	CommitIndex         uint64 `json:"commit_index"`
+	Unconverged         bool   `json:"unconverged,omitempty"`
 	// Held is how many of Config.Held locks the fill took, in
 	// FillSeconds of simulated time.
 	Held        int     `json:"held,omitempty"`
@@ -207,6 +212,11 @@ type sim struct {
 	rngMisc *rand.Rand // tick phases
 
 	links map[[2]uint64]*link // directed (from, to) member links
+	// brokenTransfer is what a broken snapshot stream does (transfer.go),
+	// chosen once from the planted bug; onTransfer, when set, sees each
+	// snapshot stream start (a fault aimed at transfers).
+	brokenTransfer func(*transfer)
+	onTransfer     func(*transfer)
 	// base link for client traffic (clients are never partitioned)
 	events []history.Event
 	store  fencedStore
@@ -258,6 +268,7 @@ func newSim(cfg Config) *sim {
 		rngMisc: rand.New(rand.NewPCG(cfg.Seed, 0x6d697363)),
 	}
 	s.tr = newTracer(cfg.Trace, &s.sch)
+	s.brokenTransfer = s.brokenTransferHook(cfg.Bug)
 	s.stats.Faults = map[string]int{}
 	for i := range cfg.Keys {
 		s.keys = append(s.keys, fmt.Sprintf("k%d", i+1))
