@@ -20,6 +20,11 @@ type node struct {
 	core *member.Core
 	disk *Store
 	clk  simClock
+	// metrics are the running core's (each start makes new ones, as a
+	// restarted process does); corrupt sums SnapshotsCorrupt over the
+	// incarnations before it.
+	metrics *member.Metrics
+	corrupt int
 
 	incarnation uint64
 	// dead: the member panicked or stopped on an internal error; it stays
@@ -52,6 +57,15 @@ type node struct {
 	onCommit func(rd member.Ready) bool
 }
 
+// snapshotsCorrupt is how many snapshots from peers the member refused
+// because their data did not decode, over all its incarnations.
+func (n *node) snapshotsCorrupt() int {
+	if n.metrics == nil {
+		return n.corrupt
+	}
+	return n.corrupt + int(member.CounterValue(n.metrics.SnapshotsCorrupt))
+}
+
 func (n *node) up() bool { return n.core != nil && !n.down && !n.dead && !n.stopped }
 
 // now is the member's clock reading, what the core is told.
@@ -70,8 +84,9 @@ func (s *sim) start(n *node) {
 		s.die(n, fmt.Sprintf("node %d: restart: %v", n.id, err))
 		return
 	}
+	n.metrics = member.NewMetrics(false)
 	cfg := member.Config{
-		ID: n.id, Storage: n.disk.MemoryStorage, ElectionTicks: 10, HeartbeatTicks: 1,
+		ID: n.id, Storage: n.disk.MemoryStorage, ElectionTicks: 10, HeartbeatTicks: 1, Metrics: n.metrics,
 		SnapshotEvery: s.cfg.SnapshotEvery, SnapshotKeep: s.cfg.SnapshotKeep,
 		// A big table would otherwise snapshot rarely (the log since the
 		// last snapshot must reach half its size), and big snapshots
@@ -127,6 +142,8 @@ func (s *sim) die(n *node, why string) {
 // lose ends a member's process: its core is gone, its clients' connections
 // break.
 func (s *sim) lose(n *node) {
+	n.corrupt = n.snapshotsCorrupt()
+	n.metrics = nil
 	n.core = nil
 	n.busy, n.paused = false, false
 	n.inbox = nil

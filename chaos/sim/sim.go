@@ -167,7 +167,9 @@ type Stats struct {
 	CrashAfterSnapshot int `json:"crash_after_snapshot"`
 	CrashAfterInstall  int `json:"crash_after_install"`
 	CrashAtGrantCommit int `json:"crash_at_grant_commit"`
-	SlowSyncs          int `json:"slow_syncs"`
+	// faults aimed at a snapshot stream that met one in flight
+	TransferFaults int `json:"snapshot_transfer_faults"`
+	SlowSyncs      int `json:"slow_syncs"`
 	// snapshot streams started, broken (nothing delivered, or with
 	// snapshot-partial what was spooled), and delivered truncated
 	SnapTransfers       int    `json:"snapshot_transfers"`
@@ -194,7 +196,11 @@ type Result struct {
 	// Safety are state machine safety violations: two members applied
 	// different (term, commands) at one index.
 	Safety []string
-	Stats  Stats
+	// SnapshotsCorrupt counts, by member id, the snapshots each member
+	// refused because their data did not decode
+	// (raftlock_snapshots_corrupt_total summed over its restarts).
+	SnapshotsCorrupt map[int]int
+	Stats            Stats
 }
 
 // sim is one run's whole world. Everything happens on the goroutine that
@@ -356,6 +362,10 @@ func (s *sim) run() error {
 		if st, ok := s.status(n); ok {
 			s.res.Digests = append(s.res.Digests, checker.NodeDigest{Node: int(n.id), Applied: st.Applied, Digest: st.Digest})
 		}
+	}
+	s.res.SnapshotsCorrupt = map[int]int{}
+	for _, n := range s.nodes {
+		s.res.SnapshotsCorrupt[int(n.id)] = n.snapshotsCorrupt()
 	}
 	s.res.Log = s.committedLog()
 	s.res.Events = s.events
