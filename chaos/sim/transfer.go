@@ -175,9 +175,13 @@ func (s *sim) reportTransfer(t *transfer, failed bool) {
 		lat = s.oneWay(t.to.id, from.id)
 	}
 	s.sch.after(lat, func() {
-		if from.incarnation == inc {
-			s.input(from, in)
+		if from.incarnation != inc {
+			return
 		}
+		if s.tr.on() {
+			s.tr.printf("report node=%d peer=%d snapshot failed=%v", from.id, t.to.id, failed)
+		}
+		s.input(from, in)
 	})
 }
 
