@@ -127,6 +127,7 @@ func WriteSummary(w io.Writer, cfg Config, res *Result, v *checker.Verdict, repl
 	fmt.Fprintf(bw, "| faults | %s |\n", faultString(st.Faults))
 	fmt.Fprintf(bw, "| messages (dropped, duplicated) | %d (%d, %d) |\n", st.Messages, st.Dropped, st.Duplicated)
 	fmt.Fprintf(bw, "| restarts | %d |\n| snapshots taken / installed | %d / %d |\n", st.Restarts, st.Snapshots, st.Installed)
+	fmt.Fprintf(bw, "| snapshot streams (broken, delivered truncated) | %d (%d, %d) |\n", st.SnapTransfers, st.SnapTransfersBroken, st.SnapPartial)
 	fmt.Fprintf(bw, "| unsynced writes lost | %d |\n| I/O errors / slow syncs | %d / %d |\n", st.LostWrites, st.IOErrors, st.SlowSyncs)
 	fmt.Fprintf(bw, "| commit index | %d |\n\n", st.CommitIndex)
 	fmt.Fprintf(bw, "## Checks\n\n")
