@@ -5,15 +5,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/checker"
 )
 
-// SafetyCheck is the name of the simulator's own check: no two members
-// applied different (term, commands) at one log index.
-const SafetyCheck = "state-machine-safety"
+// The simulator's own checks. SafetyCheck: no two members applied
+// different (term, commands) at one log index. IntegrityCheck: no member
+// refused a snapshot whose data did not decode; the simulator forges no
+// frame, so such data came from a transfer that delivered what it should
+// not (rule 10: a snapshot reaches raft only whole and checked).
+const (
+	SafetyCheck    = "state-machine-safety"
+	IntegrityCheck = "snapshot-integrity"
+)
 
 // Check runs the checker on a run's history, with its crashes, digests and
 // committed log, and adds the state machine safety check.
@@ -32,9 +40,31 @@ func Check(res *Result, timeout time.Duration) *checker.Verdict {
 		}
 		v.Valid, v.Verdict, v.ExitCode = false, checker.VerdictInvalid, checker.ExitViolation
 	}
-	v.Checks = append([]checker.Result{safety}, v.Checks...)
+	integrity := checkIntegrity(res.SnapshotsCorrupt)
+	if integrity.Status == checker.StatusViolation {
+		v.Valid, v.Verdict, v.ExitCode = false, checker.VerdictInvalid, checker.ExitViolation
+	}
+	v.Checks = append([]checker.Result{safety, integrity}, v.Checks...)
 	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.Installed
 	return v
+}
+
+// checkIntegrity fails when any member counted a corrupt snapshot, naming
+// each such member and its count.
+func checkIntegrity(corrupt map[int]int) checker.Result {
+	r := checker.Result{Name: IntegrityCheck, Decides: true, Status: checker.StatusOK,
+		Note: "no member received snapshot data that did not decode (raftlock_snapshots_corrupt_total 0 on every member, over its restarts)"}
+	ids := slices.Sorted(maps.Keys(corrupt))
+	for _, id := range ids {
+		if n := corrupt[id]; n > 0 {
+			r.Violations = append(r.Violations, checker.Violation{Message: fmt.Sprintf(
+				"member %d refused %d snapshot(s) whose data did not decode (raftlock_snapshots_corrupt_total, summed over its restarts): a transfer delivered damaged data", id, n)})
+		}
+	}
+	if len(r.Violations) > 0 {
+		r.Status, r.Note = checker.StatusViolation, "members received snapshot data that did not decode: a correct cluster never sends it"
+	}
+	return r
 }
 
 // FailingCheck names the first deciding check that failed (a violation
@@ -87,12 +117,17 @@ func WriteSummary(w io.Writer, cfg Config, res *Result, v *checker.Verdict, repl
 	}
 	fmt.Fprintf(bw, "%d members, %v simulated, faults %s, bug %q, max ops %d, max faults %d (0: no bound)\n\n",
 		cfg.Nodes, cfg.Duration, faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults)
+	if cfg.Held > 0 {
+		fmt.Fprintf(bw, "%d locks held before the workload (keys of %d bytes, leases of %v): %d taken in %.3f s simulated\n\n",
+			cfg.Held, cfg.KeySize, HeldLease, res.Stats.Held, res.Stats.FillSeconds)
+	}
 	st := res.Stats
 	fmt.Fprintf(bw, "| stat | value |\n|---|---|\n")
 	fmt.Fprintf(bw, "| simulated seconds | %.3f |\n| operations (ok/fail/info) | %d (%d/%d/%d) |\n", st.SimSeconds, st.Ops, st.OK, st.Fail, st.Info)
 	fmt.Fprintf(bw, "| faults | %s |\n", faultString(st.Faults))
 	fmt.Fprintf(bw, "| messages (dropped, duplicated) | %d (%d, %d) |\n", st.Messages, st.Dropped, st.Duplicated)
 	fmt.Fprintf(bw, "| restarts | %d |\n| snapshots taken / installed | %d / %d |\n", st.Restarts, st.Snapshots, st.Installed)
+	fmt.Fprintf(bw, "| snapshot streams (broken, delivered truncated) | %d (%d, %d) |\n", st.SnapTransfers, st.SnapTransfersBroken, st.SnapPartial)
 	fmt.Fprintf(bw, "| unsynced writes lost | %d |\n| I/O errors / slow syncs | %d / %d |\n", st.LostWrites, st.IOErrors, st.SlowSyncs)
 	fmt.Fprintf(bw, "| commit index | %d |\n\n", st.CommitIndex)
 	fmt.Fprintf(bw, "## Checks\n\n")

@@ -28,6 +28,13 @@ type client struct {
 	// connection does: an abandon never overtakes its request.
 	lastArrival map[uint64]int64
 	reads       []string // final reads still to do
+	// filler: a client of the fill (fill.go). Its requests arrive
+	// batched, it asks first the member that last answered it, and its
+	// operations do not count toward MaxOps. held are the keys it has
+	// still to take, took those it took.
+	filler bool
+	held   []string
+	took   int
 }
 
 // op is one history operation, possibly several attempts.
@@ -63,6 +70,12 @@ func (s *sim) newClient(idx int) *client {
 func (c *client) next() {
 	s := c.s
 	c.busy = false
+	if c.filler {
+		if len(c.held) > 0 {
+			c.nextHeld()
+		}
+		return
+	}
 	if len(c.reads) > 0 {
 		key := c.reads[0]
 		c.reads = c.reads[1:]
@@ -160,7 +173,9 @@ func (c *client) renewAndRelease(key string, token uint64, lease time.Duration) 
 // + 1 (the audit finds it in the log by that), and sent.
 func (c *client) start(f, key string, req member.Request, timeout time.Duration, v history.Value, then func(string, member.Answer)) {
 	s := c.s
-	s.opsStarted++
+	if !c.filler {
+		s.opsStarted++
+	}
 	inv := s.record(c.proc, history.Invoke, f, key, v)
 	if f != "get" {
 		req.Tag = uint64(inv.Index) + 1
@@ -183,10 +198,14 @@ func (c *client) try(o *op) {
 	req := o.req
 	req.Handle = a.handle
 	arrive := max(s.sch.now+s.clientLatency(n), c.lastArrival[n.id])
-	c.lastArrival[n.id] = arrive
 	if s.tr.on() {
 		s.tr.printf("request client=%d proc=%d node=%d handle=%d %s %s", c.idx, c.proc, n.id, a.handle, o.f, o.key)
 	}
+	if c.filler {
+		c.lastArrival[n.id] = s.arriveBatched(n, arrive, a, req)
+		return
+	}
+	c.lastArrival[n.id] = arrive
 	s.sch.at(arrive, func() {
 		if !n.up() {
 			// Connection refused: nothing was sent.
@@ -229,6 +248,9 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 	var inv *member.InvalidArgumentError
 	switch {
 	case ans.Err == nil:
+		if c.filler {
+			c.pref = a.node.id
+		}
 		v := history.Value{}
 		switch o.f {
 		case "acquire":

@@ -49,6 +49,35 @@ func TestSameSeedSameBytes(t *testing.T) {
 	}
 }
 
+// TestSameSeedSameBytesWithHeldLocks: so do runs with a table of held
+// locks, whose fill batches requests and whose big snapshots stream in
+// chunks; and with the planted snapshot-partial, whose broken streams
+// deliver truncated data.
+func TestSameSeedSameBytesWithHeldLocks(t *testing.T) {
+	for _, bug := range []string{"", "snapshot-partial"} {
+		cfg := Config{Seed: 8, Duration: 6 * time.Second, Faults: Families, Held: 2000, KeySize: 100,
+			FaultInterval: 500 * time.Millisecond, Bug: bug}
+		h1, t1 := runBytes(t, cfg)
+		h2, t2 := runBytes(t, cfg)
+		if !bytes.Equal(h1, h2) {
+			t.Fatalf("bug %q: history.jsonl differs between two runs (%d vs %d bytes)", bug, len(h1), len(h2))
+		}
+		if !bytes.Equal(t1, t2) {
+			i := 0
+			for i < len(t1) && i < len(t2) && t1[i] == t2[i] {
+				i++
+			}
+			t.Fatalf("bug %q: trace.log differs at byte %d: %q vs %q", bug, i, excerpt(t1, i), excerpt(t2, i))
+		}
+		if n := bytes.Count(h1, []byte(`"held/`)); n < 2*2000 {
+			t.Fatalf("bug %q: %d history events on held keys, want the fill's 2000 invokes and answers", bug, n)
+		}
+		if !bytes.Contains(t1, []byte(" chunks=")) {
+			t.Fatalf("bug %q: no snapshot streamed", bug)
+		}
+	}
+}
+
 func excerpt(b []byte, i int) string {
 	lo, hi := max(0, i-80), min(len(b), i+80)
 	return string(b[lo:hi])

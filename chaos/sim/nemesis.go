@@ -141,11 +141,15 @@ func (n *nemesis) inject(family string) func() {
 	}
 	switch family {
 	case "kill", "crash":
-		switch n.rng.IntN(3) {
+		switch n.rng.IntN(4) {
 		case 0:
 			return n.crashAtSnapshot(family == "crash")
 		case 1:
 			if heal := n.crashAtGrantCommit(); heal != nil {
+				return heal
+			}
+		case 2:
+			if heal := n.breakTransfer(family); heal != nil {
 				return heal
 			}
 		}
@@ -200,6 +204,11 @@ func (n *nemesis) inject(family string) func() {
 			n.record("resume", history.Value{Nodes: nodes})
 		}
 	case "partition":
+		if n.rng.IntN(4) == 0 {
+			if heal := n.breakTransfer(family); heal != nil {
+				return heal
+			}
+		}
 		if n.rng.IntN(3) == 0 {
 			links := n.oneWay()
 			for _, l := range links {

@@ -31,6 +31,10 @@ func (s *sim) send(from *node, m *raftpb.Message) {
 	if l == nil {
 		return
 	}
+	if m.GetType() == raftpb.MessageType_MsgSnap {
+		s.stream(from, m) // transfer.go
+		return
+	}
 	target := s.nodes[to-1]
 	lat := s.baseLatency() + l.delay
 	if l.jitter > 0 {
@@ -49,27 +53,23 @@ func (s *sim) send(from *node, m *raftpb.Message) {
 		s.tr.printf("send %d->%d %v term=%d index=%d entries=%d lat=%dus copies=%d",
 			from.id, to, m.GetType(), m.GetTerm(), m.GetIndex(), len(m.GetEntries()), lat/1000, copies)
 	}
-	inc := from.incarnation
 	for i := range copies {
 		if i > 0 {
 			lat = s.baseLatency() + l.delay + s.rngNet.Int64N(l.jitter+int64(5*time.Millisecond))
 		}
-		s.sch.after(lat, func() { s.deliver(from, inc, target, m) })
+		s.sch.after(lat, func() { s.deliver(from, target, m) })
 	}
 }
 
 // deliver hands a message to its target if it is up; a message to a member
 // that is down is lost, as on a refused connection.
-func (s *sim) deliver(from *node, inc uint64, target *node, m *raftpb.Message) {
+func (s *sim) deliver(from *node, target *node, m *raftpb.Message) {
 	if !target.up() {
 		s.dropped(from, m, "down")
 		return
 	}
 	if s.tr.on() {
 		s.tr.printf("deliver %d->%d %v term=%d index=%d", from.id, target.id, m.GetType(), m.GetTerm(), m.GetIndex())
-	}
-	if m.GetType() == raftpb.MessageType_MsgSnap && from.incarnation == inc {
-		s.input(from, input{kind: inSnapReport, peer: target.id})
 	}
 	s.input(target, input{kind: inStep, msg: m})
 }

@@ -20,6 +20,11 @@ type node struct {
 	core *member.Core
 	disk *Store
 	clk  simClock
+	// metrics are the running core's (each start makes new ones, as a
+	// restarted process does); corrupt sums SnapshotsCorrupt over the
+	// incarnations before it.
+	metrics *member.Metrics
+	corrupt int
 
 	incarnation uint64
 	// dead: the member panicked or stopped on an internal error; it stays
@@ -40,6 +45,9 @@ type node struct {
 	clientDelay int64
 
 	handles map[uint64]*attempt // client requests submitted and not answered
+	// arriving are batched client requests on their way, by arrival time
+	// (fill.go).
+	arriving map[int64]*arrival
 
 	// onSnapshot, when set, is called after the member stored a snapshot:
 	// one it received (installed) or one of its own (a compaction).
@@ -47,6 +55,15 @@ type node struct {
 	// onCommit, when set, sees each Ready before its messages go out; true
 	// means it crashed the member, and the Ready goes no further.
 	onCommit func(rd member.Ready) bool
+}
+
+// snapshotsCorrupt is how many snapshots from peers the member refused
+// because their data did not decode, over all its incarnations.
+func (n *node) snapshotsCorrupt() int {
+	if n.metrics == nil {
+		return n.corrupt
+	}
+	return n.corrupt + int(member.CounterValue(n.metrics.SnapshotsCorrupt))
 }
 
 func (n *node) up() bool { return n.core != nil && !n.down && !n.dead && !n.stopped }
@@ -67,10 +84,15 @@ func (s *sim) start(n *node) {
 		s.die(n, fmt.Sprintf("node %d: restart: %v", n.id, err))
 		return
 	}
+	n.metrics = member.NewMetrics(false)
 	cfg := member.Config{
-		ID: n.id, Storage: n.disk.MemoryStorage, ElectionTicks: 10, HeartbeatTicks: 1,
+		ID: n.id, Storage: n.disk.MemoryStorage, ElectionTicks: 10, HeartbeatTicks: 1, Metrics: n.metrics,
 		SnapshotEvery: s.cfg.SnapshotEvery, SnapshotKeep: s.cfg.SnapshotKeep,
-		Bug: s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
+		// A big table would otherwise snapshot rarely (the log since the
+		// last snapshot must reach half its size), and big snapshots
+		// meeting faults is what a run with held locks is for.
+		SnapshotByEntries: s.cfg.Held > 0,
+		Bug:               s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
 	}
 	var core *member.Core
 	err := s.protect(n, "restart", func() error {
@@ -120,6 +142,8 @@ func (s *sim) die(n *node, why string) {
 // lose ends a member's process: its core is gone, its clients' connections
 // break.
 func (s *sim) lose(n *node) {
+	n.corrupt = n.snapshotsCorrupt()
+	n.metrics = nil
 	n.core = nil
 	n.busy, n.paused = false, false
 	n.inbox = nil
@@ -215,13 +239,14 @@ func (s *sim) scheduleTickAfter(n *node, d int64) {
 // input is one thing a member is handed.
 type input struct {
 	kind   inputKind
-	msg    *raftpb.Message // inStep
-	req    member.Request  // inSubmit
-	handle uint64          // inAbandon
-	token  uint64          // inAbandon
-	key    string          // inAbandon
-	peer   uint64          // inSnapReport, inUnreachable
-	failed bool            // inSnapReport
+	msg    *raftpb.Message  // inStep
+	req    member.Request   // inSubmit
+	reqs   []member.Request // inSubmits
+	handle uint64           // inAbandon
+	token  uint64           // inAbandon
+	key    string           // inAbandon
+	peer   uint64           // inSnapReport, inUnreachable
+	failed bool             // inSnapReport
 }
 
 type inputKind uint8
@@ -230,6 +255,7 @@ const (
 	inTick inputKind = iota
 	inStep
 	inSubmit
+	inSubmits
 	inAbandon
 	inSnapReport
 	inUnreachable
@@ -271,6 +297,10 @@ func (s *sim) process(n *node, in input) {
 			}
 		case inSubmit:
 			c.Submit(n.now(), in.req)
+		case inSubmits:
+			for _, r := range in.reqs {
+				c.Submit(n.now(), r)
+			}
 		case inAbandon:
 			c.Abandon(in.handle, in.key, in.token)
 		case inSnapReport:

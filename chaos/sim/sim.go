@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
 )
 
@@ -50,9 +51,20 @@ type Config struct {
 	// the mean length of one.
 	FaultInterval time.Duration
 	FaultDuration time.Duration
+	// Held locks are taken before the workload, with leases of HeldLease
+	// and keys of KeySize bytes that the workload never touches, so the
+	// workload runs against a big table and snapshots are big (default 0,
+	// key size 250). With Held > 0 members snapshot every SnapshotEvery
+	// entries whatever the table's size (member.Config.SnapshotByEntries).
+	Held    int
+	KeySize int
 	// Trace receives trace.log; nil: no trace (the fast path of a swarm).
 	Trace io.Writer
 }
+
+// HeldLease is the lease of the locks a run takes before its workload
+// (Config.Held): long enough that none runs out in a run.
+const HeldLease = time.Hour
 
 // Defaults fills zero fields.
 func (c *Config) Defaults() {
@@ -89,6 +101,9 @@ func (c *Config) Defaults() {
 	if c.FaultDuration == 0 {
 		c.FaultDuration = 1500 * time.Millisecond
 	}
+	if c.KeySize == 0 {
+		c.KeySize = 250
+	}
 }
 
 // Validate checks a Config (after Defaults).
@@ -106,6 +121,10 @@ func (c *Config) Validate() error {
 		return errors.New("--skip-faults counts faults from 1")
 	case c.LeaseMin < 10*time.Millisecond || c.LeaseMax < c.LeaseMin:
 		return errors.New("leases must satisfy 10ms <= lease-min <= lease-max")
+	case c.Held < 0 || c.Held+c.Keys > member.DefaultMaxKeys:
+		return fmt.Errorf("--held must be from 0 to %d", member.DefaultMaxKeys-c.Keys)
+	case c.KeySize < minHeldKeySize || c.KeySize > wire.MaxKeyLen:
+		return fmt.Errorf("--key-size must be from %d to %d bytes", minHeldKeySize, wire.MaxKeyLen)
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(Families, f) {
@@ -145,13 +164,24 @@ type Stats struct {
 	IOErrors   int            `json:"io_errors"`
 	// crashes that hit their moment: right after a compaction, right
 	// after a snapshot install
-	CrashAfterSnapshot int    `json:"crash_after_snapshot"`
-	CrashAfterInstall  int    `json:"crash_after_install"`
-	CrashAtGrantCommit int    `json:"crash_at_grant_commit"`
-	SlowSyncs          int    `json:"slow_syncs"`
-	Events             int    `json:"events"`
-	CommitIndex        uint64 `json:"commit_index"`
-	Unconverged        bool   `json:"unconverged,omitempty"`
+	CrashAfterSnapshot int `json:"crash_after_snapshot"`
+	CrashAfterInstall  int `json:"crash_after_install"`
+	CrashAtGrantCommit int `json:"crash_at_grant_commit"`
+	// faults aimed at a snapshot stream that met one in flight
+	TransferFaults int `json:"snapshot_transfer_faults"`
+	SlowSyncs      int `json:"slow_syncs"`
+	// snapshot streams started, broken (nothing delivered, or with
+	// snapshot-partial what was spooled), and delivered truncated
+	SnapTransfers       int    `json:"snapshot_transfers"`
+	SnapTransfersBroken int    `json:"snapshot_transfers_broken"`
+	SnapPartial         int    `json:"snapshots_partial,omitempty"`
+	Events              int    `json:"events"`
+	CommitIndex         uint64 `json:"commit_index"`
+	Unconverged         bool   `json:"unconverged,omitempty"`
+	// Held is how many of Config.Held locks the fill took, in
+	// FillSeconds of simulated time.
+	Held        int     `json:"held,omitempty"`
+	FillSeconds float64 `json:"fill_seconds,omitempty"`
 }
 
 // Result is what a run recorded, for the checker.
@@ -166,7 +196,11 @@ type Result struct {
 	// Safety are state machine safety violations: two members applied
 	// different (term, commands) at one index.
 	Safety []string
-	Stats  Stats
+	// SnapshotsCorrupt counts, by member id, the snapshots each member
+	// refused because their data did not decode
+	// (raftlock_snapshots_corrupt_total summed over its restarts).
+	SnapshotsCorrupt map[int]int
+	Stats            Stats
 }
 
 // sim is one run's whole world. Everything happens on the goroutine that
@@ -184,6 +218,11 @@ type sim struct {
 	rngMisc *rand.Rand // tick phases
 
 	links map[[2]uint64]*link // directed (from, to) member links
+	// brokenTransfer is what a broken snapshot stream does (transfer.go),
+	// chosen once from the planted bug; onTransfer, when set, sees each
+	// snapshot stream start (a fault aimed at transfers).
+	brokenTransfer func(*transfer)
+	onTransfer     func(*transfer)
 	// base link for client traffic (clients are never partitioned)
 	events []history.Event
 	store  fencedStore
@@ -235,6 +274,7 @@ func newSim(cfg Config) *sim {
 		rngMisc: rand.New(rand.NewPCG(cfg.Seed, 0x6d697363)),
 	}
 	s.tr = newTracer(cfg.Trace, &s.sch)
+	s.brokenTransfer = s.brokenTransferHook(cfg.Bug)
 	s.stats.Faults = map[string]int{}
 	for i := range cfg.Keys {
 		s.keys = append(s.keys, fmt.Sprintf("k%d", i+1))
@@ -265,27 +305,31 @@ func (s *sim) run() error {
 		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
 		"time_s": cfg.Duration.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery,
 		"snapshot_keep": cfg.SnapshotKeep, "simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
-		"skip_faults": cfg.SkipFaults,
+		"skip_faults": cfg.SkipFaults, "held": cfg.Held, "key_size": cfg.KeySize,
 	}
 	if s.tr.on() {
-		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v",
-			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults)
+		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v held=%d key-size=%d",
+			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults, cfg.Held, cfg.KeySize)
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		n := &node{s: s, id: uint64(i), disk: NewStore(), handles: map[uint64]*attempt{}}
 		s.nodes = append(s.nodes, n)
 		s.start(n)
 	}
-	end := int64(cfg.Duration)
 	for i := range cfg.Clients {
-		c := s.newClient(i)
-		s.clients = append(s.clients, c)
+		s.clients = append(s.clients, s.newClient(i))
+	}
+	// The workload's time starts after the fill (0 without one, so a run
+	// without held locks is the run it always was).
+	base := s.fill()
+	end := base + int64(cfg.Duration)
+	for _, c := range s.clients {
 		// Clients start once a leader could exist, staggered.
-		s.sch.at(int64(300*time.Millisecond)+int64(c.rng.IntN(50))*int64(time.Millisecond), c.next)
+		s.sch.at(base+int64(300*time.Millisecond)+int64(c.rng.IntN(50))*int64(time.Millisecond), c.next)
 	}
 	nem := newNemesis(s)
 	if len(cfg.Faults) > 0 {
-		s.sch.at(int64(500*time.Millisecond), nem.step)
+		s.sch.at(base+int64(500*time.Millisecond), nem.step)
 	}
 	s.sch.at(end, func() {
 		s.stopOps = true
@@ -318,6 +362,10 @@ func (s *sim) run() error {
 		if st, ok := s.status(n); ok {
 			s.res.Digests = append(s.res.Digests, checker.NodeDigest{Node: int(n.id), Applied: st.Applied, Digest: st.Digest})
 		}
+	}
+	s.res.SnapshotsCorrupt = map[int]int{}
+	for _, n := range s.nodes {
+		s.res.SnapshotsCorrupt[int(n.id)] = n.snapshotsCorrupt()
 	}
 	s.res.Log = s.committedLog()
 	s.res.Events = s.events

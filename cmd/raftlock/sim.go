@@ -26,7 +26,7 @@ import (
 )
 
 const simSynopsis = "sim [--seed N | --seeds A..B] [--nodes 3|5] [--duration 60s] [--faults " +
-	"kill,crash,partition,net,clock,disk,pause] [--unsafe-bug NAME] [--parallel N] [--shrink] [--out DIR] [--json]"
+	"kill,crash,partition,net,clock,disk,pause] [--unsafe-bug NAME] [--held N [--key-size B]] [--parallel N] [--shrink] [--out DIR] [--json]"
 
 // simFlags are raftlock sim's settings.
 type simFlags struct {
@@ -59,6 +59,8 @@ func newSimFlags(f *simFlags) *flag.FlagSet {
 	fs.IntVar(&f.cfg.MaxOps, "max-ops", 0, "start no read or acquire cycle after N client operations were invoked (0: no bound); shrinking sets it")
 	fs.IntVar(&f.cfg.MaxFaults, "max-faults", 0, "inject at most N faults (0: no bound); shrinking sets it")
 	fs.IntVar(&f.cfg.Clients, "clients", 6, "concurrent clients")
+	fs.IntVar(&f.cfg.Held, "held", 0, "take `N` locks with 1 h leases before the workload, on keys it never touches, so it runs against a big table and big snapshots")
+	fs.IntVar(&f.cfg.KeySize, "key-size", 250, "bytes of each --held lock's key (16 to 256)")
 	fs.Var((*intList)(&f.cfg.SkipFaults), "skip-faults", "`I,J,...`: do not inject these faults (1 for the first), keeping their turn; shrinking sets it")
 	return fs
 }
@@ -200,6 +202,12 @@ func replayCommand(cfg sim.Config) string {
 	}
 	if cfg.Clients != 0 && cfg.Clients != 6 {
 		parts = append(parts, "--clients", strconv.Itoa(cfg.Clients))
+	}
+	if cfg.Held > 0 {
+		parts = append(parts, "--held", strconv.Itoa(cfg.Held))
+		if cfg.KeySize != 0 && cfg.KeySize != 250 {
+			parts = append(parts, "--key-size", strconv.Itoa(cfg.KeySize))
+		}
 	}
 	if cfg.MaxOps > 0 {
 		parts = append(parts, "--max-ops", strconv.Itoa(cfg.MaxOps))

@@ -22,6 +22,43 @@ func TestSim(t *testing.T) {
 	t.Run("ShrinksAFailingSeed", func(t *testing.T) { testSimShrinksAFailingSeed(t, bin) })
 	t.Run("SwarmIsValidAndSummarised", func(t *testing.T) { testSimSwarmIsValidAndSummarised(t, bin) })
 	t.Run("RefusesBadFlagsAndForeignOut", func(t *testing.T) { testSimRefusesBadFlagsAndForeignOut(t, bin) })
+	t.Run("HeldLocksCatchSnapshotPartial", func(t *testing.T) { testSimHeldLocksCatchSnapshotPartial(t, bin) })
+}
+
+// testSimHeldLocksCatchSnapshotPartial: --held fills a table before the
+// workload (recorded in the history's header and the summary), and with
+// it the planted snapshot-partial fails seed 8 by snapshot-integrity; the
+// replay command keeps --held.
+func testSimHeldLocksCatchSnapshotPartial(t *testing.T, bin string) {
+	out := t.TempDir()
+	stdout, stderr, code := runBin(t, bin, "sim", "--seed", "8", "--duration", "10s", "--held", "2000",
+		"--unsafe-bug", "snapshot-partial", "--out", out, "--json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stdout %s stderr %s", code, stdout, stderr)
+	}
+	rep := jsonLines(t, stdout)[0]
+	stats, _ := rep["stats"].(map[string]any)
+	if rep["check"] != "snapshot-integrity" || stats["held"] != float64(2000) || stats["snapshots_partial"].(float64) < 1 {
+		t.Fatalf("report %v", rep)
+	}
+	if replay, _ := rep["replay"].(string); !strings.Contains(replay, "--held 2000") {
+		t.Fatalf("replay %q lacks --held", replay)
+	}
+	hist, err := os.ReadFile(filepath.Join(out, "seed-8", "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := bytes.Cut(hist, []byte("\n"))
+	if !bytes.Contains(header, []byte(`"held":2000`)) || !bytes.Contains(header, []byte(`"key_size":250`)) {
+		t.Fatalf("header %s", header)
+	}
+	sum, err := os.ReadFile(filepath.Join(out, "seed-8", "summary.md"))
+	if err != nil || !bytes.Contains(sum, []byte("2000 locks held before the workload (keys of 250 bytes")) {
+		t.Fatalf("summary.md (%v):\n%s", err, sum)
+	}
+	if _, stderr, code := runBin(t, bin, "sim", "--seed", "8", "--duration", "10s", "--held", "2000", "--out", t.TempDir()); code != 0 {
+		t.Fatalf("without the bug: exit %d; %s", code, stderr)
+	}
 }
 
 func runBin(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
@@ -142,6 +179,9 @@ func testSimRefusesBadFlagsAndForeignOut(t *testing.T, bin string) {
 		{"sim", "--seeds", "5..1"},
 		{"sim", "--seeds", "1..3", "--seed", "2"},
 		{"sim", "--no-such-flag"},
+		{"sim", "--held", "-1"},
+		{"sim", "--held", "10", "--key-size", "8"},
+		{"sim", "--held", "10", "--key-size", "300"},
 	} {
 		if _, stderr, code := runBin(t, bin, args...); code != 3 {
 			t.Errorf("%v: exit %d, want 3; %s", args, code, stderr)
