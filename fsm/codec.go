@@ -1,10 +1,13 @@
 package fsm
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 )
 
 // Limits enforced by the decoders (and by the node before it proposes).
@@ -195,22 +198,47 @@ func (r *reader) command() Command {
 }
 
 // Snapshot encodes the whole table, keys in sorted order, with a checksum.
-// Equal tables give equal bytes on every node. It reads the table only, so
-// on a Frozen copy it may run beside the member that goes on applying.
+// Equal tables give equal bytes on every node. The caller must not change
+// the table meanwhile; a Frozen copy encodes beside a member that goes on
+// applying (Frozen.WriteSnapshot).
 func (m *Machine) Snapshot() []byte {
-	es := m.locks.sorted()
-	b := make([]byte, 0, m.EncodedSize()+uint64(len(es))*binary.MaxVarintLen64)
-	b = append(b, snapshotMagic...)
-	b = append(b, snapshotFormat)
-	b = binary.AppendUvarint(b, m.lastToken)
-	b = binary.AppendUvarint(b, uint64(len(es)))
-	for _, e := range es {
-		b = binary.AppendUvarint(b, uint64(len(e.key)))
-		b = append(b, e.key...)
-		b = binary.AppendUvarint(b, e.lock.Token)
-		b = binary.AppendUvarint(b, e.lock.LeaseMS)
+	var b bytes.Buffer
+	b.Grow(int(m.EncodedSize()) + m.Len()*binary.MaxVarintLen64)
+	m.writeSnapshot(&b, nil) // a bytes.Buffer does not fail
+	return b.Bytes()
+}
+
+// writeSnapshot streams the encoding Snapshot returns to w: the header,
+// every lock in key order, then the CRC-32 of all of it. The keys are
+// sorted shard by shard and merged, and yield (when not nil) is called
+// between shards and every few hundred locks merged, so that a goroutine
+// encoding a million locks lets the others run often.
+func (m *Machine) writeSnapshot(w io.Writer, yield func()) error {
+	crc := crc32.NewIEEE()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
+	var vb [binary.MaxVarintLen64]byte
+	uvarint := func(v uint64) { bw.Write(binary.AppendUvarint(vb[:0], v)) }
+	bw.WriteString(snapshotMagic)
+	bw.WriteByte(snapshotFormat)
+	uvarint(m.lastToken)
+	uvarint(uint64(m.locks.n))
+	n := 0
+	m.locks.eachSorted(yield, func(key string, l Lock) {
+		uvarint(uint64(len(key)))
+		bw.WriteString(key)
+		uvarint(l.Token)
+		uvarint(l.LeaseMS)
+		if n++; yield != nil && n%512 == 0 {
+			yield()
+		}
+	})
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
 	}
-	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return nil
 }
 
 // Frozen is a read-only copy of a lock table as it was when Freeze was
@@ -227,6 +255,11 @@ func (m *Machine) Freeze() *Frozen {
 
 // Snapshot encodes the frozen table as Machine.Snapshot does.
 func (f *Frozen) Snapshot() []byte { return f.m.Snapshot() }
+
+// WriteSnapshot streams the bytes Snapshot returns to w, without holding
+// them, calling yield (when not nil) often: for the goroutine that writes
+// a big table's snapshot beside the member's.
+func (f *Frozen) WriteSnapshot(w io.Writer, yield func()) error { return f.m.writeSnapshot(w, yield) }
 
 // Len returns the number of locks in the frozen table.
 func (f *Frozen) Len() int { return f.m.Len() }

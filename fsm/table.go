@@ -116,10 +116,59 @@ type entry struct {
 	lock Lock
 }
 
-// sorted returns every lock in key order.
-func (t *table) sorted() []entry {
-	es := make([]entry, 0, t.n)
-	t.each(func(k string, l Lock) { es = append(es, entry{k, l}) })
-	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.key, b.key) })
-	return es
+func cmpEntry(a, b entry) int { return strings.Compare(a.key, b.key) }
+
+// eachSorted calls f for every lock in key order: each shard is sorted on
+// its own (yield, when not nil, is called after each), then the sorted
+// shards are merged.
+func (t *table) eachSorted(yield func(), f func(key string, l Lock)) {
+	runs := make(runHeap, 0, len(t.shards))
+	for _, s := range t.shards {
+		if s == nil || len(s.locks) == 0 {
+			continue
+		}
+		es := make([]entry, 0, len(s.locks))
+		for k, l := range s.locks {
+			es = append(es, entry{k, l})
+		}
+		slices.SortFunc(es, cmpEntry)
+		runs = append(runs, es)
+		if yield != nil {
+			yield()
+		}
+	}
+	for i := len(runs)/2 - 1; i >= 0; i-- {
+		runs.down(i)
+	}
+	for len(runs) > 0 {
+		e := runs[0][0]
+		f(e.key, e.lock)
+		if runs[0] = runs[0][1:]; len(runs[0]) == 0 {
+			last := len(runs) - 1
+			runs[0], runs = runs[last], runs[:last]
+		}
+		runs.down(0)
+	}
+}
+
+// runHeap is sorted runs of locks, a min-heap by their first key (its
+// own sift-down: container/heap's interface calls doubled the merge).
+type runHeap [][]entry
+
+func (h runHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		c := l
+		if r := l + 1; r < len(h) && h[r][0].key < h[l][0].key {
+			c = r
+		}
+		if h[i][0].key <= h[c][0].key {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }

@@ -1,10 +1,12 @@
 package member
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"slices"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -124,19 +126,39 @@ const (
 // EncodeSnapshot encodes a snapshot's data: the lock table (as
 // fsm.Machine.Snapshot encodes it) and the address book.
 func EncodeSnapshot(table []byte, book Book) []byte {
+	var b bytes.Buffer
+	writeSnapshot(&b, book, func(w io.Writer) error { _, err := w.Write(table); return err }) // a bytes.Buffer does not fail
+	return b.Bytes()
+}
+
+// WriteSnapshot streams the snapshot data of a frozen table and a book to
+// w: the bytes EncodeSnapshot(table.Snapshot(), book) returns, without
+// holding them. yield is passed on to Frozen.WriteSnapshot.
+func WriteSnapshot(w io.Writer, table *fsm.Frozen, book Book, yield func()) error {
+	return writeSnapshot(w, book, func(w io.Writer) error { return table.WriteSnapshot(w, yield) })
+}
+
+func writeSnapshot(w io.Writer, book Book, writeTable func(io.Writer) error) error {
 	b := book.clone()
 	b.sort()
 	js, err := json.Marshal(b)
 	if err != nil {
 		panic(fmt.Sprintf("member: encode address book: %v", err)) // plain structs: cannot fail
 	}
-	out := make([]byte, 0, len(snapMagic)+1+binary.MaxVarintLen64+len(js)+len(table)+4)
-	out = append(out, snapMagic...)
-	out = append(out, snapFormat)
-	out = binary.AppendUvarint(out, uint64(len(js)))
-	out = append(out, js...)
-	out = append(out, table...)
-	return binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(out))
+	crc := crc32.NewIEEE()
+	mw := io.MultiWriter(w, crc)
+	head := append([]byte(snapMagic), snapFormat)
+	head = binary.AppendUvarint(head, uint64(len(js)))
+	if _, err := mw.Write(append(head, js...)); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	if err := writeTable(mw); err != nil {
+		return err
+	}
+	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return nil
 }
 
 // DecodeSnapshot decodes snapshot data. Empty data is an empty table and

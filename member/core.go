@@ -11,9 +11,11 @@
 package member
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"time"
@@ -152,7 +154,18 @@ type Compaction struct {
 
 // Data encodes the snapshot's data (EncodeSnapshot). Safe to call from
 // any goroutine.
-func (c *Compaction) Data() []byte { return EncodeSnapshot(c.Table.Snapshot(), c.Book) }
+func (c *Compaction) Data() []byte {
+	var b bytes.Buffer
+	c.WriteTo(&b, nil) // a bytes.Buffer does not fail
+	return b.Bytes()
+}
+
+// WriteTo streams the bytes Data returns to w, without holding them,
+// calling yield (when not nil) often so that the goroutine writing a big
+// table lets the member's own run.
+func (c *Compaction) WriteTo(w io.Writer, yield func()) error {
+	return WriteSnapshot(w, c.Table, c.Book, yield)
+}
 
 // Status describes a member, in the shape the client protocol carries.
 type Status = wire.Status

@@ -9,9 +9,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -184,6 +186,12 @@ type call struct {
 type callInput struct {
 	cl      *call
 	abandon bool
+}
+
+// streamCompactor is a store that takes a snapshot's data as a stream
+// (logstore.Disk.CompactFrom).
+type streamCompactor interface {
+	CompactFrom(index uint64, cs *raftpb.ConfState, write func(io.Writer) error, compactTo uint64) error
 }
 
 type compactDone struct {
@@ -656,7 +664,14 @@ func (n *Node) compact(cp *member.Compaction) {
 	go func() {
 		defer n.compactWG.Done()
 		start := time.Now()
-		err := n.storage.Compact(cp.Index, cp.ConfState, cp.Data(), cp.CompactTo)
+		var err error
+		if sc, ok := n.storage.(streamCompactor); ok {
+			// Streamed to its file, yielding often: on one core the loop
+			// must not wait for a table of a million locks to encode.
+			err = sc.CompactFrom(cp.Index, cp.ConfState, func(w io.Writer) error { return cp.WriteTo(w, runtime.Gosched) }, cp.CompactTo)
+		} else {
+			err = n.storage.Compact(cp.Index, cp.ConfState, cp.Data(), cp.CompactTo)
+		}
 		if err != nil {
 			err = fmt.Errorf("compact log at %d: %w", cp.Index, err)
 		}

@@ -70,6 +70,15 @@ func decodeRef(ref []byte) (name string, sum [sha256.Size]byte, err error) {
 // write stores data in a new file named for index and seq, synced and in
 // place, and returns its reference.
 func (f snapFiles) write(index, seq uint64, data []byte) (name string, ref []byte, err error) {
+	return f.writeFrom(index, seq, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeFrom is write with the data streamed by produce, which never holds
+// it whole.
+func (f snapFiles) writeFrom(index, seq uint64, produce func(io.Writer) error) (name string, ref []byte, err error) {
 	if err := f.ensureDir(); err != nil {
 		return "", nil, err
 	}
@@ -79,28 +88,12 @@ func (f snapFiles) write(index, seq uint64, data []byte) (name string, ref []byt
 	if err != nil {
 		return "", nil, fmt.Errorf("create snapshot file: %w", err)
 	}
-	sum := sha256.Sum256(data)
-	werr := func() error {
-		// Through a buffer of our own: a vfs.File may scribble on what it
-		// is given to write (pebble's do, in their invariants builds), and
-		// data is the snapshot raft goes on sending.
-		buf := make([]byte, 0, min(len(data), 1<<20))
-		for off, unsynced := 0, 0; off < len(data); {
-			n := min(len(data)-off, cap(buf))
-			buf = append(buf[:0], data[off:off+n]...)
-			if _, err := file.Write(buf); err != nil {
-				return err
-			}
-			off, unsynced = off+n, unsynced+n
-			if unsynced >= snapSyncEvery {
-				if err := file.Sync(); err != nil {
-					return err
-				}
-				unsynced = 0
-			}
-		}
-		return file.Sync()
-	}()
+	sum := sha256.New()
+	sw := &syncingWriter{f: file, buf: make([]byte, 0, 1<<20)}
+	werr := produce(io.MultiWriter(sw, sum))
+	if werr == nil {
+		werr = sw.flush(true)
+	}
 	if cerr := file.Close(); werr == nil {
 		werr = cerr
 	}
@@ -114,7 +107,50 @@ func (f snapFiles) write(index, seq uint64, data []byte) (name string, ref []byt
 		f.fs.Remove(tmp)
 		return "", nil, fmt.Errorf("write snapshot file %s: %w", name, werr)
 	}
-	return name, encodeRef(name, sum), nil
+	return name, encodeRef(name, [sha256.Size]byte(sum.Sum(nil))), nil
+}
+
+// syncingWriter writes to a snapshot file through a buffer of its own (a
+// vfs.File may scribble on what it is given to write: pebble's do, in
+// their invariants builds, and the caller's bytes may be raft's) and syncs
+// every snapSyncEvery bytes, so the final sync is short and the member's
+// own commits never queue behind hundreds of megabytes of dirty pages.
+type syncingWriter struct {
+	f        vfs.File
+	buf      []byte
+	unsynced int
+}
+
+func (w *syncingWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(len(p), cap(w.buf)-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p = p[k:]
+		if len(w.buf) == cap(w.buf) {
+			if err := w.flush(false); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// flush writes the buffer out, syncing when asked or when enough is
+// unsynced.
+func (w *syncingWriter) flush(sync bool) error {
+	if len(w.buf) > 0 {
+		if _, err := w.f.Write(w.buf); err != nil {
+			return err
+		}
+		w.unsynced += len(w.buf)
+		w.buf = w.buf[:0]
+	}
+	if sync || w.unsynced >= snapSyncEvery {
+		w.unsynced = 0
+		return w.f.Sync()
+	}
+	return nil
 }
 
 // ensureDir creates the folder, durably: its parent's entry for it is

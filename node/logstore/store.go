@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -365,10 +366,19 @@ func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 // the data's file is written beside the Ready loop's commits, and only the
 // small batch that records it and drops the log waits for them.
 func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
+	return s.CompactFrom(index, cs, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, compactTo)
+}
+
+// CompactFrom is Compact with the snapshot's data streamed by write into
+// its file, never held whole in memory.
+func (s *Disk) CompactFrom(index uint64, cs *raftpb.ConfState, write func(io.Writer) error, compactTo uint64) error {
 	if cur, err := s.MemoryStorage.Snapshot(); err == nil && cur.GetMetadata().GetIndex() >= index {
 		return nil // a newer snapshot is stored already (one received)
 	}
-	file, ref, err := s.files.write(index, s.seq.Add(1), data)
+	file, ref, err := s.files.writeFrom(index, s.seq.Add(1), write)
 	if err != nil {
 		return err
 	}
