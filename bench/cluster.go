@@ -108,7 +108,7 @@ func CatchUp(ctx context.Context, t Target, behind uint64, keySize int) (CatchUp
 	f.proc.kill()
 	// Until the leader applied behind more entries and compacted its log
 	// past what the follower has: a big table is snapshotted only once the
-	// log is half its size, so a fixed count of entries may not get there.
+	// log is as big as the table, so a fixed count of entries may not get there.
 	leaderApplied, err := rt.churn(ctx, keySize, 32, func(l *benchMember, lst wire.Status) bool {
 		if lst.Applied < st.Applied+behind {
 			return false

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// A snapshot waits until the log since the last one is half the table's
-// encoded size, besides SnapshotEvery entries: a big table is not written
-// again every few entries (each snapshot costs at most twice the log it
+// A snapshot waits until the log since the last one is as big as the
+// table's encoding, besides SnapshotEvery entries: a big table is not
+// written again every few entries (each snapshot costs at most the log it
 // retires). SnapshotByEntries takes one every SnapshotEvery entries.
 func TestSnapshotWaitsForLogHalfTheTableSize(t *testing.T) {
 	for _, byEntries := range []bool{false, true} {
@@ -23,7 +23,7 @@ func TestSnapshotWaitsForLogHalfTheTableSize(t *testing.T) {
 				c.call(1, Request{Handle: uint64(1000 + i), Op: OpAcquire, Key: fmt.Sprintf("%s%03d", key, i), Lease: time.Hour})
 			}
 			last := c.cores[1].lastSnap
-			// 20 entries of small keys: 20 x ~30 bytes, far below half the table.
+			// 20 entries of small keys: 20 x ~30 bytes, far below the table.
 			for i := range 20 {
 				c.call(1, Request{Handle: uint64(2000 + i), Op: OpAcquire, Key: fmt.Sprintf("s%d", i), Lease: time.Hour})
 			}
