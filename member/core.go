@@ -880,12 +880,18 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 // so its cost per command stays flat however big the table. (At half the
 // table, snapshots of 100,000 locks took a fifth of a loaded member's
 // throughput; the price of the full table is that much more log kept.)
+// A table under smallTable costs nothing worth waiting for.
 func (c *Core) snapshotDue(applied uint64) bool {
 	if applied-c.lastSnap < c.cfg.SnapshotEvery {
 		return false
 	}
-	return c.cfg.SnapshotByEntries || c.logBytes >= c.lm.machine.EncodedSize()
+	table := c.lm.machine.EncodedSize()
+	return c.cfg.SnapshotByEntries || table < smallTable || c.logBytes >= table
 }
+
+// smallTable is the encoded size under which a table is snapshotted every
+// SnapshotEvery entries whatever the log's size.
+const smallTable = 1 << 20
 
 // Stop ends every request in progress (their answers: TakeAnswers); the
 // member takes no more input.

@@ -89,7 +89,7 @@ func (s *sim) start(n *node) {
 		ID: n.id, Storage: n.disk.MemoryStorage, ElectionTicks: 10, HeartbeatTicks: 1, Metrics: n.metrics,
 		SnapshotEvery: s.cfg.SnapshotEvery, SnapshotKeep: s.cfg.SnapshotKeep,
 		// A big table would otherwise snapshot rarely (the log since the
-		// last snapshot must reach as big as the table), and big snapshots
+		// last snapshot must be as big as the table), and big snapshots
 		// meeting faults is what a run with held locks is for.
 		SnapshotByEntries: s.cfg.Held > 0,
 		Bug:               s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,

@@ -66,7 +66,7 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 
 func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.DurationVar(&m.tick, "tick", 20*time.Millisecond, "raft tick; election timeout is 10 ticks")
-	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table (see --snapshot-by-entries)")
+	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
 	fs.BoolVar(&m.snapByEntries, "snapshot-by-entries", false, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
 	fs.Uint64Var(&m.snapshotKeep, "snapshot-keep", 1000, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
 	fs.IntVar(&m.snapshotChunk, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
