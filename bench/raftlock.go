@@ -33,6 +33,9 @@ type RaftlockConfig struct {
 	// (0: the node's default), raised for a table of held locks.
 	SnapshotEvery, SnapshotKeep uint64
 	MaxKeys                     int
+	// MemberProcs is every member's GOMAXPROCS (0: the machine's cores
+	// shared among the members, shareCores).
+	MemberProcs int
 }
 
 // benchMember is one member the bench started.
@@ -103,6 +106,9 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	}
 	tuning := cfg.tuning()
 	g := &procGroup{env: shareCores(cfg.Nodes)}
+	if cfg.MemberProcs > 0 {
+		g.env = []string{fmt.Sprintf("GOMAXPROCS=%d", cfg.MemberProcs)}
+	}
 	for _, m := range members {
 		args := []string{"node", "--id", fmt.Sprint(m.id), "--peers", strings.Join(peers, ","),
 			"--listen", m.client, "--http", m.http, "--data", memberDir(cfg.Dir, m.id)}

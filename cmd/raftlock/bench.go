@@ -61,6 +61,7 @@ type benchConfig struct {
 	fillClients   int
 	catchUp       bool
 	snapshotEvery uint64
+	memberProcs   int
 }
 
 // heldLease is the lease of the held locks: the longest a member grants,
@@ -134,6 +135,7 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 	fs.IntVar(&c.fillClients, "fill-clients", 256, "concurrent acquires that fill the table of --held locks")
 	catchUp := &optBool{def: "on with a non-zero --held"}
 	fs.Var(catchUp, "catch-up", "with --held on the bench's own cluster: measure the idle leader's CPU, a killed follower's catch-up by snapshot and a new member's join at each size")
+	fs.IntVar(&c.memberProcs, "member-procs", 0, "GOMAXPROCS of every raftlock member the bench starts (default: the machine's cores shared among them, at least 1)")
 	fs.Uint64Var(&c.snapshotEvery, "snapshot-every", 0, "every member's --snapshot-every (and a tenth of it as --snapshot-keep); default 1000 with --held, else the node's")
 	fs.StringVar(&c.out, "out", "", "write bench.json, bench.md and plots here (and scale.md, scale.png with several --held sizes)")
 	dir := dataFlag(fs, "", "data directory for the clusters it starts (default: a new temporary directory, removed after)")
@@ -441,7 +443,7 @@ func (b *benchRun) startRaftlock(ctx context.Context) (bench.Target, error) {
 	}
 	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch,
 		MaxInflight: c.maxInflight, Lease: c.lease, Name: name, TLS: c.useTLS,
-		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1)}
+		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs}
 	if c.snapshotEvery == 0 {
 		cfg.SnapshotKeep = 0
 	}
