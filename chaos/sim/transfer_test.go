@@ -177,7 +177,7 @@ func TestSnapshotIntegrityCheckFailsOnACorruptCount(t *testing.T) {
 		t.Fatalf("first failing check %q (exit %d), want %s", got, v.ExitCode, IntegrityCheck)
 	}
 	for _, c := range v.Checks {
-		if c.Name == IntegrityCheck && (len(c.Violations) != 1 || !strings.Contains(c.Violations[0].Message, "member 2 refused 3 snapshot")) {
+		if c.Name == IntegrityCheck && (len(c.Violations) != 1 || !strings.Contains(c.Violations[0].Message, "member 2 received 3 snapshot")) {
 			t.Fatalf("violations %+v", c.Violations)
 		}
 	}
