@@ -707,6 +707,9 @@ func (lm *LockManager) Tick(now time.Duration) {
 		for l, ok := lm.leaseQ.due(now); ok && l.deadline <= now; l, ok = lm.leaseQ.due(now) {
 			lm.machine.Apply(fsm.Command{Op: fsm.OpExpire, Key: l.key, Token: l.token})
 			lm.deleteLease(l.key)
+			// The member takes the lock for gone: a leader grants it to
+			// the next waiter at once, as it would after an applied Expire.
+			lm.pump(l.key)
 		}
 	}
 	if lm.ready() != nil {
