@@ -208,25 +208,32 @@ type Core struct {
 	stopped    bool
 
 	// checked is the last snapshot Step decoded to check it, kept so the
-	// apply that installs those very bytes does not decode them again (a
-	// million locks take about a second to decode).
+	// apply that installs the same snapshot does not decode it again (a
+	// million locks take about a second to decode). It lives until the
+	// next Ready: raft installs a snapshot it took in the Ready after.
 	checked *decodedSnapshot
 }
 
 type decodedSnapshot struct {
-	data    []byte
-	m       *fsm.Machine
-	book    Book
-	hasBook bool
+	index, term uint64
+	data        []byte
+	m           *fsm.Machine
+	book        Book
+	hasBook     bool
 }
 
-// decodeSnapshot decodes data, reusing what Step decoded of the same bytes.
-func (c *Core) decodeSnapshot(data []byte) (*fsm.Machine, Book, bool, error) {
-	if d := c.checked; d != nil && len(d.data) == len(data) && (len(data) == 0 || &d.data[0] == &data[0]) {
-		c.checked = nil
+// decodeSnapshot decodes snap's data, reusing what Step decoded of the
+// same snapshot. raft hands back a copy of the bytes it was given, so they
+// are compared (a few milliseconds for hundreds of megabytes, against the
+// second a decode takes).
+func (c *Core) decodeSnapshot(snap *raftpb.Snapshot) (*fsm.Machine, Book, bool, error) {
+	d := c.checked
+	c.checked = nil
+	md := snap.GetMetadata()
+	if d != nil && d.index == md.GetIndex() && d.term == md.GetTerm() && bytes.Equal(d.data, snap.GetData()) {
 		return d.m, d.book, d.hasBook, nil
 	}
-	return DecodeSnapshot(data)
+	return DecodeSnapshot(snap.GetData())
 }
 
 type pendingRead struct {
@@ -483,7 +490,7 @@ func checkSnapshot(s *raftpb.Snapshot) (*decodedSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data: %w", err)
 	}
-	return &decodedSnapshot{data: s.GetData(), m: m, book: book, hasBook: hasBook}, nil
+	return &decodedSnapshot{index: md.GetIndex(), term: md.GetTerm(), data: s.GetData(), m: m, book: book, hasBook: hasBook}, nil
 }
 
 func confHas(cs *raftpb.ConfState, id uint64) bool {
@@ -608,6 +615,9 @@ func (c *Core) Ready(now time.Duration) Ready {
 	if !c.stopped && c.rn.HasReady() {
 		rd := c.rn.Ready()
 		c.rd = &rd
+		if raft.IsEmptySnap(rd.Snapshot) {
+			c.checked = nil // raft did not take the snapshot Step checked
+		}
 		c.observeRole(now, &rd)
 		out.HardState = c.hooks.hardStateToSave(&rd)
 		out.Entries = rd.Entries
@@ -801,7 +811,7 @@ func (c *Core) resolveReads(now time.Duration) {
 func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		md := rd.Snapshot.GetMetadata()
-		m, book, hasBook, err := c.decodeSnapshot(rd.Snapshot.GetData())
+		m, book, hasBook, err := c.decodeSnapshot(rd.Snapshot)
 		if err != nil {
 			return fmt.Errorf("install snapshot at %d: %w", md.GetIndex(), err)
 		}

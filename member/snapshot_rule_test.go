@@ -5,6 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // A snapshot waits until the log since the last one is as big as the
@@ -32,5 +37,33 @@ func TestSnapshotWaitsForALogAsBigAsTheTable(t *testing.T) {
 				t.Fatalf("a snapshot after 20 small entries over a 1.3 MB table: %v, want %v", took, byEntries)
 			}
 		})
+	}
+}
+
+// The table Step decoded to check a snapshot is the one the apply
+// installs, although raft hands the apply a copy of the bytes; a snapshot
+// at another index or term, or with other bytes, is decoded afresh.
+func TestSnapshotCheckedByStepIsNotDecodedAgain(t *testing.T) {
+	m := fsm.New()
+	m.Apply(fsm.Command{Op: fsm.OpGrant, Key: "k", LeaseMS: 1000})
+	snap := &raftpb.Snapshot{Data: EncodeSnapshot(m.Snapshot(), Book{}), Metadata: &raftpb.SnapshotMetadata{
+		Index: new(uint64(10)), Term: new(uint64(2)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	d, err := checkSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Core{checked: d}
+	got, _, _, err := c.decodeSnapshot(proto.Clone(snap).(*raftpb.Snapshot))
+	if err != nil || got != d.m {
+		t.Fatalf("the apply decoded the snapshot Step had decoded again (%v)", err)
+	}
+	if c.checked != nil {
+		t.Fatal("the decoded table is kept after its install")
+	}
+	other := proto.Clone(snap).(*raftpb.Snapshot)
+	other.Metadata.Term = new(uint64(3))
+	c.checked = d
+	if got, _, _, _ := c.decodeSnapshot(other); got == d.m {
+		t.Fatal("a snapshot at another term took the table decoded for term 2")
 	}
 }

@@ -291,26 +291,29 @@ func (s *Disk) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.save(hs, entries, snap, ref, sync); err != nil {
-		s.files.remove(file)
-		return err
-	}
-	if received {
+	committed, err := s.save(hs, entries, snap, ref, sync)
+	if received && committed && s.snapName != file {
+		// Once the batch committed, pebble names the new file (even if
+		// the mirror then failed): the old one goes, the new one stays.
 		s.files.remove(s.snapName)
 		s.snapName = file
 	}
-	return nil
+	if err != nil && !committed {
+		s.files.remove(file)
+	}
+	return err
 }
 
 // save writes one Ready in one pebble batch and mirrors it; pebble gets
-// ref in place of snap's data. The caller holds s.mu.
-func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, ref []byte, sync bool) error {
+// ref in place of snap's data. committed says whether the batch reached
+// pebble (the mirror may still have failed). The caller holds s.mu.
+func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, ref []byte, sync bool) (committed bool, err error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	if snap != nil && !raft.IsEmptySnap(snap) {
 		data, err := proto.Marshal(&raftpb.Snapshot{Metadata: snap.GetMetadata(), Data: ref})
 		if err != nil {
-			return err
+			return false, err
 		}
 		b.Set(keySnapshot, data, nil)
 		// A received snapshot replaces the whole log, entries above its
@@ -322,7 +325,7 @@ func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 		for _, e := range entries {
 			data, err := proto.Marshal(e)
 			if err != nil {
-				return err
+				return false, err
 			}
 			b.Set(entryKey(e.GetIndex()), data, nil)
 		}
@@ -337,7 +340,7 @@ func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 	if hs != nil && !raft.IsEmptyHardState(hs) {
 		data, err := proto.Marshal(hs)
 		if err != nil {
-			return err
+			return false, err
 		}
 		b.Set(keyHardState, data, nil)
 	}
@@ -346,20 +349,20 @@ func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 		opts = pebble.Sync
 	}
 	if err := b.Commit(opts); err != nil {
-		return fmt.Errorf("commit raft batch: %w", err)
+		return false, fmt.Errorf("commit raft batch: %w", err)
 	}
 	if snap != nil && !raft.IsEmptySnap(snap) {
 		if err := s.MemoryStorage.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata(), Data: ref}); err != nil {
-			return fmt.Errorf("install snapshot: %w", err)
+			return true, fmt.Errorf("install snapshot: %w", err)
 		}
 	}
 	if err := s.MemoryStorage.Append(entries); err != nil {
-		return fmt.Errorf("append to log mirror: %w", err)
+		return true, fmt.Errorf("append to log mirror: %w", err)
 	}
 	if hs != nil && !raft.IsEmptyHardState(hs) {
-		return s.MemoryStorage.SetHardState(hs)
+		return true, s.MemoryStorage.SetHardState(hs)
 	}
-	return nil
+	return true, nil
 }
 
 // Compact implements Store. It may run on another goroutine than Save:
@@ -428,7 +431,9 @@ func (s *Disk) compact(index uint64, cs *raftpb.ConfState, ref []byte, compactTo
 	old := s.snapName
 	name, _, _ := decodeRef(ref)
 	s.snapName = name
-	s.files.remove(old)
+	if old != name {
+		s.files.remove(old)
+	}
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
 		return fmt.Errorf("compact log to %d: %w", compactTo, err)
 	}
