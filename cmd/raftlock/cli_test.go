@@ -346,3 +346,26 @@ func TestSnapshotSaveRefusesAMissingDirectory(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// The peer frame limit and the snapshot chunk size are checked before
+// anything is created, each error naming the flag at fault.
+func TestFrameLimitAndChunkSizeRefusedNamingTheFlag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--peer-frame-limit", "1000", "--snapshot-chunk-size", "500"}, "--peer-frame-limit 1000 is below 65536"},
+		{[]string{"--peer-frame-limit", "-5"}, "--peer-frame-limit -5 is below"},
+		{[]string{"--peer-frame-limit", "65536"}, "--snapshot-chunk-size 1048576 must be at most --peer-frame-limit 65536"},
+		{[]string{"--snapshot-chunk-size", "0"}, "--snapshot-chunk-size 0 must be > 0"},
+	} {
+		code, _, errOut := cli(t, append([]string{"node", "--id", "1", "--peers", "1=127.0.0.1:7001", "--data", dir}, c.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d and %q", c.args, code, errOut, exitUsage, c.want)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Fatalf("%v: the data directory was created", c.args)
+		}
+	}
+}

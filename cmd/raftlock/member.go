@@ -64,6 +64,12 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 	m.registerTuning(fs)
 }
 
+// minPeerFrameLimit is the smallest --peer-frame-limit taken: raft's
+// appends are bounded to half the limit, but one log entry goes alone
+// whatever its size, so a limit much below an entry's closes the stream
+// that carries it. 64 KiB suits tests whose entries are small.
+const minPeerFrameLimit = 64 << 10
+
 func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.DurationVar(&m.tick, "tick", 20*time.Millisecond, "raft tick; election timeout is 10 ticks")
 	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
@@ -141,8 +147,13 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 	if err := m.limits.validate(); err != nil {
 		return nil, err
 	}
-	if m.snapshotChunk <= 0 || m.peerFrameLimit <= 0 || m.snapshotChunk > m.peerFrameLimit {
-		return nil, usageErr("--snapshot-chunk-size %d must be > 0 and at most --peer-frame-limit %d", m.snapshotChunk, m.peerFrameLimit)
+	switch {
+	case m.peerFrameLimit < minPeerFrameLimit:
+		return nil, usageErr("--peer-frame-limit %d is below %d: peer streams would close on ordinary appends (keep it above 1 MiB outside tests)", m.peerFrameLimit, minPeerFrameLimit)
+	case m.snapshotChunk <= 0:
+		return nil, usageErr("--snapshot-chunk-size %d must be > 0", m.snapshotChunk)
+	case m.snapshotChunk > m.peerFrameLimit:
+		return nil, usageErr("--snapshot-chunk-size %d must be at most --peer-frame-limit %d (lower --snapshot-chunk-size with it)", m.snapshotChunk, m.peerFrameLimit)
 	}
 	sec, acl, err := checkSecurity(m, peers, log)
 	if err != nil {
