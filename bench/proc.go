@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/prometheus/procfs"
-
-	"github.com/raftlock/raftlock/internal/promtext"
 )
 
 // cpuSeconds sums user+system CPU time of the processes, read from /proc
@@ -47,20 +44,4 @@ func residentBytes(pid int) (uint64, error) {
 		return 0, fmt.Errorf("resident memory of %d: %w", pid, err)
 	}
 	return st.VmRSS, nil
-}
-
-// scrape reads the named unlabelled samples from a Prometheus text
-// endpoint; names it does not serve are absent from the map.
-func scrape(ctx context.Context, url string, names ...string) (map[string]float64, error) {
-	all, err := promtext.Fetch(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, n := range names {
-		if v, ok := all[n]; ok {
-			out[n] = v
-		}
-	}
-	return out, nil
 }

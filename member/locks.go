@@ -119,15 +119,15 @@ type LockManager struct {
 	applied     uint64
 	appliedTerm uint64
 
-	leases   map[string]*lease // every member, local clock (rule 6)
-	leaseQ   leaseQueue        // the leases by check time (timers.go)
+	leases   map[string]*lease   // every member, local clock (rule 6)
+	leaseQ   indexedHeap[*lease] // the leases by check time (timers.go)
 	requests map[uint64]*request
 	pending  map[fsm.RequestID]*request
 	inflight map[string]fsm.RequestID // proposed Grant per key (rule 4)
 	renewing map[string]int           // proposed Renews per key
 	waiters  map[string][]*request    // FIFO per key
 	nwaiting int                      // the waiters over all keys
-	waitQ    waiterQueue              // the waiters by wait deadline (timers.go)
+	waitQ    indexedHeap[*request]    // the waiters by wait deadline (timers.go)
 	// repump are keys whose queue could not be pumped when they were
 	// freed (the manager could not decide then); Tick pumps them.
 	repump   map[string]struct{}
@@ -200,7 +200,7 @@ func (lm *LockManager) Waiting() int { return lm.nwaiting }
 func (lm *LockManager) Restore(m *fsm.Machine, index, term uint64, now time.Duration) {
 	lm.machine, lm.applied, lm.appliedTerm = m, index, term
 	lm.leases = make(map[string]*lease, m.Len())
-	lm.leaseQ = make(leaseQueue, 0, m.Len())
+	lm.leaseQ = make(indexedHeap[*lease], 0, m.Len())
 	m.Range(func(k string, l fsm.Lock) {
 		d := time.Duration(l.LeaseMS) * time.Millisecond
 		ls := &lease{key: k, token: l.Token, deadline: now + d, length: d, pos: len(lm.leaseQ)}
@@ -704,7 +704,7 @@ func (lm *LockManager) Tick(now time.Duration) {
 		}
 	}
 	if lm.hooks.localExpiry {
-		for l, ok := lm.leaseQ.due(now); ok && l.deadline <= now; l, ok = lm.leaseQ.due(now) {
+		for l, ok := dueLease(lm.leaseQ, now); ok && l.deadline <= now; l, ok = dueLease(lm.leaseQ, now) {
 			lm.machine.Apply(fsm.Command{Op: fsm.OpExpire, Key: l.key, Token: l.token})
 			lm.deleteLease(l.key)
 			// The member takes the lock for gone: a leader grants it to
@@ -716,7 +716,7 @@ func (lm *LockManager) Tick(now time.Duration) {
 		return
 	}
 	for n := 0; n < maxExpiresPerTick; n++ {
-		l, ok := lm.leaseQ.due(now)
+		l, ok := dueLease(lm.leaseQ, now)
 		if !ok {
 			break
 		}

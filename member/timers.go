@@ -15,82 +15,69 @@ import (
 // the order of the proposals they make, is a function of the member's
 // inputs alone and a simulated seed replays byte for byte.
 
-// leaseQueue orders leases by the time the leader should next look at
-// them (lease.check): the lease's expiry at first, later the time to
-// re-propose an Expire that seems lost.
-type leaseQueue []*lease
+// indexedHeap is a container/heap of items that keep their own place in
+// it (setPos), so that one can be fixed or removed where it stands.
+type indexedHeap[T interface {
+	before(T) bool
+	setPos(int)
+}] []T
 
-func (q leaseQueue) Len() int { return len(q) }
+func (q indexedHeap[T]) Len() int           { return len(q) }
+func (q indexedHeap[T]) Less(i, j int) bool { return q[i].before(q[j]) }
 
-func (q leaseQueue) Less(i, j int) bool {
-	if q[i].check != q[j].check {
-		return q[i].check < q[j].check
-	}
-	return q[i].key < q[j].key
-}
-
-func (q leaseQueue) Swap(i, j int) {
+func (q indexedHeap[T]) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].pos, q[j].pos = i, j
+	q[i].setPos(i)
+	q[j].setPos(j)
 }
 
-func (q *leaseQueue) Push(x any) {
-	l := x.(*lease)
-	l.pos = len(*q)
-	*q = append(*q, l)
+func (q *indexedHeap[T]) Push(x any) {
+	t := x.(T)
+	t.setPos(len(*q))
+	*q = append(*q, t)
 }
 
-func (q *leaseQueue) Pop() any {
+func (q *indexedHeap[T]) Pop() any {
 	old := *q
 	n := len(old)
-	l := old[n-1]
-	old[n-1] = nil
-	l.pos = -1
+	t := old[n-1]
+	var zero T
+	old[n-1] = zero
+	t.setPos(-1)
 	*q = old[:n-1]
-	return l
+	return t
 }
 
-// due returns the lease to look at first if its time has come.
-func (q leaseQueue) due(now time.Duration) (*lease, bool) {
+// The lease queue orders leases by the time the leader should next look
+// at them (lease.check): the lease's expiry at first, later the time to
+// re-propose an Expire that seems lost.
+func (l *lease) before(o *lease) bool {
+	if l.check != o.check {
+		return l.check < o.check
+	}
+	return l.key < o.key
+}
+
+func (l *lease) setPos(i int) { l.pos = i }
+
+// dueLease returns the lease to look at first if its time has come.
+func dueLease(q indexedHeap[*lease], now time.Duration) (*lease, bool) {
 	if len(q) == 0 || q[0].check > now {
 		return nil, false
 	}
 	return q[0], true
 }
 
-// waiterQueue orders queued acquires by the time their wait runs out
+// The wait queue orders queued acquires by the time their wait runs out
 // (request.checkAt), ties by handle.
-type waiterQueue []*request
-
-func (q waiterQueue) Len() int { return len(q) }
-
-func (q waiterQueue) Less(i, j int) bool {
-	if q[i].checkAt != q[j].checkAt {
-		return q[i].checkAt < q[j].checkAt
+func (r *request) before(o *request) bool {
+	if r.checkAt != o.checkAt {
+		return r.checkAt < o.checkAt
 	}
-	return cmp.Less(q[i].Handle, q[j].Handle)
+	return cmp.Less(r.Handle, o.Handle)
 }
 
-func (q waiterQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].wpos, q[j].wpos = i, j
-}
-
-func (q *waiterQueue) Push(x any) {
-	r := x.(*request)
-	r.wpos = len(*q)
-	*q = append(*q, r)
-}
-
-func (q *waiterQueue) Pop() any {
-	old := *q
-	n := len(old)
-	r := old[n-1]
-	old[n-1] = nil
-	r.wpos = -1
-	*q = old[:n-1]
-	return r
-}
+func (r *request) setPos(i int) { r.wpos = i }
 
 // setLease records key's lease as applied at local time now (rule 6) and
 // schedules the leader's look at it.
