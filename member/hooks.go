@@ -33,6 +33,10 @@ type hooks struct {
 	// releaseChecksHolder: a release is proposed only for the holder's
 	// token (rule 5).
 	releaseChecksHolder bool
+	// forceChecksHolder: a forced release reads the holder's token from a
+	// confirmed table and is proposed only while that token holds the key
+	// (rule 12).
+	forceChecksHolder bool
 	// proposedToken is a token a leader stamps on a Grant it proposes
 	// (in its tag); 0: none, the state machine assigns it at apply (rule 1).
 	proposedToken func(lastToken uint64, inflight int) uint64
@@ -79,13 +83,17 @@ const (
 	// delivered unchecked, even one whose stream broke before its last
 	// chunk.
 	BugSnapshotPartial = "snapshot-partial"
+	// BugForceReleaseUnchecked: a forced release is proposed at once,
+	// whatever the table holds, as a Release of whoever holds the key when
+	// it applies.
+	BugForceReleaseUnchecked = "force-release-unchecked"
 )
 
 // Bugs lists the planted bugs by name.
 var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
 	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd,
-	BugNoPeerInputChecks, BugSnapshotPartial}
+	BugNoPeerInputChecks, BugSnapshotPartial, BugForceReleaseUnchecked}
 
 // ValidBug says whether name is a planted bug ("" is none).
 func ValidBug(name string) bool {
@@ -113,6 +121,7 @@ func plantHooks(bug string) hooks {
 		peerInputChecks:     true,
 		linearizableReads:   true,
 		releaseChecksHolder: true,
+		forceChecksHolder:   true,
 		proposedToken:       func(uint64, int) uint64 { return 0 },
 		appliedToken:        func(_ fsm.Envelope, res fsm.Result) uint64 { return res.Token },
 		answerAtPropose:     func(fsm.Command, uint64) (fsm.Result, bool) { return fsm.Result{}, false },
@@ -163,6 +172,8 @@ func plantHooks(bug string) hooks {
 		h.linearizableReads = false
 	case BugReleaseSkipsOwner:
 		h.releaseChecksHolder = false
+	case BugForceReleaseUnchecked:
+		h.forceChecksHolder = false
 	case BugTokenAtPropose:
 		// The leader picks the token when it proposes, and the proposed
 		// token wins over the state machine's counter at apply.

@@ -2,6 +2,7 @@ package member
 
 import (
 	"container/heap"
+	"fmt"
 	"slices"
 	"time"
 
@@ -17,6 +18,7 @@ const (
 	OpRelease
 	OpRenew
 	OpGet
+	OpList
 )
 
 func (o Op) String() string {
@@ -29,6 +31,8 @@ func (o Op) String() string {
 		return "renew"
 	case OpGet:
 		return "get"
+	case OpList:
+		return "list"
 	}
 	return "unknown"
 }
@@ -42,7 +46,19 @@ type Request struct {
 	Lease  time.Duration // acquire, renew
 	Wait   time.Duration // acquire: how long to queue; 0 is a try-acquire
 	Tag    uint64        // client operation id, carried into the log
-	Stale  bool          // get: serve the local applied state
+	Stale  bool          // get, list: serve the local applied state
+	// Owner says who acquires (at most fsm.MaxOwnerLen bytes); it is kept
+	// with the lock and shown by get and list.
+	Owner string
+	// Force makes a release free key whatever its token: the current
+	// holder's, read from a confirmed table. The caller checked the right
+	// to do it.
+	Force bool
+	// Prefix, After and Limit page a list: up to Limit locks (1..MaxList)
+	// whose keys start with Prefix, from the first key after After.
+	Prefix string
+	After  string
+	Limit  int
 	// Change, when set, makes this a membership change (membership.go),
 	// decided by the core rather than the lock manager.
 	Change *MembershipChange
@@ -52,15 +68,40 @@ type Request struct {
 type LockInfo struct {
 	Held        bool
 	Token       uint64
+	Owner       string
 	RemainingMS int64 // the answering member's remaining lease
 }
+
+// ListedLock is one lock of a list page.
+type ListedLock struct {
+	Key         string
+	Token       uint64
+	Owner       string
+	RemainingMS int64
+}
+
+// LockList answers a list: a page of locks in key order, and whether more
+// follow the last one (list again with After set to its key).
+type LockList struct {
+	Locks []ListedLock
+	More  bool
+}
+
+// List bounds: a page has at most MaxList locks, and fewer when their keys
+// and owners would not fit in ListBudget bytes (one client answer frame).
+const (
+	MaxList     = 1000
+	DefaultList = 100
+	ListBudget  = 48 << 10
+)
 
 // Answer ends one Request.
 type Answer struct {
 	Handle uint64
 	Key    string
-	Token  uint64   // acquire: the fencing token
+	Token  uint64   // acquire: the fencing token; forced release: the token released
 	Lock   LockInfo // get
+	List   LockList // list
 	Err    error
 }
 
@@ -278,6 +319,19 @@ func (lm *LockManager) Submit(now time.Duration, r Request) {
 			lm.answer(req, err)
 			return
 		}
+		if len(r.Owner) > fsm.MaxOwnerLen {
+			lm.answer(req, &InvalidArgumentError{Reason: fmt.Sprintf("owner must be at most %d bytes, got %d", fsm.MaxOwnerLen, len(r.Owner))})
+			return
+		}
+	case OpList:
+		if len(r.Prefix) > fsm.MaxKeyLen || len(r.After) > fsm.MaxKeyLen {
+			lm.answer(req, &InvalidArgumentError{Reason: fmt.Sprintf("prefix and after must be at most %d bytes", fsm.MaxKeyLen)})
+			return
+		}
+		if r.Limit < 0 || r.Limit > MaxList {
+			lm.answer(req, &InvalidArgumentError{Reason: fmt.Sprintf("limit must be 1..%d, got %d", MaxList, r.Limit)})
+			return
+		}
 	case OpRenew:
 		if err := ValidateLease(r.Lease.Milliseconds()); err != nil {
 			lm.answer(req, err)
@@ -338,6 +392,8 @@ func (lm *LockManager) decide(now time.Duration, req *request) {
 		lm.holderCall(req)
 	case OpGet:
 		lm.get(now, req)
+	case OpList:
+		lm.list(now, req)
 	}
 }
 
@@ -356,7 +412,7 @@ func (lm *LockManager) acquire(now time.Duration, req *request) {
 		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
 		return
 	}
-	req.env = lm.envelope(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(req.Lease.Milliseconds())}, req.Tag)
+	req.env = lm.envelope(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(req.Lease.Milliseconds()), Owner: req.Owner}, req.Tag)
 	switch {
 	case lm.canGrant(key, false):
 		if err := lm.admitGrant(); err != nil {
@@ -384,6 +440,23 @@ func (lm *LockManager) holderCall(req *request) {
 	if err := lm.ready(); err != nil {
 		lm.deliver(req, fsm.Result{}, err)
 		return
+	}
+	if req.Force {
+		// A forced release is the holder's release on the holder's token,
+		// read from a table confirmed current (rule 12): it ends exactly
+		// the hold it names, never a grant that applies after it.
+		if lm.hooks.forceChecksHolder && !req.confirmed {
+			lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+			return
+		}
+		if l, held := lm.machine.Get(req.Key); held {
+			req.Token = l.Token
+		}
+		if !lm.hooks.forceChecksHolder {
+			req.env = lm.envelope(fsm.Command{Op: fsm.OpRelease, Key: req.Key}, req.Tag)
+			lm.propose(req)
+			return
+		}
 	}
 	// Decide on the applied state only: an Expire of this token may be in
 	// the log already, but until it applies the token holds the key, and a
@@ -418,14 +491,48 @@ func (lm *LockManager) get(now time.Duration, req *request) {
 	}
 	var info LockInfo
 	if l, held := lm.machine.Get(req.Key); held {
-		info = LockInfo{Held: true, Token: l.Token}
-		if ls, ok := lm.leases[req.Key]; ok {
-			info.RemainingMS = max(0, (ls.deadline - now).Milliseconds())
-		}
+		info = LockInfo{Held: true, Token: l.Token, Owner: l.Owner, RemainingMS: lm.remainingMS(req.Key, now)}
 	}
 	req.delivered = true
 	delete(lm.requests, req.Handle)
 	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Key: req.Key, Lock: info})
+}
+
+// remainingMS is what is left of key's lease on this member's clock.
+func (lm *LockManager) remainingMS(key string, now time.Duration) int64 {
+	if ls, ok := lm.leases[key]; ok {
+		return max(0, (ls.deadline - now).Milliseconds())
+	}
+	return 0
+}
+
+// list answers a page of the table, read as get reads one key.
+func (lm *LockManager) list(now time.Duration, req *request) {
+	if !req.Stale && lm.hooks.linearizableReads && !req.confirmed {
+		if err := lm.ready(); err != nil {
+			lm.deliver(req, fsm.Result{}, err)
+			return
+		}
+		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+		return
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = DefaultList
+	}
+	page, more := lm.machine.List(req.Prefix, req.After, limit)
+	out := LockList{Locks: make([]ListedLock, 0, len(page)), More: more}
+	size := 0
+	for i, e := range page {
+		if size += len(e.Key) + len(e.Lock.Owner) + 32; size > ListBudget && i > 0 {
+			out.More = true
+			break
+		}
+		out.Locks = append(out.Locks, ListedLock{Key: e.Key, Token: e.Lock.Token, Owner: e.Lock.Owner, RemainingMS: lm.remainingMS(e.Key, now)})
+	}
+	req.delivered = true
+	delete(lm.requests, req.Handle)
+	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Key: req.Key, List: out})
 }
 
 func (lm *LockManager) envelope(cmd fsm.Command, tag uint64) fsm.Envelope {
@@ -475,8 +582,12 @@ func (lm *LockManager) deliver(req *request, res fsm.Result, err error) {
 		delete(lm.requests, req.Handle)
 	}
 	a := Answer{Handle: req.Handle, Key: req.Key, Err: err}
-	if err == nil && req.Op == OpAcquire {
+	switch {
+	case err != nil:
+	case req.Op == OpAcquire:
 		a.Token = res.Token
+	case req.Force:
+		a.Token = req.Token
 	}
 	lm.fx.Answers = append(lm.fx.Answers, a)
 }

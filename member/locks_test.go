@@ -182,7 +182,19 @@ func (h *lmHarness) answerText(a Answer) string {
 		if !a.Lock.Held {
 			return "free"
 		}
+		if a.Lock.Owner != "" {
+			return fmt.Sprintf("held by %d (%s), %dms left", a.Lock.Token, a.Lock.Owner, a.Lock.RemainingMS)
+		}
 		return fmt.Sprintf("held by %d, %dms left", a.Lock.Token, a.Lock.RemainingMS)
+	case OpList:
+		var locks []string
+		for _, l := range a.List.Locks {
+			locks = append(locks, fmt.Sprintf("%s=%d(%s,%dms)", l.Key, l.Token, l.Owner, l.RemainingMS))
+		}
+		return fmt.Sprintf("list [%s] more=%v", strings.Join(locks, " "), a.List.More)
+	}
+	if a.Token != 0 {
+		return fmt.Sprintf("released %d", a.Token)
 	}
 	return "ok"
 }
