@@ -146,14 +146,18 @@ func oneKey(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
 }
 
 func runAcquire(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("acquire", "acquire KEY [--lease 10s] [--wait 0s] [--json]")
+	fs := newFlagSet("acquire", "acquire KEY [--lease 10s] [--wait 0s] [--owner TEXT] [--json]")
 	var cf clientFlags
 	cf.register(fs, true)
 	lease := fs.Duration("lease", 10*time.Second, "lease length (10ms..1h)")
 	wait := fs.Duration("wait", 0, "queue for the lock this long (0: fail at once when held)")
+	owner := ownerFlag(fs)
 	fs.Lookup("timeout").Usage += " (after --wait)"
 	key, err := oneKey(fs, args, stderr)
 	if err != nil {
+		return err
+	}
+	if err := checkOwner(*owner); err != nil {
 		return err
 	}
 	cl, err := cf.client()
@@ -163,12 +167,12 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *wait+cf.timeout)
 	defer cancel()
-	g, err := cl.Acquire(ctx, key, *lease, *wait)
+	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: key, Lease: *lease, Wait: *wait, Owner: *owner})
 	if err != nil {
 		return cf.fail(stdout, key, err)
 	}
 	if cf.json {
-		return printJSON(stdout, map[string]any{"key": key, "token": g.Token, "lease_ms": g.LeaseMS})
+		return printJSON(stdout, map[string]any{"key": key, "token": g.Token, "lease_ms": g.LeaseMS, "owner": *owner})
 	}
 	fmt.Fprintf(stdout, "acquired %s: token %d, lease %v\n", key, g.Token, time.Duration(g.LeaseMS)*time.Millisecond)
 	return nil
@@ -185,7 +189,7 @@ func runRenew(args []string, stdout, stderr io.Writer) error {
 // runHolderCommand is release and renew: calls made by the holder, with
 // its token, answered "not the holder" (exit 4) otherwise.
 func runHolderCommand(name string, args []string, stdout, stderr io.Writer) error {
-	synopsis := "release KEY --token N [--json]"
+	synopsis := "release KEY --token N [--json]\n       raftlock release KEY --force [--json]   (an operator's: needs the admin right)"
 	if name == "renew" {
 		synopsis = "renew KEY --token N [--lease 10s] [--json]"
 	}
@@ -194,12 +198,21 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 	cf.register(fs, true)
 	token := fs.Uint64("token", 0, "the holder's fencing token (required)")
 	var lease *time.Duration
+	force := new(bool)
 	if name == "renew" {
 		lease = fs.Duration("lease", 10*time.Second, "new lease length from now (10ms..1h)")
+	} else {
+		fs.BoolVar(force, "force", false, "free the lock whatever its token (an operator's; needs the ACL's admin right, exit 6 without it)")
 	}
 	key, err := oneKey(fs, args, stderr)
 	if err != nil {
 		return err
+	}
+	if *force {
+		if *token != 0 {
+			return usageErr("--force releases whatever token holds the key: give --token or --force, not both")
+		}
+		return forceRelease(cf, key, stdout)
 	}
 	if *token == 0 {
 		return usageErr("--token is required")
@@ -258,13 +271,17 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		return cf.fail(stdout, key, err)
 	}
 	if cf.json {
-		return printJSON(stdout, map[string]any{"key": key, "held": info.Held, "token": info.Token, "remaining_ms": info.RemainingMS})
+		out := map[string]any{"key": key, "held": info.Held, "token": info.Token, "remaining_ms": info.RemainingMS}
+		if info.Held {
+			out["owner"] = info.Owner
+		}
+		return printJSON(stdout, out)
 	}
 	if !info.Held {
 		fmt.Fprintf(stdout, "%s is free\n", key)
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s is held: token %d, %v of lease left\n", key, info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
+	fmt.Fprintf(stdout, "%s is held by %s: token %d, %v of lease left\n", key, ownerText(info.Owner), info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
 	return nil
 }
 
