@@ -67,8 +67,15 @@ func (o *Op) Token() uint64 {
 	if o.Invoke.Value.Token != nil {
 		return *o.Invoke.Value.Token
 	}
+	if o.Forced() && o.Type == history.OK && o.Done.Value.Token != nil {
+		return *o.Done.Value.Token // the token it released
+	}
 	return 0
 }
+
+// Forced says o is a forced release: an operator's, without a token,
+// which frees its key whatever token holds it.
+func (o *Op) Forced() bool { return o.F == "release" && o.Invoke.Value.Force }
 
 // Error is the completion's error string, if any.
 func (o *Op) Error() string {

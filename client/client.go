@@ -217,10 +217,16 @@ func (c *Client) ReleaseTagged(ctx context.Context, key string, token, tag uint6
 // ends a later grant; ErrNotFound when the key was not held. Fencing still
 // holds: the next grant's token is higher than the one released.
 func (c *Client) ForceRelease(ctx context.Context, key string) (uint64, error) {
+	return c.ForceReleaseTagged(ctx, key, 0)
+}
+
+// ForceReleaseTagged is ForceRelease with an operation id recorded in the
+// log, as AcquireTagged.
+func (c *Client) ForceReleaseTagged(ctx context.Context, key string, tag uint64) (uint64, error) {
 	if err := validate(key, nil); err != nil {
 		return 0, err
 	}
-	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRelease, Key: key, Force: true}, false)
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRelease, Key: key, Force: true, Tag: tag}, false)
 	if err != nil {
 		return 0, err
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -93,7 +94,20 @@ func (c *client) next() {
 		c.get(key)
 		return
 	}
+	if r.Float64() < 0.02 {
+		c.forceRelease(key)
+		return
+	}
 	c.cycle(key)
+}
+
+// owner is what the client's acquires record as their owner.
+func (c *client) owner() string { return fmt.Sprintf("sim-%d", c.idx) }
+
+// forceRelease is an operator freeing key whatever holds it (rule 12).
+func (c *client) forceRelease(key string) {
+	c.start("release", key, member.Request{Op: member.OpRelease, Key: key, Force: true}, 2*time.Second,
+		history.Value{Force: true}, func(string, member.Answer) { c.later() })
 }
 
 func (c *client) r() *rand.Rand { return c.rng }
@@ -120,8 +134,8 @@ func (c *client) cycle(key string) {
 	if r.IntN(2) == 0 {
 		wait = time.Duration(r.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
 	}
-	c.start("acquire", key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait}, wait+2*time.Second,
-		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds())},
+	c.start("acquire", key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Owner: c.owner()}, wait+2*time.Second,
+		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: c.owner()},
 		func(typ string, a member.Answer) {
 			if typ != history.OK {
 				c.later()
@@ -252,13 +266,13 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 			c.pref = a.node.id
 		}
 		v := history.Value{}
-		switch o.f {
-		case "acquire":
+		switch {
+		case o.f == "acquire", o.req.Force:
 			v.Token = history.Ptr(ans.Token)
-		case "get":
+		case o.f == "get":
 			v.Held = history.Ptr(ans.Lock.Held)
 			if ans.Lock.Held {
-				v.Token = history.Ptr(ans.Lock.Token)
+				v.Token, v.Owner = history.Ptr(ans.Lock.Token), ans.Lock.Owner
 			}
 		}
 		c.complete(o, history.OK, v, ans)

@@ -61,6 +61,13 @@ type Value struct {
 	Token    *uint64  `json:"token,omitempty"`
 	Value    *int64   `json:"value,omitempty"`
 	Error    string   `json:"error,omitempty"`
+	// Owner is who an acquire said it was (invoke), or who a get found
+	// holding the key (ok).
+	Owner string `json:"owner,omitempty"`
+	// Force marks a forced release (invoke, without a token): an
+	// operator's, which frees the key whatever its token; its ok names the
+	// token it released.
+	Force bool `json:"force,omitempty"`
 	Nodes    []int    `json:"nodes,omitempty"`
 	Groups   [][]int  `json:"groups,omitempty"`
 	Node     *int     `json:"node,omitempty"`
@@ -221,6 +228,9 @@ func (v *validator) checkOp(e Event) error {
 			if err := checkOKValue(e); err != nil {
 				return err
 			}
+			if inv.Value.Force && e.Value.Token == nil {
+				return errors.New("ok forced release without the token it released")
+			}
 		}
 		delete(v.open, e.Process)
 		if e.Type == Info {
@@ -249,10 +259,20 @@ func checkInvokeValue(e Event) error {
 		if v.Token == nil {
 			return errors.New("renew invocation without a token")
 		}
-	case "release", "read", "write":
+	case "release":
+		if v.Token == nil && !v.Force {
+			return errors.New("release invocation without a token (or force)")
+		}
+		if v.Token != nil && v.Force {
+			return errors.New("forced release invocation with a token")
+		}
+	case "read", "write":
 		if v.Token == nil {
 			return fmt.Errorf("%s invocation without a token", e.F)
 		}
+	}
+	if v.Force && e.F != "release" {
+		return fmt.Errorf("%s invocation with force", e.F)
 	}
 	return nil
 }
