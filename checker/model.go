@@ -26,15 +26,15 @@ type lockInput struct {
 type outKind uint8
 
 const (
-	outUnknown  outKind = iota // info: may or may not have happened
-	outNoop                    // failed with an error that means nothing happened
-	outGranted                 // acquire ok
-	outHeld                    // acquire fail held
-	outOK                      // release/renew ok
-	outNotFound                // release/renew fail not-found
-	outFree                    // get: not held
-	outHeldBy                  // get: held by Token
-	outFreedSome               // a forced release found applied in the log: it freed a holder whose token nobody saw
+	outUnknown   outKind = iota // info: may or may not have happened
+	outNoop                     // failed with an error that means nothing happened
+	outGranted                  // acquire ok
+	outHeld                     // acquire fail held
+	outOK                       // release/renew ok
+	outNotFound                 // release/renew fail not-found
+	outFree                     // get: not held
+	outHeldBy                   // get: held by Token
+	outFreedSome                // a forced release found applied in the log: it freed a holder whose token nobody saw
 )
 
 type lockOutput struct {

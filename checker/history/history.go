@@ -55,19 +55,19 @@ func (p *Process) UnmarshalJSON(b []byte) error {
 // Value holds every field an event's value may carry; absent fields stay
 // nil and are not written.
 type Value struct {
-	LeaseMS  *int64   `json:"lease_ms,omitempty"`
-	WaitMS   *int64   `json:"wait_ms,omitempty"`
-	Held     *bool    `json:"held,omitempty"`
-	Token    *uint64  `json:"token,omitempty"`
-	Value    *int64   `json:"value,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	LeaseMS *int64  `json:"lease_ms,omitempty"`
+	WaitMS  *int64  `json:"wait_ms,omitempty"`
+	Held    *bool   `json:"held,omitempty"`
+	Token   *uint64 `json:"token,omitempty"`
+	Value   *int64  `json:"value,omitempty"`
+	Error   string  `json:"error,omitempty"`
 	// Owner is who an acquire said it was (invoke), or who a get found
 	// holding the key (ok).
 	Owner string `json:"owner,omitempty"`
 	// Force marks a forced release (invoke, without a token): an
 	// operator's, which frees the key whatever its token; its ok names the
 	// token it released.
-	Force bool `json:"force,omitempty"`
+	Force    bool     `json:"force,omitempty"`
 	Nodes    []int    `json:"nodes,omitempty"`
 	Groups   [][]int  `json:"groups,omitempty"`
 	Node     *int     `json:"node,omitempty"`
