@@ -43,7 +43,10 @@ func (c *clientFlags) register(fs *flag.FlagSet, query bool) {
 	c.tls.register(fs)
 }
 
-func (c *clientFlags) client() (*client.Client, error) {
+func (c *clientFlags) client() (*client.Client, error) { return c.clientAs("") }
+
+// clientAs is client, recording owner with every lock it acquires.
+func (c *clientFlags) clientAs(owner string) (*client.Client, error) {
 	eps, err := parseEndpoints(c.endpoints)
 	if err != nil {
 		return nil, err
@@ -52,7 +55,7 @@ func (c *clientFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.New(eps, client.Options{TLS: tc})
+	cl, err := client.New(eps, client.Options{TLS: tc, Owner: owner})
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}

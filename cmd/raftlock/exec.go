@@ -32,7 +32,7 @@ const (
 )
 
 func runExec(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] [--kill-after 5s] -- COMMAND [ARGS...]")
+	fs := newFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] [--kill-after 5s] [--owner TEXT] -- COMMAND [ARGS...]")
 	var cf clientFlags
 	cf.register(fs, false)
 	lease := fs.Duration("lease", 10*time.Second, "lease length, renewed every third of it")
@@ -41,6 +41,7 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 		"when the command ends (or the lock is lost), SIGTERM whatever of its process group\n"+
 			"still runs, and SIGKILL it after this long; the lock is released only once nothing\n"+
 			"of the group runs")
+	owner := ownerFlag(fs)
 	fs.Lookup("timeout").Usage += " (after --wait)"
 	pos, rest, err := parse(fs, args, stderr)
 	if !slices.Contains(args, "--") && !errors.Is(err, flag.ErrHelp) {
@@ -59,6 +60,9 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	if *killAfter < 0 {
 		return argErr(fs, "--kill-after must not be negative, got %v", *killAfter)
 	}
+	if err := checkOwner(*owner); err != nil {
+		return err
+	}
 	key := pos[0]
 	// Find the command before taking the lock: a typo must not hold a
 	// lock, and it exits as a shell would.
@@ -70,7 +74,7 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 		}
 		return withCode(code, fmt.Errorf("%s: %w", rest[0], err))
 	}
-	cl, err := cf.client()
+	cl, err := cf.clientAs(*owner)
 	if err != nil {
 		return err
 	}
@@ -91,7 +95,9 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	cmd := exec.Command(path, rest[1:]...)
 	cmd.Args[0] = rest[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, outs[0].w, outs[1].w
-	cmd.Env = append(os.Environ(), fmt.Sprintf("RAFTLOCK_TOKEN=%d", lk.Token()), "RAFTLOCK_KEY="+key)
+	// RAFTLOCK_LOCK_KEY, not RAFTLOCK_KEY: that one is --key (the TLS
+	// private key) of every raftlock command the job itself runs.
+	cmd.Env = append(os.Environ(), fmt.Sprintf("RAFTLOCK_TOKEN=%d", lk.Token()), "RAFTLOCK_LOCK_KEY="+key)
 	// Its own process group, so that stopping the command stops everything
 	// it started: nothing may keep using the resource once the lock is gone.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -200,3 +200,18 @@ func TestExecWithoutDashDashSaysTheCommandMustFollowIt(t *testing.T) {
 		t.Errorf("a bad flag before --: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// The job's environment names the lock without clobbering the flags of
+// the raftlock commands the job runs: RAFTLOCK_KEY is --key, the TLS
+// private key, so a job that ran `raftlock get` failed ("TLS needs
+// --cert, --key and --ca together"). The owner exec records is --owner's.
+func TestExecJobCanRunRaftlockItself(t *testing.T) {
+	eps := startCluster(t)
+	bin := buildBinary(t)
+	script := `test "$RAFTLOCK_LOCK_KEY" = deploy && "$0" get "$RAFTLOCK_LOCK_KEY" --endpoints ` + eps +
+		` && "$0" renew "$RAFTLOCK_LOCK_KEY" --lease 5s --endpoints ` + eps
+	out, err := exec.Command(bin, "exec", "deploy", "--owner", "deployer", "--endpoints", eps, "--", "sh", "-c", script, bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "deploy is held by deployer: token") || !strings.Contains(string(out), "renewed deploy (token") {
+		t.Fatalf("a job running raftlock get and renew (RAFTLOCK_TOKEN as --token): %v\n%s", err, out)
+	}
+}
