@@ -139,6 +139,10 @@ func (w *Workload) worker(ctx context.Context, i int) error {
 			wk.forceRelease(ctx, key)
 			continue
 		}
+		if rng.Float64() < 0.03 {
+			wk.list(ctx)
+			continue
+		}
 		wk.cycle(ctx, key)
 	}
 	return nil
@@ -207,6 +211,31 @@ func (wk *worker) get(ctx context.Context, key string) {
 		return
 	}
 	wk.record(history.OK, "get", key, v)
+}
+
+// list reads a page of the table, from the first key or after a random
+// one, of a random size (cut pages included), through the reader's member
+// first, as get does.
+func (wk *worker) list(ctx context.Context) {
+	keys := wk.w.Keys
+	after := ""
+	if wk.rng.IntN(2) == 0 {
+		after = keys[wk.rng.IntN(len(keys))]
+	}
+	limit := 1 + wk.rng.IntN(len(keys)+1)
+	wk.record(history.Invoke, "list", "", history.Value{After: after, Limit: history.Ptr(int64(limit))})
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	page, err := wk.reader.List(cctx, client.ListOptions{After: after, Limit: limit})
+	cancel()
+	if err != nil {
+		wk.record(history.Fail, "list", "", history.Value{Error: "unavailable"})
+		return
+	}
+	v := history.Value{More: history.Ptr(page.More)}
+	for _, l := range page.Locks {
+		v.Locks = append(v.Locks, history.ListedLock{Key: l.Key, Token: l.Token, Owner: l.Owner})
+	}
+	wk.record(history.OK, "list", "", v)
 }
 
 // forceRelease is an operator freeing key whatever holds it (rule 12): the

@@ -191,6 +191,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 		rs = append(append([]Resolution(nil), rs...), Resolve(events, *opts.Log)...)
 	}
 	ops, stats.Resolved = resolve(ops, rs)
+	ops = withListReads(ops)
 	v := &Verdict{ops: ops, windows: windows, Stats: stats}
 	if stats.Ops == 0 {
 		// Nothing was checked: that is no evidence of correctness.

@@ -22,6 +22,9 @@ type Op struct {
 	// SeenBy bounds a resolved acquire's return: the earliest return of an
 	// operation that saw its token or a higher one on its key (0: none).
 	SeenBy int64
+	// FromList is the list this get is one key of (withListReads), nil
+	// for an operation of the history.
+	FromList *Op
 }
 
 // events are the operation's invocation and, if any, its completion.

@@ -208,7 +208,7 @@ func (v *Verdict) plotLatency(path string) error {
 	points := map[series]plotter.XYs{}
 	minY, maxY := math.Inf(1), 0.0
 	for _, o := range v.ops {
-		if o.Done == nil || !isLockOp(o) {
+		if o.Done == nil || !isLockOp(o) || o.FromList != nil {
 			continue
 		}
 		y := max(float64(o.Done.Time-o.Invoke.Time)/1e6, 0.001)

@@ -98,7 +98,25 @@ func (c *client) next() {
 		c.forceRelease(key)
 		return
 	}
+	if r.Float64() < 0.03 {
+		c.list(r)
+		return
+	}
 	c.cycle(key)
+}
+
+// list reads a page of the table: from the first key or after a random
+// one, of a random size, so pages are sometimes cut (more) and sometimes
+// not.
+func (c *client) list(r *rand.Rand) {
+	s := c.s
+	after := ""
+	if r.IntN(2) == 0 {
+		after = s.keys[r.IntN(len(s.keys))]
+	}
+	limit := 1 + r.IntN(len(s.keys)+1)
+	c.start("list", "", member.Request{Op: member.OpList, After: after, Limit: limit}, 2*time.Second,
+		history.Value{After: after, Limit: history.Ptr(int64(limit))}, func(string, member.Answer) { c.later() })
 }
 
 // owner is what the client's acquires record as their owner.
@@ -191,11 +209,12 @@ func (c *client) start(f, key string, req member.Request, timeout time.Duration,
 		s.opsStarted++
 	}
 	inv := s.record(c.proc, history.Invoke, f, key, v)
-	if f != "get" {
+	reads := f == "get" || f == "list"
+	if !reads {
 		req.Tag = uint64(inv.Index) + 1
 	}
 	o := &op{c: c, f: f, key: key, req: req, deadline: s.sch.now + int64(timeout),
-		lockChanging: f != "get", next: c.pref, then: then}
+		lockChanging: !reads, next: c.pref, then: then}
 	c.cur = o
 	s.sch.at(o.deadline, func() { c.timeout(o) })
 	c.try(o)
@@ -269,6 +288,11 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 		switch {
 		case o.f == "acquire", o.req.Force:
 			v.Token = history.Ptr(ans.Token)
+		case o.f == "list":
+			v.More = history.Ptr(ans.List.More)
+			for _, l := range ans.List.Locks {
+				v.Locks = append(v.Locks, history.ListedLock{Key: l.Key, Token: l.Token, Owner: l.Owner})
+			}
 		case o.f == "get":
 			v.Held = history.Ptr(ans.Lock.Held)
 			if ans.Lock.Held {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -67,12 +68,18 @@ type Value struct {
 	// Force marks a forced release (invoke, without a token): an
 	// operator's, which frees the key whatever its token; its ok names the
 	// token it released.
-	Force    bool     `json:"force,omitempty"`
-	Nodes    []int    `json:"nodes,omitempty"`
-	Groups   [][]int  `json:"groups,omitempty"`
-	Node     *int     `json:"node,omitempty"`
-	Rate     *float64 `json:"rate,omitempty"`
-	OffsetMS *int64   `json:"offset_ms,omitempty"`
+	Force bool `json:"force,omitempty"`
+	// A list's page: invoke {after, limit} (its key is the prefix, "" for
+	// every key); ok {locks, more}.
+	After    string       `json:"after,omitempty"`
+	Limit    *int64       `json:"limit,omitempty"`
+	Locks    []ListedLock `json:"locks,omitempty"`
+	More     *bool        `json:"more,omitempty"`
+	Nodes    []int        `json:"nodes,omitempty"`
+	Groups   [][]int      `json:"groups,omitempty"`
+	Node     *int         `json:"node,omitempty"`
+	Rate     *float64     `json:"rate,omitempty"`
+	OffsetMS *int64       `json:"offset_ms,omitempty"`
 	// Network faults on directed peer links: Links lists [from, to] pairs
 	// (a one-way partition cuts only those directions); DelayMS and JitterMS
 	// slow them, Loss drops that fraction of their messages.
@@ -80,6 +87,13 @@ type Value struct {
 	DelayMS  *int64   `json:"delay_ms,omitempty"`
 	JitterMS *int64   `json:"jitter_ms,omitempty"`
 	Loss     *float64 `json:"loss,omitempty"`
+}
+
+// ListedLock is one lock of a list's page.
+type ListedLock struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token"`
+	Owner string `json:"owner,omitempty"`
 }
 
 // Event is one line of a history.
@@ -194,13 +208,13 @@ func (v *validator) checkOp(e Event) error {
 		return checkNemesis(e)
 	}
 	switch e.F {
-	case "acquire", "release", "renew", "get", "write", "read":
+	case "acquire", "release", "renew", "get", "list", "write", "read":
 	default:
 		return fmt.Errorf("unknown f %q", e.F)
 	}
 	switch e.Type {
 	case Invoke:
-		if e.Key == "" {
+		if e.Key == "" && e.F != "list" { // a list's key is its prefix, "" for all
 			return errors.New("invocation without a key")
 		}
 		if err := checkInvokeValue(e); err != nil {
@@ -284,6 +298,15 @@ func checkOKValue(e Event) error {
 	case "acquire":
 		if v.Token == nil {
 			return errors.New("ok acquire without a token")
+		}
+	case "list":
+		if v.More == nil {
+			return errors.New("ok list without more")
+		}
+		for i, l := range v.Locks {
+			if l.Key == "" || l.Token == 0 || !strings.HasPrefix(l.Key, e.Key) || (i > 0 && l.Key <= v.Locks[i-1].Key) {
+				return fmt.Errorf("ok list: lock %d (%q, token %d) is not a held key under the prefix in key order", i, l.Key, l.Token)
+			}
 		}
 	case "get":
 		if v.Held == nil {
