@@ -21,6 +21,7 @@ type RaftlockConfig struct {
 	Dir         string
 	Nodes       int
 	NoBatch     bool
+	NoHandoff   bool
 	MaxInflight int // 0: the node's default
 	Lease       time.Duration
 	Name        string // system name in results (default "raftlock")
@@ -144,6 +145,9 @@ func (cfg RaftlockConfig) tuning() []string {
 	args := []string{"--log-level", "warn"}
 	if cfg.NoBatch {
 		args = append(args, "--no-batch")
+	}
+	if cfg.NoHandoff {
+		args = append(args, "--no-handoff")
 	}
 	if cfg.MaxInflight > 0 {
 		args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))

@@ -24,8 +24,8 @@ func TestForcedReleaseInEveryLockState(t *testing.T) {
 		"leader_key_free":                {"read h1", "h1: NotFound"},
 		"leader_key_held_by_1":           {"read h1", `propose Release{"k"}@2`, "h1: released 1"},
 		"leader_grant_in_flight":         {"read h1", "h1: NotFound", "h100: token 1"},
-		"leader_key_held_with_waiters": {"read h1", `propose Release{"k"}@2`,
-			`h1: released 1; propose Grant{"k", 1000ms}@2; waiting 0 | h101: token 2`},
+		"leader_key_held_with_waiters": {"read h1", `propose Release{"k"}@2 + Grant{"k", 1000ms}@2; waiting 0`,
+			`h1: released 1 | h101: token 2`},
 	}
 	for _, st := range lockStates {
 		want, ok := rows[st.name]
@@ -48,24 +48,33 @@ func TestForcedReleaseInEveryLockState(t *testing.T) {
 }
 
 // A forced release decided on a confirmed table is a token-checked
-// release: when the holder's own Release applies first and the next
-// waiter's Grant comes after it, the forced Release is refused at decide
-// time or applies to a free key. It never frees the new grant.
+// release: when the holder's own Release is in the log with the next
+// waiter's Grant behind it, the forced release finds the key's next grant
+// in flight and answers NotFound; with the handoff off, it is proposed
+// after the holder's Release and applies to a free key. It never frees
+// the new grant.
 func TestForcedReleaseNeverEndsALaterGrant(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
-	h.expect("acquire", h.submit(req(tryAcquire, 100)), `propose Grant{"k", 1000ms}@2`)
-	h.expect("granted", h.commit(), "h100: token 1")
-	h.expect("waiter", h.submit(req(waitAcquire, 101)), "waiting 1")
-	h.expect("holder releases", h.submit(req(releaseBy1, 102)), `propose Release{"k"}@2`)
-	h.expect("force", h.submit(req(forceRelease, 1)), "read h1")
-	h.expect("force confirmed", h.confirm(1, nil), `propose Release{"k"}@2`)
-	h.expect("commit all", h.commitAll(),
-		`h102: ok; propose Grant{"k", 1000ms}@2; waiting 0 | h1: NotFound | h101: token 2`)
-	if l, held := h.lm.Machine().Get("k"); !held || l.Token != 2 {
-		t.Fatalf("after the forced release: %+v held %v, want token 2 held", l, held)
+	for _, handoff := range []bool{true, false} {
+		h := newLM(t, "")
+		h.lm.SetHandoff(handoff)
+		h.lead(2)
+		h.expect("acquire", h.submit(req(tryAcquire, 100)), `propose Grant{"k", 1000ms}@2`)
+		h.expect("granted", h.commit(), "h100: token 1")
+		h.expect("waiter", h.submit(req(waitAcquire, 101)), "waiting 1")
+		h.submit(req(releaseBy1, 102))
+		h.expect("force", h.submit(req(forceRelease, 1)), "read h1")
+		if handoff {
+			h.expect("force confirmed", h.confirm(1, nil), "h1: NotFound")
+			h.expect("commit all", h.commitAll(), `h102: ok | h101: token 2`)
+		} else {
+			h.expect("force confirmed", h.confirm(1, nil), `propose Release{"k"}@2`)
+			h.expect("commit all", h.commitAll(), `h102: ok; propose Grant{"k", 1000ms}@2; waiting 0 | h1: NotFound | h101: token 2`)
+		}
+		if l, held := h.lm.Machine().Get("k"); !held || l.Token != 2 {
+			t.Fatalf("handoff %v: after the forced release: %+v held %v, want token 2 held", handoff, l, held)
+		}
+		h.settled()
 	}
-	h.settled()
 }
 
 // The planted twin: with force-release-unchecked the forced Release is

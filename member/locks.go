@@ -141,10 +141,13 @@ type expireMark struct {
 
 // Proposal is a command the lock manager decided, stamped with the term it
 // was decided in: it may be proposed in that term only, since the table it
-// was validated against may not hold in a later one.
+// was validated against may not hold in a later one. WithNext binds it to
+// the next proposal: both go in one log entry, in this order (a handoff,
+// rule 4), so that neither commits without the other.
 type Proposal struct {
-	Env  fsm.Envelope
-	Term uint64
+	Env      fsm.Envelope
+	Term     uint64
+	WithNext bool
 }
 
 // LockManager holds the applied lock table and every leader-side decision
@@ -175,6 +178,11 @@ type LockManager struct {
 	expiring map[string]expireMark
 	limits   Limits
 
+	// handoff: a Release or Expire that frees a key with waiters carries
+	// the first live waiter's Grant in its entry (false: the Grant waits
+	// for the free key to apply, an ablation).
+	handoff bool
+
 	stopped  bool
 	leader   bool
 	term     uint64
@@ -200,7 +208,7 @@ type Effects struct {
 // NewLockManager returns the manager of member id with an empty table.
 // Request ids start after seqStart.
 func NewLockManager(id uint64, bug string, seqStart uint64) *LockManager {
-	lm := &LockManager{id: id, hooks: plantHooks(bug), seq: seqStart}
+	lm := &LockManager{id: id, hooks: plantHooks(bug), seq: seqStart, handoff: true}
 	lm.limits.setDefaults()
 	lm.resetLeaderState()
 	lm.Restore(fsm.New(), 0, 0, 0)
@@ -218,6 +226,9 @@ func (lm *LockManager) resetLeaderState() {
 	lm.repump = make(map[string]struct{})
 	lm.expiring = make(map[string]expireMark)
 }
+
+// SetHandoff turns the one-entry handoff on or off (on by default).
+func (lm *LockManager) SetHandoff(on bool) { lm.handoff = on }
 
 // TakeEffects returns and clears what the calls since the last one decided.
 func (lm *LockManager) TakeEffects() Effects {
@@ -478,6 +489,40 @@ func (lm *LockManager) holderCall(req *request) {
 	}
 	req.env = lm.envelope(cmd, req.Tag)
 	lm.propose(req)
+	if req.Op == OpRelease {
+		lm.handOff(req.Key)
+	}
+}
+
+// handOff follows the Release or Expire just proposed, which frees key,
+// with a Grant for key's first live waiter in the same entry (rule 4: the
+// key is free when the Grant applies, freed by the command before it). The
+// token is still the state machine's, assigned at apply.
+func (lm *LockManager) handOff(key string) {
+	if !lm.handoff || lm.ready() != nil || len(lm.fx.Proposals) == 0 {
+		return
+	}
+	if _, ok := lm.inflight[key]; ok {
+		return
+	}
+	for len(lm.waiters[key]) > 0 {
+		q := lm.waiters[key]
+		w := q[0]
+		lm.nwaiting--
+		lm.unqueueWaiter(w)
+		if len(q) == 1 {
+			delete(lm.waiters, key)
+		} else {
+			lm.waiters[key] = q[1:]
+		}
+		if w.cancelled {
+			continue
+		}
+		lm.fx.Proposals[len(lm.fx.Proposals)-1].WithNext = true
+		lm.propose(w)
+		lm.hooks.orderHandoff(lm.fx.Proposals)
+		return
+	}
 }
 
 func (lm *LockManager) get(now time.Duration, req *request) {
@@ -847,6 +892,7 @@ func (lm *LockManager) Tick(now time.Duration) {
 		lm.expiring[l.key] = expireMark{token: l.token, at: now}
 		lm.recheckLease(l, now+time.Second)
 		lm.proposeInternal(lm.hooks.expireCommand(l.key, l.token))
+		lm.handOff(l.key)
 	}
 }
 

@@ -48,6 +48,7 @@ type benchConfig struct {
 	hotKeys     int
 	peers       []string
 	noBatch     bool
+	noHandoff   bool
 	maxInflight int
 	out         string
 	dir         string
@@ -129,6 +130,7 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 	fs.IntVar(&c.hotKeys, "hot-keys", 1, "contended workload: number of hot keys")
 	compare := fs.String("compare", "", "peers to run side by side: etcd (= etcd-mutex,etcd-txn), etcd-mutex, etcd-txn, redis")
 	fs.BoolVar(&c.noBatch, "no-batch", false, "ablation: one command per log entry")
+	fs.BoolVar(&c.noHandoff, "no-handoff", false, "ablation: grant a freed key's next waiter only once the release applied, not in its log entry")
 	fs.IntVar(&c.maxInflight, "max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
 	held := fs.String("held", "", "table sizes: before measuring, hold `N[,N...]` locks (1h leases), each size in turn; every point runs at each (raftlock only)")
 	fs.IntVar(&c.keySize, "key-size", 0, fmt.Sprintf("`bytes` of every key, held and workload (%d..%d; default: the workloads' names, about 25 bytes)", bench.MinKeySize, bench.MaxKeySize))
@@ -435,13 +437,16 @@ func (b *benchRun) startRaftlock(ctx context.Context) (bench.Target, error) {
 	if c.noBatch {
 		name += " --no-batch"
 	}
+	if c.noHandoff {
+		name += " --no-handoff"
+	}
 	if c.maxInflight > 0 {
 		name += fmt.Sprintf(" --max-inflight %d", c.maxInflight)
 	}
 	if c.useTLS {
 		name += " --tls"
 	}
-	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch,
+	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch, NoHandoff: c.noHandoff,
 		MaxInflight: c.maxInflight, Lease: c.lease, Name: name, TLS: c.useTLS,
 		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs}
 	if c.snapshotEvery == 0 {
