@@ -111,7 +111,9 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 		"With --tls the cluster it starts runs mutual TLS 1.3 on every port: a fresh CA, member\n"+
 		"certificates and a client certificate are written under the data directory, and the\n"+
 		"bench's clients connect with that client certificate. Against a running secured cluster\n"+
-		"(--endpoints), give the clients' --cert, --key and --ca instead.\n\n"+
+		"(--endpoints), give the clients' --cert, --key and --ca instead. Every run releases what\n"+
+		"its clients still hold when it ends or is interrupted (Ctrl-C), so a running cluster keeps\n"+
+		"none of the bench's locks.\n\n"+
 		"With --held every point runs against a table of that many held locks (1 h leases), each\n"+
 		"size in turn on one cluster, filled on from the previous size; against --endpoints the\n"+
 		"bench releases every lock it took when it is done, Ctrl-C included.")
