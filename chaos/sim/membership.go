@@ -16,12 +16,13 @@ import (
 
 // The membership family replaces a member as chaos's does on real
 // processes (chaos/membership.go), through the members' own membership
-// API (member/membership.go): it removes a voter (the leader one time in
-// three, which hands over first), waits for it to stop by itself, adds a
-// fresh member (a new id, an empty disk that starts from the bootstrap
-// configuration, as raftlock node --join's does) as a learner, and
-// promotes it once the leader accepts (it caught up; by snapshot, since
-// members compact every 30 entries). Two moments are aimed at:
+// API (member/membership.go): it removes a voter (one at random, or one
+// time in three the leader, which hands over first), waits for it to
+// stop by itself, adds a fresh member (a new id, an empty disk that
+// starts from the bootstrap configuration, as raftlock node --join's
+// does) as a learner, and promotes it once the leader accepts (it caught
+// up; by snapshot, since members compact every 30 entries). Two moments
+// are aimed at:
 //
 //   - A leader that applies its own removal. raftlock's leader never
 //     proposes its own removal (it hands over first), so half the time a
