@@ -536,8 +536,12 @@ func (m *membership) evidence() *checker.Newcomers {
 	ev := &checker.Newcomers{Added: len(m.newcomers)}
 	for _, nc := range m.newcomers {
 		if !nc.promoted {
-			ev.Problems = append(ev.Problems, fmt.Sprintf("member %d, added to replace member %d, did not catch up within %v (promotion refused for %.1fs: %s)",
-				nc.id, nc.replaced, newcomerBound, nc.seconds, nc.err))
+			why := fmt.Sprintf("to replace member %d", nc.replaced)
+			if nc.replaced == 0 {
+				why = "after an earlier change removed a member but added none"
+			}
+			ev.Problems = append(ev.Problems, fmt.Sprintf("member %d, added %s, did not catch up within %v (promotion refused for %.1fs: %s)",
+				nc.id, why, newcomerBound, nc.seconds, nc.err))
 		}
 	}
 	for _, n := range m.s.nodes {
