@@ -223,6 +223,9 @@ func (c *client) start(f, key string, req member.Request, timeout time.Duration,
 // try sends the operation's request to o.next.
 func (c *client) try(o *op) {
 	s := c.s
+	if s.nodes[o.next-1].retired {
+		o.next = s.nextMember(o.next) // removed: the client knows the members
+	}
 	n := s.nodes[o.next-1]
 	s.nextHandle++
 	a := &attempt{c: c, op: o, node: n, handle: s.nextHandle}
@@ -248,6 +251,17 @@ func (c *client) try(o *op) {
 		n.handles[a.handle] = a
 		s.input(n, input{kind: inSubmit, req: req})
 	})
+}
+
+// nextMember is the member after id, in id order and round again,
+// skipping removed ones.
+func (s *sim) nextMember(id uint64) uint64 {
+	for i := 1; i <= len(s.nodes); i++ {
+		if n := s.nodes[(int(id)-1+i)%len(s.nodes)]; !n.retired {
+			return n.id
+		}
+	}
+	return id
 }
 
 // abandon tells member n the requester gave up on handle (with the token
@@ -307,11 +321,11 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 	case errors.As(ans.Err, &nl):
 		next := nl.LeaderID
 		if next == 0 || next == a.node.id || int(next) > len(c.s.nodes) {
-			next = a.node.id%uint64(len(c.s.nodes)) + 1
+			next = c.s.nextMember(a.node.id)
 		}
 		c.retry(o, next)
 	case errors.Is(ans.Err, member.ErrUnavailable), errors.Is(ans.Err, member.ErrStopped):
-		c.retry(o, a.node.id%uint64(len(c.s.nodes))+1)
+		c.retry(o, c.s.nextMember(a.node.id))
 	case errors.Is(ans.Err, member.ErrGrantRejected):
 		c.complete(o, history.Fail, history.Value{Error: "grant-rejected"}, ans)
 	case errors.As(ans.Err, &inv):
@@ -350,7 +364,7 @@ func (c *client) retry(o *op, next uint64) {
 // refused: the member was down when the request arrived; nothing happened.
 func (c *client) refused(a *attempt) {
 	if c.current(a) {
-		c.retry(a.op, a.node.id%uint64(len(c.s.nodes))+1)
+		c.retry(a.op, c.s.nextMember(a.node.id))
 	}
 }
 
@@ -361,7 +375,7 @@ func (c *client) broken(a *attempt) {
 		return
 	}
 	if !a.op.lockChanging {
-		c.retry(a.op, a.node.id%uint64(len(c.s.nodes))+1)
+		c.retry(a.op, c.s.nextMember(a.node.id))
 		return
 	}
 	c.unknown(a.op, "connection lost", member.Answer{})
