@@ -18,14 +18,16 @@ import (
 
 // RaftlockConfig starts a local raftlock cluster for the bench.
 type RaftlockConfig struct {
-	Bin         string // the raftlock executable
-	Dir         string
-	Nodes       int
-	NoBatch     bool
-	NoHandoff   bool
-	MaxInflight int // 0: the node's default
-	Lease       time.Duration
-	Name        string // system name in results (default "raftlock")
+	Bin       string // the raftlock executable
+	Dir       string
+	Nodes     int
+	NoBatch   bool
+	NoHandoff bool
+	// NoWriteOverlap starts the members with --no-write-overlap.
+	NoWriteOverlap bool
+	MaxInflight    int // 0: the node's default
+	Lease          time.Duration
+	Name           string // system name in results (default "raftlock")
 	// TLS: a fresh CA and member certificates are written under
 	// Dir/tls, the members serve mutual TLS 1.3 on every port, and the
 	// bench client connects with a client certificate of the same CA.
@@ -151,6 +153,9 @@ func (cfg RaftlockConfig) tuning() []string {
 	}
 	if cfg.NoHandoff {
 		args = append(args, "--no-handoff")
+	}
+	if cfg.NoWriteOverlap {
+		args = append(args, "--no-write-overlap")
 	}
 	if cfg.MaxInflight > 0 {
 		args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))

@@ -54,6 +54,9 @@ type Config struct {
 	MaxBatch          int    // commands per log entry; default 1024
 	NoBatch           bool   // one command per entry and one entry per Ready (ablation)
 	NoHandoff         bool   // grant a freed key's next waiter only after the freeing command applied (ablation)
+	// NoWriteOverlap: the loop waits for each Ready's write, taking no
+	// call or message meanwhile (ablation of the write overlap, run).
+	NoWriteOverlap bool
 
 	Clock     clock.Clock    // default: system clock
 	Transport peer.Transport // default: TCP on Peers[ID]
@@ -475,7 +478,19 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	calls := make(map[uint64]*call)
 	c := n.core
+	// saving is the Ready whose write runs on its own goroutine; its
+	// result comes on savedc. Meanwhile the loop takes calls, messages and
+	// ticks (raft accepts them between Ready and Advance), so the next
+	// Ready carries everything decided during the fsync in one entry.
+	var saving *member.Ready
+	savedc := make(chan error, 1)
 	defer func() {
+		if saving != nil {
+			// Stopping: the write finishes (or fails) before the store
+			// closes. Its answers are true either way (handle).
+			<-savedc
+			n.deliver(calls, saving.Answers)
+		}
 		c.Stop()
 		n.deliver(calls, c.TakeAnswers())
 		for _, cl := range calls {
@@ -538,9 +553,23 @@ func (n *Node) run() {
 				n.fail(err)
 				return
 			}
+		case err := <-savedc:
+			rd := *saving
+			saving = nil
+			if err := n.finish(rd, calls, err); err != nil {
+				n.fail(err)
+				return
+			}
 		}
-		for c.HasReady() {
-			if err := n.handle(c.Ready(n.clock.Now()), calls); err != nil {
+		for saving == nil && c.HasReady() {
+			rd := c.Ready(n.clock.Now())
+			n.beforeWrite(rd)
+			if writes(rd) && !n.cfg.NoWriteOverlap && !n.cfg.NoBatch {
+				saving = &rd
+				go func() { savedc <- n.save(rd) }()
+				break
+			}
+			if err := n.finish(rd, calls, n.save(rd)); err != nil {
 				n.fail(err)
 				return
 			}
@@ -604,7 +633,7 @@ func (n *Node) step(m *raftpb.Message) {
 }
 
 // handle does what one Ready says, in the order the core requires.
-func (n *Node) handle(rd member.Ready, calls map[uint64]*call) error {
+func (n *Node) beforeWrite(rd member.Ready) {
 	// Journal before any snapshot that covers these entries, so a restart
 	// replays whatever the journal misses; a failed write skips the
 	// snapshot, which would make the gap permanent.
@@ -622,21 +651,42 @@ func (n *Node) handle(rd member.Ready, calls map[uint64]*call) error {
 		n.compact(cp)
 	}
 	n.transport.Send(rd.SendBeforePersist)
-	if rd.HardState != nil || len(rd.Entries) > 0 || rd.Snapshot != nil {
-		start := time.Now()
-		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.Sync); err != nil {
-			// The answers are still true: they come from commands applied
-			// after an earlier Ready was saved, or from decisions that
-			// need no write. Dropping them would leave their callers to
-			// hear "stopped", which reads as "nothing happened".
-			n.deliver(calls, rd.Answers)
-			return fmt.Errorf("persist ready: %w", err)
-		}
-		if rd.Sync {
-			n.metrics.Fsyncs.Inc()
-			n.metrics.FsyncSeconds.Observe(time.Since(start).Seconds())
-		}
-		n.metrics.EntriesPersisted.Add(float64(len(rd.Entries)))
+}
+
+// writes says whether rd has anything to store.
+func writes(rd member.Ready) bool {
+	return rd.HardState != nil || len(rd.Entries) > 0 || rd.Snapshot != nil
+}
+
+// save stores rd's hard state, entries and snapshot (synced when rd.Sync).
+// It may run on its own goroutine: the store is safe beside the loop's
+// reads, and nothing of rd leaves the member before it returns.
+func (n *Node) save(rd member.Ready) error {
+	if !writes(rd) {
+		return nil
+	}
+	start := time.Now()
+	if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.Sync); err != nil {
+		return err
+	}
+	if rd.Sync {
+		n.metrics.Fsyncs.Inc()
+		n.metrics.FsyncSeconds.Observe(time.Since(start).Seconds())
+	}
+	n.metrics.EntriesPersisted.Add(float64(len(rd.Entries)))
+	return nil
+}
+
+// finish is the rest of rd once its write returned err: the messages that
+// promise what was stored, the answers, and Advance (member.Ready's order).
+func (n *Node) finish(rd member.Ready, calls map[uint64]*call, err error) error {
+	if err != nil {
+		// The answers are still true: they come from commands applied
+		// after an earlier Ready was saved, or from decisions that
+		// need no write. Dropping them would leave their callers to
+		// hear "stopped", which reads as "nothing happened".
+		n.deliver(calls, rd.Answers)
+		return fmt.Errorf("persist ready: %w", err)
 	}
 	n.transport.Send(rd.Messages)
 	n.deliver(calls, rd.Answers)

@@ -37,8 +37,11 @@ type node struct {
 	dead, stopped bool
 	down          bool // killed or crashed, not yet restarted
 	paused        bool
-	busy          bool    // a slow sync is in progress
-	inbox         []input // inputs held while paused or busy
+	// saving: a Ready's write is under way (a slow sync). As raftlock
+	// node does, the member goes on taking inputs meanwhile; its next
+	// Ready waits for the write.
+	saving bool
+	inbox  []input // inputs held while paused
 	tickGen       uint64
 
 	// retired: removed from the configuration and stopped for good
@@ -99,7 +102,7 @@ func (n *node) now() time.Duration { return time.Duration(n.clk.read(n.s.sch.now
 // start (re)starts a member from its durable state.
 func (s *sim) start(n *node) {
 	n.incarnation++
-	n.down, n.stopped, n.paused, n.busy = false, false, false, false
+	n.down, n.stopped, n.paused, n.saving = false, false, false, false
 	n.inbox = nil
 	n.clk = newSimClock(s.sch.now)
 	if n.incarnation > 1 {
@@ -177,7 +180,7 @@ func (s *sim) lose(n *node) {
 	n.refused = n.snapshotsRefused()
 	n.metrics = nil
 	n.core = nil
-	n.busy, n.paused = false, false
+	n.saving, n.paused = false, false
 	n.inbox = nil
 	n.tickGen++
 	n.onSnapshot = nil
@@ -262,8 +265,8 @@ func (s *sim) scheduleTickAfter(n *node, d int64) {
 			return
 		}
 		s.scheduleTick(n)
-		if n.paused || n.busy {
-			return // a stopped or blocked process misses its ticks
+		if n.paused {
+			return // a stopped process misses its ticks
 		}
 		s.input(n, input{kind: inTick})
 	})
@@ -301,7 +304,7 @@ func (s *sim) input(n *node, in input) {
 	if !n.up() {
 		return
 	}
-	if n.paused || n.busy {
+	if n.paused {
 		n.inbox = append(n.inbox, in)
 		return
 	}
@@ -354,7 +357,7 @@ func (s *sim) process(n *node, in input) {
 
 // resume feeds a member the inputs it held.
 func (s *sim) resume(n *node) {
-	for len(n.inbox) > 0 && n.up() && !n.paused && !n.busy {
+	for len(n.inbox) > 0 && n.up() && !n.paused {
 		in := n.inbox[0]
 		n.inbox = n.inbox[1:]
 		s.process(n, in)
@@ -364,7 +367,7 @@ func (s *sim) resume(n *node) {
 // drain handles every Ready the member has, in the order member.Ready
 // documents.
 func (s *sim) drain(n *node) {
-	for n.up() && !n.busy && !n.paused {
+	for n.up() && !n.saving && !n.paused {
 		has := false
 		if s.protect(n, "HasReady", func() error { has = n.core.HasReady(); return nil }) != nil {
 			return
@@ -441,10 +444,10 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 		s.finishReady(n, rd)
 		return
 	}
-	// The member is blocked in fsync: its acknowledgements, answers and
-	// everything it would do next wait for it.
+	// The member is in fsync: its acknowledgements, answers and next Ready
+	// wait for it; calls, messages and ticks are taken meanwhile.
 	s.stats.SlowSyncs++
-	n.busy = true
+	n.saving = true
 	inc := n.incarnation
 	s.sch.after(slow, func() {
 		if n.incarnation != inc || !n.up() {
@@ -454,7 +457,7 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 		if s.tr.on() {
 			s.tr.printf("fsync node=%d done", n.id)
 		}
-		n.busy = false
+		n.saving = false
 		s.finishReady(n, rd)
 		if n.up() {
 			s.drain(n)

@@ -117,7 +117,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		seed uint64
 		want string
 	}{
-		"commit-not-persisted":  {1, "member-crashes"},
+		"commit-not-persisted":  {2, "member-crashes"},
 		"follower-local-expire": {2, SafetyCheck},
 		"early-expire":          {1, "lease-timing"},
 	} {

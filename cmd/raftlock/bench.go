@@ -49,6 +49,7 @@ type benchConfig struct {
 	peers       []string
 	noBatch     bool
 	noHandoff   bool
+	noOverlap   bool
 	maxInflight int
 	out         string
 	dir         string
@@ -132,6 +133,7 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 	fs.IntVar(&c.hotKeys, "hot-keys", 1, "contended workload: number of hot keys")
 	compare := fs.String("compare", "", "peers to run side by side: etcd (= etcd-mutex,etcd-txn), etcd-mutex, etcd-txn, redis")
 	fs.BoolVar(&c.noBatch, "no-batch", false, "ablation: one command per log entry")
+	fs.BoolVar(&c.noOverlap, "no-write-overlap", false, "ablation: members take no call or message while a log write is being synced")
 	fs.BoolVar(&c.noHandoff, "no-handoff", false, "ablation: grant a freed key's next waiter only once the release applied, not in its log entry")
 	fs.IntVar(&c.maxInflight, "max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
 	held := fs.String("held", "", "table sizes: before measuring, hold `N[,N...]` locks (1h leases), each size in turn; every point runs at each (raftlock only)")
@@ -442,13 +444,16 @@ func (b *benchRun) startRaftlock(ctx context.Context) (bench.Target, error) {
 	if c.noHandoff {
 		name += " --no-handoff"
 	}
+	if c.noOverlap {
+		name += " --no-write-overlap"
+	}
 	if c.maxInflight > 0 {
 		name += fmt.Sprintf(" --max-inflight %d", c.maxInflight)
 	}
 	if c.useTLS {
 		name += " --tls"
 	}
-	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch, NoHandoff: c.noHandoff,
+	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch, NoHandoff: c.noHandoff, NoWriteOverlap: c.noOverlap,
 		MaxInflight: c.maxInflight, Lease: c.lease, Name: name, TLS: c.useTLS,
 		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs}
 	if c.snapshotEvery == 0 {

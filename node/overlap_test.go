@@ -1,0 +1,97 @@
+package node_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/logstore"
+)
+
+// gatedStore holds a Save that carries entries until the test opens the
+// gate: a write that takes as long as the test likes.
+type gatedStore struct {
+	*logstore.Disk
+	armed   atomic.Bool
+	blocked chan struct{} // a Save is waiting at the gate
+	gate    chan struct{}
+}
+
+func (g *gatedStore) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error {
+	if len(entries) > 0 && g.armed.CompareAndSwap(true, false) {
+		g.blocked <- struct{}{}
+		<-g.gate
+	}
+	return g.Disk.Save(hs, entries, snap, sync)
+}
+
+// While a Ready's write is being synced the loop goes on taking calls:
+// an acquire that arrives during the write is decided then, and rides in
+// the next entry, while the first acquire's answer waits for its write.
+func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
+	dir := t.TempDir()
+	peer, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk, err := logstore.Open(filepath.Join(dir, "raft"), []uint64{1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedStore{Disk: disk, blocked: make(chan struct{}), gate: make(chan struct{})}
+	n, err := node.New(node.Config{ID: 1, Peers: map[uint64]string{1: peer}, DataDir: dir, Storage: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	open := sync.OnceFunc(func() { close(g.gate) })
+	defer open() // before Close: a failing test must not leave the loop at the gate
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	testcluster.WaitFor(t, 10*time.Second, "a leader", func() bool { return n.Status().Role == "leader" })
+	if _, err := n.Acquire(ctx, "warm", time.Minute, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	g.armed.Store(true)
+	first := make(chan error, 1)
+	go func() { _, err := n.Acquire(ctx, "a", time.Minute, 0, 0); first <- err }()
+	select {
+	case <-g.blocked:
+	case <-ctx.Done():
+		t.Fatal("the first acquire's write never came")
+	}
+	// The write is held. The loop still answers: a call that needs only
+	// the loop returns, and a second acquire is decided.
+	second := make(chan error, 1)
+	go func() { _, err := n.Acquire(ctx, "b", time.Minute, 0, 0); second <- err }()
+	applied := make(chan uint64, 1)
+	go func() { applied <- n.Status().Applied }()
+	select {
+	case <-applied:
+	case <-ctx.Done():
+		t.Fatal("the loop took no call while a write was being synced")
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the first acquire was answered (%v) before its write returned", err)
+	default:
+	}
+	open()
+	for name, c := range map[string]chan error{"first": first, "second": second} {
+		if err := <-c; err != nil {
+			t.Fatalf("%s acquire: %v", name, err)
+		}
+	}
+}
