@@ -14,11 +14,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// EtcdConfig starts three etcd members (fsync on, etcd's default).
+// EtcdConfig starts an etcd cluster (fsync on, etcd's default).
 type EtcdConfig struct {
 	Dir   string
 	Lease time.Duration
 	Mode  string // "etcd-mutex" or "etcd-txn"
+	Nodes int    // members; default 3, as raftlock's --nodes
 }
 
 type etcdTarget struct {
@@ -28,23 +29,28 @@ type etcdTarget struct {
 	procs *procGroup
 }
 
-// StartEtcd starts a three-member etcd cluster from the etcd binary on PATH.
+// StartEtcd starts an etcd cluster of cfg.Nodes members from the etcd
+// binary on PATH.
 func StartEtcd(ctx context.Context, cfg EtcdConfig) (Target, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		return nil, errors.New("etcd not found on PATH (make peers installs it)")
 	}
-	ports, err := freePorts(6)
+	nodes := cfg.Nodes
+	if nodes <= 0 {
+		nodes = 3
+	}
+	ports, err := freePorts(2 * nodes)
 	if err != nil {
 		return nil, err
 	}
 	var initial, eps []string
-	for i := 0; i < 3; i++ {
+	for i := 0; i < nodes; i++ {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
 		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
 	}
-	g := &procGroup{env: shareCores(3)}
-	for i := 0; i < 3; i++ {
+	g := &procGroup{env: shareCores(nodes)}
+	for i := 0; i < nodes; i++ {
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
 		args := []string{"--name", fmt.Sprintf("m%d", i+1), "--data-dir", filepath.Join(cfg.Dir, fmt.Sprintf("etcd-%s-%d", cfg.Mode, i+1)),

@@ -118,7 +118,7 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 		"With --held every point runs against a table of that many held locks (1 h leases), each\n"+
 		"size in turn on one cluster, filled on from the previous size; against --endpoints the\n"+
 		"bench releases every lock it took when it is done, Ctrl-C included.")
-	fs.IntVar(&c.nodes, "nodes", 3, "raftlock members to start (3 or 5)")
+	fs.IntVar(&c.nodes, "nodes", 3, "members of every cluster the bench starts, raftlock's and etcd's (3 or 5)")
 	fs.StringVar(&c.endpoints, "endpoints", "", "bench a running raftlock cluster instead of starting one")
 	fs.BoolVar(&c.useTLS, "tls", false, "start the cluster with mutual TLS 1.3 (fresh CA and certificates in the data directory); with --endpoints use --cert, --key and --ca")
 	var tf tlsFlags
@@ -425,7 +425,7 @@ func (b *benchRun) startTarget(ctx context.Context, sys string) (bench.Target, e
 		}
 		return b.startRaftlock(sctx)
 	case "etcd-mutex", "etcd-txn":
-		return bench.StartEtcd(sctx, bench.EtcdConfig{Dir: c.dir, Lease: c.lease, Mode: sys})
+		return bench.StartEtcd(sctx, bench.EtcdConfig{Dir: c.dir, Lease: c.lease, Mode: sys, Nodes: c.nodes})
 	case "redis":
 		return bench.StartRedis(sctx, bench.RedisConfig{Dir: c.dir, Lease: c.lease})
 	}
