@@ -17,6 +17,8 @@ const (
 	OpRelease
 	OpRenew
 	OpGet
+	// OpBackup reads the whole table for a backup (backup.go): Answer.Backup.
+	OpBackup
 )
 
 func (o Op) String() string {
@@ -29,6 +31,8 @@ func (o Op) String() string {
 		return "renew"
 	case OpGet:
 		return "get"
+	case OpBackup:
+		return "backup"
 	}
 	return "unknown"
 }
@@ -59,8 +63,9 @@ type LockInfo struct {
 type Answer struct {
 	Handle uint64
 	Key    string
-	Token  uint64   // acquire: the fencing token
-	Lock   LockInfo // get
+	Token  uint64       // acquire: the fencing token
+	Lock   LockInfo     // get
+	Backup *BackupTable // backup
 	Err    error
 }
 
@@ -289,6 +294,7 @@ func (lm *LockManager) Submit(now time.Duration, r Request) {
 			lm.answer(req, err)
 			return
 		}
+	case OpBackup:
 	default:
 		lm.answer(req, &InvalidArgumentError{Reason: "unknown operation"})
 		return
@@ -338,6 +344,8 @@ func (lm *LockManager) decide(now time.Duration, req *request) {
 		lm.holderCall(req)
 	case OpGet:
 		lm.get(now, req)
+	case OpBackup:
+		lm.backup(req)
 	}
 }
 

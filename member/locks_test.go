@@ -183,6 +183,8 @@ func (h *lmHarness) answerText(a Answer) string {
 			return "free"
 		}
 		return fmt.Sprintf("held by %d, %dms left", a.Lock.Token, a.Lock.RemainingMS)
+	case OpBackup:
+		return fmt.Sprintf("backup at %d: %d locks", a.Backup.Index, a.Backup.Table.Len())
 	}
 	return "ok"
 }
@@ -256,6 +258,7 @@ var (
 	renewBy7     = Request{Handle: 1, Op: OpRenew, Key: "k", Token: 7, Lease: 2 * time.Second}
 	linGet       = Request{Handle: 1, Op: OpGet, Key: "k"}
 	staleGet     = Request{Handle: 1, Op: OpGet, Key: "k", Stale: true}
+	backup       = Request{Handle: 1, Op: OpBackup}
 	badKey       = Request{Handle: 1, Op: OpAcquire, Key: "", Lease: time.Second}
 	badLease     = Request{Handle: 1, Op: OpAcquire, Key: "k", Lease: 5 * ms}
 	grantK1000ms = fsm.Command{Op: fsm.OpGrant, Key: "k", LeaseMS: 1000}
@@ -333,6 +336,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder is redirected", nl, ""},
 			{linGet, "linearizable get is redirected", nl, ""},
 			{staleGet, "stale get answers from the local table", heldBy1, ""},
+			{backup, "backup is redirected", nl, ""},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		}
@@ -349,6 +353,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder is unavailable", "h1: Unavailable", ""},
 			{linGet, "linearizable get is unavailable", "h1: Unavailable", ""},
 			{staleGet, "stale get answers from the local table", heldBy1, ""},
+			{backup, "backup is unavailable", "h1: Unavailable", ""},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
@@ -361,6 +366,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{linGet, "linearizable get reads then answers free", "read h1", "h1: free"},
 			{staleGet, "stale get answers free", "h1: free", ""},
+			{backup, "backup reads then copies the table", "read h1", "h1: backup at 1: 0 locks"},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
@@ -373,6 +379,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{linGet, "linearizable get reads then answers the holder", "read h1", heldBy1},
 			{staleGet, "stale get answers the holder", heldBy1, ""},
+			{backup, "backup reads then copies the table", "read h1", "h1: backup at 2: 1 locks"},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
@@ -387,6 +394,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{linGet, "linearizable get reads then answers free", "read h1", "h1: free"},
 			{staleGet, "stale get answers free", "h1: free", ""},
+			{backup, "backup reads then copies the table", "read h1", "h1: backup at 1: 0 locks"},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
@@ -400,14 +408,15 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{linGet, "linearizable get reads then answers the holder", "read h1", heldBy1},
 			{staleGet, "stale get answers the holder", heldBy1, ""},
+			{backup, "backup reads then copies the table", "read h1", "h1: backup at 2: 1 locks"},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
 	}
 	for _, st := range lockStates {
 		rows := table[st.name]
-		if len(rows) != 10 {
-			t.Fatalf("state %s has %d rows, want all 10 requests", st.name, len(rows))
+		if len(rows) != 11 {
+			t.Fatalf("state %s has %d rows, want all 11 requests", st.name, len(rows))
 		}
 		for _, r := range rows {
 			t.Run(st.name+"/"+r.name, func(t *testing.T) {
