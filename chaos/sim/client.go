@@ -35,6 +35,9 @@ type client struct {
 	filler bool
 	held   []string
 	took   int
+	// backups: the backup taker (backup.go), whose operations are not in
+	// the history.
+	backups bool
 }
 
 // op is one history operation, possibly several attempts.
@@ -48,6 +51,7 @@ type op struct {
 	att          *attempt // outstanding request; nil while backing off
 	tries        int
 	next         uint64 // member to try next
+	by           uint64 // the member whose answer completed it
 	then         func(typ string, a member.Answer)
 }
 
@@ -244,6 +248,7 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 		}
 		return
 	}
+	o.by = a.node.id
 	var nl *member.NotLeaderError
 	var inv *member.InvalidArgumentError
 	switch {
@@ -347,6 +352,10 @@ func (c *client) complete(o *op, typ string, v history.Value, ans member.Answer)
 	s := c.s
 	o.done = true
 	o.att = nil
+	if c.backups {
+		o.then(typ, ans)
+		return
+	}
 	s.record(c.proc, typ, o.f, o.key, v)
 	s.stats.Ops++
 	switch typ {

@@ -209,6 +209,11 @@ func (n *nemesis) inject(family string) func() {
 				return heal
 			}
 		}
+		if n.rng.IntN(4) == 0 {
+			if heal := n.isolateUnawareLeader(); heal != nil {
+				return heal
+			}
+		}
 		if n.rng.IntN(3) == 0 {
 			links := n.oneWay()
 			for _, l := range links {
