@@ -66,7 +66,10 @@ type Answer struct {
 	Token  uint64       // acquire: the fencing token
 	Lock   LockInfo     // get
 	Backup *BackupTable // backup
-	Err    error
+	// Unchanged: a membership change the configuration already had (a
+	// retry of one whose answer was lost) succeeded without a proposal.
+	Unchanged bool
+	Err       error
 }
 
 // request is a Request the lock manager is deciding or has proposed.
