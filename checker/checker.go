@@ -86,6 +86,10 @@ type Options struct {
 	// snapshots: nil for raftlock check (the snapshot-integrity check is
 	// skipped).
 	SnapshotIntegrity *SnapshotIntegrity
+	// Backups are the backups the harness took during the run, for the
+	// backup-freshness check: nil when it took none (the check is
+	// skipped).
+	Backups []Backup
 }
 
 // SnapshotIntegrity is the evidence of the snapshot-integrity check.
@@ -210,7 +214,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
 		checkResource(ops), checkConvergence(opts.Digests), checkCrashes(opts.Crashes),
 		checkNewcomers(opts.Newcomers), checkSnapshotIntegrity(opts.SnapshotIntegrity),
-		checkAudit(ops, opts.Log)}
+		checkAudit(ops, opts.Log), checkBackups(ops, opts.Backups)}
 	for i := range v.Checks {
 		if v.Checks[i].Status == StatusSkipped {
 			v.Checks[i].Decides = false // nothing was checked, so nothing is decided

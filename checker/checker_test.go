@@ -374,3 +374,59 @@ func TestSnapshotIntegrityDecides(t *testing.T) {
 		t.Fatalf("no snapshot metrics: %s, decides %v; want skipped", r.Status, r.Decides)
 	}
 }
+
+// A backup that lacks a lock operation acknowledged before it was asked
+// for (a lower last token, or on a key an older lock than the latest
+// acknowledged there, or the lock of an acknowledged release) fails the
+// run, naming the backup and the operation; one asked for before the
+// acknowledgement, or lacking a lock that may have expired since, passes;
+// without backups the check is skipped.
+func TestBackupFreshnessDecides(t *testing.T) {
+	events := new(builder).
+		add(0, "invoke", "acquire", "a", lease(1000)).add(0, "ok", "acquire", "a", tok(1)).     // 1-2ms
+		add(1, "invoke", "acquire", "b", lease(1000)).add(1, "ok", "acquire", "b", tok(2)).     // 3-4ms
+		add(0, "invoke", "release", "a", tok(1)).add(0, "ok", "release", "a", history.Value{}). // 5-6ms
+		events
+	at := func(ms int64) int64 { return ms * 1e6 }
+	check := func(bs ...Backup) Result {
+		t.Helper()
+		v := Check(events, Options{Backups: bs})
+		for _, r := range v.Checks {
+			if r.Name == "backup-freshness" {
+				if (r.Status == StatusViolation) != (v.ExitCode == ExitViolation) {
+					t.Fatalf("backup-freshness %s but exit %d", r.Status, v.ExitCode)
+				}
+				return r
+			}
+		}
+		t.Fatal("no backup-freshness check")
+		return Result{}
+	}
+	ok := []Backup{
+		{Member: 2, Invoked: at(10), Completed: at(11), Index: 9, LastToken: 2, Locks: map[string]uint64{"b": 2}},
+		{Member: 2, Invoked: at(10), Completed: at(11), Index: 9, LastToken: 2, Locks: map[string]uint64{}}, // b expired since
+		{Member: 1, Invoked: at(3), Completed: at(11), Index: 5, LastToken: 1, Locks: map[string]uint64{"a": 1}},
+	}
+	if r := check(ok...); r.Status != StatusOK {
+		t.Fatalf("fresh backups: %+v", r)
+	}
+	r := check(Backup{Member: 1, Invoked: at(10), Completed: at(11), Index: 5, LastToken: 1, Locks: map[string]uint64{"a": 1}})
+	if r.Status != StatusViolation || len(r.Violations) != 2 {
+		t.Fatalf("a backup older than the grant of b and the release of a: %+v", r)
+	}
+	for i, want := range []string{"last token 1, but token 2 was acknowledged", `holds "a" with token 1`} {
+		if msg := r.Violations[i].Message; !strings.Contains(msg, "member 1 answered at index 5") || !strings.Contains(msg, want) {
+			t.Errorf("violation %q does not name the backup and say %q", msg, want)
+		}
+	}
+	if ev := r.Violations[1].Events; len(ev) != 2 || ev[0].F != "release" {
+		t.Errorf("the release's events are not cited: %+v", ev)
+	}
+	if r := check(Backup{Member: 3, Invoked: at(10), LastToken: 2, Locks: map[string]uint64{"a": 1}}); r.Status != StatusViolation ||
+		len(r.Violations) != 1 || r.Violations[0].Key != "a" {
+		t.Fatalf("a backup holding a released lock: %+v", r)
+	}
+	if r := check(); r.Status != StatusSkipped || r.Decides {
+		t.Fatalf("no backups: %s, decides %v; want skipped", r.Status, r.Decides)
+	}
+}

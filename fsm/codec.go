@@ -291,6 +291,9 @@ func (f *Frozen) Len() int { return f.m.Len() }
 // LastToken returns the frozen table's last token.
 func (f *Frozen) LastToken() uint64 { return f.m.lastToken }
 
+// Get returns the lock the frozen table holds on key, if any.
+func (f *Frozen) Get(key string) (Lock, bool) { return f.m.Get(key) }
+
 // Digest returns the frozen table's digest (Machine.Digest).
 func (f *Frozen) Digest() string { return f.m.Digest() }
 

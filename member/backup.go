@@ -13,19 +13,37 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// Backup returns the applied index, its term and a frozen copy of the lock
-// table at that index, read together (encode it off the member's
-// goroutine: Frozen.Snapshot). Only a leader
-// whose term barrier passed answers: its table holds every command
-// committed before its term, so the backup is never older than an answer
-// the cluster already gave. Anything else answers as a lock call would
-// (NotLeaderError, ErrUnavailable, ErrStopped).
-func (c *Core) Backup() (index, term uint64, table *fsm.Frozen, err error) {
-	if err := c.CanDecide(); err != nil {
-		return 0, 0, nil, err
+// BackupTable answers a backup request (OpBackup): the applied index, its
+// term and a frozen copy of the lock table at that index, read together
+// (encode it off the member's goroutine: Frozen.Snapshot).
+type BackupTable struct {
+	Index, Term uint64
+	Table       *fsm.Frozen
+}
+
+// backup answers a backup request. Only a leader whose term barrier passed
+// answers, and only once a quorum confirmed it still leads and it applied
+// up to the read index (the ReadIndex a linearizable get waits for): the
+// table then holds every command committed before the request arrived, so
+// the backup is never older than an answer the cluster already gave. The
+// barrier alone is not enough: a leader cut off from its followers goes on
+// believing it leads for up to two election timeouts, while the others
+// elect a successor that grants and acknowledges locks this table lacks.
+// Anything else answers as a lock call would (NotLeaderError,
+// ErrUnavailable, ErrStopped).
+func (lm *LockManager) backup(req *request) {
+	if err := lm.ready(); err != nil {
+		lm.deliver(req, fsm.Result{}, err)
+		return
 	}
-	index, term = c.lm.Applied()
-	return index, term, c.lm.machine.Freeze(), nil
+	if !req.confirmed && lm.hooks.backupReadIndex {
+		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+		return
+	}
+	req.delivered = true
+	delete(lm.requests, req.Handle)
+	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle,
+		Backup: &BackupTable{Index: lm.applied, Term: lm.appliedTerm, Table: lm.machine.Freeze()}})
 }
 
 // A backup file (raftlock snapshot save, read by raftlock snapshot

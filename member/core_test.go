@@ -245,6 +245,10 @@ func describeAnswer(op Op, a Answer) string {
 		return fmt.Sprintf("held by %d, %dms left", a.Lock.Token, a.Lock.RemainingMS)
 	case op == OpGet:
 		return "free"
+	case a.Unchanged:
+		return "ok (already)"
+	case op == OpBackup:
+		return fmt.Sprintf("backup: %d locks, last token %d", a.Backup.Table.Len(), a.Backup.Table.LastToken())
 	}
 	return "ok"
 }

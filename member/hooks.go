@@ -30,6 +30,10 @@ type hooks struct {
 	// linearizableReads: a non-stale read confirms leadership with a
 	// quorum first (rule 9).
 	linearizableReads bool
+	// backupReadIndex: a backup confirms leadership with a quorum and
+	// waits for the apply to reach the read index before it copies the
+	// table (rule 9).
+	backupReadIndex bool
 	// releaseChecksHolder: a release is proposed only for the holder's
 	// token (rule 5).
 	releaseChecksHolder bool
@@ -81,6 +85,9 @@ const (
 	BugApplyBeforePersist  = "apply-before-persist"
 	BugNoSnapshotOnAdd     = "no-snapshot-on-add"
 	BugNoPeerInputChecks   = "no-peer-input-checks"
+	// BugBackupWithoutReadIndex: a real bug, fixed. A backup copies the
+	// leader's table once its term barrier passed, with no quorum read.
+	BugBackupWithoutReadIndex = "backup-without-read-index"
 	// BugSnapshotPartial is planted in the peer transport, not here
 	// (peer.TCP.UnsafeSkipSnapshotChecks): a received snapshot is
 	// delivered unchecked, even one whose stream broke before its last
@@ -99,7 +106,7 @@ const (
 var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
 	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd,
-	BugNoPeerInputChecks, BugSnapshotPartial, BugForceReleaseUnchecked, BugHandoffGrantFirst}
+	BugNoPeerInputChecks, BugSnapshotPartial, BugForceReleaseUnchecked, BugHandoffGrantFirst, BugBackupWithoutReadIndex}
 
 // ValidBug says whether name is a planted bug ("" is none).
 func ValidBug(name string) bool {
@@ -126,6 +133,7 @@ func plantHooks(bug string) hooks {
 		snapshotOnAdd:       true,
 		peerInputChecks:     true,
 		linearizableReads:   true,
+		backupReadIndex:     true,
 		releaseChecksHolder: true,
 		forceChecksHolder:   true,
 		orderHandoff:        func([]Proposal) {},
@@ -177,6 +185,10 @@ func plantHooks(bug string) hooks {
 		h.termBarrier = false
 	case BugStaleRead:
 		h.linearizableReads = false
+	case BugBackupWithoutReadIndex:
+		// A deposed leader that has not heard of its successor copies its
+		// table, which lacks what the successor acknowledged.
+		h.backupReadIndex = false
 	case BugReleaseSkipsOwner:
 		h.releaseChecksHolder = false
 	case BugForceReleaseUnchecked:

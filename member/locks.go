@@ -19,6 +19,8 @@ const (
 	OpRenew
 	OpGet
 	OpList
+	// OpBackup reads the whole table for a backup (backup.go): Answer.Backup.
+	OpBackup
 )
 
 func (o Op) String() string {
@@ -33,6 +35,8 @@ func (o Op) String() string {
 		return "get"
 	case OpList:
 		return "list"
+	case OpBackup:
+		return "backup"
 	}
 	return "unknown"
 }
@@ -99,10 +103,14 @@ const (
 type Answer struct {
 	Handle uint64
 	Key    string
-	Token  uint64   // acquire: the fencing token; forced release: the token released
-	Lock   LockInfo // get
-	List   LockList // list
-	Err    error
+	Token  uint64       // acquire: the fencing token; forced release: the token released
+	Lock   LockInfo     // get
+	List   LockList     // list
+	Backup *BackupTable // backup
+	// Unchanged: a membership change the configuration already had (a
+	// retry of one whose answer was lost) succeeded without a proposal.
+	Unchanged bool
+	Err       error
 }
 
 // request is a Request the lock manager is deciding or has proposed.
@@ -354,6 +362,7 @@ func (lm *LockManager) Submit(now time.Duration, r Request) {
 			lm.answer(req, err)
 			return
 		}
+	case OpBackup:
 	default:
 		lm.answer(req, &InvalidArgumentError{Reason: "unknown operation"})
 		return
@@ -405,6 +414,8 @@ func (lm *LockManager) decide(now time.Duration, req *request) {
 		lm.get(now, req)
 	case OpList:
 		lm.list(now, req)
+	case OpBackup:
+		lm.backup(req)
 	}
 }
 

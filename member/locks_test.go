@@ -201,6 +201,8 @@ func (h *lmHarness) answerText(a Answer) string {
 			locks = append(locks, fmt.Sprintf("%s=%d(%s,%dms)", l.Key, l.Token, l.Owner, l.RemainingMS))
 		}
 		return fmt.Sprintf("list [%s] more=%v", strings.Join(locks, " "), a.List.More)
+	case OpBackup:
+		return fmt.Sprintf("backup at %d: %d locks", a.Backup.Index, a.Backup.Table.Len())
 	}
 	if a.Token != 0 {
 		return fmt.Sprintf("released %d", a.Token)
@@ -277,6 +279,7 @@ var (
 	renewBy7     = Request{Handle: 1, Op: OpRenew, Key: "k", Token: 7, Lease: 2 * time.Second}
 	linGet       = Request{Handle: 1, Op: OpGet, Key: "k"}
 	staleGet     = Request{Handle: 1, Op: OpGet, Key: "k", Stale: true}
+	backup       = Request{Handle: 1, Op: OpBackup}
 	badKey       = Request{Handle: 1, Op: OpAcquire, Key: "", Lease: time.Second}
 	badLease     = Request{Handle: 1, Op: OpAcquire, Key: "k", Lease: 5 * ms}
 	grantK1000ms = fsm.Command{Op: fsm.OpGrant, Key: "k", LeaseMS: 1000}
@@ -354,6 +357,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder is redirected", nl, ""},
 			{linGet, "linearizable get is redirected", nl, ""},
 			{staleGet, "stale get answers from the local table", heldBy1, ""},
+			{backup, "backup is redirected", nl, ""},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		}
@@ -370,6 +374,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder is unavailable", "h1: Unavailable", ""},
 			{linGet, "linearizable get is unavailable", "h1: Unavailable", ""},
 			{staleGet, "stale get answers from the local table", heldBy1, ""},
+			{backup, "backup is unavailable", "h1: Unavailable", ""},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
@@ -382,6 +387,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{linGet, "linearizable get reads then answers free", "read h1", "h1: free"},
 			{staleGet, "stale get answers free", "h1: free", ""},
+			{backup, "backup reads then copies the table", "read h1", "h1: backup at 1: 0 locks"},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
@@ -394,6 +400,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{linGet, "linearizable get reads then answers the holder", "read h1", heldBy1},
 			{staleGet, "stale get answers the holder", heldBy1, ""},
+			{backup, "backup reads then copies the table", "read h1", "h1: backup at 2: 1 locks"},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
@@ -408,6 +415,7 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{linGet, "linearizable get reads then answers free", "read h1", "h1: free"},
 			{staleGet, "stale get answers free", "h1: free", ""},
+			{backup, "backup reads then copies the table", "read h1", "h1: backup at 1: 0 locks"},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
@@ -421,14 +429,15 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{linGet, "linearizable get reads then answers the holder", "read h1", heldBy1},
 			{staleGet, "stale get answers the holder", heldBy1, ""},
+			{backup, "backup reads then copies the table", "read h1", "h1: backup at 2: 1 locks"},
 			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
 			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
 	}
 	for _, st := range lockStates {
 		rows := table[st.name]
-		if len(rows) != 10 {
-			t.Fatalf("state %s has %d rows, want all 10 requests", st.name, len(rows))
+		if len(rows) != 11 {
+			t.Fatalf("state %s has %d rows, want all 11 requests", st.name, len(rows))
 		}
 		for _, r := range rows {
 			t.Run(st.name+"/"+r.name, func(t *testing.T) {
@@ -1019,6 +1028,9 @@ func TestPlantedBugsBreakTheirRule(t *testing.T) {
 			},
 			`propose Release{"k"}@2 + Grant{"k", 1000ms}@2; waiting 0 | h1: ok | h101: token 2`,
 			`propose Grant{"k", 1000ms}@2 + Release{"k"}@2; waiting 0 | h101: GrantRejected | h1: ok`},
+		{BugBackupWithoutReadIndex, "leader_copies_its_table_without_a_quorum_read",
+			func(h *lmHarness) string { held(h); return h.submit(backup) },
+			"read h1", "h1: backup at 2: 1 locks"},
 		{BugExpireIgnoresToken, "expiry_proposes_a_release_that_ignores_the_token",
 			func(h *lmHarness) string { held(h); return h.tick(1000 * ms) },
 			`propose Expire{"k", 1}@2`, `propose Release{"k"}@2`},

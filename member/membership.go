@@ -77,14 +77,16 @@ type pendingChange struct {
 func (c *Core) changeMembership(r Request) {
 	switch err := c.proposeChange(r); {
 	case errors.Is(err, errAlreadyDone):
-		c.answers = append(c.answers, Answer{Handle: r.Handle})
+		c.answers = append(c.answers, Answer{Handle: r.Handle, Unchanged: true})
 	case err != nil:
 		c.answers = append(c.answers, Answer{Handle: r.Handle, Err: err})
 	}
 }
 
 // errAlreadyDone: the configuration already is what the change asks for
-// (a promote retried after its answer was lost); it succeeds unproposed.
+// (a change retried after its answer was lost: an add of a member present
+// at the same peer address, a promote of a voter, a remove of a removed
+// member); it succeeds unproposed.
 var errAlreadyDone = errors.New("membership change already applied")
 
 func (c *Core) proposeChange(r Request) error {
@@ -106,9 +108,11 @@ func (c *Core) proposeChange(r Request) error {
 	cc := &raftpb.ConfChangeSingle{NodeId: new(id)}
 	switch ch.Type {
 	case AddLearner:
-		switch {
+		switch m, _ := c.book.Get(id); {
+		case (voter || learner) && m.PeerAddr == ch.Member.PeerAddr:
+			return errAlreadyDone
 		case voter || learner:
-			return &InvalidArgumentError{Reason: fmt.Sprintf("member %d is already in the configuration", id)}
+			return &InvalidArgumentError{Reason: fmt.Sprintf("member %d is already in the configuration, at peer address %s", id, orNone(m.PeerAddr))}
 		case slices.Contains(c.book.Removed, id):
 			return &InvalidArgumentError{Reason: fmt.Sprintf("member id %d was removed from this cluster and is never reused; pick a new id", id)}
 		}
@@ -136,6 +140,8 @@ func (c *Core) proposeChange(r Request) error {
 		cc.Type = raftpb.ConfChangeType_ConfChangeAddNode.Enum()
 	case Remove:
 		switch {
+		case !voter && !learner && slices.Contains(c.book.Removed, id):
+			return errAlreadyDone
 		case !voter && !learner:
 			return &InvalidArgumentError{Reason: fmt.Sprintf("member %d is not in the configuration", id)}
 		case id == c.cfg.ID:
@@ -163,6 +169,13 @@ func (c *Core) proposeChange(r Request) error {
 	c.pending = &pendingChange{handle: r.Handle, ref: ref, term: c.term, until: c.ticks + uint64(3*c.cfg.ElectionTicks)}
 	c.log.Info("proposed membership change", "change", string(ch.Type), "id", id)
 	return nil
+}
+
+func orNone(addr string) string {
+	if addr == "" {
+		return "(none recorded)"
+	}
+	return addr
 }
 
 // learnerCaughtUp refuses to promote a learner whose log is far behind

@@ -77,7 +77,7 @@ func TestMembershipReplaceAMember(t *testing.T) {
 	if m, _ := c.cores[2].book.Get(4); m.PeerAddr != "host4:2380" || m.ClientAddr != "host4:2379" {
 		t.Fatalf("member 2's book has %+v for member 4", m)
 	}
-	c.check("add twice", c.call(1, change(4, AddLearner, 4)), "InvalidArgument")
+	c.check("add twice", c.call(1, change(4, AddLearner, 4)), "ok (already)")
 	c.check("promote before catching up", c.call(1, change(5, Promote, 4)), "InvalidArgument")
 
 	delete(c.down, 4)
@@ -87,7 +87,7 @@ func TestMembershipReplaceAMember(t *testing.T) {
 	// A promote whose answer was lost is retried: the voter it made stays
 	// one, and nothing is proposed.
 	before := c.cores[1].Status().Commit
-	c.check("promote again", c.call(1, change(60, Promote, 4)), "ok")
+	c.check("promote again", c.call(1, change(60, Promote, 4)), "ok (already)")
 	if after := c.cores[1].Status().Commit; after != before {
 		t.Fatalf("promoting a voter proposed an entry: commit %d -> %d", before, after)
 	}
@@ -265,4 +265,36 @@ func TestJointConfigurationSnapshotRefused(t *testing.T) {
 	}
 	c.tick(c.ids...)
 	c.check("acquire after the refused snapshot", c.call(1, acquire(2, "k2")), "token 2")
+}
+
+// A membership change whose answer was lost (outcome unknown) is asked
+// again, and what it asked for is then already so: an add of a member
+// present with the same peer address, or a remove of a member the cluster
+// removed, succeeds as done without proposing anything, as a promote of a
+// voter does. An add naming another peer address, or a remove of an id the
+// cluster never had, still fails.
+func TestRetriedAddAndRemoveAreDone(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.elect(1)
+	c.join(4)
+	c.down[4] = true
+	c.check("add learner", c.call(1, change(1, AddLearner, 4)), "ok")
+	commit := c.cores[1].Status().Commit
+	c.check("add again", c.call(1, change(2, AddLearner, 4)), "ok (already)")
+	other := change(3, AddLearner, 4)
+	other.Change.Member.PeerAddr = "host5:2380"
+	c.check("add again at another peer address", c.call(1, other), "InvalidArgument")
+	c.down[3] = true // stopped before its removal
+	c.check("remove member 3", c.call(1, change(4, Remove, 3)), "ok")
+	if got := c.cores[1].Status().Commit; got != commit+1 {
+		t.Fatalf("commit %d after one change, want %d: a retried add proposed an entry", got, commit+1)
+	}
+	c.check("remove again", c.call(1, change(5, Remove, 3)), "ok (already)")
+	c.check("remove an id the cluster never had", c.call(1, change(6, Remove, 9)), "InvalidArgument")
+	if got := c.cores[1].Status().Commit; got != commit+1 {
+		t.Fatalf("commit %d, want %d: a retried remove proposed an entry", got, commit+1)
+	}
+	if got := roles(c.cores[1].Members()); got != "v1 v2 l4" {
+		t.Fatalf("members %s, want v1 v2 l4", got)
+	}
 }

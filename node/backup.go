@@ -22,29 +22,20 @@ type Backup struct {
 	Table       []byte // fsm.Machine.Snapshot
 }
 
-// Backup reads the lock table at this member's applied index, on the
-// member's goroutine, so the table, the index and its term belong
-// together. Only the leader past its term barrier answers; a follower
-// answers NotLeaderError naming the leader, which the client protocol
-// turns into a redirect.
+// Backup reads the lock table at an applied index of the leader, with the
+// index and its term. The leader answers only once a quorum confirmed it
+// still leads and it applied up to the read index, as for a linearizable
+// Get, so the table holds every lock call the cluster acknowledged before
+// this one began. A follower answers NotLeaderError naming the leader,
+// which the client protocol turns into a redirect; a leader that cannot
+// confirm its leadership answers ErrUnavailable.
 func (n *Node) Backup(ctx context.Context) (Backup, error) {
-	if err := ctx.Err(); err != nil {
+	a, err := n.call(ctx, member.Request{Op: member.OpBackup})
+	if err != nil {
 		return Backup{}, err
 	}
-	var b Backup
-	var table *fsm.Frozen
-	var err error
-	if !n.inspect(func(c *member.Core) { b.Index, b.Term, table, err = c.Backup() }) {
-		return Backup{}, ErrStopped
-	}
-	if err == nil {
-		b.Table = table.Snapshot() // here, not on the member's goroutine
-	}
-	var nl *member.NotLeaderError
-	if errors.As(err, &nl) && nl.LeaderID != 0 && nl.LeaderAddr == "" {
-		err = &member.NotLeaderError{LeaderID: nl.LeaderID, LeaderAddr: n.transport.PeerClientAddr(nl.LeaderID)}
-	}
-	return b, err
+	// Encoded here, not on the member's goroutine: the table may be big.
+	return Backup{Index: a.Backup.Index, Term: a.Backup.Term, Table: a.Backup.Table.Snapshot()}, nil
 }
 
 // SeedFromBackup writes a new data directory dir for member id of a

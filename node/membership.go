@@ -59,6 +59,12 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	if nl, ok := err.(*member.NotLeaderError); ok {
 		return nil, n.redirect(nl)
 	}
+	return n.withClientAddrs(ms), nil
+}
+
+// withClientAddrs fills in the client addresses the configuration lacks
+// (data from before the address book) from the transport's.
+func (n *Node) withClientAddrs(ms []Member) []Member {
 	for i := range ms {
 		if ms[i].ClientAddr == "" {
 			ms[i].ClientAddr = n.transport.PeerClientAddr(ms[i].ID)
@@ -67,7 +73,7 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 			ms[i].ClientAddr = n.cfg.ClientAddr
 		}
 	}
-	return ms, nil
+	return ms
 }
 
 // BootstrapPeers returns the configuration the cluster was bootstrapped
@@ -87,19 +93,42 @@ func (n *Node) ClusterID() uint64 {
 	return n.identity.ClusterID
 }
 
-// ChangeMembership proposes ch on the leader and returns once it applied.
-// A leader asked to remove itself hands leadership over first and answers
-// NotLeaderError naming the new leader, where the client retries.
-func (n *Node) ChangeMembership(ctx context.Context, ch MembershipChange) error {
-	_, err := n.call(ctx, member.Request{Change: &ch})
+// ChangeResult is what a membership change that succeeded left.
+type ChangeResult struct {
+	// Unchanged: the configuration already was what the change asks for
+	// (a retry of a change whose answer was lost), so nothing was proposed.
+	Unchanged bool
+	// Members is the configuration once the change applied, as this
+	// member applied it.
+	Members []Member
+}
+
+// ChangeMembership proposes ch on the leader and returns once it applied,
+// with the configuration it left. A change the configuration already has
+// succeeds Unchanged. A leader asked to remove itself hands leadership
+// over first and answers NotLeaderError naming the new leader, where the
+// client retries.
+func (n *Node) ChangeMembership(ctx context.Context, ch MembershipChange) (ChangeResult, error) {
+	a, err := n.call(ctx, member.Request{Change: &ch})
 	if errors.Is(err, member.ErrLeaderMustHandOver) {
 		to, terr := n.HandOver(ctx, 0)
 		if terr != nil {
-			return fmt.Errorf("hand leadership over before removing this member: %w", terr)
+			return ChangeResult{}, fmt.Errorf("hand leadership over before removing this member: %w", terr)
 		}
-		return &member.NotLeaderError{LeaderID: to, LeaderAddr: n.transport.PeerClientAddr(to)}
+		return ChangeResult{}, &member.NotLeaderError{LeaderID: to, LeaderAddr: n.transport.PeerClientAddr(to)}
 	}
-	return err
+	if err != nil {
+		return ChangeResult{}, err
+	}
+	// Read here, whoever leads by now: the change applied on this member
+	// before it answered, so its configuration has it. Asking the leader
+	// instead would turn a leader change right after the change into an
+	// error for a change that applied.
+	var ms []Member
+	if !n.inspect(func(c *member.Core) { ms = c.Members() }) {
+		return ChangeResult{}, ErrStopped
+	}
+	return ChangeResult{Unchanged: a.Unchanged, Members: n.withClientAddrs(ms)}, nil
 }
 
 // HandOver moves leadership to voter to (0: the most up-to-date other

@@ -60,10 +60,11 @@ func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
 	defer open() // before Close: a failing test must not leave the loop at the gate
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	testcluster.WaitFor(t, 10*time.Second, "a leader", func() bool { return n.Status().Role == "leader" })
-	if _, err := n.Acquire(ctx, "warm", time.Minute, 0, 0); err != nil {
-		t.Fatal(err)
-	}
+	// A new leader answers Unavailable until an entry of its term applied.
+	testcluster.WaitFor(t, 10*time.Second, "a leader that grants", func() bool {
+		_, err := n.Acquire(ctx, "warm", time.Minute, 0, 0)
+		return err == nil
+	})
 	g.armed.Store(true)
 	first := make(chan error, 1)
 	go func() { _, err := n.Acquire(ctx, "a", time.Minute, 0, 0); first <- err }()

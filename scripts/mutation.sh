@@ -16,6 +16,8 @@ declare -A masked=(
   [expire-ignores-token]="every Expire is proposed by the leader after the grant it names applied and before any later Grant of the key (single-leader log order + term barrier), so no late Expire can meet a newer lock; the token check is defence in depth (fsm unit test TestLateExpireCannotRemoveRegrantedLock)"
   [no-term-barrier]="a new leader learns the commit index within one round trip of its election (its empty entry), so the window in which it decides on a stale table is about a millisecond; the rule is tested directly by member TestEveryRequestInEveryLockState (leader_before_its_term_barrier rows), and the simulator reaches it (results/sim.md)"
 )
+# backup-without-read-index is not in the list: the real-process harness
+# takes no backups; the simulator's backup taker catches it (.ci/run).
 # Planted bugs that only a fault family outside the default set reaches:
 # no-snapshot-on-add needs members added mid-run (the opt-in membership
 # family), and shows as the newcomer-stuck check (a snapshot refused).

@@ -36,7 +36,7 @@ func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	// The checker's snapshot-integrity check, with the counts the members
 	// kept over their restarts; the simulator forges no frame (Forged nil).
 	v := checker.Check(res.Events, checker.Options{Timeout: timeout, Crashes: crashes, Digests: res.Digests, Log: res.Log,
-		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: corrupt}, Newcomers: res.Newcomers})
+		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: corrupt}, Newcomers: res.Newcomers, Backups: res.Backups})
 	safety := checker.Result{Name: SafetyCheck, Decides: true, Status: checker.StatusOK,
 		Note: "every index of the committed log was applied alike by every member that applied it"}
 	if len(res.Safety) > 0 {

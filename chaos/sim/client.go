@@ -36,6 +36,9 @@ type client struct {
 	filler bool
 	held   []string
 	took   int
+	// backups: the backup taker (backup.go), whose operations are not in
+	// the history.
+	backups bool
 }
 
 // op is one history operation, possibly several attempts.
@@ -49,6 +52,7 @@ type op struct {
 	att          *attempt // outstanding request; nil while backing off
 	tries        int
 	next         uint64 // member to try next
+	by           uint64 // the member whose answer completed it
 	then         func(typ string, a member.Answer)
 }
 
@@ -291,6 +295,7 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 		}
 		return
 	}
+	o.by = a.node.id
 	var nl *member.NotLeaderError
 	var inv *member.InvalidArgumentError
 	switch {
@@ -399,6 +404,10 @@ func (c *client) complete(o *op, typ string, v history.Value, ans member.Answer)
 	s := c.s
 	o.done = true
 	o.att = nil
+	if c.backups {
+		o.then(typ, ans)
+		return
+	}
 	s.record(c.proc, typ, o.f, o.key, v)
 	s.stats.Ops++
 	switch typ {

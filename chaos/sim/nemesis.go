@@ -209,6 +209,11 @@ func (n *nemesis) inject(family string) func() {
 			}
 		}
 		if n.rng.IntN(3) == 0 {
+			if heal := n.isolateUnawareLeader(); heal != nil {
+				return heal
+			}
+		}
+		if n.rng.IntN(3) == 0 {
 			links := n.oneWay()
 			for _, l := range links {
 				s.link(uint64(l[0]), uint64(l[1])).cut = true

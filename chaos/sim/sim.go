@@ -167,6 +167,8 @@ type Stats struct {
 	CrashAfterSnapshot int `json:"crash_after_snapshot"`
 	CrashAfterInstall  int `json:"crash_after_install"`
 	CrashAtGrantCommit int `json:"crash_at_grant_commit"`
+	// leaders cut off with their clock nearly stopped (leaderfault.go)
+	UnawareLeaders int `json:"unaware_leaders"`
 	// faults aimed at a snapshot stream that met one in flight
 	TransferFaults int `json:"snapshot_transfer_faults"`
 	SlowSyncs      int `json:"slow_syncs"`
@@ -204,7 +206,9 @@ type Result struct {
 	// Newcomers is the membership family's evidence for the checker's
 	// newcomer-stuck check; nil when the family was not enabled.
 	Newcomers *checker.Newcomers
-	Stats     Stats
+	// Backups are the backups the backup taker got (backup.go).
+	Backups []checker.Backup
+	Stats   Stats
 }
 
 // sim is one run's whole world. Everything happens on the goroutine that
@@ -347,6 +351,8 @@ func (s *sim) run() error {
 		// Clients start once a leader could exist, staggered.
 		s.sch.at(base+int64(300*time.Millisecond)+int64(c.rng.IntN(50))*int64(time.Millisecond), c.next)
 	}
+	s.res.Backups = []checker.Backup{} // taken: the check decides even if none was answered
+	s.sch.at(base+int64(400*time.Millisecond), s.newBackupTaker().nextBackup)
 	nem := newNemesis(s)
 	if len(cfg.Faults) > 0 {
 		s.sch.at(base+int64(500*time.Millisecond), nem.step)

@@ -46,6 +46,7 @@ func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
 		total.CrashAfterSnapshot += st.CrashAfterSnapshot
 		total.CrashAfterInstall += st.CrashAfterInstall
 		total.CrashAtGrantCommit += st.CrashAtGrantCommit
+		total.UnawareLeaders += st.UnawareLeaders
 	}
 	for _, f := range Families {
 		if total.Faults[f] == 0 {
@@ -56,7 +57,7 @@ func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
 		"slow syncs": total.SlowSyncs, "restarts": total.Restarts, "snapshots": total.Snapshots,
 		"snapshot installs": total.Installed, "duplicated messages": total.Duplicated, "dropped messages": total.Dropped,
 		"crashes right after a snapshot": total.CrashAfterSnapshot, "crashes right after an install": total.CrashAfterInstall,
-		"crashes as a grant commits": total.CrashAtGrantCommit} {
+		"crashes as a grant commits": total.CrashAtGrantCommit, "leaders isolated unaware": total.UnawareLeaders} {
 		if n == 0 {
 			t.Errorf("no %s over the swarm", name)
 		}

@@ -57,12 +57,17 @@ func runMember(args []string, stdout, stderr io.Writer) error {
 		case a.ClientAddr == "":
 			return usageErr("--client-addr is required")
 		}
+		// A change is safe to repeat: asked again after it applied (its
+		// answer lost), it succeeds unchanged.
 		var out server.MemberList
-		if err := adminCall(&cf, stdout, "member.add", a, &out, false); err != nil {
+		if err := adminCall(&cf, stdout, "member.add", a, &out, true); err != nil {
 			return err
 		}
 		msg := fmt.Sprintf("added member %d as a learner; start it on an empty data directory with:\n  raftlock node --id %d --join %s --peer-listen %s --listen %s [--http HOST:PORT] --data DIR\nthen promote it once it has caught up: raftlock member promote %d\n",
 			a.ID, a.ID, cf.endpoints, a.PeerAddr, a.ClientAddr, a.ID)
+		if out.Unchanged {
+			msg = fmt.Sprintf("member %d is already in the configuration at %s (an earlier add applied); nothing changed\n", a.ID, a.PeerAddr)
+		}
 		return printMembers(stdout, &cf, out, msg)
 	case "promote", "remove":
 		fs := newFlagSet("member "+sub, "member "+sub+" N [--json]")
@@ -79,11 +84,18 @@ func runMember(args []string, stdout, stderr io.Writer) error {
 			return usageErr("bad member id %q: want a number > 0", pos[0])
 		}
 		var out server.MemberList
-		if err := adminCall(&cf, stdout, "member."+sub, server.MemberArgs{ID: id}, &out, false); err != nil {
+		if err := adminCall(&cf, stdout, "member."+sub, server.MemberArgs{ID: id}, &out, true); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("promoted member %d to voter\n", id)
-		if sub == "remove" {
+		var msg string
+		switch {
+		case sub == "promote" && out.Unchanged:
+			msg = fmt.Sprintf("member %d is already a voter; nothing changed\n", id)
+		case sub == "promote":
+			msg = fmt.Sprintf("promoted member %d to voter\n", id)
+		case out.Unchanged:
+			msg = fmt.Sprintf("member %d was already removed (an earlier remove applied); nothing changed\n", id)
+		default:
 			msg = fmt.Sprintf("removed member %d; it stops itself once it learns so (stop its process if it is unreachable)\n", id)
 		}
 		return printMembers(stdout, &cf, out, msg)
@@ -119,8 +131,10 @@ func runLeader(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// adminCall runs one admin command through the leader within --timeout.
-func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, readOnly bool) error {
+// adminCall runs one admin command through the leader within --timeout;
+// an idempotent one is asked again when its outcome is unknown
+// (client.Client.Admin).
+func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, idempotent bool) error {
 	cl, err := cf.client()
 	if err != nil {
 		return err
@@ -128,7 +142,7 @@ func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, r
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	if err := cl.Admin(ctx, command, in, out, readOnly); err != nil {
+	if err := cl.Admin(ctx, command, in, out, idempotent); err != nil {
 		return cf.fail(stdout, "", err)
 	}
 	return nil

@@ -180,6 +180,11 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "4   learner") {
 		t.Fatalf("member add: exit %d\n%s", code, out)
 	}
+	// Asked again, as after an answer lost: done, nothing changed.
+	code, out = c.run("member", "add", "--endpoints", eps, "--id", "4", "--peer-addr", m4.peer, "--client-addr", m4.client)
+	if code != 0 || !strings.Contains(out, "member 4 is already in the configuration") || !strings.Contains(out, "4   learner") {
+		t.Fatalf("member add again: exit %d\n%s", code, out)
+	}
 	c.members = append(c.members, m4)
 	c.start(m4)
 	waitUntil(ctx, t, "the learner to be promoted (refused until it caught up)", func() bool {
@@ -224,6 +229,10 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 	loop.progress(ctx, t, "after the removal")
 
 	rest := strings.Join([]string{c.members[1].client, c.members[2].client, m4.client}, ",")
+	code, out = c.run("member", "remove", "--endpoints", rest, "1")
+	if code != 0 || !strings.Contains(out, "member 1 was already removed") {
+		t.Fatalf("member remove again: exit %d\n%s", code, out)
+	}
 	code, out = c.run("member", "list", "--endpoints", rest, "--json")
 	var list struct {
 		Members []struct {

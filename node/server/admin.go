@@ -37,17 +37,26 @@ type MemberList struct {
 	// node.Join).
 	ClusterID string        `json:"cluster_id,omitempty"`
 	Bootstrap []node.Member `json:"bootstrap,omitempty"`
+	// Unchanged (member changes only): the configuration already was what
+	// the change asked for, so nothing changed (a retry of a change whose
+	// answer was lost).
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 func memberList(ctx context.Context, s *Server, body []byte) (any, error) {
-	n := s.node
 	if err := decodeArgs(body, &struct{}{}); err != nil {
 		return nil, err
 	}
-	ms, err := n.Members(ctx)
+	ms, err := s.node.Members(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return s.memberList(ms), nil
+}
+
+// memberList is the answer listing members ms.
+func (s *Server) memberList(ms []node.Member) MemberList {
+	n := s.node
 	out := MemberList{Members: ms}
 	if id := n.ClusterID(); id != 0 {
 		out.ClusterID = peer.FormatClusterID(id)
@@ -56,7 +65,7 @@ func memberList(ctx context.Context, s *Server, body []byte) (any, error) {
 		out.Bootstrap = append(out.Bootstrap, node.Member{ID: id, PeerAddr: addr})
 	}
 	slices.SortFunc(out.Bootstrap, func(a, b node.Member) int { return cmp.Compare(a.ID, b.ID) })
-	return out, nil
+	return out
 }
 
 // MemberArgs are the arguments of member.add, member.promote and
@@ -77,10 +86,13 @@ func memberChange(typ node.ChangeType) adminCommand {
 			return nil, &node.InvalidArgumentError{Reason: fmt.Sprintf("%s takes only a member id", typ)}
 		}
 		ch := node.MembershipChange{Type: typ, Member: node.Member{ID: a.ID, PeerAddr: a.PeerAddr, ClientAddr: a.ClientAddr}}
-		if err := s.node.ChangeMembership(ctx, ch); err != nil {
+		res, err := s.node.ChangeMembership(ctx, ch)
+		if err != nil {
 			return nil, err
 		}
-		return memberList(ctx, s, nil)
+		out := s.memberList(res.Members)
+		out.Unchanged = res.Unchanged
+		return out, nil
 	}
 }
 
