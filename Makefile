@@ -74,12 +74,12 @@ peers:
 	command -v etcd >/dev/null && command -v redis-server >/dev/null || \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server redis-server)
 
-# A quick benchmark (about 2 minutes): raftlock against etcd and Redis at 1
-# and 64 clients. Peers that are not installed are skipped with a note. The
+# A quick benchmark (about 4 minutes): raftlock against etcd and Redis at 1,
+# 64 and 256 clients. Peers that are not installed are skipped with a note. The
 # second line is the TLS-on point (mutual TLS 1.3 on every port, fresh
 # certificates), to compare with latest/'s 64-client uncontended run.
 bench: build
-	$(BIN) bench --clients 1,64 --workload uncontended,contended --compare etcd,redis \
+	$(BIN) bench --clients 1,64,256 --workload uncontended,contended --compare etcd,redis \
 	  --duration 5s --out results/bench/latest
 	$(BIN) bench --clients 64 --tls --duration 5s --out results/bench/latest-tls
 
@@ -89,3 +89,5 @@ bench-full: build
 	  --duration 10s --out results/bench/full
 	$(BIN) bench --clients 64 --no-batch --duration 10s --out results/bench/ablation-no-batch
 	$(BIN) bench --clients 64 --max-inflight 1 --duration 10s --out results/bench/ablation-max-inflight-1
+	$(BIN) bench --clients 64 --workload contended --no-handoff --duration 10s --out results/bench/ablation-no-handoff
+	$(BIN) bench --clients 64 --no-write-overlap --duration 10s --out results/bench/ablation-no-write-overlap
