@@ -89,8 +89,8 @@ func TestAcquireGetReleaseExitCodes(t *testing.T) {
 	if code, _, _ := cli(t, "acquire", "", "--endpoints", eps); code != exitError {
 		t.Fatalf("empty key: exit %d, want 1", code)
 	}
-	if code, _, _ := cli(t, "acquire", "k", "--lease", "2h", "--endpoints", eps); code != exitError {
-		t.Fatalf("lease out of range: exit %d, want 1", code)
+	if code, _, _ := cli(t, "acquire", "k", "--lease", "2h", "--endpoints", eps); code != exitUsage {
+		t.Fatalf("lease out of range: exit %d, want 2 (a bad flag value, as one that does not parse)", code)
 	}
 	if code, _, _ := cli(t, "acquire"); code != exitUsage {
 		t.Fatalf("no key: exit %d, want 2", code)

@@ -83,12 +83,22 @@ func parseEndpoints(s string) ([]string, error) {
 	return eps, nil
 }
 
-// fail reports a failed call: with --json, also as {"key","error","message"}
-// ({"error","message"} for an admin call)
-// on stdout (error: held, not-found, outcome-unknown, invalid-argument or
-// error), so a script reads the outcome from one place; the exit code is
-// clientErr's either way.
+// fail reports a failed call about a lock: with --json, also as
+// {"key","error","message"} on stdout (error: held, not-found,
+// outcome-unknown, invalid-argument or error), key included even when it
+// is the empty key the cluster refused, so a script reads the outcome from
+// one place; the exit code is clientErr's either way.
 func (c *clientFlags) fail(stdout io.Writer, key string, err error) error {
+	return c.failJSON(stdout, map[string]any{"key": key}, err)
+}
+
+// failAdmin is fail for an admin call, which has no key: {"error","message"}.
+func (c *clientFlags) failAdmin(stdout io.Writer, err error) error {
+	return c.failJSON(stdout, map[string]any{}, err)
+}
+
+func (c *clientFlags) failJSON(stdout io.Writer, out map[string]any, err error) error {
+	err = c.timedOut(err)
 	if c.json {
 		code := "error"
 		var inv *client.InvalidArgumentError
@@ -104,13 +114,44 @@ func (c *clientFlags) fail(stdout io.Writer, key string, err error) error {
 		case errors.Is(err, client.ErrPermissionDenied):
 			code = "permission-denied"
 		}
-		out := map[string]any{"error": code, "message": strings.TrimPrefix(err.Error(), "raftlock: ")}
-		if key != "" { // calls about a lock; admin calls have no key
-			out["key"] = key
-		}
+		out["error"], out["message"] = code, strings.TrimPrefix(err.Error(), "raftlock: ")
 		printJSON(stdout, out)
 	}
 	return clientErr(err)
+}
+
+// timedOut says what ran out when err ended at the --timeout deadline:
+// the context's own "context deadline exceeded" names no flag.
+func (c *clientFlags) timedOut(err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &timeoutError{timeout: c.timeout, err: err}
+}
+
+// timeoutError is a call that got no answer within --timeout; it wraps
+// the client's error, so the exit code stays that error's (outcome
+// unknown for a lock-changing call sent before the deadline).
+type timeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
+
+func (e *timeoutError) Error() string {
+	msg := "no answer within --timeout " + shortDuration(e.timeout)
+	if errors.Is(e.err, client.ErrOutcomeUnknown) {
+		return "outcome unknown: " + msg + " (the call was sent: it may have applied)"
+	}
+	// The client's last failure before the deadline, if any, says why.
+	deadline := context.DeadlineExceeded.Error()
+	last := strings.TrimSuffix(e.err.Error(), " ("+deadline+")")
+	last = strings.TrimSuffix(strings.TrimSuffix(last, deadline), ": ")
+	if last = strings.TrimPrefix(last, "gave up at the deadline: "); last != "" {
+		msg += " (last: " + strings.TrimPrefix(last, "raftlock: ") + ")"
+	}
+	return msg
 }
 
 // clientErr maps a client error to its exit code.
@@ -182,6 +223,15 @@ func runRenew(args []string, stdout, stderr io.Writer) error {
 	return runHolderCommand("renew", args, stdout, stderr)
 }
 
+// tokenErr is the usage error of a release or renew without a token: a
+// --token 0 was given, but no grant ever has token 0.
+func tokenErr(fs *flag.FlagSet) error {
+	if flagGiven(fs, "token") {
+		return argErr(fs, "--token 0: tokens start at 1; give the token acquire printed")
+	}
+	return argErr(fs, "--token is required: the token acquire printed")
+}
+
 // runHolderCommand is release and renew: calls made by the holder, with
 // its token, answered "not the holder" (exit 4) otherwise.
 func runHolderCommand(name string, args []string, stdout, stderr io.Writer) error {
@@ -202,7 +252,7 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *token == 0 {
-		return usageErr("--token is required")
+		return tokenErr(fs)
 	}
 	cl, err := cf.client()
 	if err != nil {

@@ -62,6 +62,9 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
 		return fmt.Errorf("cannot write %s: %s is not a directory", file, filepath.Dir(file))
 	}
+	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory; give a file name, such as %s", file, filepath.Join(file, "raftlock.backup"))
+	}
 	cl, err := cf.client()
 	if err != nil {
 		return err
@@ -71,7 +74,7 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	meta, table, err := fetchBackup(ctx, cl)
 	if err != nil {
-		return clientErr(err)
+		return clientErr(cf.timedOut(err))
 	}
 	if err := writeFileAtomic(file, membercore.EncodeBackup(meta, table)); err != nil {
 		return err
