@@ -144,3 +144,24 @@ func TestFailedStartsLeaveNoDataDirectory(t *testing.T) {
 		t.Errorf("the empty data directory holds %d entries after a failed start (%v)", len(entries), err)
 	}
 }
+
+// A joiner whose id is already a voter would start, be refused by its
+// peers as another incarnation and stay a pre-candidate forever: refused
+// at start, as an id the cluster does not have is, with nothing created.
+func TestJoinRefusesAnIDThatIsAlreadyAVoter(t *testing.T) {
+	eps := startCluster(t)
+	data := filepath.Join(t.TempDir(), "2")
+	code, stderr := refusal(t, "node", "--id", "2", "--join", eps, "--peer-listen", "127.0.0.1:"+freePort(t),
+		"--listen", "127.0.0.1:"+freePort(t), "--data", data)
+	if code != exitError || !strings.Contains(stderr, "member 2 is already a voter of the cluster") {
+		t.Fatalf("node --id 2 --join, 2 a voter: exit %d, stderr %q", code, stderr)
+	}
+	mustNotExist(t, data, "a refused joiner")
+	// The refusal an unknown id already had.
+	code, stderr = refusal(t, "node", "--id", "9", "--join", eps, "--peer-listen", "127.0.0.1:"+freePort(t),
+		"--listen", "127.0.0.1:"+freePort(t), "--data", data)
+	if code != exitError || !strings.Contains(stderr, "member 9 is not in the cluster's configuration") {
+		t.Fatalf("node --id 9 --join, 9 unknown: exit %d, stderr %q", code, stderr)
+	}
+	mustNotExist(t, data, "a refused joiner")
+}
