@@ -103,8 +103,8 @@ func TestAcquireGetReleaseExitCodes(t *testing.T) {
 func TestStatusJSON(t *testing.T) {
 	eps := startCluster(t)
 	code, out, errOut := cli(t, "status", "--json", "--endpoints", eps+",127.0.0.1:1")
-	if code != 0 {
-		t.Fatalf("status: exit %d %s", code, errOut)
+	if code != exitError || !strings.Contains(errOut, "unreachable: 127.0.0.1:1") {
+		t.Fatalf("status with an unreachable endpoint: exit %d %s; want 1 naming it", code, errOut)
 	}
 	var st struct {
 		Nodes []map[string]any `json:"nodes"`
