@@ -47,6 +47,22 @@ func TestChaosNeverDeletesWhatIsNotAReport(t *testing.T) {
 	}
 }
 
+// A misspelt planted bug is refused before anything starts, as sim
+// refuses it, naming the valid ones: started, no member could come up and
+// the run would blame the cluster.
+func TestChaosRefusesAnUnknownBugFirst(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report")
+	code, stderr := refusal(t, "chaos", "--seed", "1", "--duration", "1s", "--unsafe-bug", "nope", "--out", out)
+	if code != 3 || !strings.Contains(stderr, `unknown --unsafe-bug "nope"`) || !strings.Contains(stderr, "early-expire") ||
+		strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("chaos --unsafe-bug nope: exit %d, stderr %q; want exit 3, one line listing the bugs", code, stderr)
+	}
+	mustNotExist(t, out, "chaos with an unknown bug")
+	if code, _, stderr := cli(t, "sim", "--seed", "1", "--unsafe-bug", "nope"); code != 3 || !strings.Contains(stderr, "early-expire") {
+		t.Fatalf("sim --unsafe-bug nope: exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestPrepareReportDir(t *testing.T) {
 	root := t.TempDir()
 	write := func(path, content string) {
