@@ -53,7 +53,7 @@ func TestCheckDecidesLeaseTimingUnlessClockFaultsDeclared(t *testing.T) {
 func TestCheckReadsResolutions(t *testing.T) {
 	h := testdata("ghost-grant-pass.jsonl")
 	code, out, _ := cli(t, "check", h, "--resolved", testdata("ghost-grant-pass.resolved.json"))
-	if code != 0 || !strings.Contains(out, "1 info operations settled") {
+	if code != 0 || !strings.Contains(out, "1 info operation settled") {
 		t.Errorf("exit %d, want 0 with the resolution counted\n%s", code, out)
 	}
 }

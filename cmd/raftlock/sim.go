@@ -286,8 +286,8 @@ func printSeed(rep seedReport, asJSON bool, stdout io.Writer) {
 	case rep.Error != "":
 		fmt.Fprintf(stdout, "seed %d: simulator failed: %s\n", rep.Seed, rep.Error)
 	case rep.Check == "":
-		fmt.Fprintf(stdout, "seed %d: %s (%d ops, %d faults, %.1f s simulated in %.2f s)\n",
-			rep.Seed, rep.Verdict, rep.Ops, rep.Faults, rep.SimSeconds, rep.WallSeconds)
+		fmt.Fprintf(stdout, "seed %d: %s (%s, %s, %.1f s simulated in %.2f s)\n",
+			rep.Seed, rep.Verdict, plural(rep.Ops, "op", "ops"), plural(rep.Faults, "fault", "faults"), rep.SimSeconds, rep.WallSeconds)
 	default:
 		fmt.Fprintf(stdout, "seed %d: %s\n", rep.Seed, rep.Check)
 		fmt.Fprintf(stdout, "  %s; report in %s\n  replay: %s\n", rep.Verdict, rep.Report, rep.Replay)
@@ -296,8 +296,9 @@ func printSeed(rep seedReport, asJSON bool, stdout io.Writer) {
 			if len(s.Skip) > 0 {
 				skipped = fmt.Sprintf(" but %d skipped", len(s.Skip))
 			}
-			fmt.Fprintf(stdout, "  shrunk (%d runs) to %d ops, %d faults%s (%s), %d clients, %s: still %s\n  replay the shrunk run: %s\n",
-				s.Runs, s.MaxOps, s.MaxFaults, skipped, s.Faults, s.Clients, s.Duration, s.Check, s.Replay)
+			fmt.Fprintf(stdout, "  shrunk (%s) to %s, %s%s (%s), %s, %s: still %s\n  replay the shrunk run: %s\n",
+				plural(s.Runs, "run", "runs"), plural(s.MaxOps, "op", "ops"), plural(s.MaxFaults, "fault", "faults"), skipped, s.Faults,
+				plural(s.Clients, "client", "clients"), s.Duration, s.Check, s.Replay)
 			if s.Report != "" {
 				fmt.Fprintf(stdout, "  its report: %s\n", s.Report)
 			}
