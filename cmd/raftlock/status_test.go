@@ -75,3 +75,13 @@ func TestStatusAccountsForTheMembersItAsked(t *testing.T) {
 		t.Fatalf("status with no leader: exit %d, want %d", code, exitError)
 	}
 }
+
+// status --help documents its exit status.
+func TestStatusHelpStatesItsExitStatus(t *testing.T) {
+	code, _, help := cli(t, "status", "--help")
+	for _, want := range []string{"1 when a member asked is unreachable", "or none knows a leader", "6 when the cluster's ACL refuses"} {
+		if code != 0 || !strings.Contains(help, want) {
+			t.Errorf("status --help lacks %q:\n%s", want, help)
+		}
+	}
+}
