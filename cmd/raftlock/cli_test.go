@@ -197,7 +197,7 @@ func TestExecStopsCommandWhenLockLost(t *testing.T) {
 // Errors where nothing happened read as such, at once: a malformed
 // endpoint is a usage error, a cluster with every member down answers
 // "no member reachable" without waiting out the timeout, and a lease out
-// of range names the value given.
+// of range is a usage error naming the value given.
 func TestNothingHappenedErrorsAreImmediateAndPlain(t *testing.T) {
 	if code, _, errOut := cli(t, "get", "k", "--endpoints", "nonsense"); code != exitUsage || !strings.Contains(errOut, "nonsense") {
 		t.Fatalf("--endpoints nonsense: exit %d (%q), want %d", code, errOut, exitUsage)
@@ -219,9 +219,9 @@ func TestNothingHappenedErrorsAreImmediateAndPlain(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("every member down: took %v, want an immediate answer", took)
 	}
-	for lease, want := range map[string]string{"-5s": "got -5s", "2h": "got 2h0m0s"} {
-		if code, _, errOut := cli(t, "acquire", "k", "--lease", lease, "--endpoints", strings.Join(down, ",")); code != exitError || !strings.Contains(errOut, want) {
-			t.Fatalf("--lease %s: exit %d (%q), want 1 and %q", lease, code, errOut, want)
+	for lease, want := range map[string]string{"-5s": "--lease -5s: a duration must not be negative", "2h": "--lease 2h: must be 10ms..1h"} {
+		if code, _, errOut := cli(t, "acquire", "k", "--lease", lease, "--endpoints", strings.Join(down, ",")); code != exitUsage || !strings.Contains(errOut, want) {
+			t.Fatalf("--lease %s: exit %d (%q), want %d and %q", lease, code, errOut, exitUsage, want)
 		}
 	}
 }
