@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ type RaftlockConfig struct {
 	Dir         string
 	Nodes       int
 	NoBatch     bool
+	NoHandoff   bool
 	MaxInflight int // 0: the node's default
 	Lease       time.Duration
 	Name        string // system name in results (default "raftlock")
@@ -60,6 +62,8 @@ type raftlockTarget struct {
 	// bench's client certificate when the cluster runs TLS.
 	metrics *http.Client
 	scheme  string
+	// ledger has what the bench's clients may still hold, for settle.
+	ledger ledger
 }
 
 // benchCerts writes a CA, n member certificates and the client certificate
@@ -144,6 +148,9 @@ func (cfg RaftlockConfig) tuning() []string {
 	args := []string{"--log-level", "warn"}
 	if cfg.NoBatch {
 		args = append(args, "--no-batch")
+	}
+	if cfg.NoHandoff {
+		args = append(args, "--no-handoff")
 	}
 	if cfg.MaxInflight > 0 {
 		args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))
@@ -248,9 +255,21 @@ func (s raftlockSession) Lock(ctx context.Context, key string, wait bool) (func(
 	}
 	g, err := s.t.cl.Acquire(ctx, key, s.t.lease, w)
 	if err != nil {
+		if !errors.Is(err, client.ErrHeld) {
+			// Cut off by the run's end, or lost with the connection:
+			// the grant may have applied all the same.
+			s.t.ledger.doubt(key)
+		}
 		return nil, err
 	}
-	return func(ctx context.Context) error { return s.t.cl.Release(ctx, key, g.Token) }, nil
+	s.t.ledger.took(key, g.Token)
+	return func(ctx context.Context) error {
+		err := s.t.cl.Release(ctx, key, g.Token)
+		if err == nil || errors.Is(err, client.ErrNotFound) {
+			s.t.ledger.released(key, g.Token)
+		}
+		return err
+	}, nil
 }
 
 func (s raftlockSession) Read(ctx context.Context, key string) error {

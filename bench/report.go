@@ -3,20 +3,11 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
-	"image/color"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-
-	"github.com/raftlock/raftlock/internal/logticks"
 )
 
 // Report is a whole bench invocation.
@@ -225,107 +216,4 @@ func (r *Report) Write(dir string) error {
 		}
 	}
 	return nil
-}
-
-// heldLabel names a run's table size in plot legends, for reports of
-// bench --held.
-func (r *Report) heldLabel(x Run) string {
-	if len(r.Scale) == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" held=%d", x.Held)
-}
-
-var palette = []color.Color{
-	color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
-	color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
-	color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255},
-}
-
-// plotThroughput draws throughput against clients, one line per system and
-// workload.
-func (r *Report) plotThroughput(path string) error {
-	p := plot.New()
-	p.Title.Text = "throughput against clients"
-	p.X.Label.Text = "clients"
-	p.Y.Label.Text = "ops / s"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = logticks.Numbers{}
-	series := map[string]plotter.XYs{}
-	for _, x := range r.Runs {
-		if x.Rate > 0 {
-			continue
-		}
-		name := x.System + " " + x.Workload + r.heldLabel(x)
-		series[name] = append(series[name], plotter.XY{X: float64(x.Clients), Y: x.ThroughputOpsS})
-	}
-	if len(series) == 0 {
-		return nil // open-loop runs only: no closed-loop curve to draw
-	}
-	names := make([]string, 0, len(series))
-	for n := range series {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		pts := series[n]
-		sort.Slice(pts, func(a, b int) bool { return pts[a].X < pts[b].X })
-		l, s, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			return err
-		}
-		l.Color, s.Color = palette[i%len(palette)], palette[i%len(palette)]
-		p.Add(l, s)
-		p.Legend.Add(n, l, s)
-	}
-	p.Legend.Top, p.Legend.Left = true, true
-	if p.X.Min == p.X.Max {
-		// One client count: gonum's log axis cannot span a single value.
-		p.X.Min, p.X.Max = p.X.Min/2, p.X.Max*2
-	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
-}
-
-// plotCDF draws the latency distribution of each run of one workload:
-// colour by system, dashes by client count.
-func (r *Report) plotCDF(path, workload string) error {
-	p := plot.New()
-	p.Title.Text = "op latency CDF, " + workload
-	p.X.Label.Text = "latency (log)"
-	p.Y.Label.Text = "fraction of ops"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = logticks.Durations{Unit: time.Microsecond}
-	systems, clients := map[string]int{}, map[int]int{}
-	for _, x := range r.Runs {
-		if _, ok := systems[x.System+r.heldLabel(x)]; !ok {
-			systems[x.System+r.heldLabel(x)] = len(systems)
-		}
-		if _, ok := clients[x.Clients]; !ok {
-			clients[x.Clients] = len(clients)
-		}
-	}
-	dashes := [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}
-	for _, x := range r.Runs {
-		if x.hist == nil || x.Workload != workload {
-			continue
-		}
-		var pts plotter.XYs
-		for _, c := range x.hist.CDF() {
-			pts = append(pts, plotter.XY{X: max(c[0], 1), Y: c[1]})
-		}
-		if len(pts) == 0 {
-			continue
-		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
-			return err
-		}
-		l.Color = palette[systems[x.System+r.heldLabel(x)]%len(palette)]
-		l.Dashes = dashes[clients[x.Clients]%len(dashes)]
-		l.Width = vg.Points(1.5)
-		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s%s c=%d", x.System, r.heldLabel(x), x.Clients), l)
-	}
-	p.Legend.Top, p.Legend.Left = true, true
-	return p.Save(9*vg.Inch, 5*vg.Inch, path)
 }

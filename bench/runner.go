@@ -228,6 +228,9 @@ loop:
 	rs1, haveStats2 := t.RaftStats(ctx)
 	stop()
 	wg.Wait()
+	if err := settle(ctx, t, progress); err != nil {
+		return Run{}, errors.Join(ctx.Err(), err)
+	}
 	if ctx.Err() != nil {
 		return Run{}, ctx.Err()
 	}
@@ -259,6 +262,39 @@ loop:
 		}
 	}
 	return r, nil
+}
+
+// settler is a Target whose locks outlive the bench's clients (raftlock:
+// a cluster the bench did not start keeps them for their leases).
+type settler interface {
+	// settle releases what the clients may still hold once they have
+	// stopped, and returns how many locks it released.
+	settle(ctx context.Context) (int, error)
+}
+
+// settleTimeout bounds the release of what a run's clients left held.
+const settleTimeout = 30 * time.Second
+
+// settle releases what the run's clients left held, interrupted or not:
+// a client stopped mid-cycle, an acquire answered after the run's end, or
+// one whose outcome is unknown.
+func settle(ctx context.Context, t Target, progress io.Writer) error {
+	s, ok := t.(settler)
+	if !ok {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	n, err := s.settle(sctx)
+	progress = orDiscard(progress)
+	if n > 0 {
+		fmt.Fprintf(progress, "bench: %s: released %d locks the run's clients still held\n", t.Name(), n)
+	}
+	if err != nil {
+		fmt.Fprintf(progress, "bench: %s: some locks of the run stay held until their leases end: %v\n", t.Name(), err)
+		return fmt.Errorf("release what the run held: %w", err)
+	}
+	return nil
 }
 
 // openLoop starts cycles at a fixed rate whatever the service does, and

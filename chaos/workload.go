@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -134,6 +135,14 @@ func (w *Workload) worker(ctx context.Context, i int) error {
 			wk.get(ctx, key)
 			continue
 		}
+		if rng.Float64() < 0.02 {
+			wk.forceRelease(ctx, key)
+			continue
+		}
+		if rng.Float64() < 0.03 {
+			wk.list(ctx)
+			continue
+		}
 		wk.cycle(ctx, key)
 	}
 	return nil
@@ -194,7 +203,7 @@ func (wk *worker) get(ctx context.Context, key string) {
 	cancel()
 	v := history.Value{Held: history.Ptr(info.Held)}
 	if info.Held {
-		v.Token = history.Ptr(info.Token)
+		v.Token, v.Owner = history.Ptr(info.Token), info.Owner
 	}
 	if err != nil {
 		// A read has no effect: a failed one is simply a failure.
@@ -202,6 +211,42 @@ func (wk *worker) get(ctx context.Context, key string) {
 		return
 	}
 	wk.record(history.OK, "get", key, v)
+}
+
+// list reads a page of the table, from the first key or after a random
+// one, of a random size (cut pages included), through the reader's member
+// first, as get does.
+func (wk *worker) list(ctx context.Context) {
+	keys := wk.w.Keys
+	after := ""
+	if wk.rng.IntN(2) == 0 {
+		after = keys[wk.rng.IntN(len(keys))]
+	}
+	limit := 1 + wk.rng.IntN(len(keys)+1)
+	wk.record(history.Invoke, "list", "", history.Value{After: after, Limit: history.Ptr(int64(limit))})
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	page, err := wk.reader.List(cctx, client.ListOptions{After: after, Limit: limit})
+	cancel()
+	if err != nil {
+		wk.record(history.Fail, "list", "", history.Value{Error: "unavailable"})
+		return
+	}
+	v := history.Value{More: history.Ptr(page.More)}
+	for _, l := range page.Locks {
+		v.Locks = append(v.Locks, history.ListedLock{Key: l.Key, Token: l.Token, Owner: l.Owner})
+	}
+	wk.record(history.OK, "list", "", v)
+}
+
+// forceRelease is an operator freeing key whatever holds it (rule 12): the
+// holder it evicts finds out at its next release or renewal, and the
+// fenced store keeps refusing its token once the next holder used its own.
+func (wk *worker) forceRelease(ctx context.Context, key string) {
+	inv := wk.w.Rec.Record(wk.proc, history.Invoke, "release", key, history.Value{Force: true})
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	tok, err := wk.cl.ForceReleaseTagged(cctx, key, uint64(inv.Index)+1)
+	cancel()
+	wk.complete("release", key, err, history.Value{Token: history.Ptr(tok)})
 }
 
 // cycle acquires key and, holding it, runs a critical section on the fenced
@@ -215,10 +260,11 @@ func (wk *worker) cycle(ctx context.Context, key string) {
 	if rng.IntN(2) == 0 {
 		wait = time.Duration(rng.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
 	}
+	owner := fmt.Sprintf("chaos-%d", wk.proc)
 	inv := w.Rec.Record(wk.proc, history.Invoke, "acquire", key,
-		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds())})
+		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: owner})
 	cctx, cancel := context.WithTimeout(ctx, wait+2*time.Second)
-	g, err := wk.cl.AcquireTagged(cctx, key, lease, wait, uint64(inv.Index)+1)
+	g, err := wk.cl.AcquireWith(cctx, client.AcquireRequest{Key: key, Lease: lease, Wait: wait, Owner: owner, Tag: uint64(inv.Index) + 1})
 	cancel()
 	if !wk.complete("acquire", key, err, history.Value{Token: history.Ptr(g.Token)}) {
 		return

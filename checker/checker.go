@@ -136,8 +136,10 @@ type Verdict struct {
 	Checks   []Result `json:"checks"`
 	Stats    Stats    `json:"stats"`
 
-	// Kept for the reports.
+	// Kept for the reports; paired has, as the client saw them, the info
+	// operations the committed log showed never happened, which ops drops.
 	ops     []*Op
+	paired  []*Op
 	windows []Window
 	lin     map[string]porcupine.LinearizationInfo
 }
@@ -190,8 +192,10 @@ func Check(events []history.Event, opts Options) *Verdict {
 	if opts.Log != nil {
 		rs = append(append([]Resolution(nil), rs...), Resolve(events, *opts.Log)...)
 	}
+	paired := ops
 	ops, stats.Resolved = resolve(ops, rs)
-	v := &Verdict{ops: ops, windows: windows, Stats: stats}
+	ops = withListReads(ops)
+	v := &Verdict{ops: ops, paired: paired, windows: windows, Stats: stats}
 	if stats.Ops == 0 {
 		// Nothing was checked: that is no evidence of correctness.
 		v.Valid, v.Verdict, v.ExitCode = false, VerdictUnknown, ExitUnknown

@@ -20,19 +20,21 @@ type lockState struct {
 type lockInput struct {
 	F     string
 	Token uint64 // release, renew: the caller's token
+	Force bool   // a forced release: frees whatever token holds the key
 }
 
 type outKind uint8
 
 const (
-	outUnknown  outKind = iota // info: may or may not have happened
-	outNoop                    // failed with an error that means nothing happened
-	outGranted                 // acquire ok
-	outHeld                    // acquire fail held
-	outOK                      // release/renew ok
-	outNotFound                // release/renew fail not-found
-	outFree                    // get: not held
-	outHeldBy                  // get: held by Token
+	outUnknown   outKind = iota // info: may or may not have happened
+	outNoop                     // failed with an error that means nothing happened
+	outGranted                  // acquire ok
+	outHeld                     // acquire fail held
+	outOK                       // release/renew ok
+	outNotFound                 // release/renew fail not-found
+	outFree                     // get: not held
+	outHeldBy                   // get: held by Token
+	outFreedSome                // a forced release found applied in the log: it freed a holder whose token nobody saw
 )
 
 type lockOutput struct {
@@ -40,14 +42,23 @@ type lockOutput struct {
 	Token uint64
 }
 
-func opInput(o *Op) lockInput { return lockInput{F: o.F, Token: o.Token()} }
+func opInput(o *Op) lockInput {
+	if o.Forced() {
+		return lockInput{F: o.F, Force: true}
+	}
+	return lockInput{F: o.F, Token: o.Token()}
+}
 
 func opOutput(o *Op) lockOutput {
 	switch {
 	case o.Resolved != nil:
 		return lockOutput{Kind: outGranted, Token: *o.Resolved}
+	case o.Applied && o.Forced():
+		return lockOutput{Kind: outFreedSome}
 	case o.Applied:
 		return lockOutput{Kind: outOK}
+	case o.Forced() && o.Type == history.OK:
+		return lockOutput{Kind: outOK, Token: o.Token()}
 	case o.Type == history.Info:
 		return lockOutput{Kind: outUnknown}
 	}
@@ -111,6 +122,10 @@ func stepLock(state, input, output any) []any {
 				}
 			}
 		case "release":
+			if in.Force {
+				next = append(next, stepForced(c, out)...)
+				continue
+			}
 			switch out.Kind {
 			case outOK:
 				if heldByCaller {
@@ -163,6 +178,40 @@ func stepLock(state, input, output any) []any {
 	return next
 }
 
+// stepForced is a forced release from state c: ok frees the key held by
+// exactly the token it names (or by a grant nobody saw, which then had
+// that token); not-found needs the key free; unknown may do either.
+func stepForced(c lockState, out lockOutput) []any {
+	free := lockState{Max: c.Max}
+	switch out.Kind {
+	case outOK:
+		switch {
+		case out.Token == 0:
+		case c.Held && c.Token == out.Token:
+			return []any{free}
+		case c.Held && c.Token == 0 && out.Token > c.Max:
+			return []any{lockState{Max: out.Token}}
+		}
+		return nil
+	case outNotFound:
+		if !c.Held {
+			return []any{c}
+		}
+		return nil
+	case outFreedSome:
+		if c.Held {
+			return []any{free}
+		}
+		return nil
+	case outUnknown:
+		if c.Held {
+			return []any{c, free}
+		}
+		return []any{c}
+	}
+	return []any{c}
+}
+
 // lockModel is the porcupine model; callers partition by key themselves.
 func lockModel() porcupine.Model {
 	nm := porcupine.NondeterministicModel{
@@ -212,9 +261,15 @@ func describeOp(input, output any) string {
 		res = "free"
 	case outHeldBy:
 		res = fmt.Sprintf("held by %d", out.Token)
+	case outFreedSome:
+		res = "released (found in the log)"
 	}
-	switch in.F {
-	case "release", "renew":
+	switch {
+	case in.Force && out.Kind == outOK:
+		return fmt.Sprintf("release(force) -> released %d", out.Token)
+	case in.Force:
+		return "release(force) -> " + res
+	case in.F == "release", in.F == "renew":
 		return fmt.Sprintf("%s(%d) -> %s", in.F, in.Token, res)
 	}
 	return fmt.Sprintf("%s() -> %s", in.F, res)

@@ -22,6 +22,9 @@ type Op struct {
 	// SeenBy bounds a resolved acquire's return: the earliest return of an
 	// operation that saw its token or a higher one on its key (0: none).
 	SeenBy int64
+	// FromList is the list this get is one key of (withListReads), nil
+	// for an operation of the history.
+	FromList *Op
 }
 
 // events are the operation's invocation and, if any, its completion.
@@ -67,8 +70,15 @@ func (o *Op) Token() uint64 {
 	if o.Invoke.Value.Token != nil {
 		return *o.Invoke.Value.Token
 	}
+	if o.Forced() && o.Type == history.OK && o.Done.Value.Token != nil {
+		return *o.Done.Value.Token // the token it released
+	}
 	return 0
 }
+
+// Forced says o is a forced release: an operator's, without a token,
+// which frees its key whatever token holds it.
+func (o *Op) Forced() bool { return o.F == "release" && o.Invoke.Value.Force }
 
 // Error is the completion's error string, if any.
 func (o *Op) Error() string {

@@ -204,29 +204,66 @@ func opGlyph(f string) draw.GlyphDrawer {
 	return draw.CircleGlyph{}
 }
 
-// plotLatency draws each answered operation's latency against its start
-// on a log axis (a 2 ms grant and a 5 s timeout on one picture), colour
-// for the outcome and shape for the operation, with the nemesis windows
-// shaded and the legend beside the plot, where it hides no point. An info
-// operation is drawn at the time its client gave up.
+// latencySeries names one series of latency.png: an operation and its
+// outcome. Its points are operations at their start (s since the run's
+// start) and latency (ms; for an info operation, until its client gave up).
+type latencySeries struct{ f, typ string }
+
+// latencyPoints sorts the lock operations into latency.png's series, by
+// operation and outcome. Info operations are all there, the client's view,
+// even those the committed log showed never happened (which the checks
+// leave out): each is a request whose outcome its client never learnt. One
+// that never completed (the run ended first) is drawn at the last event.
+func (v *Verdict) latencyPoints() map[latencySeries]plotter.XYs {
+	ops := v.paired
+	if ops == nil {
+		ops = v.ops // a Verdict made without Check's pairing (tests)
+	}
+	var end int64
+	for _, o := range ops {
+		end = max(end, o.Invoke.Time)
+		if o.Done != nil {
+			end = max(end, o.Done.Time)
+		}
+	}
+	points := map[latencySeries]plotter.XYs{}
+	for _, o := range ops {
+		if !isLockOp(o) || o.FromList != nil || (o.Done == nil && o.Type != history.Info) {
+			continue
+		}
+		done := end
+		if o.Done != nil {
+			done = o.Done.Time
+		}
+		y := max(float64(done-o.Invoke.Time)/1e6, 0.001)
+		k := latencySeries{o.F, o.Type}
+		points[k] = append(points[k], plotter.XY{X: float64(o.Invoke.Time) / 1e9, Y: y})
+	}
+	return points
+}
+
+// plotLatency draws each lock operation's latency against its start on a
+// log axis (a 2 ms grant and a 5 s timeout on one picture), colour for the
+// outcome and shape for the operation, with the nemesis windows shaded and
+// the legend beside the plot, where it hides no point. Info operations,
+// few and the ones that matter, are drawn larger and last, over the
+// others, and the legend counts each outcome.
 func (v *Verdict) plotLatency(path string) error {
 	p := plot.New()
-	p.Title.Text = "operation latency over time, fault windows shaded"
+	p.Title.Text = "lock operation latency over time, fault windows shaded"
 	p.X.Label.Text = "time since start (s)"
 	p.Y.Label.Text = "latency (log)"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = logticks.Durations{Unit: time.Millisecond}
-	type series struct{ f, typ string }
-	points := map[series]plotter.XYs{}
-	minY, maxY := math.Inf(1), 0.0
-	for _, o := range v.ops {
-		if o.Done == nil || !isLockOp(o) {
-			continue
+	p.X.Tick.Marker = secondsTicks{}
+	points := v.latencyPoints()
+	minY, maxY, maxX := math.Inf(1), 0.0, 0.0
+	count := map[string]int{}
+	for k, pts := range points {
+		count[k.typ] += len(pts)
+		for _, pt := range pts {
+			minY, maxY, maxX = min(minY, pt.Y), max(maxY, pt.Y), max(maxX, pt.X)
 		}
-		y := max(float64(o.Done.Time-o.Invoke.Time)/1e6, 0.001)
-		minY, maxY = min(minY, y), max(maxY, y)
-		k := series{o.F, o.Type}
-		points[k] = append(points[k], plotter.XY{X: float64(o.Invoke.Time) / 1e9, Y: y})
 	}
 	if maxY == 0 {
 		minY, maxY = 0.1, 1 // nothing answered: an empty axis, still logarithmic
@@ -235,11 +272,19 @@ func (v *Verdict) plotLatency(path string) error {
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
 	legend.Padding = vg.Points(2)
-	for _, typ := range []string{history.OK, history.Fail, history.Info} {
+	for _, typ := range []string{history.OK, history.Fail} {
 		swatch, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}})
 		swatch.Color, swatch.LineStyle.Width = outcomeColor(typ), 0
-		legend.Add(typ, swatch)
+		legend.Add(fmt.Sprintf("%s: %d", typ, count[typ]), swatch)
 	}
+	infoMark := func(f string) []plot.Thumbnailer {
+		ring, _ := plotter.NewScatter(plotter.XYs{{}})
+		ring.GlyphStyle = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(5), Color: color.Black}
+		dot, _ := plotter.NewScatter(plotter.XYs{{}})
+		dot.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(3), Color: outcomeColor(history.Info)}
+		return []plot.Thumbnailer{ring, dot}
+	}
+	legend.Add(fmt.Sprintf("info: %d (outcome unknown)", count[history.Info]), infoMark("acquire")...)
 	for _, f := range []string{"acquire", "release", "renew", "get"} {
 		s, _ := plotter.NewScatter(plotter.XYs{{}})
 		s.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(2.5), Color: color.Gray{80}}
@@ -248,6 +293,7 @@ func (v *Verdict) plotLatency(path string) error {
 	kinds := map[string]bool{}
 	for _, w := range v.windows {
 		kinds[w.Kind] = true
+		maxX = max(maxX, float64(w.End)/1e9)
 	}
 	for _, k := range []string{"kill", "pause", "partition", "delay", "loss", "clock"} {
 		if kinds[k] {
@@ -256,9 +302,9 @@ func (v *Verdict) plotLatency(path string) error {
 			legend.Add("fault: "+k, swatch)
 		}
 	}
-	for _, f := range []string{"acquire", "release", "renew", "get"} {
-		for _, typ := range []string{history.OK, history.Fail, history.Info} {
-			pts := points[series{f, typ}]
+	for _, typ := range []string{history.OK, history.Fail, history.Info} {
+		for _, f := range []string{"acquire", "release", "renew", "get"} {
+			pts := points[latencySeries{f, typ}]
 			if len(pts) == 0 {
 				continue
 			}
@@ -267,17 +313,30 @@ func (v *Verdict) plotLatency(path string) error {
 				return err
 			}
 			s.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(1.4), Color: outcomeColor(typ)}
+			if typ == history.Info {
+				ring, err := plotter.NewScatter(pts)
+				if err != nil {
+					return err
+				}
+				ring.GlyphStyle = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(4.5), Color: color.Black}
+				s.GlyphStyle.Radius = vg.Points(2.8)
+				p.Add(ring)
+			}
 			p.Add(s)
 		}
 	}
 	// Some room around the points; and a log axis cannot span one value,
 	// which gonum would widen to a non-positive minimum.
 	p.Y.Min, p.Y.Max = minY/1.5, maxY*1.5
-	const width, height, legendWidth = 11 * vg.Inch, 4.5 * vg.Inch, 1.3 * vg.Inch
+	// Time from the run's start, to its last operation or heal.
+	p.X.Min, p.X.Max = 0, max(maxX, 1)
+	const width, height, margin = 11 * vg.Inch, 4.5 * vg.Inch, 8 * vg.Inch / 72
 	img := vgimg.New(width, height)
 	dc := draw.New(img)
+	lr := legend.Rectangle(dc)
+	legendWidth := lr.Max.X - lr.Min.X + 2*margin
 	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
-	legend.Draw(draw.Crop(dc, width-legendWidth, 0, 0, -vg.Points(24)))
+	legend.Draw(draw.Crop(dc, width-legendWidth+margin, 0, 0, -vg.Points(24)))
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -287,6 +346,42 @@ func (v *Verdict) plotLatency(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// secondsTicks labels a time axis in seconds at a round step (1, 2 or 5
+// times a power of ten) that gives 8 to 16 labels, with an unlabelled tick
+// halfway between two; gonum's default labels about three.
+type secondsTicks struct{}
+
+func (secondsTicks) Ticks(min, max float64) []plot.Tick {
+	if !(max > min) {
+		return plot.DefaultTicks{}.Ticks(min, max)
+	}
+	span := max - min
+	step := math.Pow(10, math.Floor(math.Log10(span/16)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if span/(m*step) <= 16 {
+			step *= m
+			break
+		}
+	}
+	half := step / 2
+	var ts []plot.Tick
+	for i := math.Ceil(min / half); i*half <= max*(1+1e-9); i++ {
+		t := plot.Tick{Value: i * half}
+		if math.Mod(i, 2) == 0 {
+			t.Label = strconv.FormatFloat(roundTo(i*half, step), 'f', -1, 64)
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// roundTo rounds v to the digits step has, so that 0.30000000000000004
+// is labelled 0.3.
+func roundTo(v, step float64) float64 {
+	scale := math.Pow(10, max(0, -math.Floor(math.Log10(step))))
+	return math.Round(v*scale) / scale
 }
 
 // shading is a plotter that fills the nemesis windows.

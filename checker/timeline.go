@@ -73,6 +73,9 @@ func (v *Verdict) timeline(lin []string) timelineData {
 	d.Procs = append(d.Procs, procs...)
 	d.End = millis(end)
 	for _, o := range v.ops {
+		if o.FromList != nil {
+			continue // its list is drawn
+		}
 		done := -1.0
 		if o.Done != nil {
 			done = millis(o.Done.Time)

@@ -51,6 +51,19 @@ func gatherHolderOps(ops []*Op) map[holderKey]*holderOps {
 	return hs
 }
 
+// forcedReleasesOfUnknownToken are the forced releases, per key, whose
+// outcome is unknown: each may have ended whichever hold it met. (An ok
+// one names its token and counts as that holder's release.)
+func forcedReleasesOfUnknownToken(ops []*Op) map[string][]*Op {
+	out := map[string][]*Op{}
+	for _, o := range ops {
+		if o.Forced() && o.Type == history.Info {
+			out[o.Key] = append(out[o.Key], o)
+		}
+	}
+	return out
+}
+
 // checkLeaseTiming: a grant the client heard (ok) holds its key for its
 // lease, counted from the invocation of the acquire or of the renewal that
 // applied last, unless a release of that (key, token) may have freed it.
@@ -73,6 +86,7 @@ func checkLeaseTiming(ops []*Op, ev map[string]*keyEvidence, clocks *clockModel,
 		res.Note = "clock faults in the history: grants inside their windows are judged against the fastest injected clock"
 	}
 	holders := gatherHolderOps(ops)
+	forcedUnknown := forcedReleasesOfUnknownToken(ops)
 	tol := float64(opts.LeaseTolerance)
 	for _, g := range ops {
 		if g.F != "acquire" || g.Type != history.OK || g.Token() == 0 {
@@ -106,6 +120,9 @@ func checkLeaseTiming(ops []*Op, ev map[string]*keyEvidence, clocks *clockModel,
 		}
 		released := false
 		for _, r := range h.releases {
+			released = released || r.Call() <= endAt
+		}
+		for _, r := range forcedUnknown[g.Key] {
 			released = released || r.Call() <= endAt
 		}
 		if released {

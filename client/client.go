@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +64,24 @@ type Options struct {
 	// configuration (a client certificate and the cluster's CA); its
 	// ServerName defaults to each endpoint's host.
 	TLS *tls.Config
+	// Owner is recorded with every lock this client acquires (at most 128
+	// bytes; "" records none), for get and list to show who holds it.
+	// DefaultOwner gives the CLI's default, HOSTNAME:PID.
+	Owner string
+}
+
+// DefaultOwner names this process as HOSTNAME:PID, the owner the CLI
+// records by default.
+func DefaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	owner := fmt.Sprintf("%s:%d", host, os.Getpid())
+	if len(owner) > wire.MaxOwnerLen {
+		owner = owner[len(owner)-wire.MaxOwnerLen:]
+	}
+	return owner
 }
 
 // Client talks to one cluster. It is safe for concurrent use.
@@ -94,6 +113,9 @@ func New(endpoints []string, opts Options) (*Client, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := wire.ValidateOwner(opts.Owner); err != nil {
+		return nil, &InvalidArgumentError{Reason: err.Error()}
 	}
 	return &Client{endpoints: eps, opts: opts, conns: make(map[string]*conn)}, nil
 }
@@ -130,11 +152,31 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 // AcquireTagged is Acquire with a caller-chosen operation id that the
 // cluster records with the grant in its log (for post-run audits).
 func (c *Client) AcquireTagged(ctx context.Context, key string, lease, wait time.Duration, tag uint64) (Grant, error) {
-	if err := validate(key, &lease); err != nil {
+	return c.AcquireWith(ctx, AcquireRequest{Key: key, Lease: lease, Wait: wait, Tag: tag, Owner: c.opts.Owner})
+}
+
+// AcquireRequest is every argument of an acquire.
+type AcquireRequest struct {
+	Key   string
+	Lease time.Duration
+	Wait  time.Duration // 0: a try-acquire
+	// Owner is recorded with the lock (at most 128 bytes); AcquireWith
+	// uses it as given, "" included, whatever Options.Owner says.
+	Owner string
+	Tag   uint64 // an operation id recorded in the log, as AcquireTagged
+}
+
+// AcquireWith is Acquire with every argument named, the owner included.
+func (c *Client) AcquireWith(ctx context.Context, r AcquireRequest) (Grant, error) {
+	lease := r.Lease
+	if err := validate(r.Key, &lease); err != nil {
 		return Grant{}, err
 	}
-	resp, err := c.call(ctx, &wire.Request{Op: wire.OpAcquire, Key: key,
-		LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(max(wait, 0).Milliseconds()), Tag: tag}, false)
+	if err := wire.ValidateOwner(r.Owner); err != nil {
+		return Grant{}, &InvalidArgumentError{Reason: err.Error()}
+	}
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpAcquire, Key: r.Key, Owner: r.Owner,
+		LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(max(r.Wait, 0).Milliseconds()), Tag: r.Tag}, false)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -168,6 +210,32 @@ func (c *Client) ReleaseTagged(ctx context.Context, key string, token, tag uint6
 	return answerError(resp)
 }
 
+// ForceRelease frees key whatever its token and returns the token it
+// released: for an operator, with the admin right when the cluster has an
+// ACL (ErrPermissionDenied otherwise). The leader releases the holder's
+// token, read from a table confirmed current, so a forced release never
+// ends a later grant; ErrNotFound when the key was not held. Fencing still
+// holds: the next grant's token is higher than the one released.
+func (c *Client) ForceRelease(ctx context.Context, key string) (uint64, error) {
+	return c.ForceReleaseTagged(ctx, key, 0)
+}
+
+// ForceReleaseTagged is ForceRelease with an operation id recorded in the
+// log, as AcquireTagged.
+func (c *Client) ForceReleaseTagged(ctx context.Context, key string, tag uint64) (uint64, error) {
+	if err := validate(key, nil); err != nil {
+		return 0, err
+	}
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpRelease, Key: key, Force: true, Tag: tag}, false)
+	if err != nil {
+		return 0, err
+	}
+	if resp.Op == wire.OpReleased {
+		return resp.Token, nil
+	}
+	return 0, answerError(resp)
+}
+
 // Renew restarts the holder's lease at lease from now.
 func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) error {
 	return c.RenewTagged(ctx, key, token, lease, 0)
@@ -193,6 +261,7 @@ func (c *Client) RenewTagged(ctx context.Context, key string, token uint64, leas
 type LockInfo struct {
 	Held        bool
 	Token       uint64
+	Owner       string // what the holder's acquire recorded
 	RemainingMS uint64
 }
 
@@ -215,9 +284,55 @@ func (c *Client) get(ctx context.Context, key string, stale bool) (LockInfo, err
 		return LockInfo{}, err
 	}
 	if resp.Op == wire.OpValue {
-		return LockInfo{Held: resp.Held, Token: resp.Token, RemainingMS: resp.RemainingMS}, nil
+		return LockInfo{Held: resp.Held, Token: resp.Token, Owner: resp.Owner, RemainingMS: resp.RemainingMS}, nil
 	}
 	return LockInfo{}, answerError(resp)
+}
+
+// ListOptions page a List.
+type ListOptions struct {
+	Prefix string // only keys that start with it
+	After  string // only keys after it: the last key of the previous page
+	Limit  int    // at most this many (1..1000; 0: 100)
+	Stale  bool   // read whichever member answers, possibly stale
+}
+
+// HeldLock is one lock of a List page.
+type HeldLock struct {
+	Key         string
+	Token       uint64
+	Owner       string
+	RemainingMS uint64
+}
+
+// LockPage is a page of held locks in key order. More says that locks
+// follow the last one: list again with After set to its key. A page may
+// hold fewer than Limit locks when their keys and owners fill one answer.
+type LockPage struct {
+	Locks []HeldLock
+	More  bool
+}
+
+// List reads a page of the held locks, linearizably unless o.Stale.
+func (c *Client) List(ctx context.Context, o ListOptions) (LockPage, error) {
+	if len(o.Prefix) > wire.MaxKeyLen || len(o.After) > wire.MaxKeyLen {
+		return LockPage{}, &InvalidArgumentError{Reason: fmt.Sprintf("prefix and after must be at most %d bytes", wire.MaxKeyLen)}
+	}
+	if o.Limit < 0 || o.Limit > 1000 {
+		return LockPage{}, &InvalidArgumentError{Reason: fmt.Sprintf("limit must be 1..1000, got %d", o.Limit)}
+	}
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpList, Prefix: o.Prefix, After: o.After, Limit: uint64(o.Limit), Stale: o.Stale}, true)
+	if err != nil {
+		return LockPage{}, err
+	}
+	if resp.Op != wire.OpLocks {
+		return LockPage{}, answerError(resp)
+	}
+	page := LockPage{Locks: make([]HeldLock, len(resp.Locks)), More: resp.More}
+	for i, l := range resp.Locks {
+		page.Locks[i] = HeldLock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: l.RemainingMS}
+	}
+	return page, nil
 }
 
 // Status asks one member (by address) to describe itself.

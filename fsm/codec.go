@@ -12,12 +12,21 @@ import (
 
 // Limits enforced by the decoders (and by the node before it proposes).
 const (
-	MaxKeyLen      = 256
-	MaxBatch       = 4096    // commands in one log entry
-	MaxEntryBytes  = 1 << 20 // encoded size of one log entry
-	entryVersion   = 1
-	snapshotMagic  = "RLS"
-	snapshotFormat = 1
+	MaxKeyLen     = 256
+	MaxOwnerLen   = 128     // bytes of a Grant's owner
+	MaxBatch      = 4096    // commands in one log entry
+	MaxEntryBytes = 1 << 20 // encoded size of one log entry
+	snapshotMagic = "RLS"
+)
+
+// Encoding versions. Version 2 added the Grant's owner, to entries and to
+// snapshots; version 1 data (written before owners) still decodes, with
+// no owners.
+const (
+	entryVersion     = 2
+	entryVersionV1   = 1
+	snapshotFormat   = 2
+	snapshotFormatV1 = 1
 )
 
 // ErrCorrupt is wrapped by every decoding error.
@@ -43,7 +52,7 @@ type Envelope struct {
 func EncodeBatch(envs []Envelope) []byte {
 	size := 2 + binary.MaxVarintLen64
 	for i := range envs {
-		size += 1 + 5*binary.MaxVarintLen64 + len(envs[i].Cmd.Key)
+		size += 1 + 6*binary.MaxVarintLen64 + len(envs[i].Cmd.Key) + len(envs[i].Cmd.Owner)
 	}
 	b := make([]byte, 0, size)
 	return AppendBatch(b, envs)
@@ -69,6 +78,8 @@ func appendCommand(b []byte, c Command) []byte {
 	switch c.Op {
 	case OpGrant:
 		b = binary.AppendUvarint(b, c.LeaseMS)
+		b = binary.AppendUvarint(b, uint64(len(c.Owner)))
+		b = append(b, c.Owner...)
 	case OpExpire:
 		b = binary.AppendUvarint(b, c.Token)
 	case OpRenew:
@@ -85,9 +96,11 @@ func DecodeBatch(data []byte) ([]Envelope, error) {
 		return nil, fmt.Errorf("%w: entry of %d bytes exceeds %d", ErrCorrupt, len(data), MaxEntryBytes)
 	}
 	r := reader{buf: data}
-	if v := r.byte(); r.err == nil && v != entryVersion {
+	v := r.byte()
+	if r.err == nil && v != entryVersion && v != entryVersionV1 {
 		return nil, fmt.Errorf("%w: unknown entry version %d", ErrCorrupt, v)
 	}
+	r.owners = v >= 2
 	n := r.uvarint()
 	if r.err == nil && n > MaxBatch {
 		return nil, fmt.Errorf("%w: batch of %d commands exceeds %d", ErrCorrupt, n, MaxBatch)
@@ -118,6 +131,9 @@ func DecodeBatch(data []byte) ([]Envelope, error) {
 type reader struct {
 	buf []byte
 	err error
+	// owners: the encoding's Grants (or snapshot locks) carry an owner
+	// (version 2 on).
+	owners bool
 }
 
 func (r *reader) fail(format string, args ...any) {
@@ -170,6 +186,14 @@ func (r *reader) bytes(max int) []byte {
 	return b
 }
 
+// owner reads an owner if the encoding has them.
+func (r *reader) owner() string {
+	if !r.owners {
+		return ""
+	}
+	return string(r.bytes(MaxOwnerLen))
+}
+
 func (r *reader) command() Command {
 	var c Command
 	c.Op = Op(r.byte())
@@ -185,6 +209,7 @@ func (r *reader) command() Command {
 	switch c.Op {
 	case OpGrant:
 		c.LeaseMS = r.uvarint()
+		c.Owner = r.owner()
 	case OpRelease:
 	case OpExpire:
 		c.Token = r.uvarint()
@@ -222,15 +247,14 @@ func (m *Machine) writeSnapshot(w io.Writer, yield func()) error {
 	bw.WriteByte(snapshotFormat)
 	uvarint(m.lastToken)
 	uvarint(uint64(m.locks.n))
-	n := 0
-	m.locks.eachSorted(yield, func(key string, l Lock) {
+	m.locks.eachSorted(yield, "", true, func(key string, l Lock) bool {
 		uvarint(uint64(len(key)))
 		bw.WriteString(key)
 		uvarint(l.Token)
 		uvarint(l.LeaseMS)
-		if n++; yield != nil && n%512 == 0 {
-			yield()
-		}
+		uvarint(uint64(len(l.Owner)))
+		bw.WriteString(l.Owner)
+		return true
 	})
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write snapshot: %w", err)
@@ -280,10 +304,11 @@ func Restore(data []byte) (*Machine, error) {
 	if crc32.ChecksumIEEE(body) != sum {
 		return nil, fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
 	}
-	if string(body[:len(snapshotMagic)]) != snapshotMagic || body[len(snapshotMagic)] != snapshotFormat {
-		return nil, fmt.Errorf("%w: not a version %d snapshot", ErrCorrupt, snapshotFormat)
+	format := body[len(snapshotMagic)]
+	if string(body[:len(snapshotMagic)]) != snapshotMagic || (format != snapshotFormat && format != snapshotFormatV1) {
+		return nil, fmt.Errorf("%w: not a version %d or %d snapshot", ErrCorrupt, snapshotFormatV1, snapshotFormat)
 	}
-	r := reader{buf: body[len(snapshotMagic)+1:]}
+	r := reader{buf: body[len(snapshotMagic)+1:], owners: format >= 2}
 	m := New()
 	m.lastToken = r.uvarint()
 	n := r.uvarint()
@@ -295,6 +320,7 @@ func Restore(data []byte) (*Machine, error) {
 		key := string(r.bytes(MaxKeyLen))
 		tok := r.uvarint()
 		lease := r.uvarint()
+		owner := r.owner()
 		switch {
 		case r.err != nil:
 		case key == "" || (i > 0 && key <= prev):
@@ -303,7 +329,7 @@ func Restore(data []byte) (*Machine, error) {
 			r.fail("token %d outside 1..%d", tok, m.lastToken)
 		}
 		prev = key
-		m.put(key, Lock{Token: tok, LeaseMS: lease})
+		m.put(key, Lock{Token: tok, LeaseMS: lease, Owner: owner})
 	}
 	if r.err == nil && len(r.buf) != 0 {
 		r.fail("%d trailing bytes", len(r.buf))

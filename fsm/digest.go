@@ -14,11 +14,17 @@ import (
 type digestSum struct{ a, b uint64 }
 
 func lockHash(key string, l Lock) (uint64, uint64) {
-	var buf [3*binary.MaxVarintLen64 + 256]byte
+	var buf [4*binary.MaxVarintLen64 + MaxKeyLen + MaxOwnerLen]byte
 	b := binary.AppendUvarint(buf[:0], uint64(len(key)))
 	b = append(b, key...)
 	b = binary.AppendUvarint(b, l.Token)
 	b = binary.AppendUvarint(b, l.LeaseMS)
+	if l.Owner != "" {
+		// Only when there is one: a table without owners keeps the digest
+		// it had before locks had owners.
+		b = binary.AppendUvarint(b, uint64(len(l.Owner)))
+		b = append(b, l.Owner...)
+	}
 	sum := sha256.Sum256(b)
 	return binary.BigEndian.Uint64(sum[0:8]), binary.BigEndian.Uint64(sum[8:16])
 }

@@ -9,6 +9,7 @@ package fsm
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Op names a replicated command.
@@ -17,7 +18,7 @@ type Op uint8
 // The replicated commands. Grant, Release and Expire are the seed's; Renew is
 // a replicated lease extension.
 const (
-	OpGrant   Op = 1 // Grant{key, lease_ms}
+	OpGrant   Op = 1 // Grant{key, lease_ms[, owner]}
 	OpRelease Op = 2 // Release{key}
 	OpExpire  Op = 3 // Expire{key, token}
 	OpRenew   Op = 4 // Renew{key, token, lease_ms}
@@ -44,11 +45,18 @@ type Command struct {
 	Key     string
 	LeaseMS uint64 // Grant, Renew
 	Token   uint64 // Expire, Renew
+	// Owner is who asked for a Grant (free text, at most MaxOwnerLen
+	// bytes, "" when not said): kept with the lock so that an operator can
+	// see who holds it. It decides nothing.
+	Owner string
 }
 
 func (c Command) String() string {
 	switch c.Op {
 	case OpGrant:
+		if c.Owner != "" {
+			return fmt.Sprintf("Grant{%q, %dms, owner %q}", c.Key, c.LeaseMS, c.Owner)
+		}
 		return fmt.Sprintf("Grant{%q, %dms}", c.Key, c.LeaseMS)
 	case OpRelease:
 		return fmt.Sprintf("Release{%q}", c.Key)
@@ -105,6 +113,7 @@ type Result struct {
 type Lock struct {
 	Token   uint64
 	LeaseMS uint64 // the last granted or renewed lease length
+	Owner   string // the Grant's owner
 }
 
 // Machine is the lock table. The zero value is not usable; call New.
@@ -128,7 +137,7 @@ func (m *Machine) Apply(c Command) Result {
 			return Result{Status: GrantRejected}
 		}
 		m.lastToken++
-		m.put(c.Key, Lock{Token: m.lastToken, LeaseMS: c.LeaseMS})
+		m.put(c.Key, Lock{Token: m.lastToken, LeaseMS: c.LeaseMS, Owner: c.Owner})
 		return Result{Status: Granted, Token: m.lastToken}
 	case OpRelease:
 		if _, held := m.locks.get(c.Key); !held {
@@ -188,6 +197,35 @@ func (m *Machine) LastToken() uint64 { return m.lastToken }
 // otherwise sort a million keys for nothing.
 func (m *Machine) Range(f func(key string, l Lock)) {
 	m.locks.each(f)
+}
+
+// Entry is one held lock and its key.
+type Entry struct {
+	Key  string
+	Lock Lock
+}
+
+// List returns, in key order, up to limit held locks whose keys start with
+// prefix and sort after after ("" starts at the first), and whether more
+// such locks follow. It costs O(1,024 log(n/1,024) + limit), whatever the
+// table's size: each shard keeps its keys sorted.
+func (m *Machine) List(prefix, after string, limit int) (locks []Entry, more bool) {
+	from, inclusive := after, false
+	if after < prefix {
+		from, inclusive = prefix, true
+	}
+	m.locks.eachSorted(nil, from, inclusive, func(key string, l Lock) bool {
+		if !strings.HasPrefix(key, prefix) {
+			return false // sorted: no key after this one has the prefix
+		}
+		if len(locks) == limit {
+			more = true
+			return false
+		}
+		locks = append(locks, Entry{Key: key, Lock: l})
+		return true
+	})
+	return locks, more
 }
 
 // Keys returns the held keys in sorted order.

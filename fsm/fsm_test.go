@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -107,6 +108,9 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 		switch c.Op {
 		case OpGrant:
 			c.LeaseMS = 10 + rng.Uint64N(1000)
+			if rng.IntN(2) == 0 {
+				c.Owner = fmt.Sprintf("host-%d:%d", rng.IntN(3), rng.IntN(100))
+			}
 		case OpExpire:
 			c.Token = rng.Uint64N(uint64(i) + 2)
 		case OpRenew:
@@ -169,6 +173,7 @@ func TestDigestDiffersForDifferentState(t *testing.T) {
 func TestBatchRoundTrip(t *testing.T) {
 	envs := []Envelope{
 		{ID: RequestID{Node: 1, Seq: 1 << 40}, Tag: 9, Cmd: Command{Op: OpGrant, Key: "k1", LeaseMS: 1000}},
+		{ID: RequestID{Node: 1, Seq: 2}, Cmd: Command{Op: OpGrant, Key: "k0", LeaseMS: 10, Owner: "web-1:4242"}},
 		{ID: RequestID{Node: 2, Seq: 3}, Cmd: Command{Op: OpRelease, Key: "k2"}},
 		{ID: RequestID{Node: 3, Seq: 4}, Cmd: Command{Op: OpExpire, Key: "k3", Token: 77}},
 		{ID: RequestID{Node: 3, Seq: 5}, Cmd: Command{Op: OpRenew, Key: "k4", Token: 78, LeaseMS: 20}},
@@ -196,6 +201,7 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 		"unknown op": EncodeBatch([]Envelope{{Cmd: Command{Op: 42, Key: "k"}}}),
 		"empty key":  EncodeBatch([]Envelope{{Cmd: Command{Op: OpRelease}}}),
 		"long key":   EncodeBatch([]Envelope{{Cmd: Command{Op: OpRelease, Key: string(long)}}}),
+		"long owner": EncodeBatch([]Envelope{{Cmd: Command{Op: OpGrant, Key: "k", LeaseMS: 10, Owner: string(long[:MaxOwnerLen+1])}}}),
 		"huge count": {1, 0xff, 0xff, 0xff, 0x7f},
 		"oversized":  make([]byte, MaxEntryBytes+1),
 	}

@@ -13,7 +13,7 @@ func backupTable(t testing.TB) []byte {
 	t.Helper()
 	m := fsm.New()
 	for _, k := range []string{"a", "b", "c"} {
-		m.Apply(fsm.Command{Op: fsm.OpGrant, Key: k, LeaseMS: 60000})
+		m.Apply(fsm.Command{Op: fsm.OpGrant, Key: k, LeaseMS: 60000, Owner: "owner-of-" + k})
 	}
 	m.Apply(fsm.Command{Op: fsm.OpRelease, Key: "b", Token: 2})
 	return m.Snapshot()
@@ -50,7 +50,7 @@ func TestBackupRoundTrip(t *testing.T) {
 	if meta != want || !bytes.Equal(got, table) {
 		t.Fatalf("decoded %+v, want %+v", meta, want)
 	}
-	if l, ok := m.Get("c"); !ok || l.Token != 3 || l.LeaseMS != 60000 || m.LastToken() != 3 {
+	if l, ok := m.Get("c"); !ok || l.Token != 3 || l.LeaseMS != 60000 || l.Owner != "owner-of-c" || m.LastToken() != 3 {
 		t.Fatalf("decoded table: c=%+v %v, last token %d", l, ok, m.LastToken())
 	}
 	// An empty table backs up too (a cluster with no lock held).

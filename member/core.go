@@ -51,6 +51,9 @@ type Config struct {
 	// 1 MiB. The driver keeps it under its transport's frame limit.
 	MaxAppendBytes uint64
 	NoBatch        bool // one command per entry and one entry per Ready (ablation)
+	// NoHandoff: a freed key's next waiter is granted only once the
+	// Release or Expire that frees it applied, not in its entry (ablation).
+	NoHandoff bool
 	// Bug plants one named bug (see Bugs); "" plants none.
 	Bug string
 	// Journal: Ready.Applied carries every applied entry with its results,
@@ -293,6 +296,7 @@ func New(cfg Config, now time.Duration) (*Core, error) {
 		c.log.Warn("this member's snapshot covers its removal from the configuration", "index", snap.GetMetadata().GetIndex())
 	}
 	c.lm = NewLockManager(cfg.ID, cfg.Bug, cfg.SeqStart)
+	c.lm.SetHandoff(!cfg.NoHandoff)
 	c.lm.SetLimits(cfg.Limits)
 	c.lm.Restore(machine, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm(), now)
 	c.lastSnap = snap.GetMetadata().GetIndex()
@@ -731,14 +735,15 @@ func (c *Core) propose(now time.Duration) {
 		queued := c.queue
 		c.queue = nil
 		if c.cfg.NoBatch && len(queued) > 1 {
-			c.queue, queued = queued[1:], queued[:1]
+			n := groupLen(queued)
+			c.queue, queued = queued[n:], queued[:n]
 		}
 		bs := c.rn.BasicStatus()
-		q := make([]fsm.Envelope, 0, len(queued))
+		q := make([]Proposal, 0, len(queued))
 		for _, p := range queued {
 			switch {
 			case bs.RaftState == raft.StateLeader && p.Term == bs.GetTerm():
-				q = append(q, p.Env)
+				q = append(q, p)
 			case p.Term == c.lm.Term():
 				// Still the lock manager's term (raft stepped down and the
 				// Ready that says so is next): undo its bookkeeping.
@@ -748,8 +753,11 @@ func (c *Core) propose(now time.Duration) {
 			}
 		}
 		for len(q) > 0 {
-			k := min(len(q), c.cfg.MaxBatch)
-			batch := q[:k]
+			k := batchLen(q, c.cfg.MaxBatch)
+			batch := make([]fsm.Envelope, k)
+			for i := range batch {
+				batch[i] = q[i].Env
+			}
 			q = q[k:]
 			c.metrics.Proposals.Inc()
 			c.metrics.BatchSize.Observe(float64(len(batch)))
@@ -764,6 +772,39 @@ func (c *Core) propose(now time.Duration) {
 		// Dropping may grant the next waiter, which queues again.
 		c.collect(now)
 	}
+}
+
+// groupLen is how many proposals from the first must share its entry: it
+// and every one bound to it by WithNext.
+func groupLen(q []Proposal) int {
+	n := 1
+	for n < len(q) && q[n-1].WithNext {
+		n++
+	}
+	return n
+}
+
+// maxEnvelopeOverhead bounds an envelope's encoding besides its key and
+// owner: the op, the id, the tag and the command's numbers as varints.
+const maxEnvelopeOverhead = 1 + 8*binary.MaxVarintLen64
+
+// batchLen is how many of q's proposals the next entry takes: at most
+// maxBatch commands (more only to keep a group whole) and fsm.MaxEntryBytes
+// of encoding, never cutting a group (groupLen).
+func batchLen(q []Proposal, maxBatch int) int {
+	n, size := 0, 16
+	for n < len(q) {
+		g := groupLen(q[n:])
+		gsize := 0
+		for _, p := range q[n : n+g] {
+			gsize += maxEnvelopeOverhead + len(p.Env.Cmd.Key) + len(p.Env.Cmd.Owner)
+		}
+		if n > 0 && (n+g > maxBatch || size+gsize > fsm.MaxEntryBytes) {
+			break
+		}
+		n, size = n+g, size+gsize
+	}
+	return n
 }
 
 // Advance tells the core the last Ready was handled: it applies the

@@ -33,6 +33,13 @@ type hooks struct {
 	// releaseChecksHolder: a release is proposed only for the holder's
 	// token (rule 5).
 	releaseChecksHolder bool
+	// orderHandoff orders a handoff's entry, whose Release or Expire and
+	// Grant are the last two proposals: the freeing command first (rule 4).
+	orderHandoff func(ps []Proposal)
+	// forceChecksHolder: a forced release reads the holder's token from a
+	// confirmed table and is proposed only while that token holds the key
+	// (rule 12).
+	forceChecksHolder bool
 	// proposedToken is a token a leader stamps on a Grant it proposes
 	// (in its tag); 0: none, the state machine assigns it at apply (rule 1).
 	proposedToken func(lastToken uint64, inflight int) uint64
@@ -79,13 +86,20 @@ const (
 	// delivered unchecked, even one whose stream broke before its last
 	// chunk.
 	BugSnapshotPartial = "snapshot-partial"
+	// BugForceReleaseUnchecked: a forced release is proposed at once,
+	// whatever the table holds, as a Release of whoever holds the key when
+	// it applies.
+	BugForceReleaseUnchecked = "force-release-unchecked"
+	// BugHandoffGrantFirst: a handoff's Grant is placed before the Release
+	// or Expire that frees its key, in their shared entry.
+	BugHandoffGrantFirst = "handoff-grant-first"
 )
 
 // Bugs lists the planted bugs by name.
 var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
 	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd,
-	BugNoPeerInputChecks, BugSnapshotPartial}
+	BugNoPeerInputChecks, BugSnapshotPartial, BugForceReleaseUnchecked, BugHandoffGrantFirst}
 
 // ValidBug says whether name is a planted bug ("" is none).
 func ValidBug(name string) bool {
@@ -113,6 +127,8 @@ func plantHooks(bug string) hooks {
 		peerInputChecks:     true,
 		linearizableReads:   true,
 		releaseChecksHolder: true,
+		forceChecksHolder:   true,
+		orderHandoff:        func([]Proposal) {},
 		proposedToken:       func(uint64, int) uint64 { return 0 },
 		appliedToken:        func(_ fsm.Envelope, res fsm.Result) uint64 { return res.Token },
 		answerAtPropose:     func(fsm.Command, uint64) (fsm.Result, bool) { return fsm.Result{}, false },
@@ -163,6 +179,14 @@ func plantHooks(bug string) hooks {
 		h.linearizableReads = false
 	case BugReleaseSkipsOwner:
 		h.releaseChecksHolder = false
+	case BugForceReleaseUnchecked:
+		h.forceChecksHolder = false
+	case BugHandoffGrantFirst:
+		h.orderHandoff = func(ps []Proposal) {
+			n := len(ps)
+			ps[n-2], ps[n-1] = ps[n-1], ps[n-2]
+			ps[n-2].WithNext, ps[n-1].WithNext = true, false
+		}
 	case BugTokenAtPropose:
 		// The leader picks the token when it proposes, and the proposed
 		// token wins over the state machine's counter at apply.

@@ -2,6 +2,7 @@ package member
 
 import (
 	"container/heap"
+	"fmt"
 	"slices"
 	"time"
 
@@ -17,6 +18,7 @@ const (
 	OpRelease
 	OpRenew
 	OpGet
+	OpList
 )
 
 func (o Op) String() string {
@@ -29,6 +31,8 @@ func (o Op) String() string {
 		return "renew"
 	case OpGet:
 		return "get"
+	case OpList:
+		return "list"
 	}
 	return "unknown"
 }
@@ -42,7 +46,19 @@ type Request struct {
 	Lease  time.Duration // acquire, renew
 	Wait   time.Duration // acquire: how long to queue; 0 is a try-acquire
 	Tag    uint64        // client operation id, carried into the log
-	Stale  bool          // get: serve the local applied state
+	Stale  bool          // get, list: serve the local applied state
+	// Owner says who acquires (at most fsm.MaxOwnerLen bytes); it is kept
+	// with the lock and shown by get and list.
+	Owner string
+	// Force makes a release free key whatever its token: the current
+	// holder's, read from a confirmed table. The caller checked the right
+	// to do it.
+	Force bool
+	// Prefix, After and Limit page a list: up to Limit locks (1..MaxList)
+	// whose keys start with Prefix, from the first key after After.
+	Prefix string
+	After  string
+	Limit  int
 	// Change, when set, makes this a membership change (membership.go),
 	// decided by the core rather than the lock manager.
 	Change *MembershipChange
@@ -52,15 +68,40 @@ type Request struct {
 type LockInfo struct {
 	Held        bool
 	Token       uint64
+	Owner       string
 	RemainingMS int64 // the answering member's remaining lease
 }
+
+// ListedLock is one lock of a list page.
+type ListedLock struct {
+	Key         string
+	Token       uint64
+	Owner       string
+	RemainingMS int64
+}
+
+// LockList answers a list: a page of locks in key order, and whether more
+// follow the last one (list again with After set to its key).
+type LockList struct {
+	Locks []ListedLock
+	More  bool
+}
+
+// List bounds: a page has at most MaxList locks, and fewer when their keys
+// and owners would not fit in ListBudget bytes (one client answer frame).
+const (
+	MaxList     = 1000
+	DefaultList = 100
+	ListBudget  = 48 << 10
+)
 
 // Answer ends one Request.
 type Answer struct {
 	Handle uint64
 	Key    string
-	Token  uint64   // acquire: the fencing token
+	Token  uint64   // acquire: the fencing token; forced release: the token released
 	Lock   LockInfo // get
+	List   LockList // list
 	Err    error
 }
 
@@ -100,10 +141,13 @@ type expireMark struct {
 
 // Proposal is a command the lock manager decided, stamped with the term it
 // was decided in: it may be proposed in that term only, since the table it
-// was validated against may not hold in a later one.
+// was validated against may not hold in a later one. WithNext binds it to
+// the next proposal: both go in one log entry, in this order (a handoff,
+// rule 4), so that neither commits without the other.
 type Proposal struct {
-	Env  fsm.Envelope
-	Term uint64
+	Env      fsm.Envelope
+	Term     uint64
+	WithNext bool
 }
 
 // LockManager holds the applied lock table and every leader-side decision
@@ -134,6 +178,11 @@ type LockManager struct {
 	expiring map[string]expireMark
 	limits   Limits
 
+	// handoff: a Release or Expire that frees a key with waiters carries
+	// the first live waiter's Grant in its entry (false: the Grant waits
+	// for the free key to apply, an ablation).
+	handoff bool
+
 	stopped  bool
 	leader   bool
 	term     uint64
@@ -159,7 +208,7 @@ type Effects struct {
 // NewLockManager returns the manager of member id with an empty table.
 // Request ids start after seqStart.
 func NewLockManager(id uint64, bug string, seqStart uint64) *LockManager {
-	lm := &LockManager{id: id, hooks: plantHooks(bug), seq: seqStart}
+	lm := &LockManager{id: id, hooks: plantHooks(bug), seq: seqStart, handoff: true}
 	lm.limits.setDefaults()
 	lm.resetLeaderState()
 	lm.Restore(fsm.New(), 0, 0, 0)
@@ -177,6 +226,9 @@ func (lm *LockManager) resetLeaderState() {
 	lm.repump = make(map[string]struct{})
 	lm.expiring = make(map[string]expireMark)
 }
+
+// SetHandoff turns the one-entry handoff on or off (on by default).
+func (lm *LockManager) SetHandoff(on bool) { lm.handoff = on }
 
 // TakeEffects returns and clears what the calls since the last one decided.
 func (lm *LockManager) TakeEffects() Effects {
@@ -278,6 +330,19 @@ func (lm *LockManager) Submit(now time.Duration, r Request) {
 			lm.answer(req, err)
 			return
 		}
+		if len(r.Owner) > fsm.MaxOwnerLen {
+			lm.answer(req, &InvalidArgumentError{Reason: fmt.Sprintf("owner must be at most %d bytes, got %d", fsm.MaxOwnerLen, len(r.Owner))})
+			return
+		}
+	case OpList:
+		if len(r.Prefix) > fsm.MaxKeyLen || len(r.After) > fsm.MaxKeyLen {
+			lm.answer(req, &InvalidArgumentError{Reason: fmt.Sprintf("prefix and after must be at most %d bytes", fsm.MaxKeyLen)})
+			return
+		}
+		if r.Limit < 0 || r.Limit > MaxList {
+			lm.answer(req, &InvalidArgumentError{Reason: fmt.Sprintf("limit must be 1..%d, got %d", MaxList, r.Limit)})
+			return
+		}
 	case OpRenew:
 		if err := ValidateLease(r.Lease.Milliseconds()); err != nil {
 			lm.answer(req, err)
@@ -338,6 +403,8 @@ func (lm *LockManager) decide(now time.Duration, req *request) {
 		lm.holderCall(req)
 	case OpGet:
 		lm.get(now, req)
+	case OpList:
+		lm.list(now, req)
 	}
 }
 
@@ -356,7 +423,7 @@ func (lm *LockManager) acquire(now time.Duration, req *request) {
 		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
 		return
 	}
-	req.env = lm.envelope(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(req.Lease.Milliseconds())}, req.Tag)
+	req.env = lm.envelope(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(req.Lease.Milliseconds()), Owner: req.Owner}, req.Tag)
 	switch {
 	case lm.canGrant(key, false):
 		if err := lm.admitGrant(); err != nil {
@@ -385,6 +452,23 @@ func (lm *LockManager) holderCall(req *request) {
 		lm.deliver(req, fsm.Result{}, err)
 		return
 	}
+	if req.Force {
+		// A forced release is the holder's release on the holder's token,
+		// read from a table confirmed current (rule 12): it ends exactly
+		// the hold it names, never a grant that applies after it.
+		if lm.hooks.forceChecksHolder && !req.confirmed {
+			lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+			return
+		}
+		if l, held := lm.machine.Get(req.Key); held {
+			req.Token = l.Token
+		}
+		if !lm.hooks.forceChecksHolder {
+			req.env = lm.envelope(fsm.Command{Op: fsm.OpRelease, Key: req.Key}, req.Tag)
+			lm.propose(req)
+			return
+		}
+	}
 	// Decide on the applied state only: an Expire of this token may be in
 	// the log already, but until it applies the token holds the key, and a
 	// Renew queued behind it will simply apply as NotFound.
@@ -405,6 +489,40 @@ func (lm *LockManager) holderCall(req *request) {
 	}
 	req.env = lm.envelope(cmd, req.Tag)
 	lm.propose(req)
+	if req.Op == OpRelease {
+		lm.handOff(req.Key)
+	}
+}
+
+// handOff follows the Release or Expire just proposed, which frees key,
+// with a Grant for key's first live waiter in the same entry (rule 4: the
+// key is free when the Grant applies, freed by the command before it). The
+// token is still the state machine's, assigned at apply.
+func (lm *LockManager) handOff(key string) {
+	if !lm.handoff || lm.ready() != nil || len(lm.fx.Proposals) == 0 {
+		return
+	}
+	if _, ok := lm.inflight[key]; ok {
+		return
+	}
+	for len(lm.waiters[key]) > 0 {
+		q := lm.waiters[key]
+		w := q[0]
+		lm.nwaiting--
+		lm.unqueueWaiter(w)
+		if len(q) == 1 {
+			delete(lm.waiters, key)
+		} else {
+			lm.waiters[key] = q[1:]
+		}
+		if w.cancelled {
+			continue
+		}
+		lm.fx.Proposals[len(lm.fx.Proposals)-1].WithNext = true
+		lm.propose(w)
+		lm.hooks.orderHandoff(lm.fx.Proposals)
+		return
+	}
 }
 
 func (lm *LockManager) get(now time.Duration, req *request) {
@@ -418,14 +536,48 @@ func (lm *LockManager) get(now time.Duration, req *request) {
 	}
 	var info LockInfo
 	if l, held := lm.machine.Get(req.Key); held {
-		info = LockInfo{Held: true, Token: l.Token}
-		if ls, ok := lm.leases[req.Key]; ok {
-			info.RemainingMS = max(0, (ls.deadline - now).Milliseconds())
-		}
+		info = LockInfo{Held: true, Token: l.Token, Owner: l.Owner, RemainingMS: lm.remainingMS(req.Key, now)}
 	}
 	req.delivered = true
 	delete(lm.requests, req.Handle)
 	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Key: req.Key, Lock: info})
+}
+
+// remainingMS is what is left of key's lease on this member's clock.
+func (lm *LockManager) remainingMS(key string, now time.Duration) int64 {
+	if ls, ok := lm.leases[key]; ok {
+		return max(0, (ls.deadline - now).Milliseconds())
+	}
+	return 0
+}
+
+// list answers a page of the table, read as get reads one key.
+func (lm *LockManager) list(now time.Duration, req *request) {
+	if !req.Stale && lm.hooks.linearizableReads && !req.confirmed {
+		if err := lm.ready(); err != nil {
+			lm.deliver(req, fsm.Result{}, err)
+			return
+		}
+		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+		return
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = DefaultList
+	}
+	page, more := lm.machine.List(req.Prefix, req.After, limit)
+	out := LockList{Locks: make([]ListedLock, 0, len(page)), More: more}
+	size := 0
+	for i, e := range page {
+		if size += len(e.Key) + len(e.Lock.Owner) + 32; size > ListBudget && i > 0 {
+			out.More = true
+			break
+		}
+		out.Locks = append(out.Locks, ListedLock{Key: e.Key, Token: e.Lock.Token, Owner: e.Lock.Owner, RemainingMS: lm.remainingMS(e.Key, now)})
+	}
+	req.delivered = true
+	delete(lm.requests, req.Handle)
+	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Key: req.Key, List: out})
 }
 
 func (lm *LockManager) envelope(cmd fsm.Command, tag uint64) fsm.Envelope {
@@ -475,8 +627,12 @@ func (lm *LockManager) deliver(req *request, res fsm.Result, err error) {
 		delete(lm.requests, req.Handle)
 	}
 	a := Answer{Handle: req.Handle, Key: req.Key, Err: err}
-	if err == nil && req.Op == OpAcquire {
+	switch {
+	case err != nil:
+	case req.Op == OpAcquire:
 		a.Token = res.Token
+	case req.Force:
+		a.Token = req.Token
 	}
 	lm.fx.Answers = append(lm.fx.Answers, a)
 }
@@ -736,6 +892,7 @@ func (lm *LockManager) Tick(now time.Duration) {
 		lm.expiring[l.key] = expireMark{token: l.token, at: now}
 		lm.recheckLease(l, now+time.Second)
 		lm.proposeInternal(lm.hooks.expireCommand(l.key, l.token))
+		lm.handOff(l.key)
 	}
 }
 

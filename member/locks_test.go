@@ -147,16 +147,25 @@ func (h *lmHarness) do(f func()) string {
 		h.done[a.Handle] = a
 		out = append(out, fmt.Sprintf("h%d: %s", a.Handle, h.answerText(a)))
 	}
+	bound := false // the previous proposal shares its entry with this one
 	for _, p := range fx.Proposals {
 		if p.Env.ID.Node != 1 || p.Env.ID.Seq <= h.seqStart || h.ids[p.Env.ID] {
 			h.t.Errorf("proposal %v has request id %+v: not a fresh id of member 1 after seq %d", p.Env.Cmd, p.Env.ID, h.seqStart)
 		}
 		h.ids[p.Env.ID] = true
-		s := fmt.Sprintf("propose %v@%d", p.Env.Cmd, p.Term)
+		s := fmt.Sprintf("%v@%d", p.Env.Cmd, p.Term)
 		if p.Env.Tag != 0 {
 			s += fmt.Sprintf(" tag=%d", p.Env.Tag)
 		}
-		out = append(out, s)
+		if bound {
+			out[len(out)-1] += " + " + s
+		} else {
+			out = append(out, "propose "+s)
+		}
+		bound = p.WithNext
+	}
+	if bound {
+		h.t.Errorf("the last proposal is bound to a next one that does not exist")
 	}
 	h.log = append(h.log, fx.Proposals...)
 	for _, r := range fx.Reads {
@@ -182,7 +191,19 @@ func (h *lmHarness) answerText(a Answer) string {
 		if !a.Lock.Held {
 			return "free"
 		}
+		if a.Lock.Owner != "" {
+			return fmt.Sprintf("held by %d (%s), %dms left", a.Lock.Token, a.Lock.Owner, a.Lock.RemainingMS)
+		}
 		return fmt.Sprintf("held by %d, %dms left", a.Lock.Token, a.Lock.RemainingMS)
+	case OpList:
+		var locks []string
+		for _, l := range a.List.Locks {
+			locks = append(locks, fmt.Sprintf("%s=%d(%s,%dms)", l.Key, l.Token, l.Owner, l.RemainingMS))
+		}
+		return fmt.Sprintf("list [%s] more=%v", strings.Join(locks, " "), a.List.More)
+	}
+	if a.Token != 0 {
+		return fmt.Sprintf("released %d", a.Token)
 	}
 	return "ok"
 }
@@ -393,8 +414,8 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 		"leader_key_held_with_waiters": {
 			{tryAcquire, "try-acquire reads then answers Held", "read h1", "h1: Held"},
 			{waitAcquire, "waiting acquire queues behind the first waiter", "waiting 2", ""},
-			{releaseBy1, "release by holder proposes Release and grants the first waiter", releaseK,
-				`h1: ok; propose Grant{"k", 1000ms}@2; waiting 0 | h101: token 2`},
+			{releaseBy1, "release by holder proposes Release and, in its entry, the first waiter's Grant",
+				`propose Release{"k"}@2 + Grant{"k", 1000ms}@2; waiting 0`, `h1: ok | h101: token 2`},
 			{releaseBy7, "release by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{renewBy1, "renew by holder proposes Renew", renewK, "h1: ok"},
 			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
@@ -522,16 +543,37 @@ func TestWaitersAreGrantedFIFO(t *testing.T) {
 	h.expect("waiter 2", h.submit(req(waitAcquire, 2)), "waiting 1")
 	h.expect("waiter 3", h.submit(req(waitAcquire, 3)), "waiting 2")
 	h.expect("waiter 4", h.submit(req(waitAcquire, 4)), "waiting 3")
-	h.expect("release by 1", h.submit(req(releaseBy1, 10)), `propose Release{"k"}@2`)
-	h.expect("release applies: first waiter's Grant", h.commit(), `h10: ok; propose Grant{"k", 1000ms}@2; waiting 2`)
+	h.expect("release by 1", h.submit(req(releaseBy1, 10)), `propose Release{"k"}@2 + Grant{"k", 1000ms}@2; waiting 2`)
+	h.expect("release applies", h.commit(), `h10: ok`)
 	h.expect("first waiter granted", h.commit(), "h2: token 2")
-	h.expect("release by 2", h.submit(Request{Handle: 11, Op: OpRelease, Key: "k", Token: 2}), `propose Release{"k"}@2`)
-	h.expect("second waiter's Grant", h.commit(), `h11: ok; propose Grant{"k", 1000ms}@2; waiting 1`)
+	h.expect("release by 2", h.submit(Request{Handle: 11, Op: OpRelease, Key: "k", Token: 2}),
+		`propose Release{"k"}@2 + Grant{"k", 1000ms}@2; waiting 1`)
+	h.expect("release applies", h.commit(), `h11: ok`)
 	h.expect("second waiter granted", h.commit(), "h3: token 3")
 	// Token 3's lease runs out: the Expire frees the key for the last waiter.
-	h.expect("lease runs out", h.tick(time.Second+100*ms), `propose Expire{"k", 3}@2`)
-	h.expect("expire applies: last waiter's Grant", h.commit(), `propose Grant{"k", 1000ms}@2; waiting 0`)
+	h.expect("lease runs out", h.tick(time.Second+100*ms), `propose Expire{"k", 3}@2 + Grant{"k", 1000ms}@2; waiting 0`)
+	h.expect("expire applies", h.commit(), "")
 	h.expect("last waiter granted", h.commit(), "h4: token 4")
+	h.settled()
+}
+
+// The handoff's ablation (SetHandoff(false)): the next waiter's Grant is
+// proposed only once the Release or Expire that frees its key has applied,
+// one commit later.
+func TestHandoffAblationGrantsAfterTheFreeingCommandApplies(t *testing.T) {
+	h := newLM(t, "")
+	h.lm.SetHandoff(false)
+	h.lead(2)
+	h.submit(req(tryAcquire, 100))
+	h.expect("first grant", h.commit(), "h100: token 1")
+	h.expect("waiter 2", h.submit(req(waitAcquire, 2)), "waiting 1")
+	h.expect("waiter 3", h.submit(req(waitAcquire, 3)), "waiting 2")
+	h.expect("release by 1", h.submit(req(releaseBy1, 10)), `propose Release{"k"}@2`)
+	h.expect("release applies: first waiter's Grant", h.commit(), `h10: ok; propose Grant{"k", 1000ms}@2; waiting 1`)
+	h.expect("first waiter granted", h.commit(), "h2: token 2")
+	h.expect("lease runs out", h.tick(time.Second+100*ms), `propose Expire{"k", 2}@2`)
+	h.expect("expire applies: last waiter's Grant", h.commit(), `propose Grant{"k", 1000ms}@2; waiting 0`)
+	h.expect("last waiter granted", h.commit(), "h3: token 3")
 	h.settled()
 }
 
@@ -810,8 +852,9 @@ func TestAbandon(t *testing.T) {
 		h.submit(req(waitAcquire, 1))
 		h.submit(req(waitAcquire, 2))
 		h.expect("abandon", h.do(func() { h.lm.Abandon(1, "", 0) }), "h1: Unavailable; waiting 1")
-		h.submit(req(releaseBy1, 3))
-		h.expect("release applies: the next waiter is granted", h.commit(), `h3: ok; propose Grant{"k", 1000ms}@2; waiting 0`)
+		h.expect("release hands the key to the live waiter", h.submit(req(releaseBy1, 3)),
+			`propose Release{"k"}@2 + Grant{"k", 1000ms}@2; waiting 0`)
+		h.expect("release applies", h.commit(), "h3: ok")
 		h.expect("granted", h.commit(), "h2: token 2")
 		h.settled()
 	})
@@ -968,6 +1011,14 @@ func TestPlantedBugsBreakTheirRule(t *testing.T) {
 		{BugStaleRead, "leader_answers_a_linearizable_get_without_a_quorum_read",
 			func(h *lmHarness) string { held(h); return h.submit(linGet) },
 			"read h1", "h1: held by 1, 1000ms left"},
+		{BugHandoffGrantFirst, "handoff_places_the_grant_before_the_release_in_their_entry",
+			func(h *lmHarness) string {
+				held(h)
+				h.submit(req(waitAcquire, 101))
+				return h.submit(releaseBy1) + " | " + h.commitAll()
+			},
+			`propose Release{"k"}@2 + Grant{"k", 1000ms}@2; waiting 0 | h1: ok | h101: token 2`,
+			`propose Grant{"k", 1000ms}@2 + Release{"k"}@2; waiting 0 | h101: GrantRejected | h1: ok`},
 		{BugExpireIgnoresToken, "expiry_proposes_a_release_that_ignores_the_token",
 			func(h *lmHarness) string { held(h); return h.tick(1000 * ms) },
 			`propose Expire{"k", 1}@2`, `propose Release{"k"}@2`},

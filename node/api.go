@@ -15,11 +15,26 @@ import (
 // A ctx that ends before the answer means the requester is gone: if the
 // grant applies anyway, the leader releases it (rule 7).
 func (n *Node) Acquire(ctx context.Context, key string, lease, wait time.Duration, tag uint64) (uint64, error) {
-	a, err := n.call(ctx, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Tag: tag})
+	return n.AcquireAs(ctx, key, "", lease, wait, tag)
+}
+
+// AcquireAs is Acquire with an owner (at most 128 bytes) kept with the
+// lock, for get and list to show.
+func (n *Node) AcquireAs(ctx context.Context, key, owner string, lease, wait time.Duration, tag uint64) (uint64, error) {
+	a, err := n.call(ctx, member.Request{Op: member.OpAcquire, Key: key, Owner: owner, Lease: lease, Wait: wait, Tag: tag})
 	if err != nil {
 		return 0, err
 	}
 	return a.Token, nil
+}
+
+// ForceRelease frees key whatever its token, for an operator: the leader
+// reads the holder's token from a table confirmed current and releases
+// that token (rule 12). It returns the token released; ErrNotFound when
+// the key was not held. The caller checks the right to do it.
+func (n *Node) ForceRelease(ctx context.Context, key string, tag uint64) (uint64, error) {
+	a, err := n.call(ctx, member.Request{Op: member.OpRelease, Key: key, Force: true, Tag: tag})
+	return a.Token, err
 }
 
 // Release gives key up; token must be the holder's (rule 5). tag, as in
@@ -41,6 +56,14 @@ func (n *Node) Renew(ctx context.Context, key string, token uint64, lease time.D
 func (n *Node) Get(ctx context.Context, key string, stale bool) (LockInfo, error) {
 	a, err := n.call(ctx, member.Request{Op: member.OpGet, Key: key, Stale: stale})
 	return a.Lock, err
+}
+
+// List returns a page of the held locks in key order: up to limit (0: 100;
+// at most 1,000, fewer when they would not fit one answer) whose keys start
+// with prefix, after the key after. Unless stale it reads as Get does.
+func (n *Node) List(ctx context.Context, prefix, after string, limit int, stale bool) (member.LockList, error) {
+	a, err := n.call(ctx, member.Request{Op: member.OpList, Prefix: prefix, After: after, Limit: limit, Stale: stale})
+	return a.List, err
 }
 
 // call hands req to the loop and waits for its answer. A caller that leaves

@@ -53,6 +53,7 @@ type Config struct {
 	MaxInflight       int    // raft MaxInflightMsgs; default 256
 	MaxBatch          int    // commands per log entry; default 1024
 	NoBatch           bool   // one command per entry and one entry per Ready (ablation)
+	NoHandoff         bool   // grant a freed key's next waiter only after the freeing command applied (ablation)
 
 	Clock     clock.Clock    // default: system clock
 	Transport peer.Transport // default: TCP on Peers[ID]
@@ -263,7 +264,7 @@ func New(cfg Config) (*Node, error) {
 	n.core, err = member.New(member.Config{
 		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotByEntries: cfg.SnapshotByEntries, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
-		MaxBatch: cfg.MaxBatch, NoBatch: cfg.NoBatch, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
+		MaxBatch: cfg.MaxBatch, NoBatch: cfg.NoBatch, NoHandoff: cfg.NoHandoff, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
 		MaxAppendBytes: maxAppendBytes(cfg.PeerFrameLimit),
 		Logger:         log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
 		Peers: cfg.Peers,

@@ -7,7 +7,7 @@ set -u
 bin=${1:-bin/raftlock}
 seeds=${SEEDS:-"1 2 3"}
 duration=${DURATION:-${TIME:-15s}}
-bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add no-peer-input-checks snapshot-partial"}
+bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add no-peer-input-checks snapshot-partial force-release-unchecked handoff-grant-first"}
 out=${OUT:-mutation-out}
 mkdir -p "$out"
 # Planted bugs that other rules mask, so no history can show them: a miss is

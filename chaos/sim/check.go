@@ -36,7 +36,7 @@ func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	// The checker's snapshot-integrity check, with the counts the members
 	// kept over their restarts; the simulator forges no frame (Forged nil).
 	v := checker.Check(res.Events, checker.Options{Timeout: timeout, Crashes: crashes, Digests: res.Digests, Log: res.Log,
-		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: corrupt}})
+		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: corrupt}, Newcomers: res.Newcomers})
 	safety := checker.Result{Name: SafetyCheck, Decides: true, Status: checker.StatusOK,
 		Note: "every index of the committed log was applied alike by every member that applied it"}
 	if len(res.Safety) > 0 {
@@ -48,6 +48,7 @@ func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	}
 	v.Checks = append([]checker.Result{safety}, v.Checks...)
 	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.Installed
+	v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot = res.Stats.MembersReplaced, res.Stats.ReplacedBySnapshot
 	return v
 }
 
@@ -113,6 +114,11 @@ func WriteSummary(w io.Writer, cfg Config, res *Result, v *checker.Verdict, repl
 	fmt.Fprintf(bw, "| restarts | %d |\n| snapshots taken / installed | %d / %d |\n", st.Restarts, st.Snapshots, st.Installed)
 	fmt.Fprintf(bw, "| snapshot streams (broken, delivered truncated) | %d (%d, %d) |\n", st.SnapTransfers, st.SnapTransfersBroken, st.SnapPartial)
 	fmt.Fprintf(bw, "| unsynced writes lost | %d |\n| I/O errors / slow syncs | %d / %d |\n", st.LostWrites, st.IOErrors, st.SlowSyncs)
+	if ms := st.MembershipStats; ms.MembersRemoved+ms.MembersAdded > 0 {
+		fmt.Fprintf(bw, "| members removed / added / promoted (by snapshot) | %d / %d / %d (%d) |\n", ms.MembersRemoved, ms.MembersAdded, ms.MembersReplaced, ms.ReplacedBySnapshot)
+		fmt.Fprintf(bw, "| removed leaders / leaders that applied their own removal / removed that stopped themselves | %d / %d / %d |\n", ms.LeadersRemoved, ms.LeaderSelfRemoved, ms.RemovedStopped)
+		fmt.Fprintf(bw, "| joiners restarted before they applied their add / changes given up | %d / %d |\n", ms.JoinerRestarts, ms.MembershipFailed)
+	}
 	fmt.Fprintf(bw, "| commit index | %d |\n\n", st.CommitIndex)
 	fmt.Fprintf(bw, "## Checks\n\n")
 	v.Summary(bw)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -93,7 +94,38 @@ func (c *client) next() {
 		c.get(key)
 		return
 	}
+	if r.Float64() < 0.02 {
+		c.forceRelease(key)
+		return
+	}
+	if r.Float64() < 0.03 {
+		c.list(r)
+		return
+	}
 	c.cycle(key)
+}
+
+// list reads a page of the table: from the first key or after a random
+// one, of a random size, so pages are sometimes cut (more) and sometimes
+// not.
+func (c *client) list(r *rand.Rand) {
+	s := c.s
+	after := ""
+	if r.IntN(2) == 0 {
+		after = s.keys[r.IntN(len(s.keys))]
+	}
+	limit := 1 + r.IntN(len(s.keys)+1)
+	c.start("list", "", member.Request{Op: member.OpList, After: after, Limit: limit}, 2*time.Second,
+		history.Value{After: after, Limit: history.Ptr(int64(limit))}, func(string, member.Answer) { c.later() })
+}
+
+// owner is what the client's acquires record as their owner.
+func (c *client) owner() string { return fmt.Sprintf("sim-%d", c.idx) }
+
+// forceRelease is an operator freeing key whatever holds it (rule 12).
+func (c *client) forceRelease(key string) {
+	c.start("release", key, member.Request{Op: member.OpRelease, Key: key, Force: true}, 2*time.Second,
+		history.Value{Force: true}, func(string, member.Answer) { c.later() })
 }
 
 func (c *client) r() *rand.Rand { return c.rng }
@@ -120,8 +152,8 @@ func (c *client) cycle(key string) {
 	if r.IntN(2) == 0 {
 		wait = time.Duration(r.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
 	}
-	c.start("acquire", key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait}, wait+2*time.Second,
-		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds())},
+	c.start("acquire", key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Owner: c.owner()}, wait+2*time.Second,
+		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: c.owner()},
 		func(typ string, a member.Answer) {
 			if typ != history.OK {
 				c.later()
@@ -177,11 +209,12 @@ func (c *client) start(f, key string, req member.Request, timeout time.Duration,
 		s.opsStarted++
 	}
 	inv := s.record(c.proc, history.Invoke, f, key, v)
-	if f != "get" {
+	reads := f == "get" || f == "list"
+	if !reads {
 		req.Tag = uint64(inv.Index) + 1
 	}
 	o := &op{c: c, f: f, key: key, req: req, deadline: s.sch.now + int64(timeout),
-		lockChanging: f != "get", next: c.pref, then: then}
+		lockChanging: !reads, next: c.pref, then: then}
 	c.cur = o
 	s.sch.at(o.deadline, func() { c.timeout(o) })
 	c.try(o)
@@ -190,6 +223,9 @@ func (c *client) start(f, key string, req member.Request, timeout time.Duration,
 // try sends the operation's request to o.next.
 func (c *client) try(o *op) {
 	s := c.s
+	if s.nodes[o.next-1].retired {
+		o.next = s.nextMember(o.next) // removed: the client knows the members
+	}
 	n := s.nodes[o.next-1]
 	s.nextHandle++
 	a := &attempt{c: c, op: o, node: n, handle: s.nextHandle}
@@ -215,6 +251,17 @@ func (c *client) try(o *op) {
 		n.handles[a.handle] = a
 		s.input(n, input{kind: inSubmit, req: req})
 	})
+}
+
+// nextMember is the member after id, in id order and round again,
+// skipping removed ones.
+func (s *sim) nextMember(id uint64) uint64 {
+	for i := 1; i <= len(s.nodes); i++ {
+		if n := s.nodes[(int(id)-1+i)%len(s.nodes)]; !n.retired {
+			return n.id
+		}
+	}
+	return id
 }
 
 // abandon tells member n the requester gave up on handle (with the token
@@ -252,13 +299,18 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 			c.pref = a.node.id
 		}
 		v := history.Value{}
-		switch o.f {
-		case "acquire":
+		switch {
+		case o.f == "acquire", o.req.Force:
 			v.Token = history.Ptr(ans.Token)
-		case "get":
+		case o.f == "list":
+			v.More = history.Ptr(ans.List.More)
+			for _, l := range ans.List.Locks {
+				v.Locks = append(v.Locks, history.ListedLock{Key: l.Key, Token: l.Token, Owner: l.Owner})
+			}
+		case o.f == "get":
 			v.Held = history.Ptr(ans.Lock.Held)
 			if ans.Lock.Held {
-				v.Token = history.Ptr(ans.Lock.Token)
+				v.Token, v.Owner = history.Ptr(ans.Lock.Token), ans.Lock.Owner
 			}
 		}
 		c.complete(o, history.OK, v, ans)
@@ -269,11 +321,11 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 	case errors.As(ans.Err, &nl):
 		next := nl.LeaderID
 		if next == 0 || next == a.node.id || int(next) > len(c.s.nodes) {
-			next = a.node.id%uint64(len(c.s.nodes)) + 1
+			next = c.s.nextMember(a.node.id)
 		}
 		c.retry(o, next)
 	case errors.Is(ans.Err, member.ErrUnavailable), errors.Is(ans.Err, member.ErrStopped):
-		c.retry(o, a.node.id%uint64(len(c.s.nodes))+1)
+		c.retry(o, c.s.nextMember(a.node.id))
 	case errors.Is(ans.Err, member.ErrGrantRejected):
 		c.complete(o, history.Fail, history.Value{Error: "grant-rejected"}, ans)
 	case errors.As(ans.Err, &inv):
@@ -312,7 +364,7 @@ func (c *client) retry(o *op, next uint64) {
 // refused: the member was down when the request arrived; nothing happened.
 func (c *client) refused(a *attempt) {
 	if c.current(a) {
-		c.retry(a.op, a.node.id%uint64(len(c.s.nodes))+1)
+		c.retry(a.op, c.s.nextMember(a.node.id))
 	}
 }
 
@@ -323,7 +375,7 @@ func (c *client) broken(a *attempt) {
 		return
 	}
 	if !a.op.lockChanging {
-		c.retry(a.op, a.node.id%uint64(len(c.s.nodes))+1)
+		c.retry(a.op, c.s.nextMember(a.node.id))
 		return
 	}
 	c.unknown(a.op, "connection lost", member.Answer{})

@@ -66,7 +66,7 @@ func (n *nemesis) crashAtGrantCommit() func() {
 			}
 			n.record("heal", history.Value{Links: slowed})
 		}
-		if victim.incarnation == inc && !victim.dead && victim.core == nil {
+		if victim.incarnation == inc && victim.restartable() {
 			s.start(victim)
 			n.record("start", history.Value{Nodes: []int{int(victim.id)}})
 		}

@@ -82,3 +82,32 @@ func excerpt(b []byte, i int) string {
 	lo, hi := max(0, i-80), min(len(b), i+80)
 	return string(b[lo:hi])
 }
+
+// TestSameSeedSameBytesWithMembership: so do runs whose membership family
+// removes a leader that then applies its own removal as leader, and
+// restarts a joiner before it applied its own add (seed 10 meets both).
+func TestSameSeedSameBytesWithMembership(t *testing.T) {
+	cfg := Config{Seed: 10, Duration: 6 * time.Second, Faults: Families, FaultInterval: 300 * time.Millisecond}
+	h1, t1 := runBytes(t, cfg)
+	h2, t2 := runBytes(t, cfg)
+	if !bytes.Equal(h1, h2) {
+		t.Fatalf("history.jsonl differs between two runs (%d vs %d bytes)", len(h1), len(h2))
+	}
+	if !bytes.Equal(t1, t2) {
+		i := 0
+		for i < len(t1) && i < len(t2) && t1[i] == t2[i] {
+			i++
+		}
+		t.Fatalf("trace.log differs at byte %d: %q vs %q", i, excerpt(t1, i), excerpt(t2, i))
+	}
+	for _, want := range []string{`"f":"member-remove"`, `"f":"member-add"`, `"f":"member-promote"`} {
+		if !bytes.Contains(h1, []byte(want)) {
+			t.Errorf("no %s in the history", want)
+		}
+	}
+	for _, want := range []string{"applied its own removal (leader=true", "membership joiner-crash node="} {
+		if !bytes.Contains(t1, []byte(want)) {
+			t.Errorf("no %q in the trace", want)
+		}
+	}
+}

@@ -37,6 +37,11 @@ func (n *nemesis) step() {
 	if n.stopped || (s.cfg.MaxFaults > 0 && n.injected >= s.cfg.MaxFaults) {
 		return
 	}
+	if s.mem.busy() {
+		// A membership change runs alone, to its end (membership.go).
+		s.sch.after(int64(100*time.Millisecond), n.step)
+		return
+	}
 	if len(n.round) == 0 {
 		n.round = slices.Clone(s.cfg.Faults)
 		n.rng.Shuffle(len(n.round), func(i, j int) { n.round[i], n.round[j] = n.round[j], n.round[i] })
@@ -124,13 +129,7 @@ func (n *nemesis) targets() []int {
 	return out
 }
 
-func (n *nemesis) ids() []int {
-	ids := make([]int, n.s.cfg.Nodes)
-	for i := range ids {
-		ids[i] = i + 1
-	}
-	return ids
-}
+func (n *nemesis) ids() []int { return n.s.memberIDs() }
 
 // inject starts one fault of family and returns its heal (nil: nothing
 // to do, e.g. every member is already down).
@@ -166,7 +165,7 @@ func (n *nemesis) inject(family string) func() {
 		return func() {
 			var started []int
 			for _, id := range nodes {
-				if m := s.nodes[id-1]; !m.dead && m.core == nil {
+				if m := s.nodes[id-1]; m.restartable() {
 					s.start(m)
 					started = append(started, id)
 				}
@@ -229,15 +228,18 @@ func (n *nemesis) inject(family string) func() {
 		return n.clock()
 	case "disk":
 		return n.disk()
+	case "membership":
+		return n.membership()
 	}
 	panic(fmt.Sprintf("unknown fault family %q", family))
 }
 
-// sortedLinks lists every directed member link in order.
+// sortedLinks lists every directed link between members in order.
 func (s *sim) sortedLinks() [][2]uint64 {
 	var out [][2]uint64
-	for i := 1; i <= s.cfg.Nodes; i++ {
-		for j := 1; j <= s.cfg.Nodes; j++ {
+	ids := s.memberIDs()
+	for _, i := range ids {
+		for _, j := range ids {
 			if i != j {
 				out = append(out, [2]uint64{uint64(i), uint64(j)})
 			}
@@ -292,7 +294,7 @@ func (n *nemesis) partition() ([][]int, func(i, j int) bool) {
 	}
 	n.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	split := func(a []int) ([][]int, func(i, j int) bool) {
-		side := make([]bool, len(ids)+1)
+		side := make([]bool, len(s.nodes)+1)
 		for _, id := range a {
 			side[id] = true
 		}
@@ -317,7 +319,7 @@ func (n *nemesis) partition() ([][]int, func(i, j int) bool) {
 	case "halves":
 		return split(ids[:len(ids)/2])
 	case "ring":
-		pos := make([]int, len(ids)+1)
+		pos := make([]int, len(s.nodes)+1)
 		for i, id := range ids {
 			pos[id] = i
 		}
@@ -333,7 +335,7 @@ func (n *nemesis) partition() ([][]int, func(i, j int) bool) {
 		}
 	default: // bridge: two halves joined by one member that sees both
 		bridge := ids[0]
-		left := make([]bool, len(ids)+1)
+		left := make([]bool, len(s.nodes)+1)
 		for _, id := range ids[1 : 1+(len(ids)-1)/2] {
 			left[id] = true
 		}
@@ -365,7 +367,8 @@ func (n *nemesis) net() func() {
 	var links [][2]uint64
 	switch n.rng.IntN(3) {
 	case 0:
-		who := uint64(1 + n.rng.IntN(s.cfg.Nodes))
+		ids := n.ids()
+		who := uint64(ids[n.rng.IntN(len(ids))])
 		for _, l := range all {
 			if l[0] == who || l[1] == who {
 				links = append(links, l)
@@ -403,7 +406,7 @@ func (n *nemesis) net() func() {
 		f.jitter = max(f.jitter, int64(20*time.Millisecond)) // duplicates and reordering go together
 		n.record("duplicate", history.Value{Links: hl, Loss: history.Ptr(f.dup)})
 	}
-	touched := make([]bool, s.cfg.Nodes+1)
+	touched := make([]bool, len(s.nodes)+1)
 	for _, l := range links {
 		*s.link(l[0], l[1]) = f
 		touched[l[0]], touched[l[1]] = true, true
@@ -607,7 +610,7 @@ func (n *nemesis) crashAtSnapshot(powerLoss bool) func() {
 			}
 			n.record("heal", history.Value{})
 		}
-		if !victim.dead && victim.core == nil {
+		if victim.restartable() {
 			s.start(victim)
 			n.record("start", history.Value{Nodes: []int{int(victim.id)}})
 		}

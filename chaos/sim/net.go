@@ -68,6 +68,9 @@ func (s *sim) deliver(from *node, target *node, m *raftpb.Message) {
 		s.dropped(from, m, "down")
 		return
 	}
+	if from.retiring && s.refusesRemoved(from, target, m) {
+		return
+	}
 	if s.tr.on() {
 		s.tr.printf("deliver %d->%d %v term=%d index=%d", from.id, target.id, m.GetType(), m.GetTerm(), m.GetIndex())
 	}

@@ -25,6 +25,10 @@ type node struct {
 	// incarnations before it.
 	metrics *member.Metrics
 	corrupt int
+	// refused sums SnapshotsRefused likewise; installed counts the
+	// snapshots it installed from a leader (membership.go reads both).
+	refused   int
+	installed int
 
 	incarnation uint64
 	// dead: the member panicked or stopped on an internal error; it stays
@@ -37,6 +41,11 @@ type node struct {
 	inbox         []input // inputs held while paused or busy
 	tickGen       uint64
 
+	// retired: removed from the configuration and stopped for good
+	// (membership.go); nothing restarts it. retiring: its removal was
+	// proposed, so a peer that applied it refuses it (deliver).
+	retired, retiring bool
+
 	// disk fault in force
 	ioErr    float64 // probability that a write fails
 	slowSync float64 // probability that a sync is slow
@@ -45,6 +54,9 @@ type node struct {
 	clientDelay int64
 
 	handles map[uint64]*attempt // client requests submitted and not answered
+	// admin are membership changes submitted and not answered, by
+	// handle: what to do with the answer (membership.go).
+	admin map[uint64]func(member.Answer)
 	// arriving are batched client requests on their way, by arrival time
 	// (fill.go).
 	arriving map[int64]*arrival
@@ -67,6 +79,19 @@ func (n *node) snapshotsCorrupt() int {
 }
 
 func (n *node) up() bool { return n.core != nil && !n.down && !n.dead && !n.stopped }
+
+// restartable: the member is down and may come back (not dead, not
+// removed from the configuration).
+func (n *node) restartable() bool { return n.core == nil && !n.dead && !n.retired }
+
+// snapshotsRefused is how many snapshots from peers the member refused
+// because their configuration lacked it, over all its incarnations.
+func (n *node) snapshotsRefused() int {
+	if n.metrics == nil {
+		return n.refused
+	}
+	return n.refused + int(member.CounterValue(n.metrics.SnapshotsRefused))
+}
 
 // now is the member's clock reading, what the core is told.
 func (n *node) now() time.Duration { return time.Duration(n.clk.read(n.s.sch.now)) }
@@ -107,6 +132,12 @@ func (s *sim) start(n *node) {
 	if s.tr.on() {
 		s.tr.printf("start node=%d incarnation=%d", n.id, n.incarnation)
 	}
+	if core.Removed() {
+		// Its own snapshot covers its removal: it stops at once, as
+		// raftlock node does.
+		s.stopRemoved(n, "its snapshot covers its removal")
+		return
+	}
 	// Members' tickers are not in phase: the first tick comes anywhere
 	// within one interval.
 	s.scheduleTickAfter(n, 1+s.rngMisc.Int64N(n.clk.interval(int64(s.cfg.Tick))))
@@ -143,6 +174,7 @@ func (s *sim) die(n *node, why string) {
 // break.
 func (s *sim) lose(n *node) {
 	n.corrupt = n.snapshotsCorrupt()
+	n.refused = n.snapshotsRefused()
 	n.metrics = nil
 	n.core = nil
 	n.busy, n.paused = false, false
@@ -160,6 +192,7 @@ func (s *sim) lose(n *node) {
 		delete(n.handles, h)
 		s.toClient(n, func() { a.c.broken(a) })
 	}
+	s.loseAdmin(n)
 }
 
 // crash kills a member: with powerLoss its disk loses a random prefix of
@@ -247,6 +280,7 @@ type input struct {
 	key    string           // inAbandon
 	peer   uint64           // inSnapReport, inUnreachable
 	failed bool             // inSnapReport
+	call   func(*member.Core)
 }
 
 type inputKind uint8
@@ -259,6 +293,7 @@ const (
 	inAbandon
 	inSnapReport
 	inUnreachable
+	inCall // call: the driver calls into the core (membership.go)
 )
 
 // input hands a member one input: now, or after its pause or slow sync.
@@ -307,6 +342,8 @@ func (s *sim) process(n *node, in input) {
 			c.ReportSnapshot(in.peer, in.failed)
 		case inUnreachable:
 			c.ReportUnreachable(in.peer)
+		case inCall:
+			in.call(c)
 		}
 		return nil
 	})
@@ -329,7 +366,15 @@ func (s *sim) resume(n *node) {
 func (s *sim) drain(n *node) {
 	for n.up() && !n.busy && !n.paused {
 		has := false
-		if s.protect(n, "HasReady", func() error { has = n.core.HasReady(); return nil }) != nil || !has {
+		if s.protect(n, "HasReady", func() error { has = n.core.HasReady(); return nil }) != nil {
+			return
+		}
+		if !has {
+			if n.core.Removed() {
+				// raftlock node stops a member once it applied its own
+				// removal (a leader too: raft does not step it down).
+				s.stopRemoved(n, "it applied its own removal")
+			}
 			return
 		}
 		var rd member.Ready
@@ -382,6 +427,7 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 		}
 		if rd.Snapshot != nil {
 			s.stats.Installed++
+			n.installed++
 			if n.onSnapshot != nil {
 				n.onSnapshot(true)
 			}
@@ -451,6 +497,11 @@ func (s *sim) sendAll(n *node, msgs []*raftpb.Message) {
 func (s *sim) answer(n *node, answers []member.Answer) {
 	for i := range answers {
 		a := answers[i]
+		if fn, ok := n.admin[a.Handle]; ok {
+			delete(n.admin, a.Handle)
+			s.toClient(n, func() { fn(a) })
+			continue
+		}
 		at, ok := n.handles[a.Handle]
 		if !ok {
 			continue
@@ -467,7 +518,7 @@ func (s *sim) answer(n *node, answers []member.Answer) {
 func (s *sim) restartStopped() {
 	var started []int
 	for _, n := range s.nodes {
-		if !n.dead && n.core == nil {
+		if n.restartable() {
 			s.start(n)
 			started = append(started, int(n.id))
 		}

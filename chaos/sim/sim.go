@@ -19,7 +19,7 @@ import (
 
 // Families are the fault families of --faults, in the order it documents
 // them.
-var Families = []string{"kill", "crash", "partition", "net", "clock", "disk", "pause"}
+var Families = []string{"kill", "crash", "partition", "net", "clock", "disk", "pause", "membership"}
 
 // Config is one simulated run. Seed, Duration, MaxOps, MaxFaults and Faults
 // together decide everything that happens; the shrinker searches smaller
@@ -134,9 +134,9 @@ func (c *Config) Validate() error {
 	if c.Bug != "" && !slices.Contains(member.Bugs, c.Bug) {
 		return fmt.Errorf("unknown bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs, ", "))
 	}
-	if c.Bug == member.BugNoSnapshotOnAdd {
+	if c.Bug == member.BugNoSnapshotOnAdd && !slices.Contains(c.Faults, "membership") {
 		// A run that cannot reach the bug would report it missed.
-		return fmt.Errorf("bug %q needs membership changes, which the simulator does not make: use raftlock chaos --nemesis membership", c.Bug)
+		return fmt.Errorf("bug %q needs membership changes: add membership to --faults", c.Bug)
 	}
 	if c.Bug == member.BugNoPeerInputChecks {
 		// Its network delivers only what members sent: no forged frame.
@@ -182,6 +182,7 @@ type Stats struct {
 	// FillSeconds of simulated time.
 	Held        int     `json:"held,omitempty"`
 	FillSeconds float64 `json:"fill_seconds,omitempty"`
+	MembershipStats
 }
 
 // Result is what a run recorded, for the checker.
@@ -200,7 +201,10 @@ type Result struct {
 	// refused because their data did not decode
 	// (raftlock_snapshots_corrupt_total summed over its restarts).
 	SnapshotsCorrupt map[int]int
-	Stats            Stats
+	// Newcomers is the membership family's evidence for the checker's
+	// newcomer-stuck check; nil when the family was not enabled.
+	Newcomers *checker.Newcomers
+	Stats     Stats
 }
 
 // sim is one run's whole world. Everything happens on the goroutine that
@@ -235,6 +239,7 @@ type sim struct {
 	committed map[uint64]appliedAt // the one global committed log
 	maxIndex  uint64
 
+	mem   *membership // the membership family's changes (membership.go)
 	res   Result
 	stats Stats
 }
@@ -280,6 +285,7 @@ func newSim(cfg Config) *sim {
 		s.keys = append(s.keys, fmt.Sprintf("k%d", i+1))
 	}
 	s.store = fencedStore{s: s, highest: map[string]uint64{}, counter: map[string]int64{}}
+	s.mem = newMembership(s)
 	for i := 1; i <= cfg.Nodes; i++ {
 		for j := 1; j <= cfg.Nodes; j++ {
 			if i != j {
@@ -290,6 +296,20 @@ func newSim(cfg Config) *sim {
 	return s
 }
 
+// memberIDs lists the members not removed from the configuration, in
+// id order: the bootstrap members, then the ones membership changes added.
+func (s *sim) memberIDs() []int {
+	ids := make([]int, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		if !n.retired {
+			ids = append(ids, int(n.id))
+		}
+	}
+	return ids
+}
+
+// voters is the configuration the cluster was bootstrapped with, which a
+// fresh disk starts from (a joiner's too, as raftlock node --join's).
 func (s *sim) voters() []uint64 {
 	v := make([]uint64, s.cfg.Nodes)
 	for i := range v {
@@ -340,12 +360,17 @@ func (s *sim) run() error {
 	// deadline of a few seconds), restart every member that can be, read
 	// every key, and restart each member once more from its disk, as the
 	// chaos harness does, then let the cluster converge.
-	s.sch.runUntil(end+int64(30*time.Second), func() bool { return s.clientsIdle() })
+	// A membership change under way runs to its end too (each of its
+	// steps is bounded, 55 s in all).
+	s.sch.runUntil(end+int64(30*time.Second), func() bool { return s.clientsIdle() && !s.mem.busy() })
+	if s.mem.busy() {
+		s.sch.runUntil(s.sch.now+int64(60*time.Second), func() bool { return !s.mem.busy() })
+	}
 	s.restartStopped()
 	s.waitConverged(10 * time.Second)
 	s.finalReads()
 	for _, n := range s.nodes {
-		if n.dead {
+		if n.dead || n.retired {
 			continue
 		}
 		s.record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{int(n.id)}})
@@ -368,6 +393,9 @@ func (s *sim) run() error {
 		s.res.SnapshotsCorrupt[int(n.id)] = n.snapshotsCorrupt()
 	}
 	s.res.Log = s.committedLog()
+	if slices.Contains(cfg.Faults, "membership") {
+		s.res.Newcomers = s.mem.evidence()
+	}
 	s.res.Events = s.events
 	s.stats.SimSeconds = float64(s.sch.now) / 1e9
 	s.stats.CommitIndex = s.maxIndex
@@ -397,7 +425,7 @@ func (s *sim) converged() bool {
 	var leader *node
 	for _, n := range s.nodes {
 		if !n.up() {
-			if n.dead {
+			if n.dead || n.retired {
 				continue
 			}
 			return false

@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// TestSwarmIsValidAndEveryFaultFires runs sixteen seeds with every
+// TestSwarmIsValidAndEveryFaultFires runs 24 seeds with every
 // fault family, faults coming often: every run must be valid, and over
 // the swarm every family must have fired and the crash-safety paths must
 // have been met (unsynced writes lost, I/O errors, slow syncs, restarts,
 // snapshots taken and installed, duplicated and dropped messages).
 func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
 	total := Stats{Faults: map[string]int{}}
-	for seed := uint64(1); seed <= 16; seed++ {
+	for seed := uint64(1); seed <= 24; seed++ {
 		res, err := Run(Config{Seed: seed, Duration: 8 * time.Second, Faults: Families,
 			FaultInterval: 300 * time.Millisecond, FaultDuration: 800 * time.Millisecond})
 		if err != nil {

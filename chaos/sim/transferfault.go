@@ -102,7 +102,7 @@ func (f *transferFault) heal() {
 	if f.cut {
 		f.n.healLinks()
 	}
-	if k := f.killed; k != nil && !k.dead && k.core == nil {
+	if k := f.killed; k != nil && k.restartable() {
 		s.start(k)
 		f.n.record("start", history.Value{Nodes: []int{int(k.id)}})
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -55,17 +56,30 @@ func (p *Process) UnmarshalJSON(b []byte) error {
 // Value holds every field an event's value may carry; absent fields stay
 // nil and are not written.
 type Value struct {
-	LeaseMS  *int64   `json:"lease_ms,omitempty"`
-	WaitMS   *int64   `json:"wait_ms,omitempty"`
-	Held     *bool    `json:"held,omitempty"`
-	Token    *uint64  `json:"token,omitempty"`
-	Value    *int64   `json:"value,omitempty"`
-	Error    string   `json:"error,omitempty"`
-	Nodes    []int    `json:"nodes,omitempty"`
-	Groups   [][]int  `json:"groups,omitempty"`
-	Node     *int     `json:"node,omitempty"`
-	Rate     *float64 `json:"rate,omitempty"`
-	OffsetMS *int64   `json:"offset_ms,omitempty"`
+	LeaseMS *int64  `json:"lease_ms,omitempty"`
+	WaitMS  *int64  `json:"wait_ms,omitempty"`
+	Held    *bool   `json:"held,omitempty"`
+	Token   *uint64 `json:"token,omitempty"`
+	Value   *int64  `json:"value,omitempty"`
+	Error   string  `json:"error,omitempty"`
+	// Owner is who an acquire said it was (invoke), or who a get found
+	// holding the key (ok).
+	Owner string `json:"owner,omitempty"`
+	// Force marks a forced release (invoke, without a token): an
+	// operator's, which frees the key whatever its token; its ok names the
+	// token it released.
+	Force bool `json:"force,omitempty"`
+	// A list's page: invoke {after, limit} (its key is the prefix, "" for
+	// every key); ok {locks, more}.
+	After    string       `json:"after,omitempty"`
+	Limit    *int64       `json:"limit,omitempty"`
+	Locks    []ListedLock `json:"locks,omitempty"`
+	More     *bool        `json:"more,omitempty"`
+	Nodes    []int        `json:"nodes,omitempty"`
+	Groups   [][]int      `json:"groups,omitempty"`
+	Node     *int         `json:"node,omitempty"`
+	Rate     *float64     `json:"rate,omitempty"`
+	OffsetMS *int64       `json:"offset_ms,omitempty"`
 	// Network faults on directed peer links: Links lists [from, to] pairs
 	// (a one-way partition cuts only those directions); DelayMS and JitterMS
 	// slow them, Loss drops that fraction of their messages.
@@ -73,6 +87,13 @@ type Value struct {
 	DelayMS  *int64   `json:"delay_ms,omitempty"`
 	JitterMS *int64   `json:"jitter_ms,omitempty"`
 	Loss     *float64 `json:"loss,omitempty"`
+}
+
+// ListedLock is one lock of a list's page.
+type ListedLock struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token"`
+	Owner string `json:"owner,omitempty"`
 }
 
 // Event is one line of a history.
@@ -187,13 +208,13 @@ func (v *validator) checkOp(e Event) error {
 		return checkNemesis(e)
 	}
 	switch e.F {
-	case "acquire", "release", "renew", "get", "write", "read":
+	case "acquire", "release", "renew", "get", "list", "write", "read":
 	default:
 		return fmt.Errorf("unknown f %q", e.F)
 	}
 	switch e.Type {
 	case Invoke:
-		if e.Key == "" {
+		if e.Key == "" && e.F != "list" { // a list's key is its prefix, "" for all
 			return errors.New("invocation without a key")
 		}
 		if err := checkInvokeValue(e); err != nil {
@@ -220,6 +241,9 @@ func (v *validator) checkOp(e Event) error {
 		if e.Type == OK {
 			if err := checkOKValue(e); err != nil {
 				return err
+			}
+			if inv.Value.Force && e.Value.Token == nil {
+				return errors.New("ok forced release without the token it released")
 			}
 		}
 		delete(v.open, e.Process)
@@ -249,10 +273,20 @@ func checkInvokeValue(e Event) error {
 		if v.Token == nil {
 			return errors.New("renew invocation without a token")
 		}
-	case "release", "read", "write":
+	case "release":
+		if v.Token == nil && !v.Force {
+			return errors.New("release invocation without a token (or force)")
+		}
+		if v.Token != nil && v.Force {
+			return errors.New("forced release invocation with a token")
+		}
+	case "read", "write":
 		if v.Token == nil {
 			return fmt.Errorf("%s invocation without a token", e.F)
 		}
+	}
+	if v.Force && e.F != "release" {
+		return fmt.Errorf("%s invocation with force", e.F)
 	}
 	return nil
 }
@@ -264,6 +298,15 @@ func checkOKValue(e Event) error {
 	case "acquire":
 		if v.Token == nil {
 			return errors.New("ok acquire without a token")
+		}
+	case "list":
+		if v.More == nil {
+			return errors.New("ok list without more")
+		}
+		for i, l := range v.Locks {
+			if l.Key == "" || l.Token == 0 || !strings.HasPrefix(l.Key, e.Key) || (i > 0 && l.Key <= v.Locks[i-1].Key) {
+				return fmt.Errorf("ok list: lock %d (%q, token %d) is not a held key under the prefix in key order", i, l.Key, l.Token)
+			}
 		}
 	case "get":
 		if v.Held == nil {

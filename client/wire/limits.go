@@ -13,10 +13,19 @@ import (
 // Bounds of lock rule 10 (ARCHITECTURE.md), checked by the client before it
 // sends and by the member when it receives.
 const (
-	MaxKeyLen  = 256
-	MinLeaseMS = 10
-	MaxLeaseMS = 3_600_000
+	MaxKeyLen   = 256
+	MaxOwnerLen = 128
+	MinLeaseMS  = 10
+	MaxLeaseMS  = 3_600_000
 )
+
+// ValidateOwner checks an owner's length.
+func ValidateOwner(owner string) error {
+	if len(owner) > MaxOwnerLen {
+		return fmt.Errorf("owner must be at most %d bytes, got %d", MaxOwnerLen, len(owner))
+	}
+	return nil
+}
 
 // ValidateKey checks a lock key's length.
 func ValidateKey(key string) error {
@@ -139,7 +148,7 @@ func RequestHeader(body []byte) (Op, uint64, bool) {
 		return 0, 0, false
 	}
 	switch op {
-	case OpAcquire, OpRelease, OpRenew, OpGet, OpStatus:
+	case OpAcquire, OpRelease, OpRenew, OpGet, OpStatus, OpList:
 		return op, id, true
 	}
 	return 0, 0, false

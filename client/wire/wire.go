@@ -18,8 +18,8 @@ type Op uint8
 
 // Requests.
 const (
-	OpAcquire Op = 0x01 // Key, LeaseMS, WaitMS, Tag
-	OpRelease Op = 0x02 // Key, Token, Tag (optional on decode)
+	OpAcquire Op = 0x01 // Key, LeaseMS, WaitMS, Tag, Owner (optional)
+	OpRelease Op = 0x02 // Key, Token, Tag (optional on decode), Force (optional)
 	OpRenew   Op = 0x03 // Key, Token, LeaseMS, Tag (optional on decode)
 	OpGet     Op = 0x04 // Key, Stale
 	OpStatus  Op = 0x05 // Features (optional on decode; see below)
@@ -28,6 +28,9 @@ const (
 	// "member.add", ...) with a JSON Body; the answer is OpAdminResult
 	// with a JSON Body, or an error answer. It needs the admin right.
 	OpAdmin Op = 0x07 // Key (command), Body
+	// OpList pages the held locks in key order: up to Limit (0: the
+	// member's default) whose keys start with Prefix, after the key After.
+	OpList Op = 0x08 // Prefix, After, Limit, Stale
 )
 
 // A status request with non-zero Features is no status request: it tells
@@ -48,10 +51,10 @@ const (
 const (
 	OpGranted         Op = 0x81 // Token, LeaseMS
 	OpHeld            Op = 0x82
-	OpReleased        Op = 0x83
+	OpReleased        Op = 0x83 // Token (optional: a forced release's)
 	OpRenewed         Op = 0x84
 	OpNotFound        Op = 0x85
-	OpValue           Op = 0x86 // Held, Token, RemainingMS
+	OpValue           Op = 0x86 // Held, Token, RemainingMS, Owner (optional)
 	OpRedirect        Op = 0x87 // LeaderID, Leader (client address)
 	OpUnavailable     Op = 0x88 // Reason
 	OpInvalidArgument Op = 0x89 // Reason
@@ -67,6 +70,8 @@ const (
 	OpOverloaded Op = 0x8e // Reason
 	// OpAdminResult answers OpAdmin.
 	OpAdminResult Op = 0x8f // Body
+	// OpLocks answers OpList.
+	OpLocks Op = 0x90 // Locks, More
 )
 
 // GoAwayID is the request id of a goaway: an OpUnavailable answer a
@@ -100,6 +105,23 @@ type Request struct {
 	Features uint64
 	// Body is an admin request's JSON arguments.
 	Body []byte
+	// Owner says who acquires (at most MaxOwnerLen bytes).
+	Owner string
+	// Force makes a release free the key whatever its token (the admin
+	// right is needed).
+	Force bool
+	// Prefix, After and Limit page a list.
+	Prefix string
+	After  string
+	Limit  uint64
+}
+
+// Lock is one held lock of a list answer.
+type Lock struct {
+	Key         string
+	Token       uint64
+	Owner       string
+	RemainingMS uint64
 }
 
 // Status is a member's self-description.
@@ -134,6 +156,9 @@ type Response struct {
 	Reason      string
 	Status      Status
 	Body        []byte // an admin answer's JSON
+	Owner       string // a Value's
+	Locks       []Lock // a list's page
+	More        bool   // a list: more locks follow the page
 }
 
 // AppendRequest appends r as a frame to b.
@@ -147,10 +172,16 @@ func AppendRequest(b []byte, r *Request) []byte {
 		b = binary.AppendUvarint(b, r.LeaseMS)
 		b = binary.AppendUvarint(b, r.WaitMS)
 		b = binary.AppendUvarint(b, r.Tag)
+		if r.Owner != "" {
+			b = appendString(b, r.Owner)
+		}
 	case OpRelease:
 		b = appendString(b, r.Key)
 		b = binary.AppendUvarint(b, r.Token)
 		b = binary.AppendUvarint(b, r.Tag)
+		if r.Force {
+			b = appendBool(b, true)
+		}
 	case OpRenew:
 		b = appendString(b, r.Key)
 		b = binary.AppendUvarint(b, r.Token)
@@ -166,6 +197,11 @@ func AppendRequest(b []byte, r *Request) []byte {
 	case OpAdmin:
 		b = appendString(b, r.Key)
 		b = appendBytes(b, r.Body)
+	case OpList:
+		b = appendString(b, r.Prefix)
+		b = appendString(b, r.After)
+		b = binary.AppendUvarint(b, r.Limit)
+		b = appendBool(b, r.Stale)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
@@ -180,10 +216,26 @@ func AppendResponse(b []byte, r *Response) []byte {
 	case OpGranted:
 		b = binary.AppendUvarint(b, r.Token)
 		b = binary.AppendUvarint(b, r.LeaseMS)
+	case OpReleased:
+		if r.Token != 0 {
+			b = binary.AppendUvarint(b, r.Token)
+		}
 	case OpValue:
 		b = appendBool(b, r.Held)
 		b = binary.AppendUvarint(b, r.Token)
 		b = binary.AppendUvarint(b, r.RemainingMS)
+		if r.Owner != "" {
+			b = appendString(b, r.Owner)
+		}
+	case OpLocks:
+		b = binary.AppendUvarint(b, uint64(len(r.Locks)))
+		for _, l := range r.Locks {
+			b = appendString(b, l.Key)
+			b = binary.AppendUvarint(b, l.Token)
+			b = appendString(b, l.Owner)
+			b = binary.AppendUvarint(b, l.RemainingMS)
+		}
+		b = appendBool(b, r.More)
 	case OpRedirect:
 		b = binary.AppendUvarint(b, r.LeaderID)
 		b = appendString(b, r.Leader)
@@ -218,8 +270,10 @@ func DecodeRequest(body []byte) (Request, error) {
 	switch op {
 	case OpAcquire:
 		r.Key, r.LeaseMS, r.WaitMS, r.Tag = d.string(), d.uvarint(), d.uvarint(), d.uvarint()
+		r.Owner = d.optionalString()
 	case OpRelease:
 		r.Key, r.Token, r.Tag = d.string(), d.uvarint(), d.optionalUvarint()
+		r.Force = d.optionalBool()
 	case OpRenew:
 		r.Key, r.Token, r.LeaseMS, r.Tag = d.string(), d.uvarint(), d.uvarint(), d.optionalUvarint()
 	case OpGet:
@@ -229,6 +283,8 @@ func DecodeRequest(body []byte) (Request, error) {
 	case OpCancel:
 	case OpAdmin:
 		r.Key, r.Body = d.string(), d.bytes()
+	case OpList:
+		r.Prefix, r.After, r.Limit, r.Stale = d.string(), d.string(), d.uvarint(), d.bool()
 	default:
 		return Request{}, fmt.Errorf("%w: unknown request opcode 0x%02x", ErrMalformed, uint8(op))
 	}
@@ -245,9 +301,22 @@ func DecodeResponse(body []byte) (Response, error) {
 	switch op {
 	case OpGranted:
 		r.Token, r.LeaseMS = d.uvarint(), d.uvarint()
-	case OpHeld, OpReleased, OpRenewed, OpNotFound:
+	case OpReleased:
+		r.Token = d.optionalUvarint()
+	case OpHeld, OpRenewed, OpNotFound:
 	case OpValue:
 		r.Held, r.Token, r.RemainingMS = d.bool(), d.uvarint(), d.uvarint()
+		r.Owner = d.optionalString()
+	case OpLocks:
+		n := d.uvarint()
+		// Every lock takes at least four bytes: a count past that is a lie.
+		if d.err == nil && n > uint64(len(d.buf))/4 {
+			d.fail("list of %d locks in %d bytes", n, len(d.buf))
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			r.Locks = append(r.Locks, Lock{Key: d.string(), Token: d.uvarint(), Owner: d.string(), RemainingMS: d.uvarint()})
+		}
+		r.More = d.bool()
 	case OpRedirect:
 		r.LeaderID, r.Leader = d.uvarint(), d.string()
 	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpPermissionDenied, OpOverloaded:
@@ -334,6 +403,22 @@ func (d *decoder) optionalUvarint() uint64 {
 		return 0
 	}
 	return d.uvarint()
+}
+
+// optionalString reads a trailing string that older peers do not send.
+func (d *decoder) optionalString() string {
+	if d.err != nil || len(d.buf) == 0 {
+		return ""
+	}
+	return d.string()
+}
+
+// optionalBool reads a trailing bool that older peers do not send.
+func (d *decoder) optionalBool() bool {
+	if d.err != nil || len(d.buf) == 0 {
+		return false
+	}
+	return d.bool()
 }
 
 func (d *decoder) string() string {

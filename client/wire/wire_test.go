@@ -31,6 +31,10 @@ func TestRequestRoundTrip(t *testing.T) {
 		{ID: 6, Op: OpCancel},
 		{ID: 9, Op: OpAdmin, Key: "member.add", Body: []byte(`{"id":4}`)},
 		{ID: 10, Op: OpAdmin, Key: "member.list"},
+		{ID: 11, Op: OpAcquire, Key: "k", LeaseMS: 1000, Tag: 7, Owner: "web-1:4242"},
+		{ID: 12, Op: OpRelease, Key: "k", Tag: 3, Force: true},
+		{ID: 13, Op: OpList, Prefix: "jobs/", After: "jobs/a", Limit: 100, Stale: true},
+		{ID: 14, Op: OpList},
 	} {
 		got, err := DecodeRequest(roundTripFrame(t, AppendRequest(nil, &r)))
 		if err != nil || !reflect.DeepEqual(got, r) {
@@ -69,6 +73,10 @@ func TestResponseRoundTrip(t *testing.T) {
 		{ID: 12, Op: OpStatusInfo, Status: Status{ID: 1, Addr: "a", Role: "leader", Term: 2, Leader: 1, Commit: 9, Applied: 9, Locks: 1, LastToken: 4, Digest: "ab"}},
 		{ID: 14, Op: OpStatusInfo, Status: Status{ID: 1, Role: "leader", Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}},
 		{ID: 15, Op: OpAdminResult, Body: []byte(`{"members":[]}`)},
+		{ID: 16, Op: OpReleased, Token: 9},
+		{ID: 17, Op: OpValue, Held: true, Token: 3, RemainingMS: 900, Owner: "web-1:4242"},
+		{ID: 18, Op: OpLocks, Locks: []Lock{{Key: "a", Token: 1, Owner: "o", RemainingMS: 5}, {Key: "b", Token: 2}}, More: true},
+		{ID: 19, Op: OpLocks},
 	} {
 		got, err := DecodeResponse(roundTripFrame(t, AppendResponse(nil, &r)))
 		if err != nil || !reflect.DeepEqual(got, r) {
@@ -91,7 +99,7 @@ func TestBadFrames(t *testing.T) {
 	}
 	bodies := map[string][]byte{
 		"unknown op": append([]byte{0x7e}, make([]byte, 8)...),
-		"trailing":   append(append([]byte{}, good[4:]...), 0),
+		"trailing":   append(append([]byte{}, good[4:]...), 0, 0), // an empty owner, then one byte too many
 		"cut field":  good[4 : len(good)-1],
 		"bad bool":   append(AppendRequest(nil, &Request{Op: OpGet, Key: "k"})[4:len(AppendRequest(nil, &Request{Op: OpGet, Key: "k"}))-1], 2),
 	}
@@ -106,6 +114,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(AppendRequest(nil, &Request{ID: 1, Op: OpAcquire, Key: "k", LeaseMS: 10, WaitMS: 5, Tag: 1})[4:])
 	f.Add(AppendRequest(nil, &Request{ID: 2, Op: OpGet, Key: "k", Stale: true})[4:])
 	f.Add(AppendRequest(nil, &Request{ID: 3, Op: OpAdmin, Key: "member.add", Body: []byte("{}")})[4:])
+	f.Add(AppendRequest(nil, &Request{ID: 4, Op: OpAcquire, Key: "k", LeaseMS: 10, Owner: "o"})[4:])
+	f.Add(AppendRequest(nil, &Request{ID: 5, Op: OpRelease, Key: "k", Force: true})[4:])
+	f.Add(AppendRequest(nil, &Request{ID: 6, Op: OpList, Prefix: "p", After: "p/a", Limit: 3})[4:])
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeRequest(body)
 		if err != nil {
@@ -123,6 +134,8 @@ func FuzzDecodeResponse(f *testing.F) {
 	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpStatusInfo, Status: Status{Role: "leader"}})[4:])
 	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpStatusInfo, Status: Status{Voters: []uint64{1}, Learners: []uint64{2}}})[4:])
 	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpAdminResult, Body: []byte("{}")})[4:])
+	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpLocks, Locks: []Lock{{Key: "a", Token: 1, Owner: "o"}}, More: true})[4:])
+	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpValue, Held: true, Token: 1, Owner: "o"})[4:])
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeResponse(body)
 		if err != nil {

@@ -129,7 +129,7 @@ func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, r
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	if err := cl.Admin(ctx, command, in, out, readOnly); err != nil {
-		return cf.failAdmin(stdout, err)
+		return cf.failNoKey(stdout, err)
 	}
 	return nil
 }

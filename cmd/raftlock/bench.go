@@ -48,6 +48,7 @@ type benchConfig struct {
 	hotKeys     int
 	peers       []string
 	noBatch     bool
+	noHandoff   bool
 	maxInflight int
 	out         string
 	dir         string
@@ -110,7 +111,9 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 		"With --tls the cluster it starts runs mutual TLS 1.3 on every port: a fresh CA, member\n"+
 		"certificates and a client certificate are written under the data directory, and the\n"+
 		"bench's clients connect with that client certificate. Against a running secured cluster\n"+
-		"(--endpoints), give the clients' --cert, --key and --ca instead.\n\n"+
+		"(--endpoints), give the clients' --cert, --key and --ca instead. Every run releases what\n"+
+		"its clients still hold when it ends or is interrupted (Ctrl-C), so a running cluster keeps\n"+
+		"none of the bench's locks.\n\n"+
 		"With --held every point runs against a table of that many held locks (1 h leases), each\n"+
 		"size in turn on one cluster, filled on from the previous size; against --endpoints the\n"+
 		"bench releases every lock it took when it is done, Ctrl-C included.")
@@ -129,6 +132,7 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 	fs.IntVar(&c.hotKeys, "hot-keys", 1, "contended workload: number of hot keys")
 	compare := fs.String("compare", "", "peers to run side by side: etcd (= etcd-mutex,etcd-txn), etcd-mutex, etcd-txn, redis")
 	fs.BoolVar(&c.noBatch, "no-batch", false, "ablation: one command per log entry")
+	fs.BoolVar(&c.noHandoff, "no-handoff", false, "ablation: grant a freed key's next waiter only once the release applied, not in its log entry")
 	fs.IntVar(&c.maxInflight, "max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
 	held := fs.String("held", "", "table sizes: before measuring, hold `N[,N...]` locks (1h leases), each size in turn; every point runs at each (raftlock only)")
 	fs.IntVar(&c.keySize, "key-size", 0, fmt.Sprintf("`bytes` of every key, held and workload (%d..%d; default: the workloads' names, about 25 bytes)", bench.MinKeySize, bench.MaxKeySize))
@@ -438,13 +442,16 @@ func (b *benchRun) startRaftlock(ctx context.Context) (bench.Target, error) {
 	if c.noBatch {
 		name += " --no-batch"
 	}
+	if c.noHandoff {
+		name += " --no-handoff"
+	}
 	if c.maxInflight > 0 {
 		name += fmt.Sprintf(" --max-inflight %d", c.maxInflight)
 	}
 	if c.useTLS {
 		name += " --tls"
 	}
-	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch,
+	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch, NoHandoff: c.noHandoff,
 		MaxInflight: c.maxInflight, Lease: c.lease, Name: name, TLS: c.useTLS,
 		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs}
 	if c.snapshotEvery == 0 {

@@ -9,12 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
@@ -44,7 +40,10 @@ func (c *clientFlags) register(fs *flag.FlagSet, query bool) {
 	c.tls.register(fs)
 }
 
-func (c *clientFlags) client() (*client.Client, error) {
+func (c *clientFlags) client() (*client.Client, error) { return c.clientAs("") }
+
+// clientAs is client, recording owner with every lock it acquires.
+func (c *clientFlags) clientAs(owner string) (*client.Client, error) {
 	eps, err := parseEndpoints(c.endpoints)
 	if err != nil {
 		return nil, err
@@ -53,7 +52,7 @@ func (c *clientFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.New(eps, client.Options{TLS: tc})
+	cl, err := client.New(eps, client.Options{TLS: tc, Owner: owner})
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}
@@ -89,8 +88,9 @@ func (c *clientFlags) fail(stdout io.Writer, key string, err error) error {
 	return c.failJSON(stdout, map[string]any{"key": key}, err)
 }
 
-// failAdmin is fail for an admin call, which has no key: {"error","message"}.
-func (c *clientFlags) failAdmin(stdout io.Writer, err error) error {
+// failNoKey is fail for a call about no one key (admin calls, list):
+// {"error","message"}.
+func (c *clientFlags) failNoKey(stdout io.Writer, err error) error {
 	return c.failJSON(stdout, map[string]any{}, err)
 }
 
@@ -184,14 +184,18 @@ func oneKey(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
 }
 
 func runAcquire(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("acquire", "acquire KEY [--lease 10s] [--wait 0s] [--json]")
+	fs := newFlagSet("acquire", "acquire KEY [--lease 10s] [--wait 0s] [--owner TEXT] [--json]")
 	var cf clientFlags
 	cf.register(fs, true)
 	lease := fs.Duration("lease", 10*time.Second, "lease length (10ms..1h)")
 	wait := fs.Duration("wait", 0, "queue for the lock this long (0: fail at once when held)")
+	owner := ownerFlag(fs)
 	fs.Lookup("timeout").Usage += " (after --wait)"
 	key, err := oneKey(fs, args, stderr)
 	if err != nil {
+		return err
+	}
+	if err := checkOwner(*owner); err != nil {
 		return err
 	}
 	cl, err := cf.client()
@@ -201,12 +205,12 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *wait+cf.timeout)
 	defer cancel()
-	g, err := cl.Acquire(ctx, key, *lease, *wait)
+	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: key, Lease: *lease, Wait: *wait, Owner: *owner})
 	if err != nil {
 		return cf.fail(stdout, key, err)
 	}
 	if cf.json {
-		return printJSON(stdout, map[string]any{"key": key, "token": g.Token, "lease_ms": g.LeaseMS})
+		return printJSON(stdout, map[string]any{"key": key, "token": g.Token, "lease_ms": g.LeaseMS, "owner": *owner})
 	}
 	fmt.Fprintf(stdout, "acquired %s: token %d, lease %v\n", key, g.Token, time.Duration(g.LeaseMS)*time.Millisecond)
 	return nil
@@ -232,7 +236,7 @@ func tokenErr(fs *flag.FlagSet) error {
 // runHolderCommand is release and renew: calls made by the holder, with
 // its token, answered "not the holder" (exit 4) otherwise.
 func runHolderCommand(name string, args []string, stdout, stderr io.Writer) error {
-	synopsis := "release KEY --token N [--json]"
+	synopsis := "release KEY --token N [--json]\n       raftlock release KEY --force [--json]   (an operator's: needs the admin right)"
 	if name == "renew" {
 		synopsis = "renew KEY --token N [--lease 10s] [--json]"
 	}
@@ -241,12 +245,21 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 	cf.register(fs, true)
 	token := fs.Uint64("token", 0, "the holder's fencing token (required)")
 	var lease *time.Duration
+	force := new(bool)
 	if name == "renew" {
 		lease = fs.Duration("lease", 10*time.Second, "new lease length from now (10ms..1h)")
+	} else {
+		fs.BoolVar(force, "force", false, "free the lock whatever its token (an operator's; needs the ACL's admin right, exit 6 without it)")
 	}
 	key, err := oneKey(fs, args, stderr)
 	if err != nil {
 		return err
+	}
+	if *force {
+		if *token != 0 {
+			return usageErr("--force releases whatever token holds the key: give --token or --force, not both")
+		}
+		return forceRelease(cf, key, stdout)
 	}
 	if *token == 0 {
 		return tokenErr(fs)
@@ -305,128 +318,18 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		return cf.fail(stdout, key, err)
 	}
 	if cf.json {
-		return printJSON(stdout, map[string]any{"key": key, "held": info.Held, "token": info.Token, "remaining_ms": info.RemainingMS})
+		out := map[string]any{"key": key, "held": info.Held, "token": info.Token, "remaining_ms": info.RemainingMS}
+		if info.Held {
+			out["owner"] = info.Owner
+		}
+		return printJSON(stdout, out)
 	}
 	if !info.Held {
 		fmt.Fprintf(stdout, "%s is free\n", key)
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s is held: token %d, %v of lease left\n", key, info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
+	fmt.Fprintf(stdout, "%s is held by %s: token %d, %v of lease left\n", key, ownerText(info.Owner), info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
 	return nil
-}
-
-func runExec(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] -- CMD ARGS...")
-	var cf clientFlags
-	cf.register(fs, false)
-	lease := fs.Duration("lease", 10*time.Second, "lease length, renewed every third of it")
-	wait := fs.Duration("wait", 30*time.Second, "queue for the lock this long")
-	fs.Lookup("timeout").Usage += " (after --wait)"
-	pos, rest, err := parse(fs, args, stderr)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 || len(rest) == 0 {
-		return argErr(fs, "want KEY -- CMD ARGS...")
-	}
-	key := pos[0]
-	// Find the command before taking the lock: a typo must not hold a
-	// lock, and it exits as a shell would.
-	path, err := exec.LookPath(rest[0])
-	if err != nil {
-		code := exitNotFound
-		if errors.Is(err, os.ErrPermission) {
-			code = exitCannotRun
-		}
-		return withCode(code, fmt.Errorf("%s: %w", rest[0], err))
-	}
-	cl, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *wait+cf.timeout)
-	lk, err := cl.Lock(ctx, key, *lease, *wait)
-	cancel()
-	if err != nil {
-		return clientErr(err)
-	}
-	// The command's output and exec's own messages share the writers.
-	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
-	cmd := exec.Command(path, rest[1:]...)
-	cmd.Args[0] = rest[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.Env = append(os.Environ(), fmt.Sprintf("RAFTLOCK_TOKEN=%d", lk.Token()), "RAFTLOCK_KEY="+key)
-	// Its own process group, so that stopping the command stops everything
-	// it started: nothing may keep using the resource once the lock is gone.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 5 * time.Second
-	signalGroup := func(sig syscall.Signal) { syscall.Kill(-cmd.Process.Pid, sig) }
-	if err := cmd.Start(); err != nil {
-		lk.Unlock(context.Background())
-		return fmt.Errorf("start %s: %w", rest[0], err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	var lostErr error
-	var waitErr error
-wait:
-	for {
-		select {
-		case waitErr = <-exited:
-			break wait
-		case s := <-sigs:
-			signalGroup(s.(syscall.Signal))
-		case <-lk.Lost():
-			lostErr = lk.Err()
-			fmt.Fprintf(stderr, "raftlock exec: lost the lock on %s (%v); stopping %s\n", key, lostErr, rest[0])
-			signalGroup(syscall.SIGTERM)
-			select {
-			case waitErr = <-exited:
-			case <-time.After(5 * time.Second):
-				signalGroup(syscall.SIGKILL)
-				waitErr = <-exited
-			}
-			break wait
-		}
-	}
-	rctx, rcancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer rcancel()
-	if lostErr != nil {
-		return withCode(exitError, fmt.Errorf("lost the lock on %s while %s ran", key, rest[0]))
-	}
-	if err := lk.Unlock(rctx); err != nil {
-		fmt.Fprintf(stderr, "raftlock exec: release %s: %v\n", key, err)
-	}
-	var ee *exec.ExitError
-	if errors.As(waitErr, &ee) {
-		code := ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal()) // as a shell reports a death by signal
-		} else if code < 0 {
-			code = exitError
-		}
-		return withCode(code, errors.New(""))
-	}
-	if waitErr != nil {
-		return waitErr
-	}
-	return nil
-}
-
-// lockedWriter serialises writes from several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // extraCommands are the harness commands (chaos, check, bench).

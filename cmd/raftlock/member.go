@@ -45,6 +45,7 @@ type memberFlags struct {
 	peerFrameLimit int // the largest peer frame read
 	maxInflight    int
 	noBatch        bool
+	noHandoff      bool
 	logLevel       string
 	faultInjection bool
 	unsafeBug      string
@@ -82,6 +83,7 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.IntVar(&m.peerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
 	fs.IntVar(&m.maxInflight, "max-inflight", 256, "raft append messages in flight per follower (1: no pipelining)")
 	fs.BoolVar(&m.noBatch, "no-batch", false, "one command per log entry (ablation)")
+	fs.BoolVar(&m.noHandoff, "no-handoff", false, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")
 	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
@@ -226,7 +228,7 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 	n, err := node.New(node.Config{AuditJournal: journal,
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
 		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
-		NoBatch: m.noBatch, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
+		NoBatch: m.noBatch, NoHandoff: m.noHandoff, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
 		Limits: m.limits.node(), Join: join, SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
 	})
 	if err != nil {

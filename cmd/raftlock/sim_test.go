@@ -26,6 +26,7 @@ func TestSim(t *testing.T) {
 	t.Run("RefusesBadFlagsAndForeignOut", func(t *testing.T) { testSimRefusesBadFlagsAndForeignOut(t, bin) })
 	t.Run("HeldLocksCatchSnapshotPartial", func(t *testing.T) { testSimHeldLocksCatchSnapshotPartial(t, bin) })
 	t.Run("CtrlCCountsNoSeedAsFailing", func(t *testing.T) { testSimCtrlCCountsNoSeedAsFailing(t, bin) })
+	t.Run("MembershipCatchesNoSnapshotOnAdd", func(t *testing.T) { testSimMembershipCatchesNoSnapshotOnAdd(t, bin) })
 }
 
 // testSimCtrlCCountsNoSeedAsFailing: Ctrl-C (SIGINT to the whole process
@@ -91,13 +92,49 @@ func testSimCtrlCCountsNoSeedAsFailing(t *testing.T, bin string) {
 	}
 }
 
+// testSimMembershipCatchesNoSnapshotOnAdd: the membership family is in
+// the default set; a swarm counts its changes in the summary, and the
+// planted no-snapshot-on-add fails seed 1 (10 s) by newcomer-stuck, whose
+// report names the changes.
+func testSimMembershipCatchesNoSnapshotOnAdd(t *testing.T, bin string) {
+	stdout, stderr, code := runBin(t, bin, "sim", "--seeds", "1..2", "--duration", "5s", "--faults", "membership",
+		"--json", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d; stdout %s stderr %s", code, stdout, stderr)
+	}
+	lines := jsonLines(t, stdout)
+	sum, _ := lines[len(lines)-1]["summary"].(map[string]any)
+	if sum == nil || sum["members_removed"].(float64) < 1 || sum["members_added"] != sum["members_removed"] ||
+		sum["members_replaced"] != sum["members_added"] {
+		t.Fatalf("summary %v", lines[len(lines)-1])
+	}
+	stdout, stderr, code = runBin(t, bin, "sim", "--seeds", "1..2", "--duration", "5s", "--faults", "membership", "--out", t.TempDir())
+	if code != 0 || !strings.Contains(stdout, "membership: ") || !strings.Contains(stdout, " members removed, ") {
+		t.Fatalf("exit %d; stdout %s stderr %s", code, stdout, stderr)
+	}
+	out := t.TempDir()
+	stdout, stderr, code = runBin(t, bin, "sim", "--seed", "1", "--duration", "10s", "--unsafe-bug", "no-snapshot-on-add",
+		"--out", out, "--json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stdout %s stderr %s", code, stdout, stderr)
+	}
+	if rep := jsonLines(t, stdout)[0]; rep["check"] != "newcomer-stuck" {
+		t.Fatalf("report %v", rep)
+	}
+	sumMD, err := os.ReadFile(filepath.Join(out, "seed-1", "summary.md"))
+	if err != nil || !bytes.Contains(sumMD, []byte("| members removed / added / promoted (by snapshot) |")) ||
+		!bytes.Contains(sumMD, []byte("refused")) {
+		t.Fatalf("summary.md (%v):\n%s", err, sumMD)
+	}
+}
+
 // testSimHeldLocksCatchSnapshotPartial: --held fills a table before the
 // workload (recorded in the history's header and the summary), and with
-// it the planted snapshot-partial fails seed 8 by snapshot-integrity; the
+// it the planted snapshot-partial fails seed 12 by snapshot-integrity; the
 // replay command keeps --held.
 func testSimHeldLocksCatchSnapshotPartial(t *testing.T, bin string) {
 	out := t.TempDir()
-	stdout, stderr, code := runBin(t, bin, "sim", "--seed", "8", "--duration", "10s", "--held", "2000",
+	stdout, stderr, code := runBin(t, bin, "sim", "--seed", "12", "--duration", "10s", "--held", "2000",
 		"--unsafe-bug", "snapshot-partial", "--out", out, "--json")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stdout %s stderr %s", code, stdout, stderr)
@@ -110,7 +147,7 @@ func testSimHeldLocksCatchSnapshotPartial(t *testing.T, bin string) {
 	if replay, _ := rep["replay"].(string); !strings.Contains(replay, "--held 2000") {
 		t.Fatalf("replay %q lacks --held", replay)
 	}
-	hist, err := os.ReadFile(filepath.Join(out, "seed-8", "history.jsonl"))
+	hist, err := os.ReadFile(filepath.Join(out, "seed-12", "history.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +155,11 @@ func testSimHeldLocksCatchSnapshotPartial(t *testing.T, bin string) {
 	if !bytes.Contains(header, []byte(`"held":2000`)) || !bytes.Contains(header, []byte(`"key_size":250`)) {
 		t.Fatalf("header %s", header)
 	}
-	sum, err := os.ReadFile(filepath.Join(out, "seed-8", "summary.md"))
+	sum, err := os.ReadFile(filepath.Join(out, "seed-12", "summary.md"))
 	if err != nil || !bytes.Contains(sum, []byte("2000 locks held before the workload (keys of 250 bytes")) {
 		t.Fatalf("summary.md (%v):\n%s", err, sum)
 	}
-	if _, stderr, code := runBin(t, bin, "sim", "--seed", "8", "--duration", "10s", "--held", "2000", "--out", t.TempDir()); code != 0 {
+	if _, stderr, code := runBin(t, bin, "sim", "--seed", "12", "--duration", "10s", "--held", "2000", "--out", t.TempDir()); code != 0 {
 		t.Fatalf("without the bug: exit %d; %s", code, stderr)
 	}
 }
@@ -240,7 +277,7 @@ func testSimRefusesBadFlagsAndForeignOut(t *testing.T, bin string) {
 		{"sim", "--nodes", "4"},
 		{"sim", "--faults", "kill,meteor"},
 		{"sim", "--unsafe-bug", "no-such-bug"},
-		{"sim", "--unsafe-bug", "no-snapshot-on-add"},
+		{"sim", "--unsafe-bug", "no-snapshot-on-add", "--faults", "kill,crash"},
 		{"sim", "--unsafe-bug", "no-peer-input-checks"},
 		{"sim", "--seeds", "5..1"},
 		{"sim", "--seeds", "1..3", "--seed", "2"},

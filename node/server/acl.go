@@ -21,8 +21,8 @@ import (
 // Rights an ACL rule grants.
 const (
 	RightLock  = "lock"  // acquire, renew, release
-	RightRead  = "read"  // get
-	RightAdmin = "admin" // status, and the HTTP endpoints
+	RightRead  = "read"  // get, list (on the listed prefix)
+	RightAdmin = "admin" // status, release --force, and the HTTP endpoints
 )
 
 // Rule gives one identity (a client certificate's common name) rights on
@@ -140,18 +140,8 @@ func (s *Server) refuse(who string, features uint64, req *wire.Request) *wire.Re
 	if a == nil {
 		return nil
 	}
-	var right, what string
-	switch req.Op {
-	case wire.OpAcquire, wire.OpRelease, wire.OpRenew:
-		right, what = RightLock, fmt.Sprintf("lock %q", req.Key)
-	case wire.OpGet:
-		right, what = RightRead, fmt.Sprintf("read %q", req.Key)
-	case wire.OpAdmin:
-		right, what = RightAdmin, fmt.Sprintf("run %q", req.Key)
-	default:
-		right, what = RightAdmin, "ask for status"
-	}
-	if a.Allows(who, right, req.Key) {
+	right, what, key := permission(req)
+	if a.Allows(who, right, key) {
 		return nil
 	}
 	reason := fmt.Sprintf("identity %q may not %s", who, what)
@@ -161,6 +151,27 @@ func (s *Server) refuse(who string, features uint64, req *wire.Request) *wire.Re
 		return &wire.Response{ID: req.ID, Op: wire.OpPermissionDenied, Reason: reason}
 	}
 	return &wire.Response{ID: req.ID, Op: wire.OpError, Reason: "permission denied: " + reason}
+}
+
+// permission names the right req needs, on which key (a list's prefix),
+// and what it does, for a refusal's reason.
+func permission(req *wire.Request) (right, what, key string) {
+	switch req.Op {
+	case wire.OpRelease:
+		if req.Force {
+			return RightAdmin, fmt.Sprintf("force the release of %q", req.Key), req.Key
+		}
+		return RightLock, fmt.Sprintf("lock %q", req.Key), req.Key
+	case wire.OpAcquire, wire.OpRenew:
+		return RightLock, fmt.Sprintf("lock %q", req.Key), req.Key
+	case wire.OpGet:
+		return RightRead, fmt.Sprintf("read %q", req.Key), req.Key
+	case wire.OpList:
+		return RightRead, fmt.Sprintf("list %q", req.Prefix), req.Prefix
+	case wire.OpAdmin:
+		return RightAdmin, fmt.Sprintf("run %q", req.Key), req.Key
+	}
+	return RightAdmin, "ask for status", req.Key
 }
 
 // RequireAdmin lets through only HTTP requests whose client certificate's

@@ -78,3 +78,36 @@ func TestRefusalIsReadableByOldAndNewClients(t *testing.T) {
 		t.Fatalf("status without the admin right: %+v", resp)
 	}
 }
+
+// A forced release needs the admin right, a plain release only lock; a
+// list needs read on its prefix. (Over plain TCP the identity is "".)
+func TestForcedReleaseNeedsAdminAndListNeedsReadOnItsPrefix(t *testing.T) {
+	a := &ACL{Rules: []Rule{{Identity: "", Prefixes: []string{"jobs/"}, Rights: []string{RightLock, RightRead}}}}
+	allowed := func(req *wire.Request) (bool, string) {
+		right, what, key := permission(req)
+		return a.Allows("", right, key), what
+	}
+	for _, c := range []struct {
+		req     wire.Request
+		refused bool
+	}{
+		{wire.Request{Op: wire.OpRelease, Key: "jobs/a", Token: 1}, false},
+		{wire.Request{Op: wire.OpRelease, Key: "jobs/a", Force: true}, true},
+		{wire.Request{Op: wire.OpList, Prefix: "jobs/"}, false},
+		{wire.Request{Op: wire.OpList, Prefix: "jobs/x"}, false},
+		{wire.Request{Op: wire.OpList, Prefix: ""}, true},
+		{wire.Request{Op: wire.OpList, Prefix: "other/"}, true},
+	} {
+		ok, what := allowed(&c.req)
+		if ok == c.refused {
+			t.Errorf("%+v: allowed %v, want %v", c.req, ok, !c.refused)
+		}
+		if c.req.Force && what != `force the release of "jobs/a"` {
+			t.Errorf("a forced release is described as %q", what)
+		}
+	}
+	a.Rules = append(a.Rules, Rule{Identity: "", Prefixes: []string{"x/"}, Rights: []string{RightAdmin}})
+	if ok, _ := allowed(&wire.Request{Op: wire.OpRelease, Key: "jobs/a", Force: true}); !ok {
+		t.Error("the admin right did not allow a forced release")
+	}
+}

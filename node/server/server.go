@@ -259,6 +259,9 @@ func (s *Server) serveConn(c net.Conn) {
 					resp := s.refuse(who, feats, &req)
 					if resp == nil {
 						resp = s.Handle(rctx, &req)
+						if req.Force && resp != nil {
+							s.logForced(who, &req, resp)
+						}
 					}
 					cmu.Lock()
 					delete(cancels, req.ID)
@@ -311,12 +314,17 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 		var tok uint64
 		lease := time.Duration(min(req.LeaseMS, node.MaxLeaseMS+1)) * time.Millisecond
 		wait := time.Duration(min(req.WaitMS, uint64(24*time.Hour/time.Millisecond))) * time.Millisecond
-		if tok, err = n.Acquire(ctx, req.Key, lease, wait, req.Tag); err == nil {
+		if tok, err = n.AcquireAs(ctx, req.Key, req.Owner, lease, wait, req.Tag); err == nil {
 			resp.Op, resp.Token, resp.LeaseMS = wire.OpGranted, tok, req.LeaseMS
 		}
 	case wire.OpRelease:
 		op = "release"
-		if err = n.Release(ctx, req.Key, req.Token, req.Tag); err == nil {
+		if req.Force {
+			var tok uint64
+			if tok, err = n.ForceRelease(ctx, req.Key, req.Tag); err == nil {
+				resp.Op, resp.Token = wire.OpReleased, tok
+			}
+		} else if err = n.Release(ctx, req.Key, req.Token, req.Tag); err == nil {
 			resp.Op = wire.OpReleased
 		}
 	case wire.OpRenew:
@@ -329,7 +337,17 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 		op = "get"
 		var info node.LockInfo
 		if info, err = n.Get(ctx, req.Key, req.Stale); err == nil {
-			resp.Op, resp.Held, resp.Token, resp.RemainingMS = wire.OpValue, info.Held, info.Token, uint64(info.RemainingMS)
+			resp.Op, resp.Held, resp.Token, resp.RemainingMS, resp.Owner = wire.OpValue, info.Held, info.Token, uint64(info.RemainingMS), info.Owner
+		}
+	case wire.OpList:
+		op = "list"
+		var page member.LockList
+		if page, err = n.List(ctx, req.Prefix, req.After, int(min(req.Limit, member.MaxList+1)), req.Stale); err == nil {
+			resp.Op, resp.More = wire.OpLocks, page.More
+			resp.Locks = make([]wire.Lock, len(page.Locks))
+			for i, l := range page.Locks {
+				resp.Locks[i] = wire.Lock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: uint64(l.RemainingMS)}
+			}
 		}
 	case wire.OpStatus:
 		resp.Op, resp.Status = wire.OpStatusInfo, n.Status()
@@ -346,6 +364,19 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 	}
 	n.Metrics().ClientRequests.WithLabelValues(op, resultLabel(resp.Op)).Inc()
 	return resp
+}
+
+// logForced records a forced release at WARN, with who asked: an operator
+// ended someone's hold.
+func (s *Server) logForced(who string, req *wire.Request, resp *wire.Response) {
+	if who == "" {
+		who = "(no client certificate)"
+	}
+	if resp.Op == wire.OpReleased {
+		s.log.Warn("forced release", "identity", who, "key", req.Key, "token", resp.Token)
+		return
+	}
+	s.log.Warn("forced release did not release", "identity", who, "key", req.Key, "answer", resultLabel(resp.Op), "reason", resp.Reason)
 }
 
 // deadlineWriter bounds each write, so a client that stops reading ends its
@@ -396,7 +427,7 @@ func resultLabel(op wire.Op) string {
 		return "renewed"
 	case wire.OpNotFound:
 		return "not_found"
-	case wire.OpValue, wire.OpStatusInfo:
+	case wire.OpValue, wire.OpStatusInfo, wire.OpLocks:
 		return "ok"
 	case wire.OpRedirect:
 		return "redirect"

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
+)
+
+// ownerFlag adds --owner: who takes the lock, kept with it for get and
+// list to show.
+func ownerFlag(fs *flag.FlagSet) *string {
+	return fs.String("owner", client.DefaultOwner(), "who holds the lock, shown by get and list (at most 128 bytes; \"\" records none)")
+}
+
+// checkOwner refuses an --owner over the limit before anything is sent.
+func checkOwner(owner string) error {
+	if err := wire.ValidateOwner(owner); err != nil {
+		return usageErr("--owner: %v", err)
+	}
+	return nil
+}
+
+func ownerText(owner string) string {
+	if owner == "" {
+		return "(no owner)"
+	}
+	return owner
+}
+
+// forceRelease is release --force: an operator frees a lock whatever its
+// token. It prints the token that held the key.
+func forceRelease(cf clientFlags, key string, stdout io.Writer) error {
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	tok, err := cl.ForceRelease(ctx, key)
+	if errors.Is(err, client.ErrNotFound) {
+		err = notHeldError{key}
+	}
+	if err != nil {
+		return cf.fail(stdout, key, err)
+	}
+	if cf.json {
+		return printJSON(stdout, map[string]any{"key": key, "token": tok, "released": true, "forced": true})
+	}
+	fmt.Fprintf(stdout, "released %s (token %d), forced\n", key, tok)
+	return nil
+}
+
+// notHeldError is a forced release of a key nobody holds: "not the
+// holder" (exit 4), said as what it means here.
+type notHeldError struct{ key string }
+
+func (e notHeldError) Error() string { return e.key + " is not held" }
+func (e notHeldError) Unwrap() error { return client.ErrNotFound }
+
+// listedLock is one lock as list --json prints it.
+type listedLock struct {
+	Key         string `json:"key"`
+	Token       uint64 `json:"token"`
+	Owner       string `json:"owner"`
+	RemainingMS uint64 `json:"remaining_ms"`
+}
+
+func runList(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("list", "list [PREFIX] [--limit 100] [--after KEY] [--stale] [--json]")
+	var cf clientFlags
+	cf.register(fs, true)
+	limit := fs.Int("limit", 100, "at most this many locks (1..1000; a page may hold fewer when keys are long)")
+	after := fs.String("after", "", "list from the first key after this one: the last key of the previous page")
+	stale := fs.Bool("stale", false, "read any member's local state (fast, possibly stale)")
+	pos, rest, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 || rest != nil {
+		return argErr(fs, "want at most one PREFIX")
+	}
+	if *limit < 1 || *limit > 1000 {
+		return usageErr("--limit must be 1..1000, got %d", *limit)
+	}
+	prefix := ""
+	if len(pos) == 1 {
+		prefix = pos[0]
+	}
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	page, err := cl.List(ctx, client.ListOptions{Prefix: prefix, After: *after, Limit: *limit, Stale: *stale})
+	if err != nil {
+		return cf.failNoKey(stdout, err)
+	}
+	locks := make([]listedLock, len(page.Locks))
+	for i, l := range page.Locks {
+		locks[i] = listedLock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: l.RemainingMS}
+	}
+	if cf.json {
+		return printJSON(stdout, map[string]any{"locks": locks, "more": page.More})
+	}
+	if len(locks) == 0 {
+		fmt.Fprintf(stdout, "no locks held%s\n", underPrefix(prefix))
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tTOKEN\tOWNER\tREMAINING")
+	for _, l := range locks {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%v\n", l.Key, l.Token, orDash(l.Owner), (time.Duration(l.RemainingMS) * time.Millisecond).Round(time.Millisecond))
+	}
+	tw.Flush()
+	if page.More {
+		args := []string{"raftlock list"}
+		if prefix != "" {
+			args = append(args, shellQuote(prefix))
+		}
+		args = append(args, "--after", shellQuote(locks[len(locks)-1].Key))
+		if *limit != 100 {
+			args = append(args, fmt.Sprintf("--limit %d", *limit))
+		}
+		fmt.Fprintf(stdout, "more: %s\n", strings.Join(args, " "))
+	}
+	return nil
+}
+
+func underPrefix(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	return fmt.Sprintf(" under %q", prefix)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '-' || r == '_' || r == '.' || r == ':' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
