@@ -710,7 +710,7 @@ func printSwarmSummary(s swarmSummary, w io.Writer) {
 	fmt.Fprintf(w, "%-8d %-8d %-8d %-12s %-9d %-8d %-9s %-9.1f %.0fx\n", s.Seeds, s.Valid, len(s.Failing)+len(s.Unknown)+len(s.Errors),
 		fmt.Sprintf("%.0f s", s.SimSeconds), s.Ops, s.Faults, fmt.Sprintf("%.1f s", s.WallSeconds), s.SeedsPerSec, s.Speedup)
 	if s.MembersRemoved+s.MembersAdded > 0 {
-		fmt.Fprintf(w, "membership: %d members removed, %d added, %d promoted\n", s.MembersRemoved, s.MembersAdded, s.MembersReplaced)
+		fmt.Fprintf(w, "membership: %s removed, %d added, %d promoted\n", plural(s.MembersRemoved, "member", "members"), s.MembersAdded, s.MembersReplaced)
 	}
 	if s.FirstFail != nil {
 		fmt.Fprintf(w, "first failing seed: %d (%s)\n", *s.FirstFail, s.FirstCheck)
