@@ -4,10 +4,16 @@ BIN := bin/raftlock
 SEED ?= 1
 CHAOS_DURATION ?= 30s
 
-.PHONY: build test lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload rolling
+.PHONY: build run test lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload rolling
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
+
+# Build, then run a local three-member cluster on the default ports until
+# Ctrl-C (data in ./raftlock-data): make run CLUSTER_FLAGS="--nodes 5".
+CLUSTER_FLAGS ?=
+run: build
+	$(BIN) cluster $(CLUSTER_FLAGS)
 
 # The test suite CI runs: unit tests, in-process clusters over loopback TCP
 # and real pebble directories, and an end-to-end test against built

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/member"
 )
 
 // Config is one chaos run.
@@ -83,6 +84,10 @@ func (c *Config) Validate() error {
 		return errors.New("--snapshot-chunk-size and --peer-frame-limit must not be negative")
 	case c.PeerFrameLimit > 0 && c.PeerFrameLimit < minPeerFrameLimit:
 		return fmt.Errorf("--peer-frame-limit must be at least %d: raft's appends are up to 1 MiB of entries", minPeerFrameLimit)
+	case !member.ValidBug(c.Bug):
+		// Checked here, not by the members: a misspelt bug would start a
+		// cluster that cannot come up and read as the cluster's failure.
+		return fmt.Errorf("unknown --unsafe-bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs, ", "))
 	}
 	for _, f := range c.Nemeses {
 		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) {

@@ -43,24 +43,35 @@ func fileSafe(key string) string {
 	return b.String()
 }
 
+// count is "1 grant", "2 grants": n and noun, plural unless n is 1.
+func count(n int, noun string) string {
+	switch {
+	case n == 1:
+		return "1 " + noun
+	case strings.HasSuffix(noun, "s"):
+		return strconv.Itoa(n) + " " + noun + "es"
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 // Summary writes a short human account of the verdict.
 func (v *Verdict) Summary(w io.Writer) {
 	word := strings.ToUpper(v.Verdict)
 	fmt.Fprintf(w, "# raftlock check: %s\n\n", word)
-	fmt.Fprintf(w, "%d events, %d operations (ok %d, fail %d, info %d), %d grants, %d nemesis windows, %d info operations settled by the committed log; checked in %.2fs.\n\n",
-		v.Stats.Events, v.Stats.Ops, v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
-		v.Stats.Grants, v.Stats.Nemesis, v.Stats.Resolved, v.Stats.CheckTime)
+	fmt.Fprintf(w, "%s, %s (ok %d, fail %d, info %d), %s, %s, %s settled by the committed log; checked in %.2fs.\n\n",
+		count(v.Stats.Events, "event"), count(v.Stats.Ops, "operation"), v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
+		count(v.Stats.Grants, "grant"), count(v.Stats.Nemesis, "nemesis window"), count(v.Stats.Resolved, "info operation"), v.Stats.CheckTime)
 	if v.Stats.Restarts+v.Stats.Snapshots+v.Stats.SnapshotsInstalled > 0 {
-		fmt.Fprintf(w, "Cluster: %d member restarts, %d snapshots taken, %d snapshots installed from the leader.\n\n",
-			v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled)
+		fmt.Fprintf(w, "Cluster: %s, %s taken, %s installed from the leader.\n\n",
+			count(v.Stats.Restarts, "member restart"), count(v.Stats.Snapshots, "snapshot"), count(v.Stats.SnapshotsInstalled, "snapshot"))
 	}
 	if v.Stats.HeldLocks > 0 {
-		fmt.Fprintf(w, "Held: %d locks of %d-byte keys taken before the workload, in %.1fs.\n\n",
-			v.Stats.HeldLocks, v.Stats.HeldKeySize, v.Stats.HeldFillSeconds)
+		fmt.Fprintf(w, "Held: %s of %d-byte keys taken before the workload, in %.1fs.\n\n",
+			count(v.Stats.HeldLocks, "lock"), v.Stats.HeldKeySize, v.Stats.HeldFillSeconds)
 	}
 	if v.Stats.MembersReplaced+v.Stats.SnapshotsRefused > 0 {
-		fmt.Fprintf(w, "Membership: %d members replaced, %d of them caught up by snapshot; %d snapshots refused for lacking the member.\n\n",
-			v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot, v.Stats.SnapshotsRefused)
+		fmt.Fprintf(w, "Membership: %s replaced, %d of them caught up by snapshot; %s refused for lacking the member.\n\n",
+			count(v.Stats.MembersReplaced, "member"), v.Stats.ReplacedBySnapshot, count(v.Stats.SnapshotsRefused, "snapshot"))
 	}
 	fmt.Fprintln(w, "| check | status | decides | violations | note |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")

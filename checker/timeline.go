@@ -142,9 +142,9 @@ func (v *Verdict) writeTimeline(w io.Writer, lin []string) error {
 	if err != nil {
 		return err
 	}
-	summary := fmt.Sprintf("%d operations (ok %d, fail %d, info %d) by %d client processes, %d fault windows.",
-		v.Stats.Ops, v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
-		countProcs(v.ops), len(v.windows))
+	summary := fmt.Sprintf("%s (ok %d, fail %d, info %d) by %s, %s.",
+		count(v.Stats.Ops, "operation"), v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
+		count(countProcs(v.ops), "client process"), count(len(v.windows), "fault window"))
 	r := strings.NewReplacer("{{verdict}}", html.EscapeString(v.Verdict), "{{summary}}", html.EscapeString(summary),
 		"{{data}}", string(data))
 	_, err = r.WriteString(w, timelinePage)

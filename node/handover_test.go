@@ -1,10 +1,15 @@
 package node_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node"
 )
 
 // A handover that leaves this member leading (asked to transfer to
@@ -41,4 +46,45 @@ func TestHandOverWithExpiredContextKeepsLeading(t *testing.T) {
 	if lead, err := c.Leader(ctx); err != nil || lead != l.ID() {
 		t.Fatalf("leader after an abandoned handover = %d, %v; want %d", lead, err, l.ID())
 	}
+}
+
+// A single member has nobody to hand leadership to: a clean stop neither
+// tries nor warns that the handover failed, and still answers the calls
+// it proposed.
+func TestShutdownOfASingleMemberTriesNoHandover(t *testing.T) {
+	var logs lockedBuffer
+	c := testcluster.New(t, 1, func(cfg *node.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	l := c.WaitLeader()
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := l.Acquire(ctx, "before-stop", time.Minute, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "handing leadership over") {
+			t.Errorf("a single member's clean stop logged: %s", line)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer the member's goroutines may log to.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

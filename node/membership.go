@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/raftlock/raftlock/member"
@@ -151,21 +152,7 @@ func (n *Node) HandOver(ctx context.Context, to uint64) (uint64, error) {
 	if nl, ok := err.(*member.NotLeaderError); ok {
 		return 0, n.redirect(nl)
 	}
-	tick := time.NewTicker(n.cfg.TickInterval / 4)
-	for inflight := 1; inflight > 0 && ctx.Err() == nil; {
-		if !n.inspect(func(c *member.Core) { inflight = c.InFlight() }) {
-			tick.Stop()
-			return 0, ErrStopped
-		}
-		if inflight > 0 {
-			select {
-			case <-ctx.Done():
-			case <-tick.C:
-			}
-		}
-	}
-	tick.Stop()
-	if err = ctx.Err(); err == nil {
+	if err = n.waitProposed(ctx); err == nil {
 		to, err = n.TransferLeader(ctx, to)
 	}
 	// Whatever happened, a member that still leads (the transfer failed,
@@ -217,15 +204,58 @@ func (n *Node) TransferLeader(ctx context.Context, to uint64) (uint64, error) {
 	}
 }
 
+// waitProposed waits until every call this draining leader proposed has
+// applied and been answered, or ctx ends.
+func (n *Node) waitProposed(ctx context.Context) error {
+	tick := time.NewTicker(n.cfg.TickInterval / 4)
+	defer tick.Stop()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		inflight := 0
+		if !n.inspect(func(c *member.Core) { inflight = c.InFlight() }) {
+			return ErrStopped
+		}
+		if inflight == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+}
+
+// drain makes the leader take no new calls and waits for the proposed
+// ones to be answered; it stays draining until Close.
+func (n *Node) drain(ctx context.Context) error {
+	if !n.inspect(func(c *member.Core) { c.Drain() }) {
+		return ErrStopped
+	}
+	return n.waitProposed(ctx)
+}
+
 // Shutdown stops the member gracefully: a leader takes no new calls, ends
 // the ones not yet proposed as retryable, waits for the proposed ones to
 // apply and be answered, hands leadership to the most up-to-date voter,
-// and waits until it leads; then the member closes. A follower just
+// and waits until it leads; then the member closes. A leader that is the
+// only voter has nobody to hand over to and does not try. A follower just
 // closes. ctx bounds the handover; at its end the member closes anyway.
 func (n *Node) Shutdown(ctx context.Context) error {
-	var leader bool
-	n.inspect(func(c *member.Core) { _, leader = c.Leader() })
-	if leader {
+	var leader, alone bool
+	n.inspect(func(c *member.Core) {
+		_, leader = c.Leader()
+		alone = !slices.ContainsFunc(c.Status().Voters, func(id uint64) bool { return id != n.cfg.ID })
+	})
+	switch {
+	case leader && alone:
+		// No other voter to hand over to (a single member): the calls
+		// proposed are still answered before the member closes.
+		if err := n.drain(ctx); err != nil {
+			n.log.Warn("stopping before every proposed call was answered", "err", err)
+		}
+	case leader:
 		n.log.Info("handing leadership over before stopping")
 		if to, err := n.HandOver(ctx, 0); err != nil {
 			n.log.Warn("leadership handover failed; stopping anyway", "err", err)

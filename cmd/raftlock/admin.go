@@ -143,7 +143,7 @@ func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, i
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	if err := cl.Admin(ctx, command, in, out, idempotent); err != nil {
-		return cf.fail(stdout, "", err)
+		return cf.failNoKey(stdout, err)
 	}
 	return nil
 }

@@ -151,9 +151,6 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 	check := func() error {
 		c.dir = *dir
 		var err error
-		if c.clientTLS, err = tf.config(); err != nil {
-			return err
-		}
 		if c.counts, err = parseCounts(*clients, "--clients", 1); err != nil {
 			return err
 		}
@@ -169,7 +166,13 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 		if c.peers, err = parsePeersToCompare(*compare); err != nil {
 			return err
 		}
-		return c.validate(tf)
+		if err := c.validate(tf); err != nil {
+			return err
+		}
+		// After validate: certificates without --endpoints are a usage
+		// error whether or not their files can be read.
+		c.clientTLS, err = tf.config()
+		return err
 	}
 	return fs, check
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,7 +53,51 @@ func TestCheckDecidesLeaseTimingUnlessClockFaultsDeclared(t *testing.T) {
 func TestCheckReadsResolutions(t *testing.T) {
 	h := testdata("ghost-grant-pass.jsonl")
 	code, out, _ := cli(t, "check", h, "--resolved", testdata("ghost-grant-pass.resolved.json"))
-	if code != 0 || !strings.Contains(out, "1 info operations settled") {
+	if code != 0 || !strings.Contains(out, "1 info operation settled") {
 		t.Errorf("exit %d, want 0 with the resolution counted\n%s", code, out)
+	}
+}
+
+// check --out follows chaos's and sim's rule: it replaces a previous
+// report, and refuses a directory holding anything else (a user's own
+// summary.md), or the report whose history it checks, touching nothing.
+func TestCheckOutReplacesOnlyAReport(t *testing.T) {
+	h := testdata("well-formed.jsonl")
+	mine := t.TempDir()
+	summary := filepath.Join(mine, "summary.md")
+	if err := os.WriteFile(summary, []byte("my notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli(t, "check", h, "--out", mine)
+	if code != 3 || !strings.Contains(stderr, "not a raftlock report") {
+		t.Fatalf("check --out into a user's directory: exit %d, stderr %q; want 3", code, stderr)
+	}
+	if b, err := os.ReadFile(summary); err != nil || string(b) != "my notes\n" {
+		t.Fatalf("the user's summary.md became %q (%v)", b, err)
+	}
+
+	report := filepath.Join(t.TempDir(), "report")
+	for range 2 { // a new directory, then its own previous report
+		if code, _, stderr := cli(t, "check", h, "--out", report); code != 0 {
+			t.Fatalf("check --out a report directory: exit %d, stderr %q", code, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(report, "verdict.json")); err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(report, "history.jsonl")
+	b, err := os.ReadFile(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copied, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = cli(t, "check", copied, "--out", report)
+	if code != 3 || !strings.Contains(stderr, "an input of this check") {
+		t.Fatalf("check --out the directory of its own history: exit %d, stderr %q; want 3", code, stderr)
+	}
+	if _, err := os.Stat(copied); err != nil {
+		t.Fatalf("the history checked is gone: %v", err)
 	}
 }

@@ -89,8 +89,8 @@ func TestAcquireGetReleaseExitCodes(t *testing.T) {
 	if code, _, _ := cli(t, "acquire", "", "--endpoints", eps); code != exitError {
 		t.Fatalf("empty key: exit %d, want 1", code)
 	}
-	if code, _, _ := cli(t, "acquire", "k", "--lease", "2h", "--endpoints", eps); code != exitError {
-		t.Fatalf("lease out of range: exit %d, want 1", code)
+	if code, _, _ := cli(t, "acquire", "k", "--lease", "2h", "--endpoints", eps); code != exitUsage {
+		t.Fatalf("lease out of range: exit %d, want 2 (a bad flag value, as one that does not parse)", code)
 	}
 	if code, _, _ := cli(t, "acquire"); code != exitUsage {
 		t.Fatalf("no key: exit %d, want 2", code)
@@ -103,8 +103,8 @@ func TestAcquireGetReleaseExitCodes(t *testing.T) {
 func TestStatusJSON(t *testing.T) {
 	eps := startCluster(t)
 	code, out, errOut := cli(t, "status", "--json", "--endpoints", eps+",127.0.0.1:1")
-	if code != 0 {
-		t.Fatalf("status: exit %d %s", code, errOut)
+	if code != exitError || !strings.Contains(errOut, "unreachable: 127.0.0.1:1") {
+		t.Fatalf("status with an unreachable endpoint: exit %d %s; want 1 naming it", code, errOut)
 	}
 	var st struct {
 		Nodes []map[string]any `json:"nodes"`
@@ -197,7 +197,7 @@ func TestExecStopsCommandWhenLockLost(t *testing.T) {
 // Errors where nothing happened read as such, at once: a malformed
 // endpoint is a usage error, a cluster with every member down answers
 // "no member reachable" without waiting out the timeout, and a lease out
-// of range names the value given.
+// of range is a usage error naming the value given.
 func TestNothingHappenedErrorsAreImmediateAndPlain(t *testing.T) {
 	if code, _, errOut := cli(t, "get", "k", "--endpoints", "nonsense"); code != exitUsage || !strings.Contains(errOut, "nonsense") {
 		t.Fatalf("--endpoints nonsense: exit %d (%q), want %d", code, errOut, exitUsage)
@@ -219,9 +219,9 @@ func TestNothingHappenedErrorsAreImmediateAndPlain(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("every member down: took %v, want an immediate answer", took)
 	}
-	for lease, want := range map[string]string{"-5s": "got -5s", "2h": "got 2h0m0s"} {
-		if code, _, errOut := cli(t, "acquire", "k", "--lease", lease, "--endpoints", strings.Join(down, ",")); code != exitError || !strings.Contains(errOut, want) {
-			t.Fatalf("--lease %s: exit %d (%q), want 1 and %q", lease, code, errOut, want)
+	for lease, want := range map[string]string{"-5s": "--lease -5s: a duration must not be negative", "2h": "--lease 2h: must be 10ms..1h"} {
+		if code, _, errOut := cli(t, "acquire", "k", "--lease", lease, "--endpoints", strings.Join(down, ",")); code != exitUsage || !strings.Contains(errOut, want) {
+			t.Fatalf("--lease %s: exit %d (%q), want %d and %q", lease, code, errOut, exitUsage, want)
 		}
 	}
 }

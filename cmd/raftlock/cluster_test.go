@@ -89,7 +89,7 @@ func TestClusterReusesDefaultDataDirectory(t *testing.T) {
 
 	cmd, banner := start()
 	want := filepath.Join(work, defaultClusterData)
-	if !strings.Contains(banner, "data in "+want+" (new)") {
+	if !strings.Contains(banner, "raftlock cluster: 1 member, data in "+want+" (new)") {
 		t.Fatalf("first start does not say where its data is:\n%s", banner)
 	}
 	first := acquire("a")

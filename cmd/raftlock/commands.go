@@ -9,14 +9,11 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 const defaultEndpoints = "127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003"
@@ -82,12 +79,23 @@ func parseEndpoints(s string) ([]string, error) {
 	return eps, nil
 }
 
-// fail reports a failed call: with --json, also as {"key","error","message"}
-// ({"error","message"} for an admin call)
-// on stdout (error: held, not-found, outcome-unknown, invalid-argument or
-// error), so a script reads the outcome from one place; the exit code is
-// clientErr's either way.
+// fail reports a failed call about a lock: with --json, also as
+// {"key","error","message"} on stdout (error: held, not-found,
+// outcome-unknown, invalid-argument or error), key included even when it
+// is the empty key the cluster refused, so a script reads the outcome from
+// one place; the exit code is clientErr's either way.
 func (c *clientFlags) fail(stdout io.Writer, key string, err error) error {
+	return c.failJSON(stdout, map[string]any{"key": key}, err)
+}
+
+// failNoKey is fail for a call about no one key (admin calls, list):
+// {"error","message"}.
+func (c *clientFlags) failNoKey(stdout io.Writer, err error) error {
+	return c.failJSON(stdout, map[string]any{}, err)
+}
+
+func (c *clientFlags) failJSON(stdout io.Writer, out map[string]any, err error) error {
+	err = c.timedOut(err)
 	if c.json {
 		code := "error"
 		var inv *client.InvalidArgumentError
@@ -103,13 +111,44 @@ func (c *clientFlags) fail(stdout io.Writer, key string, err error) error {
 		case errors.Is(err, client.ErrPermissionDenied):
 			code = "permission-denied"
 		}
-		out := map[string]any{"error": code, "message": strings.TrimPrefix(err.Error(), "raftlock: ")}
-		if key != "" { // calls about a lock; admin calls have no key
-			out["key"] = key
-		}
+		out["error"], out["message"] = code, strings.TrimPrefix(err.Error(), "raftlock: ")
 		printJSON(stdout, out)
 	}
 	return clientErr(err)
+}
+
+// timedOut says what ran out when err ended at the --timeout deadline:
+// the context's own "context deadline exceeded" names no flag.
+func (c *clientFlags) timedOut(err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &timeoutError{timeout: c.timeout, err: err}
+}
+
+// timeoutError is a call that got no answer within --timeout; it wraps
+// the client's error, so the exit code stays that error's (outcome
+// unknown for a lock-changing call sent before the deadline).
+type timeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
+
+func (e *timeoutError) Error() string {
+	msg := "no answer within --timeout " + shortDuration(e.timeout)
+	if errors.Is(e.err, client.ErrOutcomeUnknown) {
+		return "outcome unknown: " + msg + " (the call was sent: it may have applied)"
+	}
+	// The client's last failure before the deadline, if any, says why.
+	deadline := context.DeadlineExceeded.Error()
+	last := strings.TrimSuffix(e.err.Error(), " ("+deadline+")")
+	last = strings.TrimSuffix(strings.TrimSuffix(last, deadline), ": ")
+	if last = strings.TrimPrefix(last, "gave up at the deadline: "); last != "" {
+		msg += " (last: " + strings.TrimPrefix(last, "raftlock: ") + ")"
+	}
+	return msg
 }
 
 // clientErr maps a client error to its exit code.
@@ -185,6 +224,15 @@ func runRenew(args []string, stdout, stderr io.Writer) error {
 	return runHolderCommand("renew", args, stdout, stderr)
 }
 
+// tokenErr is the usage error of a release or renew without a token: a
+// --token 0 was given, but no grant ever has token 0.
+func tokenErr(fs *flag.FlagSet) error {
+	if flagGiven(fs, "token") {
+		return argErr(fs, "--token 0: tokens start at 1; give the token acquire printed")
+	}
+	return argErr(fs, "--token is required: the token acquire printed")
+}
+
 // runHolderCommand is release and renew: calls made by the holder, with
 // its token, answered "not the holder" (exit 4) otherwise.
 func runHolderCommand(name string, args []string, stdout, stderr io.Writer) error {
@@ -214,7 +262,7 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 		return forceRelease(cf, key, stdout)
 	}
 	if *token == 0 {
-		return usageErr("--token is required")
+		return tokenErr(fs)
 	}
 	cl, err := cf.client()
 	if err != nil {
@@ -282,165 +330,6 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s is held by %s: token %d, %v of lease left\n", key, ownerText(info.Owner), info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
 	return nil
-}
-
-type statusEntry struct {
-	ID      uint64  `json:"id,omitempty"`
-	Addr    string  `json:"addr"`
-	Role    string  `json:"role"`
-	Term    *uint64 `json:"term,omitempty"`
-	Leader  *uint64 `json:"leader,omitempty"`
-	Commit  *uint64 `json:"commit,omitempty"`
-	Applied *uint64 `json:"applied,omitempty"`
-	// Digest of the lock table at Applied: equal on every member at one
-	// applied index.
-	Digest string `json:"digest,omitempty"`
-	Error  string `json:"error,omitempty"`
-
-	voters, learners []uint64 // the configuration this member applied
-}
-
-// configuration is the configuration the most advanced reachable member
-// has applied (the leader's, when it is reachable).
-func configuration(entries []statusEntry) (voters, learners []uint64, ok bool) {
-	var best *statusEntry
-	for i := range entries {
-		e := &entries[i]
-		if e.Applied == nil || len(e.voters) == 0 {
-			continue
-		}
-		if best == nil || e.Role == "leader" || (best.Role != "leader" && *e.Applied > *best.Applied) {
-			best = e
-		}
-	}
-	if best == nil {
-		return nil, nil, false
-	}
-	return best.voters, best.learners, true
-}
-
-func joinIDs(ids []uint64) string {
-	if len(ids) == 0 {
-		return "none"
-	}
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = strconv.FormatUint(id, 10)
-	}
-	return strings.Join(s, " ")
-}
-
-func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "status [--cluster] [--json]")
-	var cf clientFlags
-	cf.register(fs, true)
-	wholeCluster := fs.Bool("cluster", false, "ask every member of the configuration (from the leader's member list; needs the admin right under an ACL), not only --endpoints")
-	if err := parseNoArgs(fs, args, stderr); err != nil {
-		return err
-	}
-	cl, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	eps := cl.Endpoints()
-	if *wholeCluster {
-		var list server.MemberList
-		if err := adminCall(&cf, stdout, "member.list", nil, &list, true); err != nil {
-			return err
-		}
-		eps = eps[:0]
-		for _, m := range list.Members {
-			eps = append(eps, m.ClientAddr)
-		}
-	}
-	entries := make([]statusEntry, len(eps))
-	done := make(chan struct{}, len(eps))
-	for i, ep := range eps {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			ctx, cancel := context.WithTimeout(context.Background(), min(cf.timeout, 2*time.Second))
-			defer cancel()
-			st, err := cl.Status(ctx, ep)
-			if err != nil {
-				entries[i] = statusEntry{Addr: ep, Role: "unreachable", Error: err.Error()}
-				return
-			}
-			role := st.Role
-			if slices.Contains(st.Learners, st.ID) {
-				role = "learner"
-			}
-			entries[i] = statusEntry{ID: st.ID, Addr: ep, Role: role, Term: &st.Term, Leader: &st.Leader, Commit: &st.Commit, Applied: &st.Applied, Digest: st.Digest,
-				voters: st.Voters, learners: st.Learners}
-		}()
-	}
-	for range eps {
-		<-done
-	}
-	reachable, denied := 0, 0
-	for _, e := range entries {
-		if e.Role != "unreachable" {
-			reachable++
-		}
-		if strings.Contains(e.Error, client.ErrPermissionDenied.Error()) {
-			denied++
-		}
-	}
-	voters, learners, known := configuration(entries)
-	if cf.json {
-		out := map[string]any{"nodes": entries}
-		if known {
-			out["configuration"] = map[string][]uint64{"voters": voters, "learners": append([]uint64{}, learners...)}
-			if missing := notShown(entries, voters, learners); len(missing) > 0 {
-				out["not_asked"] = missing
-			}
-		}
-		if err := printJSON(stdout, out); err != nil {
-			return err
-		}
-	} else {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tADDR\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tDIGEST")
-		for _, e := range entries {
-			if e.Term == nil {
-				fmt.Fprintf(tw, "-\t%s\t%s\t-\t-\t-\t-\t-\n", e.Addr, e.Role)
-				continue
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", e.ID, e.Addr, e.Role, *e.Term, *e.Leader, *e.Commit, *e.Applied, e.Digest)
-		}
-		tw.Flush()
-		if known {
-			fmt.Fprintf(stdout, "configuration: voters %s; learners %s\n", joinIDs(voters), joinIDs(learners))
-			if missing := notShown(entries, voters, learners); len(missing) > 0 {
-				noun := "member"
-				if len(missing) > 1 {
-					noun = "members"
-				}
-				fmt.Fprintf(stdout, "not asked: %s %s (status --cluster asks every member)\n", noun, joinIDs(missing))
-			}
-		}
-	}
-	if denied == len(entries) {
-		return withCode(exitPermission, errors.New(strings.TrimPrefix(entries[0].Error, "raftlock: ")))
-	}
-	if reachable == 0 {
-		// Say why, as the other commands do: "the member requires TLS"
-		// helps where "unreachable" alone sends the user to the network.
-		return withCode(exitError, fmt.Errorf("no member reachable: %s: %s", entries[0].Addr, strings.TrimPrefix(entries[0].Error, "raftlock: ")))
-	}
-	return nil
-}
-
-// notShown returns the members of the configuration no entry is about.
-func notShown(entries []statusEntry, voters, learners []uint64) []uint64 {
-	var missing []uint64
-	for _, id := range append(slices.Clone(voters), learners...) {
-		if !slices.ContainsFunc(entries, func(e statusEntry) bool { return e.ID == id }) {
-			missing = append(missing, id)
-		}
-	}
-	slices.Sort(missing)
-	return missing
 }
 
 // extraCommands are the harness commands (chaos, check, bench).

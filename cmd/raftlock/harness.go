@@ -106,6 +106,19 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 			return harnessErr(fmt.Errorf("%s: %w", *resolved, err))
 		}
 	}
+	if *out != "" {
+		// As chaos and sim do: replace only a previous report, refuse
+		// anything else, and never the report being checked, whose
+		// history and logs would go with it.
+		for _, in := range []string{pos[0], *digests, *logFile, *resolved} {
+			if in != "" && within(in, *out) {
+				return harnessErr(fmt.Errorf("--out %s holds %s, an input of this check: choose another --out", *out, in))
+			}
+		}
+		if err := prepareReportDir(*out); err != nil {
+			return harnessErr(err)
+		}
+	}
 	v := checker.Check(events, opts)
 	var written []string
 	if *out != "" {
@@ -118,6 +131,17 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return withCode(checker.ExitUnknown, fmt.Errorf("%s: nothing to check: the history has no client operations", pos[0]))
 	}
 	return verdictErr(v)
+}
+
+// within says whether file lies in dir or below it.
+func within(file, dir string) bool {
+	f, err1 := filepath.Abs(file)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, f)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func errHelp(err error) error {

@@ -47,6 +47,22 @@ func TestChaosNeverDeletesWhatIsNotAReport(t *testing.T) {
 	}
 }
 
+// A misspelt planted bug is refused before anything starts, as sim
+// refuses it, naming the valid ones: started, no member could come up and
+// the run would blame the cluster.
+func TestChaosRefusesAnUnknownBugFirst(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report")
+	code, stderr := refusal(t, "chaos", "--seed", "1", "--duration", "1s", "--unsafe-bug", "nope", "--out", out)
+	if code != 3 || !strings.Contains(stderr, `unknown --unsafe-bug "nope"`) || !strings.Contains(stderr, "early-expire") ||
+		strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("chaos --unsafe-bug nope: exit %d, stderr %q; want exit 3, one line listing the bugs", code, stderr)
+	}
+	mustNotExist(t, out, "chaos with an unknown bug")
+	if code, _, stderr := cli(t, "sim", "--seed", "1", "--unsafe-bug", "nope"); code != 3 || !strings.Contains(stderr, "early-expire") {
+		t.Fatalf("sim --unsafe-bug nope: exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestPrepareReportDir(t *testing.T) {
 	root := t.TempDir()
 	write := func(path, content string) {
@@ -157,12 +173,9 @@ func TestChaosHelpIsTheSameOnEveryRun(t *testing.T) {
 }
 
 // check --out ends with the list of the files it wrote, timeline.html
-// among them, and nothing it did not write.
+// among them, and nothing it did not write (its report marker).
 func TestCheckListsTheReportsItWrote(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := filepath.Join(t.TempDir(), "report")
 	code, out, stderr := cli(t, "check", testdata("well-formed.jsonl"), "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -174,7 +187,7 @@ func TestCheckListsTheReportsItWrote(t *testing.T) {
 		t.Fatalf("last line %q", last)
 	}
 	names := strings.Split(strings.TrimSuffix(listed, ")"), ", ")
-	if !slices.Contains(names, "timeline.html") || slices.Contains(names, "notes.txt") {
+	if !slices.Contains(names, "timeline.html") || slices.Contains(names, reportMarker) {
 		t.Errorf("listed %v", names)
 	}
 	for _, n := range names {

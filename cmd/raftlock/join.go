@@ -83,6 +83,12 @@ func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Joi
 	if self == nil {
 		return nil, nil, fmt.Errorf("member %d is not in the cluster's configuration: add it first with raftlock member add --id %d --peer-addr HOST:PORT --client-addr HOST:PORT", m.id, m.id)
 	}
+	if self.Role == "voter" {
+		// A voter has its data directory, and this one has no identity:
+		// started, it would be refused by its peers (another incarnation)
+		// and stay a pre-candidate forever.
+		return nil, nil, fmt.Errorf("member %d is already a voter of the cluster, so it joined before: restart it on its own data directory, or replace it: raftlock member remove %d, then member add a new id and --join with that", m.id, m.id)
+	}
 	if len(j.Bootstrap) == 0 {
 		return nil, nil, errors.New("the cluster did not say its bootstrap configuration (a member older than membership changes?)")
 	}

@@ -11,6 +11,9 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
 )
 
 // Exit codes, as the README tables them.
@@ -166,11 +169,64 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []strin
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, rest, nil
+			return pos, rest, checkDurations(fs)
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// checkDurations refuses, as usage errors, the durations no command can
+// mean: a negative one (--wait -1s would otherwise pass as 0), a --timeout
+// of 0 (the call would give up before it is sent) and a --lease the
+// cluster refuses, so a bad value exits 2 whether or not it parses.
+func checkDurations(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok || err != nil {
+			return
+		}
+		d, ok := g.Get().(time.Duration)
+		if !ok {
+			return
+		}
+		switch {
+		case d < 0:
+			err = argErr(fs, "--%s %v: a duration must not be negative", f.Name, d)
+		case f.Name == "timeout" && d == 0:
+			err = argErr(fs, "--timeout %v: must be more than 0", d)
+		case f.Name == "lease" && wire.ValidateLease(d.Milliseconds()) != nil:
+			err = argErr(fs, "--lease %s: must be %s..%s", shortDuration(d), shortDuration(minLease), shortDuration(maxLease))
+		}
+	})
+	return err
+}
+
+// The lease bounds every member enforces (client/wire), as flags spell them.
+const (
+	minLease = wire.MinLeaseMS * time.Millisecond
+	maxLease = wire.MaxLeaseMS * time.Millisecond
+)
+
+// shortDuration spells d as a user types it: 1h, not 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// flagGiven says whether flag name was set, on the command line or in the
+// environment.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // argErr is a usage error of fs's command, with where to find its usage.
@@ -201,6 +257,15 @@ func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: raftlock %s\n", synopsis)
+		if strings.Contains(synopsis, " KEY") {
+			// The bounds every member enforces, from the constants it
+			// enforces them with.
+			limits := fmt.Sprintf("KEY is %d..%d bytes", 1, wire.MaxKeyLen)
+			if fs.Lookup("lease") != nil {
+				limits += fmt.Sprintf("; --lease is %s..%s", shortDuration(minLease), shortDuration(maxLease))
+			}
+			fmt.Fprintf(fs.Output(), "\n%s.\n", limits)
+		}
 		hasFlags := false
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -138,44 +141,83 @@ type member struct {
 	sec    *security
 }
 
-func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *slog.Logger) (*member, error) {
+// validate checks the member's flags against its peers.
+func (m *memberFlags) validate(peers map[uint64]string) error {
 	if m.id == 0 {
-		return nil, usageErr("--id is required")
+		return usageErr("--id is required")
 	}
 	if m.data == "" {
-		return nil, usageErr("--data is required")
+		return usageErr("--data is required")
+	}
+	if _, ok := peers[m.id]; !ok {
+		return usageErr("--id %d is not in --peers (members %s)", m.id, joinIDs(slices.Sorted(maps.Keys(peers))))
 	}
 	if m.unsafeBug != "" && !m.faultInjection {
-		return nil, usageErr("--unsafe-bug needs --fault-injection")
+		return usageErr("--unsafe-bug needs --fault-injection")
+	}
+	if m.unsafeBug != "" && !slices.Contains(node.Bugs, m.unsafeBug) {
+		return usageErr("unknown --unsafe-bug %q: want one of %s", m.unsafeBug, strings.Join(node.Bugs, ", "))
 	}
 	if err := m.limits.validate(); err != nil {
-		return nil, err
+		return err
 	}
 	switch {
 	case m.peerFrameLimit < minPeerFrameLimit:
-		return nil, usageErr("--peer-frame-limit %d is below %d: peer streams would close on ordinary appends (keep it above 1 MiB outside tests)", m.peerFrameLimit, minPeerFrameLimit)
+		return usageErr("--peer-frame-limit %d is below %d: peer streams would close on ordinary appends (keep it above 1 MiB outside tests)", m.peerFrameLimit, minPeerFrameLimit)
 	case m.snapshotChunk <= 0:
-		return nil, usageErr("--snapshot-chunk-size %d must be > 0", m.snapshotChunk)
+		return usageErr("--snapshot-chunk-size %d must be > 0", m.snapshotChunk)
 	case m.snapshotChunk > m.peerFrameLimit:
-		return nil, usageErr("--snapshot-chunk-size %d must be at most --peer-frame-limit %d (lower --snapshot-chunk-size with it)", m.snapshotChunk, m.peerFrameLimit)
+		return usageErr("--snapshot-chunk-size %d must be at most --peer-frame-limit %d (lower --snapshot-chunk-size with it)", m.snapshotChunk, m.peerFrameLimit)
+	}
+	return nil
+}
+
+// startMember starts one member. Everything that can be checked is checked,
+// and every listener bound, before the data directory is created; a start
+// that fails after that (the peer port taken) removes what it created, so
+// a failed start never leaves a directory that a later start would take
+// for a member's.
+func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *slog.Logger) (mb *member, err error) {
+	if err := m.validate(peers); err != nil {
+		return nil, err
 	}
 	sec, acl, err := checkSecurity(m, peers, log)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(m.data, 0o755); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+	ln, err := sec.listen(m.listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
+	var hln net.Listener
+	if m.http != "" {
+		if hln, err = sec.listen(m.http); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("listen for HTTP: %w", err)
+		}
+	}
+	closeListeners := func() {
+		ln.Close()
+		if hln != nil {
+			hln.Close()
+		}
+	}
+	undo, err := createDataDir(m.data)
+	if err != nil {
+		closeListeners()
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			undo()
+		}
+	}()
 	var clk clock.Clock = clock.NewSystem()
 	var skew *clock.Skew
 	if m.faultInjection {
 		log.Warn("FAULT INJECTION ENABLED: this member's clock can be changed over HTTP; never run it in production", "member", m.id, "bug", m.unsafeBug)
 		skew = clock.NewSkew()
 		clk = skew
-	}
-	ln, err := sec.listen(m.listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
 	journal := ""
 	if m.faultInjection {
@@ -192,24 +234,19 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 		Limits: m.limits.node(), Join: join, SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
 	})
 	if err != nil {
-		ln.Close()
+		closeListeners()
 		return nil, err
 	}
-	if err := n.Start(); err != nil {
-		ln.Close()
+	if err = n.Start(); err != nil {
+		closeListeners()
 		n.Close()
 		return nil, err
 	}
-	mb := &member{node: n, server: server.New(n), log: log, id: m.id, sec: sec}
+	mb = &member{node: n, server: server.New(n), log: log, id: m.id, sec: sec}
 	mb.server.SetACL(acl)
 	mb.server.SetLimits(m.limits.server())
 	go mb.server.Serve(ln)
-	if m.http != "" {
-		hln, err := sec.listen(m.http)
-		if err != nil {
-			mb.Close()
-			return nil, fmt.Errorf("listen for HTTP: %w", err)
-		}
+	if hln != nil {
 		mux := server.HTTPHandler(n)
 		if m.limits.debug {
 			server.DebugHandlers(mux)
@@ -222,6 +259,45 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 		go mb.http.Serve(hln)
 	}
 	return mb, nil
+}
+
+// createDataDir creates dir if it is missing, and returns what removes
+// again what the start put there: the directories it created, or the
+// contents of a directory that existed empty. A directory that held
+// anything is never touched.
+func createDataDir(dir string) (undo func(), err error) {
+	created := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		created = d
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	wasEmpty := false
+	if created == "" {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		wasEmpty = len(entries) == 0
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	return func() {
+		switch {
+		case created != "":
+			os.RemoveAll(created)
+		case wasEmpty:
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		}
+	}, nil
 }
 
 // clockHandler sets the member's clock rate and offset:
@@ -364,22 +440,60 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	if *dir == "" {
 		return usageErr("--data must name a directory")
 	}
-	_, err := os.Stat(filepath.Join(*dir, "1"))
-	reused := err == nil
 	log, err := newLogger(m.logLevel, m.logFormat, stderr)
 	if err != nil {
 		return withCode(exitUsage, err)
+	}
+	ranges := []portRange{{"--peer-port", *peerPort}, {"--client-port", *clientPort}, {"--http-port", *httpPort}}
+	if err := checkPortRanges(ranges, *nodes); err != nil {
+		return err
+	}
+	size, err := clusterSize(*dir)
+	if err != nil {
+		return err
+	}
+	if size > 0 && size != *nodes {
+		return usageErr("%s holds a %d-member cluster; run with --nodes %d, or give another --data", *dir, size, size)
+	}
+	reused := size > 0
+	if err := checkPortsFree(ranges, *nodes); err != nil {
+		return err
 	}
 	peers := map[uint64]string{}
 	for i := 1; i <= *nodes; i++ {
 		peers[uint64(i)] = fmt.Sprintf("127.0.0.1:%d", *peerPort+i-1)
 	}
+	// The members share every tuning flag: checking member 1's checks all,
+	// before anything is created.
+	first := m
+	first.id, first.data = 1, filepath.Join(*dir, "1")
+	if err := first.validate(peers); err != nil {
+		return err
+	}
+	// A member that fails to start takes the members started before it
+	// down with it, and whatever this start created on disk.
+	var undos []func()
 	var members []*member
+	started := false
 	defer func() {
 		for _, mb := range members {
 			mb.Close()
 		}
+		for i := len(undos) - 1; i >= 0 && !started; i-- {
+			undos[i]()
+		}
 	}()
+	dirs := []string{*dir}
+	for i := 1; i <= *nodes; i++ {
+		dirs = append(dirs, filepath.Join(*dir, strconv.Itoa(i)))
+	}
+	for _, d := range dirs {
+		undo, err := createDataDir(d)
+		if err != nil {
+			return err
+		}
+		undos = append(undos, undo)
+	}
 	var endpoints []string
 	for i := 1; i <= *nodes; i++ {
 		mf := m
@@ -394,6 +508,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		members = append(members, mb)
 		endpoints = append(endpoints, mf.listen)
 	}
+	started = true
 	sort.Strings(endpoints)
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -403,11 +518,81 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	if reused {
 		state = "reused: locks and tokens carry on; remove it for a fresh cluster"
 	}
-	fmt.Fprintf(stdout, "raftlock cluster: %d members, data in %s (%s)\n", *nodes, abs, state)
+	fmt.Fprintf(stdout, "raftlock cluster: %s, data in %s (%s)\n", plural(*nodes, "member", "members"), abs, state)
 	fmt.Fprintf(stdout, "endpoints: %s\n", strings.Join(endpoints, ","))
 	fmt.Fprintf(stdout, "metrics:   http://127.0.0.1:%d/metrics (%d..%d)\n", *httpPort, *httpPort, *httpPort+*nodes-1)
 	fmt.Fprintln(stdout, "Ctrl-C to stop.")
 	waitForSignal()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
+}
+
+// portRange is one of cluster's port flags: member N uses port+N-1.
+type portRange struct {
+	flag string
+	port int
+}
+
+// checkPortRanges refuses port ranges that leave the port space or
+// overlap: two members, or one member's two servers, cannot share a port.
+func checkPortRanges(ranges []portRange, nodes int) error {
+	for i, a := range ranges {
+		if a.port < 1 || a.port+nodes-1 > 65535 {
+			return usageErr("%s %d: the ports %d..%d must lie in 1..65535", a.flag, a.port, a.port, a.port+nodes-1)
+		}
+		for _, b := range ranges[:i] {
+			if a.port <= b.port+nodes-1 && b.port <= a.port+nodes-1 {
+				return usageErr("%s %d and %s %d overlap: with --nodes %d they use %d..%d and %d..%d; move one",
+					b.flag, b.port, a.flag, a.port, nodes, b.port, b.port+nodes-1, a.port, a.port+nodes-1)
+			}
+		}
+	}
+	return nil
+}
+
+// checkPortsFree binds and releases every port the cluster will use, so a
+// port another process holds is found before anything is started or
+// written.
+func checkPortsFree(ranges []portRange, nodes int) error {
+	for _, r := range ranges {
+		for i := range nodes {
+			addr := fmt.Sprintf("127.0.0.1:%d", r.port+i)
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("member %d cannot use %s (%s): %w; move the range with %s", i+1, addr, r.flag, err, r.flag)
+			}
+			ln.Close()
+		}
+	}
+	return nil
+}
+
+// clusterSize is the number of members whose data a cluster directory
+// holds (its subdirectories 1, 2, ... that are not empty), 0 for a new one.
+func clusterSize(dir string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("--data %s: %w", dir, err)
+	}
+	n := 0
+	for _, e := range entries {
+		if id, err := strconv.Atoi(e.Name()); err != nil || id < 1 || !e.IsDir() {
+			continue
+		}
+		if sub, err := os.ReadDir(filepath.Join(dir, e.Name())); err == nil && len(sub) > 0 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// plural is "1 member", "3 members".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

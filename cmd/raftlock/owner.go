@@ -104,7 +104,7 @@ func runList(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	page, err := cl.List(ctx, client.ListOptions{Prefix: prefix, After: *after, Limit: *limit, Stale: *stale})
 	if err != nil {
-		return cf.fail(stdout, "", err)
+		return cf.failNoKey(stdout, err)
 	}
 	locks := make([]listedLock, len(page.Locks))
 	for i, l := range page.Locks {

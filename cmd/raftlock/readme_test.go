@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -81,5 +82,49 @@ func TestScriptsUseSimFlagsThatExist(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// What the README's examples create in the checkout is ignored by git, so
+// the next build's version does not read "+dirty" (modified).
+func TestReadmeOutputsAreIgnored(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(git, "-C", root, "rev-parse", "--git-dir").Run(); err != nil {
+		t.Skip("not a git checkout")
+	}
+	for _, p := range []string{"locks.backup", "bad.backup", "restored/1/identity.json", "pki/ca.pem", "raftlock-data/1/identity.json",
+		"data/1/identity.json", "chaos-out/seed-7/history.jsonl", "sim-out/seed-1/trace.log", "ci-out/x", "mutation-out/x", "bin/raftlock"} {
+		if err := exec.Command(git, "-C", root, "check-ignore", "-q", "--no-index", p).Run(); err != nil {
+			t.Errorf("%s, which the README's examples create, is not git-ignored (%v)", p, err)
+		}
+	}
+}
+
+// The README's first screen shows the two commands a newcomer needs on a
+// fresh machine, and make run builds and starts the local cluster.
+func TestReadmeFirstScreenHasRunAndTest(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.Join(strings.SplitN(string(b), "\n", 41)[:40], "\n")
+	for _, cmd := range []string{"    make run ", "    make test "} {
+		if !strings.Contains(first, cmd) {
+			t.Errorf("the README's first 40 lines do not show %q", strings.TrimSpace(cmd))
+		}
+	}
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^run: build\n\t\$\(BIN\) cluster\b`).Match(mk) {
+		t.Error("the Makefile has no run target that builds and runs bin/raftlock cluster")
 	}
 }

@@ -12,8 +12,9 @@ import (
 	"strings"
 )
 
-// reportMarker is the file that makes a directory a raftlock chaos report,
-// one a later run may replace. A user's directory never has it.
+// reportMarker is the file that makes a directory a raftlock report (of
+// chaos, a failing sim seed or check --out), one a later run may replace.
+// A user's directory never has it.
 const reportMarker = ".raftlock-report"
 
 // prepareReportDir makes dir an empty report directory. It replaces a
@@ -41,7 +42,7 @@ func prepareReportDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out %s: %w", dir, err)
 	}
-	note := []byte("This directory is a raftlock chaos report: the next run with the same --out replaces it.\n")
+	note := []byte("This directory is a raftlock report (chaos, sim or check): the next run with the same --out replaces it.\n")
 	if err := os.WriteFile(filepath.Join(dir, reportMarker), note, 0o644); err != nil {
 		return fmt.Errorf("--out %s: %w", dir, err)
 	}

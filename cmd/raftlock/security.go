@@ -167,9 +167,14 @@ func (t *tlsFlags) config() (*tls.Config, error) {
 	if !t.files.Set() {
 		return nil, nil
 	}
+	// Only some of the three given is a usage error; files that cannot be
+	// read or do not hold certificates are a TLS failure, exit 1.
+	if err := t.files.Check(); err != nil {
+		return nil, usageErr("%v", err)
+	}
 	r, err := tlsconfig.Load(t.files)
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, withCode(exitError, err)
 	}
 	return r.ClientConfig(), nil
 }
@@ -195,8 +200,13 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 	if err := parseNoArgs(fs, args[1:], stderr); err != nil {
 		return err
 	}
-	if *out == "" || *members == 0 {
-		return usageErr("--out and --members are required")
+	switch {
+	case *out == "":
+		return argErr(fs, "--out is required: the directory to write into")
+	case !flagGiven(fs, "members"):
+		return argErr(fs, "--members is required: the number of members")
+	case *members < 1 || *members > tlsconfig.MaxMembers:
+		return argErr(fs, "--members %d: want 1..%d", *members, tlsconfig.MaxMembers)
 	}
 	split := func(s string) []string {
 		var l []string

@@ -286,8 +286,8 @@ func printSeed(rep seedReport, asJSON bool, stdout io.Writer) {
 	case rep.Error != "":
 		fmt.Fprintf(stdout, "seed %d: simulator failed: %s\n", rep.Seed, rep.Error)
 	case rep.Check == "":
-		fmt.Fprintf(stdout, "seed %d: %s (%d ops, %d faults, %.1f s simulated in %.2f s)\n",
-			rep.Seed, rep.Verdict, rep.Ops, rep.Faults, rep.SimSeconds, rep.WallSeconds)
+		fmt.Fprintf(stdout, "seed %d: %s (%s, %s, %.1f s simulated in %.2f s)\n",
+			rep.Seed, rep.Verdict, plural(rep.Ops, "op", "ops"), plural(rep.Faults, "fault", "faults"), rep.SimSeconds, rep.WallSeconds)
 	default:
 		fmt.Fprintf(stdout, "seed %d: %s\n", rep.Seed, rep.Check)
 		fmt.Fprintf(stdout, "  %s; report in %s\n  replay: %s\n", rep.Verdict, rep.Report, rep.Replay)
@@ -296,8 +296,9 @@ func printSeed(rep seedReport, asJSON bool, stdout io.Writer) {
 			if len(s.Skip) > 0 {
 				skipped = fmt.Sprintf(" but %d skipped", len(s.Skip))
 			}
-			fmt.Fprintf(stdout, "  shrunk (%d runs) to %d ops, %d faults%s (%s), %d clients, %s: still %s\n  replay the shrunk run: %s\n",
-				s.Runs, s.MaxOps, s.MaxFaults, skipped, s.Faults, s.Clients, s.Duration, s.Check, s.Replay)
+			fmt.Fprintf(stdout, "  shrunk (%s) to %s, %s%s (%s), %s, %s: still %s\n  replay the shrunk run: %s\n",
+				plural(s.Runs, "run", "runs"), plural(s.MaxOps, "op", "ops"), plural(s.MaxFaults, "fault", "faults"), skipped, s.Faults,
+				plural(s.Clients, "client", "clients"), s.Duration, s.Check, s.Replay)
 			if s.Report != "" {
 				fmt.Fprintf(stdout, "  its report: %s\n", s.Report)
 			}
@@ -513,13 +514,21 @@ func shrinkRun(cfg sim.Config, check string, f *simFlags, stderr io.Writer) (*sh
 	return sr, nil
 }
 
-// swarmSummary is a swarm's totals.
+// verdictInterrupted is the verdict of a seed whose run Ctrl-C cut short:
+// no verdict at all, never a failure.
+const verdictInterrupted = "interrupted"
+
+// swarmSummary is a swarm's totals. Seeds counts the seeds that ran to
+// the end; Interrupted lists those Ctrl-C cut short, NotStarted counts the
+// rest of the range.
 type swarmSummary struct {
 	Seeds       int     `json:"seeds"`
 	Valid       int     `json:"valid"`
 	Failing     []int64 `json:"failing_seeds"`
 	Unknown     []int64 `json:"unknown_seeds"`
 	Errors      []int64 `json:"error_seeds"`
+	Interrupted []int64 `json:"interrupted_seeds"`
+	NotStarted  int     `json:"not_started"`
 	FirstFail   *int64  `json:"first_failing_seed,omitempty"`
 	FirstCheck  string  `json:"first_failing_check,omitempty"`
 	SimSeconds  float64 `json:"sim_seconds"`
@@ -577,7 +586,7 @@ func runSwarm(f *simFlags, fs *flag.FlagSet, lo, hi uint64, stdout, stderr io.Wr
 				rep := runChild(ctx, exe, seed, common)
 				mu.Lock()
 				results[seed] = rep
-				if rep.ExitCode != checker.ExitValid {
+				if rep.ExitCode != checker.ExitValid && rep.Verdict != verdictInterrupted {
 					failed = true
 					if !f.asJSON {
 						printSeed(rep, false, stdout)
@@ -603,7 +612,7 @@ func runSwarm(f *simFlags, fs *flag.FlagSet, lo, hi uint64, stdout, stderr io.Wr
 			var simS float64
 			for _, r := range results {
 				simS += r.SimSeconds
-				if r.ExitCode != checker.ExitValid {
+				if r.ExitCode != checker.ExitValid && r.Verdict != verdictInterrupted {
 					bad++
 				}
 			}
@@ -631,7 +640,8 @@ dispatch:
 	close(progressDone)
 	wall := time.Since(start).Seconds()
 
-	sum := swarmSummary{WallSeconds: wall, Failing: []int64{}, Unknown: []int64{}, Errors: []int64{}}
+	sum := swarmSummary{WallSeconds: wall, Failing: []int64{}, Unknown: []int64{}, Errors: []int64{}, Interrupted: []int64{},
+		NotStarted: total - len(results)}
 	order := make([]uint64, 0, len(results))
 	for s := range results {
 		order = append(order, s)
@@ -639,6 +649,13 @@ dispatch:
 	slices.Sort(order)
 	for _, s := range order {
 		r := results[s]
+		if r.Verdict == verdictInterrupted {
+			sum.Interrupted = append(sum.Interrupted, int64(s))
+			if f.asJSON {
+				json.NewEncoder(stdout).Encode(r)
+			}
+			continue
+		}
 		sum.Seeds++
 		sum.SimSeconds += r.SimSeconds
 		sum.Ops += r.Ops
@@ -672,11 +689,14 @@ dispatch:
 	} else {
 		printSwarmSummary(sum, stdout)
 	}
+	// A violation found before Ctrl-C is a finding; an interruption alone
+	// is not (130, as a shell reports SIGINT), nor are the seeds it cut.
 	switch {
-	case ctx.Err() != nil:
-		return withCode(exitInterrupted, errors.New("interrupted"))
 	case len(sum.Failing) > 0:
 		return withCode(checker.ExitViolation, fmt.Errorf("seed %d: %s", *sum.FirstFail, sum.FirstCheck))
+	case ctx.Err() != nil || len(sum.Interrupted) > 0:
+		return withCode(exitInterrupted, fmt.Errorf("interrupted: %s cut short, %d not started; no violation in the %d that finished",
+			plural(len(sum.Interrupted), "seed", "seeds"), sum.NotStarted, sum.Seeds))
 	case len(sum.Errors) > 0:
 		return harnessErr(fmt.Errorf("the simulator failed at seeds %v", sum.Errors))
 	case len(sum.Unknown) > 0:
@@ -690,10 +710,18 @@ func printSwarmSummary(s swarmSummary, w io.Writer) {
 	fmt.Fprintf(w, "%-8d %-8d %-8d %-12s %-9d %-8d %-9s %-9.1f %.0fx\n", s.Seeds, s.Valid, len(s.Failing)+len(s.Unknown)+len(s.Errors),
 		fmt.Sprintf("%.0f s", s.SimSeconds), s.Ops, s.Faults, fmt.Sprintf("%.1f s", s.WallSeconds), s.SeedsPerSec, s.Speedup)
 	if s.MembersRemoved+s.MembersAdded > 0 {
-		fmt.Fprintf(w, "membership: %d members removed, %d added, %d promoted\n", s.MembersRemoved, s.MembersAdded, s.MembersReplaced)
+		fmt.Fprintf(w, "membership: %s removed, %d added, %d promoted\n", plural(s.MembersRemoved, "member", "members"), s.MembersAdded, s.MembersReplaced)
 	}
 	if s.FirstFail != nil {
 		fmt.Fprintf(w, "first failing seed: %d (%s)\n", *s.FirstFail, s.FirstCheck)
+	}
+	if len(s.Interrupted) > 0 || s.NotStarted > 0 {
+		cut := make([]string, len(s.Interrupted))
+		for i, seed := range s.Interrupted {
+			cut[i] = strconv.FormatInt(seed, 10)
+		}
+		fmt.Fprintf(w, "interrupted: %s cut short (%s), %d not started; neither valid nor failing\n",
+			plural(len(s.Interrupted), "seed", "seeds"), strings.Join(cut, " "), s.NotStarted)
 	}
 }
 
@@ -723,6 +751,12 @@ func runChild(ctx context.Context, exe string, seed uint64, common []string) see
 			found = true
 		}
 	}
+	if !found && (ctx.Err() != nil || diedOfInterrupt(err)) {
+		// Ctrl-C reaches the children too (one process group): a child
+		// that died of it, or that the swarm killed for it, was cut
+		// short, whichever of the two saw the signal first.
+		return seedReport{Seed: seed, Verdict: verdictInterrupted, ExitCode: exitInterrupted}
+	}
 	if !found {
 		msg := strings.TrimSpace(errb.String())
 		if err != nil {
@@ -731,4 +765,14 @@ func runChild(ctx context.Context, exe string, seed uint64, common []string) see
 		return seedReport{Seed: seed, Verdict: "error", ExitCode: checker.ExitHarness, Error: "no result: " + msg}
 	}
 	return rep
+}
+
+// diedOfInterrupt says whether a child process died of SIGINT or SIGTERM.
+func diedOfInterrupt(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGINT || ws.Signal() == syscall.SIGTERM)
 }

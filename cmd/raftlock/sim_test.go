@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/raftlock/raftlock/internal/testbin"
@@ -23,7 +25,71 @@ func TestSim(t *testing.T) {
 	t.Run("SwarmIsValidAndSummarised", func(t *testing.T) { testSimSwarmIsValidAndSummarised(t, bin) })
 	t.Run("RefusesBadFlagsAndForeignOut", func(t *testing.T) { testSimRefusesBadFlagsAndForeignOut(t, bin) })
 	t.Run("HeldLocksCatchSnapshotPartial", func(t *testing.T) { testSimHeldLocksCatchSnapshotPartial(t, bin) })
+	t.Run("CtrlCCountsNoSeedAsFailing", func(t *testing.T) { testSimCtrlCCountsNoSeedAsFailing(t, bin) })
 	t.Run("MembershipCatchesNoSnapshotOnAdd", func(t *testing.T) { testSimMembershipCatchesNoSnapshotOnAdd(t, bin) })
+}
+
+// testSimCtrlCCountsNoSeedAsFailing: Ctrl-C (SIGINT to the whole process
+// group, as a terminal sends it) stops a swarm; the seeds it cut short
+// are interrupted, neither valid nor failing, in the text and the JSON
+// summary, and with no violation found the exit is 130, never 1.
+func testSimCtrlCCountsNoSeedAsFailing(t *testing.T, bin string) {
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"sim", "--seeds", "1..100000", "--duration", "30s", "--parallel", "2", "--out", t.TempDir()}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		progress, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		// Interrupt once a seed has finished, with the next ones running.
+		sc := bufio.NewScanner(progress)
+		var lines []string
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if strings.HasPrefix(sc.Text(), "sim: ") && !strings.HasPrefix(sc.Text(), "sim: 0/") {
+				break
+			}
+		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+			t.Fatalf("json=%v: interrupted swarm: %v, want exit %d; stdout %s\nstderr %s", asJSON, err, exitInterrupted, stdout.String(), strings.Join(lines, "\n"))
+		}
+		if last := lines[len(lines)-1]; !strings.Contains(last, "interrupted") || !strings.Contains(last, "no violation") {
+			t.Errorf("json=%v: last line %q", asJSON, last)
+		}
+		if !asJSON {
+			out := stdout.String()
+			// SEEDS VALID FAILING ...: every seed that finished valid, none failing.
+			m := regexp.MustCompile(`(?m)^(\d+) +(\d+) +(\d+) `).FindStringSubmatch(out)
+			if strings.Contains(out, "simulator failed") || m == nil || m[1] != m[2] || m[3] != "0" || !strings.Contains(out, "interrupted: ") {
+				t.Errorf("text summary of an interrupted swarm:\n%s", out)
+			}
+			continue
+		}
+		objs := jsonLines(t, stdout.String())
+		sum, _ := objs[len(objs)-1]["summary"].(map[string]any)
+		failing, _ := sum["failing_seeds"].([]any)
+		errs, _ := sum["error_seeds"].([]any)
+		cut, _ := sum["interrupted_seeds"].([]any)
+		if sum == nil || len(failing) != 0 || len(errs) != 0 || len(cut) == 0 || sum["seeds"] != sum["valid"] {
+			t.Fatalf("JSON summary of an interrupted swarm: %v", objs[len(objs)-1])
+		}
+	}
 }
 
 // testSimMembershipCatchesNoSnapshotOnAdd: the membership family is in

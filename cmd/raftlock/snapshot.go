@@ -62,6 +62,9 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
 		return fmt.Errorf("cannot write %s: %s is not a directory", file, filepath.Dir(file))
 	}
+	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory; give a file name, such as %s", file, filepath.Join(file, "raftlock.backup"))
+	}
 	cl, err := cf.client()
 	if err != nil {
 		return err
@@ -71,7 +74,7 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	meta, table, err := fetchBackup(ctx, cl)
 	if err != nil {
-		return clientErr(err)
+		return clientErr(cf.timedOut(err))
 	}
 	if err := writeFileAtomic(file, membercore.EncodeBackup(meta, table)); err != nil {
 		return err
@@ -80,8 +83,8 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 		return printJSON(stdout, map[string]any{"file": file, "index": meta.Index, "term": meta.Term, "locks": meta.Locks,
 			"last_token": meta.LastToken, "size": meta.Size, "sha256": meta.SHA256, "created": meta.Created})
 	}
-	fmt.Fprintf(stdout, "saved snapshot at index %d term %d: %d locks, last token %d, %d bytes, sha256 %s -> %s\n",
-		meta.Index, meta.Term, meta.Locks, meta.LastToken, meta.Size, meta.SHA256, file)
+	fmt.Fprintf(stdout, "saved snapshot at index %d term %d: %s, last token %d, %s, sha256 %s -> %s\n",
+		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, plural(int(meta.Size), "byte", "bytes"), meta.SHA256, file)
 	return nil
 }
 
@@ -240,8 +243,8 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 			"index": meta.Index, "term": meta.Term, "locks": meta.Locks, "last_token": meta.LastToken,
 			"next_token": meta.LastToken + *bump + 1, "sha256": meta.SHA256, "start": start})
 	}
-	fmt.Fprintf(stdout, "restored snapshot at index %d term %d (%d locks, last token %d, next token %d, sha256 %s) into %s as member %d of %d\n",
-		meta.Index, meta.Term, meta.Locks, meta.LastToken, meta.LastToken+*bump+1, meta.SHA256, *dir, *id, len(peers))
+	fmt.Fprintf(stdout, "restored snapshot at index %d term %d (%s, last token %d, next token %d, sha256 %s) into %s as member %d of %d\n",
+		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, meta.LastToken+*bump+1, meta.SHA256, *dir, *id, len(peers))
 	fmt.Fprintf(stdout, "start it with its usual --listen, --http and TLS flags: %s\n", start)
 	return nil
 }

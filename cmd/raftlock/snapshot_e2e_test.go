@@ -207,7 +207,7 @@ func TestSnapshotRestoreRefusals(t *testing.T) {
 		}
 	}
 	code, out, errOut := cli(t, "snapshot", "restore", good, "--data", filepath.Join(dir, "d"), "--id", "2", "--peers", peers)
-	if code != 0 || !strings.Contains(out, "restored snapshot at index 7 term 2 (1 locks, last token 1, next token 1000002, sha256 "+meta.SHA256+") into "+filepath.Join(dir, "d")+" as member 2 of 3\n") {
+	if code != 0 || !strings.Contains(out, "restored snapshot at index 7 term 2 (1 lock, last token 1, next token 1000002, sha256 "+meta.SHA256+") into "+filepath.Join(dir, "d")+" as member 2 of 3\n") {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, _, errOut := cli(t, "snapshot", "frobnicate"); code != exitUsage || !strings.Contains(errOut, `unknown subcommand "frobnicate"`) {

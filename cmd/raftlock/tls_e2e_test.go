@@ -217,7 +217,26 @@ func TestTLSClusterEndToEnd(t *testing.T) {
 	if r := runCLI(t, tc.bin, tc.as("batch"), "acquire", "jobs/x"); r.code != 0 {
 		t.Fatalf("batch acquiring jobs/x: exit %d: %s", r.code, r.stderr)
 	}
-	oneLine(t, "batch asking for status", runCLI(t, tc.bin, tc.as("batch"), "status"), exitPermission)
+	r = runCLI(t, tc.bin, tc.as("batch"), "status")
+	oneLine(t, "batch asking for status", r, exitPermission)
+	// Every member answered, refusing: reachable, with the reason, never
+	// "unreachable".
+	if strings.Contains(r.stdout, "unreachable") || strings.Count(r.stdout, " refused ") != len(tc.members) ||
+		!strings.Contains(r.stdout, `: permission denied: identity "batch" may not ask for status`) {
+		t.Errorf("batch asking for status: members not shown as refused, with the reason:\n%s", r.stdout)
+	}
+	r = runCLI(t, tc.bin, tc.as("batch"), "status", "--json")
+	var refused struct {
+		Nodes []struct{ Role, Error string } `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &refused); err != nil || r.code != exitPermission || len(refused.Nodes) != len(tc.members) {
+		t.Errorf("batch asking for status --json: exit %d, %q (%v)", r.code, r.stdout, err)
+	}
+	for _, n := range refused.Nodes {
+		if n.Role != "refused" || !strings.Contains(n.Error, "may not ask for status") {
+			t.Errorf("batch asking for status --json: node %+v, want role refused with the reason", n)
+		}
+	}
 
 	// A forged heartbeat in plain TCP to a follower's peer port: a hello
 	// claiming the leader, then a commit index of 2^40.

@@ -143,14 +143,17 @@ type InitOptions struct {
 	Force   bool // overwrite existing files
 }
 
+// MaxMembers bounds InitOptions.Members.
+const MaxMembers = 1000
+
 // Init writes a CA, one certificate per member and one per client into
 // Dir: ca.pem, ca-key.pem, member-N.pem, member-N-key.pem, client-NAME.pem,
 // client-NAME-key.pem (keys mode 0600). It refuses to overwrite any
 // existing file unless Force, checking all of them before writing any. It
 // returns the files written.
 func Init(o InitOptions) ([]string, error) {
-	if o.Members < 1 || o.Members > 1000 {
-		return nil, fmt.Errorf("--members must be 1..1000, got %d", o.Members)
+	if o.Members < 1 || o.Members > MaxMembers {
+		return nil, fmt.Errorf("--members must be 1..%d, got %d", MaxMembers, o.Members)
 	}
 	seen := map[string]bool{}
 	for _, c := range o.Clients {
