@@ -83,7 +83,7 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	lk, err := cl.Lock(ctx, key, *lease, *wait)
 	cancel()
 	if err != nil {
-		return clientErr(err)
+		return clientErr(cf.timedOut(err))
 	}
 	// The command's output and exec's own messages share the writers.
 	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
