@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/raftlock/raftlock/client"
 )
 
 // execSynopsis is exec's usage line, also the answer to a command given
@@ -79,9 +81,21 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cl.Close()
+	// The signals a terminal or a supervisor sends are caught from here
+	// on: while exec waits for the lock they give the wait up; once the
+	// command runs they are passed on to it, never left to end exec, which
+	// ends only after the command's whole group has. Notify also catches a
+	// SIGINT exec was started with ignored (a script's &).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
 	ctx, cancel := context.WithTimeout(context.Background(), *wait+cf.timeout)
-	lk, err := cl.Lock(ctx, key, *lease, *wait)
+	lk, err := lockOrSignal(ctx, cl, key, *lease, *wait, sigs)
 	cancel()
+	var se signalError
+	if errors.As(err, &se) {
+		return withCode(128+int(se.sig), fmt.Errorf("%v while waiting for the lock on %s: nothing ran", se.sig, key))
+	}
 	if err != nil {
 		return clientErr(cf.timedOut(err))
 	}
@@ -101,13 +115,6 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	// Its own process group, so that stopping the command stops everything
 	// it started: nothing may keep using the resource once the lock is gone.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// The signals a terminal or a supervisor sends are passed on to the
-	// command, never left to end exec: exec ends only after the command's
-	// whole group has. Caught before Start: from then on they are the
-	// command's.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		outs.close()
 		lk.Unlock(context.Background())
@@ -369,4 +376,38 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// signalError is a wait for a lock given up on a signal.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string { return e.sig.String() }
+
+// lockOrSignal is cl.Lock, given up when a signal comes first. A lock the
+// cluster grants anyway is released: nothing will use it.
+func lockOrSignal(ctx context.Context, cl *client.Client, key string, lease, wait time.Duration, sigs <-chan os.Signal) (*client.Locker, error) {
+	type result struct {
+		lk  *client.Locker
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := make(chan result, 1)
+	go func() {
+		lk, err := cl.Lock(ctx, key, lease, wait)
+		res <- result{lk, err}
+	}()
+	select {
+	case r := <-res:
+		return r.lk, r.err
+	case s := <-sigs:
+		cancel()
+		if r := <-res; r.err == nil {
+			uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r.lk.Unlock(uctx)
+			ucancel()
+		}
+		sig, _ := s.(syscall.Signal)
+		return nil, signalError{sig}
+	}
 }

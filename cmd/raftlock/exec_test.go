@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/raftlock/raftlock/internal/testcluster"
 )
 
@@ -214,4 +217,68 @@ func TestExecJobCanRunRaftlockItself(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "deploy is held by deployer: token") || !strings.Contains(string(out), "renewed deploy (token") {
 		t.Fatalf("a job running raftlock get and renew (RAFTLOCK_TOKEN as --token): %v\n%s", err, out)
 	}
+}
+
+// A script's & starts exec and acquire with SIGINT ignored; Ctrl-C (or a
+// kill -INT) must still give up their wait for a held lock: exit 130, the
+// command never ran, and the queue keeps nothing of them.
+func TestSignalGivesUpTheWaitForALock(t *testing.T) {
+	c := testcluster.New(t, 3, nil)
+	c.WaitLeader()
+	waiting := func() (n float64) { // over every member: the leader may change
+		for _, m := range c.Nodes() {
+			n += gaugeValue(m.Metrics().Waiters)
+		}
+		return n
+	}
+	eps := strings.Join(c.Endpoints(), ",")
+	bin := buildBinary(t)
+	if code, _, errOut := cli(t, "acquire", "busy", "--lease", "1m", "--endpoints", eps); code != 0 {
+		t.Fatalf("acquire: %s", errOut)
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	for name, args := range map[string][]string{
+		"exec":    {"exec", "busy", "--wait", "1m", "--endpoints", eps, "--", "touch", ran},
+		"acquire": {"acquire", "busy", "--wait", "1m", "--endpoints", eps},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// trap '' INT: the shell and what it execs ignore SIGINT.
+			cmd := exec.Command("sh", append([]string{"-c", `trap '' INT; exec "$0" "$@"`, bin}, args...)...)
+			var errOut syncBuffer
+			cmd.Stderr = &errOut
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// Once it waits in the queue, interrupt it.
+			testcluster.WaitFor(t, 20*time.Second, "a waiter on busy", func() bool {
+				return waiting() > 0
+			})
+			cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-exited:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("SIGINT did not end the wait")
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(errOut.String(), "while waiting") {
+				t.Fatalf("exit %d, stderr %q; want 130 and what was given up", code, errOut.String())
+			}
+			if _, err := os.Stat(ran); err == nil {
+				t.Fatal("the command ran")
+			}
+			testcluster.WaitFor(t, 20*time.Second, "the queue empty again", func() bool {
+				return waiting() == 0
+			})
+		})
+	}
+}
+
+func gaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetGauge().GetValue()
 }
