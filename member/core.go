@@ -699,14 +699,7 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 		// Commands decided but never handed to raft (NoBatch proposes
 		// one per Ready) definitely did not happen: Unavailable, not the
 		// OutcomeUnknown that Become gives proposed ones.
-		for _, p := range c.queue {
-			if p.Term == c.lm.Term() {
-				c.lm.Drop([]fsm.Envelope{p.Env})
-			} else {
-				c.lm.DropStale(p.Env)
-			}
-		}
-		c.queue = nil
+		c.dropQueue()
 	}
 	c.lm.Become(leader, c.term, c.lead)
 	c.collect(now)
@@ -950,6 +943,10 @@ func (c *Core) Stop() {
 	if c.stopped {
 		return
 	}
+	// Commands decided but not yet handed to raft (the loop takes calls
+	// while a write syncs) did not happen: Unavailable, before Stop ends
+	// the proposed ones as OutcomeUnknown.
+	c.dropQueue()
 	c.lm.Stop()
 	c.collect(0)
 	if p := c.pending; p != nil {
@@ -958,6 +955,20 @@ func (c *Core) Stop() {
 	}
 	c.queue, c.reads = nil, nil
 	c.stopped = true
+}
+
+// dropQueue answers the commands decided but never handed to raft: they
+// definitely did not happen. No waiter is granted in their place (the
+// member is stepping down or stopping).
+func (c *Core) dropQueue() {
+	for _, p := range c.queue {
+		if p.Term == c.lm.Term() {
+			c.lm.DropAll([]fsm.Envelope{p.Env})
+		} else {
+			c.lm.DropStale(p.Env)
+		}
+	}
+	c.queue = nil
 }
 
 // TakeAnswers returns and clears the answers not yet handed out in a Ready.

@@ -810,8 +810,16 @@ func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.R
 }
 
 // Drop answers calls whose proposal raft refused: nothing entered the log,
-// so they definitely did not happen.
-func (lm *LockManager) Drop(envs []fsm.Envelope) {
+// so they definitely did not happen. A key whose Grant is dropped goes to
+// its next waiter.
+func (lm *LockManager) Drop(envs []fsm.Envelope) { lm.drop(envs, true) }
+
+// DropAll is Drop for a manager about to lose its leadership or stop: no
+// waiter is granted in the Grant's place, since nothing it proposed now
+// would reach the log either.
+func (lm *LockManager) DropAll(envs []fsm.Envelope) { lm.drop(envs, false) }
+
+func (lm *LockManager) drop(envs []fsm.Envelope, pump bool) {
 	var pumps []string
 	for _, env := range envs {
 		if lm.inflight[env.Cmd.Key] == env.ID {
@@ -831,6 +839,9 @@ func (lm *LockManager) Drop(envs []fsm.Envelope) {
 				lm.recheckLease(l, m.at) // not in the log: propose it again at the next tick
 			}
 		}
+	}
+	if !pump {
+		return
 	}
 	for _, k := range pumps {
 		lm.pump(k)
