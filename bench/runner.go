@@ -288,7 +288,7 @@ func settle(ctx context.Context, t Target, progress io.Writer) error {
 	n, err := s.settle(sctx)
 	progress = orDiscard(progress)
 	if n > 0 {
-		fmt.Fprintf(progress, "bench: %s: released %d locks the run's clients still held\n", t.Name(), n)
+		fmt.Fprintf(progress, "bench: %s: released %s the run's clients still held\n", t.Name(), countOf(n, "lock", "locks"))
 	}
 	if err != nil {
 		fmt.Fprintf(progress, "bench: %s: some locks of the run stay held until their leases end: %v\n", t.Name(), err)
@@ -364,4 +364,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// countOf is "1 lock" or "N locks".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

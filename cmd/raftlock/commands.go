@@ -197,7 +197,7 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkOwner(*owner); err != nil {
+	if err := checkOwner(owner, fs); err != nil {
 		return err
 	}
 	cl, err := cf.client()
@@ -369,7 +369,11 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s is free\n", key)
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s is held by %s: token %d, %v of lease left\n", key, ownerText(info.Owner), info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
+	by := ""
+	if info.Owner != "" {
+		by = " by " + info.Owner
+	}
+	fmt.Fprintf(stdout, "%s is held%s: token %d, %v of lease left\n", key, by, info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
 	return nil
 }
 

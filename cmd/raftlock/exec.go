@@ -34,7 +34,11 @@ const (
 )
 
 func runExec(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] [--kill-after 5s] [--owner TEXT] -- COMMAND [ARGS...]")
+	fs := newFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] [--kill-after 5s] [--owner TEXT] -- COMMAND [ARGS...]\n\n"+
+		"Runs COMMAND holding the lock, with RAFTLOCK_TOKEN (its fencing token) and RAFTLOCK_LOCK_KEY\n"+
+		"in its environment, renewing the lease every third of it. Exits with COMMAND's status\n"+
+		"(128+n when signal n ended it; 127 not found, 126 not runnable), 1 when the lock was lost,\n"+
+		"3 when --wait ran out, 128+n when signal n came while waiting (nothing ran).")
 	var cf clientFlags
 	cf.register(fs, false)
 	lease := fs.Duration("lease", 10*time.Second, "lease length, renewed every third of it")
@@ -62,7 +66,7 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	if *killAfter < 0 {
 		return argErr(fs, "--kill-after must not be negative, got %v", *killAfter)
 	}
-	if err := checkOwner(*owner); err != nil {
+	if err := checkOwner(owner, fs); err != nil {
 		return err
 	}
 	key := pos[0]

@@ -89,7 +89,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Endpoints come from --endpoints or RAFTLOCK_ENDPOINTS (default "+defaultEndpoints+");")
 	fmt.Fprintln(w, "every flag --some-name may also be set as RAFTLOCK_SOME_NAME.")
 	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 error, 2 usage, 3 held, 4 not the holder, 5 outcome unknown,")
-	fmt.Fprintln(w, "6 permission denied (the cluster's ACL).")
+	fmt.Fprintln(w, "6 permission denied (the cluster's ACL). chaos, check and sim have their own:")
+	fmt.Fprintln(w, "0 valid, 1 a violation found, 2 unknown, 3 the harness failed or bad flags.")
 }
 
 func main() {

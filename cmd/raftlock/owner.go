@@ -15,24 +15,46 @@ import (
 )
 
 // ownerFlag adds --owner: who takes the lock, kept with it for get and
-// list to show.
+// list to show. Its default, this process's HOSTNAME:PID, is filled in
+// after parsing, so that --help shows the rule rather than its own PID.
 func ownerFlag(fs *flag.FlagSet) *string {
-	return fs.String("owner", client.DefaultOwner(), "who holds the lock, shown by get and list (at most 128 bytes; \"\" records none)")
+	v := &ownerValue{}
+	fs.Var(v, "owner", "`TEXT` naming who holds the lock, shown by get and list (at most 128 bytes; \"\" records none)")
+	return &v.owner
 }
 
-// checkOwner refuses an --owner over the limit before anything is sent.
-func checkOwner(owner string) error {
+// ownerValue is --owner: HOSTNAME:PID until set.
+type ownerValue struct {
+	owner string
+	set   bool
+}
+
+func (v *ownerValue) String() string {
+	if v == nil || !v.set {
+		return "HOSTNAME:PID"
+	}
+	return v.owner
+}
+
+func (v *ownerValue) Set(s string) error {
+	v.owner, v.set = s, true
+	return nil
+}
+
+// checkOwner refuses an --owner over the limit before anything is sent,
+// and fills in the default of one not given.
+func checkOwner(owner *string, fs *flag.FlagSet) error {
+	if v, ok := fs.Lookup("owner").Value.(*ownerValue); ok && !v.set {
+		*owner = client.DefaultOwner()
+	}
+	return checkOwnerLen(*owner)
+}
+
+func checkOwnerLen(owner string) error {
 	if err := wire.ValidateOwner(owner); err != nil {
 		return usageErr("--owner: %v", err)
 	}
 	return nil
-}
-
-func ownerText(owner string) string {
-	if owner == "" {
-		return "(no owner)"
-	}
-	return owner
 }
 
 // forceRelease is release --force: an operator frees a lock whatever its
@@ -75,7 +97,7 @@ type listedLock struct {
 }
 
 func runList(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("list", "list [PREFIX] [--limit 100] [--after KEY] [--stale] [--json]")
+	fs := newFlagSet("list", "list [PREFIX] [--limit 100] [--after LAST] [--stale] [--json]\n\nPREFIX (default: every key) and LAST, the last key of the page before, are at most 256 bytes.")
 	var cf clientFlags
 	cf.register(fs, true)
 	limit := fs.Int("limit", 100, "at most this many locks (1..1000; a page may hold fewer when keys are long)")
@@ -114,7 +136,11 @@ func runList(args []string, stdout, stderr io.Writer) error {
 		return printJSON(stdout, map[string]any{"locks": locks, "more": page.More})
 	}
 	if len(locks) == 0 {
-		fmt.Fprintf(stdout, "no locks held%s\n", underPrefix(prefix))
+		from := ""
+		if *after != "" {
+			from = fmt.Sprintf(" after %q", *after)
+		}
+		fmt.Fprintf(stdout, "no locks held%s%s\n", underPrefix(prefix), from)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -131,6 +157,9 @@ func runList(args []string, stdout, stderr io.Writer) error {
 		args = append(args, "--after", shellQuote(locks[len(locks)-1].Key))
 		if *limit != 100 {
 			args = append(args, fmt.Sprintf("--limit %d", *limit))
+		}
+		if *stale {
+			args = append(args, "--stale")
 		}
 		fmt.Fprintf(stdout, "more: %s\n", strings.Join(args, " "))
 	}

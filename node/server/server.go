@@ -376,7 +376,11 @@ func (s *Server) logForced(who string, req *wire.Request, resp *wire.Response) {
 		s.log.Warn("forced release", "identity", who, "key", req.Key, "token", resp.Token)
 		return
 	}
-	s.log.Warn("forced release did not release", "identity", who, "key", req.Key, "answer", resultLabel(resp.Op), "reason", resp.Reason)
+	attrs := []any{"identity", who, "key", req.Key, "answer", resultLabel(resp.Op)}
+	if resp.Reason != "" {
+		attrs = append(attrs, "reason", resp.Reason)
+	}
+	s.log.Warn("forced release did not release", attrs...)
 }
 
 // deadlineWriter bounds each write, so a client that stops reading ends its
