@@ -148,11 +148,16 @@ func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, i
 	return nil
 }
 
-// printMembers prints msg and the member table, or with --json exactly
-// {"members":[{"id","peer_addr","client_addr","role"}]}.
+// printMembers prints msg and the member table, or with --json
+// {"members":[{"id","peer_addr","client_addr","role"}]}, with
+// "unchanged":true when the change had applied already.
 func printMembers(stdout io.Writer, cf *clientFlags, out server.MemberList, msg string) error {
 	if cf.json {
-		return printJSON(stdout, map[string]any{"members": out.Members})
+		v := map[string]any{"members": out.Members}
+		if out.Unchanged {
+			v["unchanged"] = true // a change asked again after it applied
+		}
+		return printJSON(stdout, v)
 	}
 	fmt.Fprint(stdout, msg)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
