@@ -40,9 +40,9 @@ type node struct {
 	// saving: a Ready's write is under way (a slow sync). As raftlock
 	// node does, the member goes on taking inputs meanwhile; its next
 	// Ready waits for the write.
-	saving bool
-	inbox  []input // inputs held while paused
-	tickGen       uint64
+	saving  bool
+	inbox   []input // inputs held while paused
+	tickGen uint64
 
 	// retired: removed from the configuration and stopped for good
 	// (membership.go); nothing restarts it. retiring: its removal was
