@@ -516,23 +516,10 @@ func (lm *LockManager) handOff(key string) {
 	if _, ok := lm.inflight[key]; ok {
 		return
 	}
-	for len(lm.waiters[key]) > 0 {
-		q := lm.waiters[key]
-		w := q[0]
-		lm.nwaiting--
-		lm.unqueueWaiter(w)
-		if len(q) == 1 {
-			delete(lm.waiters, key)
-		} else {
-			lm.waiters[key] = q[1:]
-		}
-		if w.cancelled {
-			continue
-		}
+	if w := lm.popLiveWaiter(key); w != nil {
 		lm.fx.Proposals[len(lm.fx.Proposals)-1].WithNext = true
 		lm.propose(w)
 		lm.hooks.orderHandoff(lm.fx.Proposals)
-		return
 	}
 }
 
@@ -721,7 +708,17 @@ func (lm *LockManager) pump(key string) {
 		}
 		return
 	}
-	for len(lm.waiters[key]) > 0 && lm.canGrant(key, true) {
+	if lm.canGrant(key, true) {
+		if w := lm.popLiveWaiter(key); w != nil {
+			lm.propose(w)
+		}
+	}
+}
+
+// popLiveWaiter takes key's first waiter whose requester is still there
+// out of the queue, dropping the cancelled ones before it; nil if none.
+func (lm *LockManager) popLiveWaiter(key string) *request {
+	for len(lm.waiters[key]) > 0 {
 		q := lm.waiters[key]
 		w := q[0]
 		lm.nwaiting--
@@ -731,11 +728,11 @@ func (lm *LockManager) pump(key string) {
 		} else {
 			lm.waiters[key] = q[1:]
 		}
-		if w.cancelled {
-			continue
+		if !w.cancelled {
+			return w
 		}
-		lm.propose(w)
 	}
+	return nil
 }
 
 // Apply applies one committed command at local time now and, on the leader
