@@ -15,6 +15,7 @@ package testcluster
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,36 +57,72 @@ type member struct {
 // member starts; it may call t.Fatal. It fails t if a member cannot start.
 func New(t testing.TB, size int, tune func(*node.Config)) *Cluster {
 	t.Helper()
-	c, err := newCluster(t.TempDir(), size, tune)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.t = t
+	dir := t.TempDir()
+	var c *Cluster
 	// Registered before any member starts, so that members started before
 	// a failure (or a t.Fatal in tune) are closed too.
-	t.Cleanup(c.Close)
-	for _, id := range c.IDs() {
-		if err := c.StartMember(id); err != nil {
+	t.Cleanup(func() {
+		if c != nil {
+			c.Close()
+		}
+	})
+	for attempt := 1; ; attempt++ {
+		var err error
+		if c, err = newCluster(dir, size, tune); err != nil {
+			t.Fatal(err)
+		}
+		c.t = t
+		err = c.startEach()
+		if err == nil {
+			return c
+		}
+		if !c.retryStart(attempt, err) {
 			t.Fatal(err)
 		}
 	}
-	return c
 }
 
 // Start runs size members in dir. tune, if not nil, adjusts each config.
 // The caller closes the cluster.
 func Start(dir string, size int, tune func(*node.Config)) (*Cluster, error) {
-	c, err := newCluster(dir, size, tune)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range c.IDs() {
-		if err := c.StartMember(id); err != nil {
-			c.Close()
+	for attempt := 1; ; attempt++ {
+		c, err := newCluster(dir, size, tune)
+		if err != nil {
+			return nil, err
+		}
+		if err = c.startEach(); err == nil {
+			return c, nil
+		}
+		if !c.retryStart(attempt, err) {
 			return nil, err
 		}
 	}
-	return c, nil
+}
+
+// startEach starts every member, in id order.
+func (c *Cluster) startEach() error {
+	for _, id := range c.IDs() {
+		if err := c.StartMember(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retryStart closes a cluster whose start failed and says whether to
+// start again: an address is free only when it is picked, and another
+// process may bind it before the member does ("address already in use").
+// Then the data the members wrote (their identity names the old peer
+// addresses) goes, and the next attempt picks new addresses.
+func (c *Cluster) retryStart(attempt int, err error) bool {
+	c.Close()
+	if attempt >= 4 || !errors.Is(err, syscall.EADDRINUSE) {
+		return false
+	}
+	for _, id := range c.IDs() {
+		os.RemoveAll(c.DataDir(id))
+	}
+	return true
 }
 
 // newCluster picks the addresses and makes the clocks; no member runs yet.
