@@ -141,3 +141,25 @@ func TestListPagesAreCheckedAsReads(t *testing.T) {
 		t.Errorf("a page out of key order: %v", err)
 	}
 }
+
+// A page that lists locks no operation of the history names (held before
+// the run: chaos --held) checks only the history's keys, and a failing
+// 250-byte key's visualisation gets a file name the filesystem takes.
+func TestListedLocksOutsideTheHistoryAndLongKeys(t *testing.T) {
+	long := strings.Repeat("k", 250)
+	b := new(builder).
+		add(0, "invoke", "acquire", long, lease(100000)).add(0, "ok", "acquire", long, tok(5)).
+		add(5, "invoke", "list", "", history.Value{}).add(5, "ok", "list", "", listed(false,
+		history.ListedLock{Key: "held-0001", Token: 1}, history.ListedLock{Key: long, Token: 5}))
+	if v := Check(b.events, Options{}); v.ExitCode != ExitValid {
+		var buf bytes.Buffer
+		v.Summary(&buf)
+		t.Fatalf("exit %d\n%s", v.ExitCode, buf.String())
+	}
+	if n := len("lin-" + fileSafe(strings.Repeat("é", 256)) + ".html"); n > 255 {
+		t.Fatalf("a visualisation's file name of %d bytes", n)
+	}
+	if fileSafe(long+"a") == fileSafe(long+"b") {
+		t.Fatal("two long keys share a file name")
+	}
+}

@@ -2,6 +2,8 @@ package checker
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"image/color"
@@ -30,7 +32,13 @@ import (
 // every key, not only the failing ones.
 const visualiseAllBelow = 2000
 
-// fileSafe turns a key into a file name part.
+// maxFileSafe bounds fileSafe's result: a file name is at most 255 bytes,
+// and a 256-byte key escaped is up to three times that.
+const maxFileSafe = 120
+
+// fileSafe turns a key into a file name part: escaped, and cut to
+// maxFileSafe bytes with a hash of the whole key when it is longer, so two
+// long keys that share a beginning still get two files.
 func fileSafe(key string) string {
 	var b strings.Builder
 	for _, r := range key {
@@ -40,7 +48,12 @@ func fileSafe(key string) string {
 			fmt.Fprintf(&b, "%%%02x", r)
 		}
 	}
-	return b.String()
+	name := b.String()
+	if len(name) <= maxFileSafe {
+		return name
+	}
+	sum := sha256.Sum256([]byte(key))
+	return name[:maxFileSafe-17] + "~" + hex.EncodeToString(sum[:8])
 }
 
 // count is "1 grant", "2 grants": n and noun, plural unless n is 1.
