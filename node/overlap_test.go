@@ -34,10 +34,12 @@ func (g *gatedStore) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *r
 	return g.Disk.Save(hs, entries, snap, sync)
 }
 
-// While a Ready's write is being synced the loop goes on taking calls:
-// an acquire that arrives during the write is decided then, and rides in
-// the next entry, while the first acquire's answer waits for its write.
-func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
+// startGated starts a single member on a gatedStore and waits until it
+// grants: a new leader answers Unavailable until an entry of its term
+// applied. The member closes when t ends, the gate opened first, so that a
+// failing test never leaves the loop waiting at it.
+func startGated(t *testing.T, ctx context.Context) (*node.Node, *gatedStore, func()) {
+	t.Helper()
 	dir := t.TempDir()
 	peer, err := freeport.Addr()
 	if err != nil {
@@ -55,16 +57,22 @@ func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
 	open := sync.OnceFunc(func() { close(g.gate) })
-	defer open() // before Close: a failing test must not leave the loop at the gate
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	// A new leader answers Unavailable until an entry of its term applied.
+	t.Cleanup(func() { open(); n.Close() })
 	testcluster.WaitFor(t, 10*time.Second, "a leader that grants", func() bool {
 		_, err := n.Acquire(ctx, "warm", time.Minute, 0, 0)
 		return err == nil
 	})
+	return n, g, open
+}
+
+// While a Ready's write is being synced the loop goes on taking calls:
+// an acquire that arrives during the write is decided then, and rides in
+// the next entry, while the first acquire's answer waits for its write.
+func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, g, open := startGated(t, ctx)
 	g.armed.Store(true)
 	first := make(chan error, 1)
 	go func() { _, err := n.Acquire(ctx, "a", time.Minute, 0, 0); first <- err }()
