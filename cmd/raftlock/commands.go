@@ -213,7 +213,13 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	g, err := acquireOrSignal(ctx, cl, client.AcquireRequest{Key: key, Lease: *lease, Wait: *wait, Owner: *owner}, sigs)
+	g, err := untilSignal(ctx, sigs, func(ctx context.Context) (client.Grant, error) {
+		return cl.AcquireWith(ctx, client.AcquireRequest{Key: key, Lease: *lease, Wait: *wait, Owner: *owner})
+	}, func(g client.Grant) {
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		cl.Release(rctx, key, g.Token)
+	})
 	var se signalError
 	if errors.As(err, &se) {
 		return withCode(128+int(se.sig), fmt.Errorf("%v while waiting for %s: not acquired", se.sig, key))
@@ -226,35 +232,6 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "acquired %s: token %d, lease %v\n", key, g.Token, time.Duration(g.LeaseMS)*time.Millisecond)
 	return nil
-}
-
-// acquireOrSignal is cl.AcquireWith, given up when a signal comes first;
-// a grant that comes anyway is released.
-func acquireOrSignal(ctx context.Context, cl *client.Client, r client.AcquireRequest, sigs <-chan os.Signal) (client.Grant, error) {
-	type result struct {
-		g   client.Grant
-		err error
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	res := make(chan result, 1)
-	go func() {
-		g, err := cl.AcquireWith(ctx, r)
-		res <- result{g, err}
-	}()
-	select {
-	case out := <-res:
-		return out.g, out.err
-	case s := <-sigs:
-		cancel()
-		if out := <-res; out.err == nil {
-			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-			cl.Release(rctx, r.Key, out.g.Token)
-			rcancel()
-		}
-		sig, _ := s.(syscall.Signal)
-		return client.Grant{}, signalError{sig}
-	}
 }
 
 func runRelease(args []string, stdout, stderr io.Writer) error {

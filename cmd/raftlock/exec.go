@@ -94,7 +94,13 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithTimeout(context.Background(), *wait+cf.timeout)
-	lk, err := lockOrSignal(ctx, cl, key, *lease, *wait, sigs)
+	lk, err := untilSignal(ctx, sigs, func(ctx context.Context) (*client.Locker, error) {
+		return cl.Lock(ctx, key, *lease, *wait)
+	}, func(lk *client.Locker) {
+		uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ucancel()
+		lk.Unlock(uctx)
+	})
 	cancel()
 	var se signalError
 	if errors.As(err, &se) {
@@ -380,38 +386,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// signalError is a wait for a lock given up on a signal.
-type signalError struct{ sig syscall.Signal }
-
-func (e signalError) Error() string { return e.sig.String() }
-
-// lockOrSignal is cl.Lock, given up when a signal comes first. A lock the
-// cluster grants anyway is released: nothing will use it.
-func lockOrSignal(ctx context.Context, cl *client.Client, key string, lease, wait time.Duration, sigs <-chan os.Signal) (*client.Locker, error) {
-	type result struct {
-		lk  *client.Locker
-		err error
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	res := make(chan result, 1)
-	go func() {
-		lk, err := cl.Lock(ctx, key, lease, wait)
-		res <- result{lk, err}
-	}()
-	select {
-	case r := <-res:
-		return r.lk, r.err
-	case s := <-sigs:
-		cancel()
-		if r := <-res; r.err == nil {
-			uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
-			r.lk.Unlock(uctx)
-			ucancel()
-		}
-		sig, _ := s.(syscall.Signal)
-		return nil, signalError{sig}
-	}
 }

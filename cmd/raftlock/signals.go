@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"os"
+	"syscall"
+)
+
+// signalError is a wait given up on a signal.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string { return e.sig.String() }
+
+// untilSignal runs call, giving it up when a signal comes on sigs first:
+// its context is cancelled, and what it did anyway (a lock granted as the
+// signal came) is undone, since nothing will use it. The error is then a
+// signalError.
+func untilSignal[T any](ctx context.Context, sigs <-chan os.Signal, call func(context.Context) (T, error), undo func(T)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := make(chan result, 1)
+	go func() {
+		v, err := call(ctx)
+		res <- result{v, err}
+	}()
+	select {
+	case r := <-res:
+		return r.v, r.err
+	case s := <-sigs:
+		cancel()
+		if r := <-res; r.err == nil {
+			undo(r.v)
+		}
+		sig, _ := s.(syscall.Signal)
+		var zero T
+		return zero, signalError{sig}
+	}
+}
