@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -135,13 +134,11 @@ func runLeader(args []string, stdout, stderr io.Writer) error {
 // an idempotent one is asked again when its outcome is unknown
 // (client.Client.Admin).
 func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, idempotent bool) error {
-	cl, err := cf.client()
+	cl, ctx, done, err := cf.connect(0)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
+	defer done()
 	if err := cl.Admin(ctx, command, in, out, idempotent); err != nil {
 		return cf.failNoKey(stdout, err)
 	}

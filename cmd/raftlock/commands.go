@@ -44,6 +44,17 @@ func (c *clientFlags) register(fs *flag.FlagSet, query bool) {
 
 func (c *clientFlags) client() (*client.Client, error) { return c.clientAs("") }
 
+// connect is client and a context that ends after --timeout plus extra
+// (an acquire's --wait); done closes both.
+func (c *clientFlags) connect(extra time.Duration) (*client.Client, context.Context, func(), error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), extra+c.timeout)
+	return cl, ctx, func() { cancel(); cl.Close() }, nil
+}
+
 // clientAs is client, recording owner with every lock it acquires.
 func (c *clientFlags) clientAs(owner string) (*client.Client, error) {
 	eps, err := parseEndpoints(c.endpoints)
@@ -200,13 +211,11 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	if err := checkOwner(owner, fs); err != nil {
 		return err
 	}
-	cl, err := cf.client()
+	cl, ctx, done, err := cf.connect(*wait)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *wait+cf.timeout)
-	defer cancel()
+	defer done()
 	// Ctrl-C gives a wait up (also when started with SIGINT ignored, by a
 	// script's &): the member leaves the queue, or releases a grant that
 	// reaches it after the caller left (rule 7).
@@ -282,13 +291,11 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 	if *token == 0 {
 		return tokenErr(fs)
 	}
-	cl, err := cf.client()
+	cl, ctx, done, err := cf.connect(0)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
+	defer done()
 	if name == "renew" {
 		err = cl.Renew(ctx, key, *token, *lease)
 	} else {
@@ -319,13 +326,11 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cl, err := cf.client()
+	cl, ctx, done, err := cf.connect(0)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
+	defer done()
 	var info client.LockInfo
 	if *stale {
 		info, err = cl.GetStale(ctx, key)

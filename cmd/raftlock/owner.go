@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,13 +59,11 @@ func checkOwnerLen(owner string) error {
 // forceRelease is release --force: an operator frees a lock whatever its
 // token. It prints the token that held the key.
 func forceRelease(cf clientFlags, key string, stdout io.Writer) error {
-	cl, err := cf.client()
+	cl, ctx, done, err := cf.connect(0)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
+	defer done()
 	tok, err := cl.ForceRelease(ctx, key)
 	if errors.Is(err, client.ErrNotFound) {
 		err = notHeldError{key}
@@ -117,13 +114,11 @@ func runList(args []string, stdout, stderr io.Writer) error {
 	if len(pos) == 1 {
 		prefix = pos[0]
 	}
-	cl, err := cf.client()
+	cl, ctx, done, err := cf.connect(0)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
+	defer done()
 	page, err := cl.List(ctx, client.ListOptions{Prefix: prefix, After: *after, Limit: *limit, Stale: *stale})
 	if err != nil {
 		return cf.failNoKey(stdout, err)

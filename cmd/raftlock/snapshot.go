@@ -65,13 +65,11 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory; give a file name, such as %s", file, filepath.Join(file, "raftlock.backup"))
 	}
-	cl, err := cf.client()
+	cl, ctx, done, err := cf.connect(0)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
+	defer done()
 	meta, table, err := fetchBackup(ctx, cl)
 	if err != nil {
 		return clientErr(cf.timedOut(err))
