@@ -41,21 +41,24 @@ func (d *digestSum) sub(key string, l Lock) {
 	d.b -= b
 }
 
-// put sets key's lock, keeping the digest.
-func (m *Machine) put(key string, l Lock) {
+// put sets key's lock, keeping the digest, and returns its handle.
+func (m *Machine) put(key string, l Lock) Handle {
 	if old, ok := m.locks.get(key); ok {
 		m.sum.sub(key, old)
 	}
-	m.locks.set(key, l)
+	h := m.locks.set(key, l)
 	m.sum.add(key, l)
+	return h
 }
 
-// del removes key's lock, keeping the digest.
-func (m *Machine) del(key string) {
+// del removes key's lock, keeping the digest, and returns the handle it had.
+func (m *Machine) del(key string) Handle {
 	if old, ok := m.locks.get(key); ok {
 		m.sum.sub(key, old)
-		m.locks.remove(key)
+		h, _ := m.locks.remove(key)
+		return h
 	}
+	return 0
 }
 
 // Digest is a short hex digest of the table (every lock and the last

@@ -113,7 +113,7 @@ type Result struct {
 type Lock struct {
 	Token   uint64
 	LeaseMS uint64 // the last granted or renewed lease length
-	Owner   string // the Grant's owner
+	Owner   string // the Grant's owner (from Get or At: pointing into the table's memory, which it keeps alive)
 }
 
 // Machine is the lock table. The zero value is not usable; call New.
@@ -131,45 +131,60 @@ func New() *Machine {
 // Apply applies one committed command and returns its result. It is total:
 // every command, in every state, has a defined result.
 func (m *Machine) Apply(c Command) Result {
+	r, _ := m.ApplyAt(c)
+	return r
+}
+
+// ApplyAt is Apply that also returns the handle of the lock the command
+// granted, renewed, released or expired (0 when it changed no lock): for a
+// member that keeps something of its own per held lock (a lease on its
+// clock) without keeping the key twice. A removed lock's handle is free
+// again once ApplyAt returns.
+func (m *Machine) ApplyAt(c Command) (Result, Handle) {
 	switch c.Op {
 	case OpGrant:
 		if _, held := m.locks.get(c.Key); held {
-			return Result{Status: GrantRejected}
+			return Result{Status: GrantRejected}, 0
 		}
 		m.lastToken++
-		m.put(c.Key, Lock{Token: m.lastToken, LeaseMS: c.LeaseMS, Owner: c.Owner})
-		return Result{Status: Granted, Token: m.lastToken}
+		h := m.put(c.Key, Lock{Token: m.lastToken, LeaseMS: c.LeaseMS, Owner: c.Owner})
+		return Result{Status: Granted, Token: m.lastToken}, h
 	case OpRelease:
 		if _, held := m.locks.get(c.Key); !held {
-			return Result{Status: NotFound}
+			return Result{Status: NotFound}, 0
 		}
-		m.del(c.Key)
-		return Result{Status: Released}
+		return Result{Status: Released}, m.del(c.Key)
 	case OpExpire:
 		l, held := m.locks.get(c.Key)
 		if !held || l.Token != c.Token {
 			// A late or duplicated expiry: the lock it was meant for is gone,
 			// and a lock granted since then must survive.
-			return Result{Status: Expired, Existed: false}
+			return Result{Status: Expired, Existed: false}, 0
 		}
-		m.del(c.Key)
-		return Result{Status: Expired, Existed: true}
+		return Result{Status: Expired, Existed: true}, m.del(c.Key)
 	case OpRenew:
 		l, held := m.locks.get(c.Key)
 		if !held || l.Token != c.Token {
-			return Result{Status: NotFound}
+			return Result{Status: NotFound}, 0
 		}
 		l.LeaseMS = c.LeaseMS
-		m.put(c.Key, l)
-		return Result{Status: Renewed, Token: l.Token}
+		return Result{Status: Renewed, Token: l.Token}, m.put(c.Key, l)
 	}
-	return Result{Status: Noop}
+	return Result{Status: Noop}, 0
 }
 
-// Get returns the lock held on key, if any.
+// Get returns the lock held on key, if any. Its Owner points into the
+// table's memory (Lock.Owner), so a caller that keeps many should copy them.
 func (m *Machine) Get(key string) (Lock, bool) {
 	return m.locks.get(key)
 }
+
+// Handle returns the handle of the lock held on key, if any.
+func (m *Machine) Handle(key string) (Handle, bool) { return m.locks.handle(key) }
+
+// At returns the key and lock h names, if h names a held lock. The key
+// points into the table's memory and never changes.
+func (m *Machine) At(h Handle) (key string, l Lock, ok bool) { return m.locks.at(h) }
 
 // EncodedSize estimates the bytes of the table's Snapshot, in O(1).
 func (m *Machine) EncodedSize() uint64 { return m.locks.bytes + 16 }
@@ -192,10 +207,10 @@ func (m *Machine) SkipTokens(n uint64) error {
 // LastToken returns the highest token ever issued (0 before the first grant).
 func (m *Machine) LastToken() uint64 { return m.lastToken }
 
-// Range calls f for every held lock, in no particular order: for work
-// whose result does not depend on order (building an index), which would
-// otherwise sort a million keys for nothing.
-func (m *Machine) Range(f func(key string, l Lock)) {
+// Range calls f with the handle of every held lock, in no particular
+// order: for work whose result does not depend on order (building an
+// index), which would otherwise sort a million keys for nothing.
+func (m *Machine) Range(f func(h Handle, l Lock)) {
 	m.locks.each(f)
 }
 
@@ -222,7 +237,8 @@ func (m *Machine) List(prefix, after string, limit int) (locks []Entry, more boo
 			more = true
 			return false
 		}
-		locks = append(locks, Entry{Key: key, Lock: l})
+		l.Owner = strings.Clone(l.Owner)
+		locks = append(locks, Entry{Key: strings.Clone(key), Lock: l})
 		return true
 	})
 	return locks, more

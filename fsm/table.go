@@ -4,17 +4,27 @@ import (
 	"hash/maphash"
 	"maps"
 	"slices"
+	"strings"
+	"unsafe"
 )
 
-// tableShards is how many maps the table is split into. Freezing the
+// tableShards is how many parts the table is split into. Freezing the
 // table (Machine.Freeze) shares every shard with the frozen copy; the
 // first later write to a shard copies that shard alone, about n/1024
 // locks, so no write ever copies the whole table and a snapshot of a
 // million locks costs the member only a slice of pointers.
 const tableShards = 1024
 
-// table is the lock table: a map split into shards that are copied on
-// write once a frozen copy shares them.
+// table is the lock table: shards that are copied on write once a frozen
+// copy shares them.
+//
+// A shard holds no pointer per lock. Its keys and owners are bytes in one
+// arena, its locks are slots in one slice, and its index maps a key's hash
+// to a slot: every part is a pointer-free array, which the garbage
+// collector allocates as such and never scans. A table of a million locks
+// therefore adds almost nothing to a collection's marking (a map of
+// strings to structs with strings made every cycle walk three pointers per
+// lock), and the member's loop keeps its pace however big the table grows.
 type table struct {
 	seed   maphash.Seed
 	shards []*shard
@@ -23,6 +33,9 @@ type table struct {
 	// epoch is bumped by freeze; a shard from an older epoch may be
 	// shared with a frozen copy and is copied before it is written.
 	epoch uint64
+	// hashOf, when set, replaces the seeded hash: a test makes keys
+	// collide with it.
+	hashOf func(string) uint64
 }
 
 // lockOverhead estimates a lock's encoded bytes besides its key and
@@ -31,111 +44,317 @@ const lockOverhead = 9
 
 func lockBytes(key string, l Lock) uint64 { return uint64(len(key)+len(l.Owner)) + lockOverhead }
 
-// shard is one part of the table: its locks, and their keys in sorted
-// order, so that a listing from any key on (Machine.List) and a snapshot
-// (eachSorted) merge 1,024 sorted runs instead of sorting the table. Keeping
-// keys sorted costs an insert a copy of about n/2048 string headers.
+// Handle names a held lock's place in its table (Machine.ApplyAt,
+// Machine.Handle): it stays the lock's while the lock is held, across
+// freezes and whatever else the table does, and may name another lock once
+// this one is gone. Handles differ between members: they say nothing about
+// the replicated state.
+type Handle uint64
+
+func handleOf(shard int, slot int32) Handle { return Handle(uint64(shard)<<32 | uint64(uint32(slot))) }
+
+func (h Handle) parts() (shard int, slot int32) { return int(h >> 32), int32(uint32(h)) }
+
+// shard is one part of the table.
+//
+// Its arena only grows: a record (a key, then its owner) is appended and
+// never written again, and a removed one is left in place until the
+// removed bytes are over half the arena, when the live records are copied
+// to a new arena. A copy of the shard (writable) limits its arena's
+// capacity, so two shards never append into one array. The arena's bytes
+// are thus immutable once written, and a key or an owner is read as a
+// string that points into the arena (view) without copying.
 type shard struct {
 	epoch uint64
-	locks map[string]Lock
-	keys  []string
+	index map[uint64]int32 // a key's hash to the first slot of that hash
+	slots []slot
+	free  []int32 // slots no lock uses
+	arena []byte
+	dead  int     // arena bytes of records no slot uses
+	keys  []int32 // the used slots in key order
 }
+
+// slot is one held lock, or a free place for one.
+type slot struct {
+	token    uint64
+	leaseMS  uint64
+	off      uint32 // of the record in the arena: the key, then the owner
+	keyLen   uint16
+	ownerLen uint8
+	used     bool
+	next     int32 // the next slot whose key has the same hash (-1: none)
+}
+
+// Keys and owners fit the slot's fields; the codec refuses longer ones.
+var (
+	_ [1<<16 - 1 - MaxKeyLen]struct{}
+	_ [1<<8 - 1 - MaxOwnerLen]struct{}
+)
+
+// compactMin is the removed bytes below which a shard's arena is not
+// compacted, however small: compacting a few kilobytes saves nothing.
+const compactMin = 4 << 10
 
 func newTable() table { return table{seed: maphash.MakeSeed(), shards: make([]*shard, tableShards)} }
 
-// shardOf places key in a shard. The placement decides nothing anyone can
-// observe (every output that lists keys sorts them), so it may differ
-// between tables and processes; a seeded hash keeps keys chosen to
-// collide from piling up in one shard.
-func (t *table) shardOf(key string) int {
-	return int(maphash.String(t.seed, key) % tableShards)
+// hash places key: its shard is the hash modulo tableShards, and the whole
+// hash indexes the shard. The placement decides nothing anyone can observe
+// (every output that lists keys sorts them), so it may differ between
+// tables and processes; a seeded hash keeps keys chosen to collide from
+// piling up in one shard.
+func (t *table) hash(key string) uint64 {
+	if t.hashOf != nil {
+		return t.hashOf(key)
+	}
+	return maphash.String(t.seed, key)
+}
+
+func shardIndex(h uint64) int { return int(h % tableShards) }
+
+// view returns n bytes of the arena from off as a string, without copying:
+// the bytes are never written again (see shard).
+func (s *shard) view(off uint32, n int) string {
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&s.arena[off], n)
+}
+
+func (s *shard) key(i int32) string {
+	sl := &s.slots[i]
+	return s.view(sl.off, int(sl.keyLen))
+}
+
+func (s *shard) lock(i int32) Lock {
+	sl := &s.slots[i]
+	return Lock{Token: sl.token, LeaseMS: sl.leaseMS, Owner: s.view(sl.off+uint32(sl.keyLen), int(sl.ownerLen))}
+}
+
+// find returns key's slot, or -1.
+func (s *shard) find(h uint64, key string) int32 {
+	i, ok := s.index[h]
+	if !ok {
+		return -1
+	}
+	for ; i >= 0; i = s.slots[i].next {
+		if s.key(i) == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// sortedPos returns where key is or would be in s.keys.
+func (s *shard) sortedPos(key string) (int, bool) {
+	return slices.BinarySearchFunc(s.keys, key, func(i int32, k string) int { return strings.Compare(s.key(i), k) })
+}
+
+// appendRecord writes key and owner at the arena's end and returns their
+// offset.
+func (s *shard) appendRecord(key, owner string) uint32 {
+	off := uint32(len(s.arena))
+	s.arena = append(s.arena, key...)
+	s.arena = append(s.arena, owner...)
+	return off
+}
+
+func (s *shard) recordLen(i int32) int { return int(s.slots[i].keyLen) + int(s.slots[i].ownerLen) }
+
+// compact copies the live records to a new arena once the removed ones are
+// over half of it: O(shard), after as many removals as the shard keeps.
+func (s *shard) compact() {
+	if s.dead < compactMin || 2*s.dead < len(s.arena) {
+		return
+	}
+	arena := make([]byte, 0, len(s.arena)-s.dead)
+	for _, i := range s.keys {
+		sl := &s.slots[i]
+		n := uint32(s.recordLen(i))
+		off := uint32(len(arena))
+		arena = append(arena, s.arena[sl.off:sl.off+n]...)
+		sl.off = off
+	}
+	s.arena, s.dead = arena, 0
 }
 
 func (t *table) get(key string) (Lock, bool) {
-	s := t.shards[t.shardOf(key)]
+	h := t.hash(key)
+	s := t.shards[shardIndex(h)]
 	if s == nil {
 		return Lock{}, false
 	}
-	l, ok := s.locks[key]
-	return l, ok
+	i := s.find(h, key)
+	if i < 0 {
+		return Lock{}, false
+	}
+	return s.lock(i), true
 }
 
-// writable returns key's shard, copied first if a frozen copy shares it.
-func (t *table) writable(key string) *shard {
-	i := t.shardOf(key)
-	s := t.shards[i]
+// handle returns key's handle, if it is held.
+func (t *table) handle(key string) (Handle, bool) {
+	h := t.hash(key)
+	si := shardIndex(h)
+	s := t.shards[si]
+	if s == nil {
+		return 0, false
+	}
+	i := s.find(h, key)
+	if i < 0 {
+		return 0, false
+	}
+	return handleOf(si, i), true
+}
+
+// at returns the lock named by h, if h names one.
+func (t *table) at(h Handle) (string, Lock, bool) {
+	si, i := h.parts()
+	if si >= len(t.shards) || t.shards[si] == nil {
+		return "", Lock{}, false
+	}
+	s := t.shards[si]
+	if i < 0 || int(i) >= len(s.slots) || !s.slots[i].used {
+		return "", Lock{}, false
+	}
+	return s.key(i), s.lock(i), true
+}
+
+// writable returns shard si, copied first if a frozen copy shares it.
+func (t *table) writable(si int) *shard {
+	s := t.shards[si]
 	switch {
 	case s == nil:
-		s = &shard{epoch: t.epoch, locks: make(map[string]Lock)}
-		t.shards[i] = s
+		s = &shard{epoch: t.epoch, index: make(map[uint64]int32)}
+		t.shards[si] = s
 	case s.epoch != t.epoch:
-		s = &shard{epoch: t.epoch, locks: maps.Clone(s.locks), keys: slices.Clone(s.keys)}
-		t.shards[i] = s
+		s = &shard{
+			epoch: t.epoch,
+			index: maps.Clone(s.index),
+			slots: slices.Clone(s.slots),
+			free:  slices.Clone(s.free),
+			// The copy appends to a new array (its capacity is its
+			// length), so the frozen shard's bytes stay as they are.
+			arena: s.arena[:len(s.arena):len(s.arena)],
+			dead:  s.dead,
+			keys:  slices.Clone(s.keys),
+		}
+		t.shards[si] = s
 	}
 	return s
 }
 
-func (t *table) set(key string, l Lock) {
-	s := t.writable(key)
-	if old, ok := s.locks[key]; ok {
-		t.bytes -= lockBytes(key, old)
-	} else {
-		t.n++
-		i, _ := slices.BinarySearch(s.keys, key)
-		s.keys = slices.Insert(s.keys, i, key)
+// set stores key's lock and returns its handle.
+func (t *table) set(key string, l Lock) Handle {
+	h := t.hash(key)
+	si := shardIndex(h)
+	s := t.writable(si)
+	if i := s.find(h, key); i >= 0 {
+		sl := &s.slots[i]
+		t.bytes -= uint64(s.recordLen(i)) + lockOverhead
+		if s.view(sl.off+uint32(sl.keyLen), int(sl.ownerLen)) != l.Owner {
+			s.dead += s.recordLen(i)
+			sl.off, sl.ownerLen = s.appendRecord(key, l.Owner), uint8(len(l.Owner))
+		}
+		sl.token, sl.leaseMS = l.Token, l.LeaseMS
+		t.bytes += lockBytes(key, l)
+		s.compact()
+		return handleOf(si, i)
 	}
+	var i int32
+	if n := len(s.free); n > 0 {
+		i, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		i = int32(len(s.slots))
+		s.slots = append(s.slots, slot{})
+	}
+	next, ok := s.index[h]
+	if !ok {
+		next = -1
+	}
+	s.slots[i] = slot{
+		token: l.Token, leaseMS: l.LeaseMS,
+		off: s.appendRecord(key, l.Owner), keyLen: uint16(len(key)), ownerLen: uint8(len(l.Owner)),
+		used: true, next: next,
+	}
+	s.index[h] = i
+	pos, _ := s.sortedPos(key)
+	s.keys = slices.Insert(s.keys, pos, i)
+	t.n++
 	t.bytes += lockBytes(key, l)
-	s.locks[key] = l
+	return handleOf(si, i)
 }
 
-func (t *table) remove(key string) {
-	old, ok := t.get(key)
-	if !ok {
-		return
+// remove deletes key's lock and returns the handle it had.
+func (t *table) remove(key string) (Handle, bool) {
+	h := t.hash(key)
+	si := shardIndex(h)
+	if s := t.shards[si]; s == nil || s.find(h, key) < 0 {
+		return 0, false
 	}
-	s := t.writable(key)
-	delete(s.locks, key)
-	if i, found := slices.BinarySearch(s.keys, key); found {
-		s.keys = slices.Delete(s.keys, i, i+1)
+	s := t.writable(si)
+	i := s.find(h, key)
+	// Unlink i from its hash's chain.
+	if first := s.index[h]; first == i {
+		if next := s.slots[i].next; next >= 0 {
+			s.index[h] = next
+		} else {
+			delete(s.index, h)
+		}
+	} else {
+		p := first
+		for s.slots[p].next != i {
+			p = s.slots[p].next
+		}
+		s.slots[p].next = s.slots[i].next
 	}
+	if pos, found := s.sortedPos(key); found {
+		s.keys = slices.Delete(s.keys, pos, pos+1)
+	}
+	n := s.recordLen(i)
+	s.dead += n
+	s.slots[i] = slot{next: -1}
+	s.free = append(s.free, i)
 	t.n--
-	t.bytes -= lockBytes(key, old)
+	t.bytes -= uint64(n) + lockOverhead
+	s.compact()
+	return handleOf(si, i), true
 }
 
 // freeze returns a copy of the table that later writes to t never change.
 func (t *table) freeze() table {
 	t.epoch++
-	return table{seed: t.seed, shards: slices.Clone(t.shards), n: t.n, bytes: t.bytes, epoch: t.epoch - 1}
+	return table{seed: t.seed, shards: slices.Clone(t.shards), n: t.n, bytes: t.bytes, epoch: t.epoch - 1, hashOf: t.hashOf}
 }
 
-func (t *table) each(f func(key string, l Lock)) {
-	for _, s := range t.shards {
+// each calls f for every lock, in no particular order.
+func (t *table) each(f func(h Handle, l Lock)) {
+	for si, s := range t.shards {
 		if s == nil {
 			continue
 		}
-		for k, l := range s.locks {
-			f(k, l)
+		for _, i := range s.keys {
+			f(handleOf(si, i), s.lock(i))
 		}
 	}
 }
 
 func (t *table) sortedKeys() []string {
 	keys := make([]string, 0, t.n)
-	t.eachSorted(nil, "", true, func(k string, _ Lock) bool { keys = append(keys, k); return true })
+	t.eachSorted(nil, "", true, func(k string, _ Lock) bool { keys = append(keys, strings.Clone(k)); return true })
 	return keys
 }
 
 // eachSorted calls f for every lock whose key is from or above (with
 // inclusive, from itself too), in key order, until f returns false: the
 // shards' sorted keys are merged. yield, when not nil, is called every few
-// hundred locks.
+// hundred locks. The key and owner f gets point into the table's memory;
+// a caller that keeps many of them should copy them (strings.Clone).
 func (t *table) eachSorted(yield func(), from string, inclusive bool, f func(key string, l Lock) bool) {
 	runs := make(runHeap, 0, len(t.shards))
 	for _, s := range t.shards {
 		if s == nil {
 			continue
 		}
-		i, found := slices.BinarySearch(s.keys, from)
+		i, found := s.sortedPos(from)
 		if found && !inclusive {
 			i++
 		}
@@ -148,8 +367,8 @@ func (t *table) eachSorted(yield func(), from string, inclusive bool, f func(key
 	}
 	for n := 1; len(runs) > 0; n++ {
 		r := &runs[0]
-		key := r.s.keys[r.i]
-		if !f(key, r.s.locks[key]) {
+		slot := r.s.keys[r.i]
+		if !f(r.s.key(slot), r.s.lock(slot)) {
 			return
 		}
 		if r.i++; r.i == len(r.s.keys) {
@@ -169,7 +388,7 @@ type run struct {
 	i int
 }
 
-func (r run) key() string { return r.s.keys[r.i] }
+func (r run) key() string { return r.s.key(r.s.keys[r.i]) }
 
 // runHeap is sorted runs of locks, a min-heap by their first key (its
 // own sift-down: container/heap's interface calls doubled the merge).

@@ -129,19 +129,6 @@ type request struct {
 	wpos    int
 }
 
-// lease is one held lock's lease on this member's clock (rule 6).
-type lease struct {
-	key      string
-	token    uint64
-	deadline time.Duration
-	length   time.Duration
-	// check is when the leader looks at this lease next (its expiry, or
-	// when to re-propose an Expire that seems lost), and pos its place
-	// in LockManager.leaseQ.
-	check time.Duration
-	pos   int
-}
-
 type expireMark struct {
 	token uint64
 	at    time.Duration
@@ -171,8 +158,7 @@ type LockManager struct {
 	applied     uint64
 	appliedTerm uint64
 
-	leases   map[string]*lease   // every member, local clock (rule 6)
-	leaseQ   indexedHeap[*lease] // the leases by check time (timers.go)
+	leases   leaseTable // every member, local clock (rule 6; timers.go)
 	requests map[uint64]*request
 	pending  map[fsm.RequestID]*request
 	inflight map[string]fsm.RequestID // proposed Grant per key (rule 4)
@@ -259,16 +245,20 @@ func (lm *LockManager) Waiting() int { return lm.nwaiting }
 // a full lease (rule 6).
 func (lm *LockManager) Restore(m *fsm.Machine, index, term uint64, now time.Duration) {
 	lm.machine, lm.applied, lm.appliedTerm = m, index, term
-	lm.leases = make(map[string]*lease, m.Len())
-	lm.leaseQ = make(indexedHeap[*lease], 0, m.Len())
-	m.Range(func(k string, l fsm.Lock) {
+	lt := newLeaseTable(m)
+	lt.all = make([]lease, 0, m.Len())
+	lt.q = make([]int32, 0, m.Len())
+	m.Range(func(h fsm.Handle, l fsm.Lock) {
 		d := time.Duration(l.LeaseMS) * time.Millisecond
-		ls := &lease{key: k, token: l.Token, deadline: now + d, length: d, pos: len(lm.leaseQ)}
-		ls.check = lm.hooks.expireAt(*ls)
-		lm.leases[k] = ls
-		lm.leaseQ = append(lm.leaseQ, ls)
+		i := int32(len(lt.all))
+		ls := lease{lock: h, token: l.Token, deadline: now + d, length: d, pos: i}
+		ls.check = lm.hooks.expireAt(ls)
+		lt.all = append(lt.all, ls)
+		lt.q = append(lt.q, i)
+		lt.byLock[h] = i
 	})
-	heap.Init(&lm.leaseQ) // O(n): the keys came in map order
+	lt.init() // O(n): the locks came in no order
+	lm.leases = lt
 }
 
 // Become records a role change. Losing leadership, or a new term, ends every
@@ -543,7 +533,7 @@ func (lm *LockManager) get(now time.Duration, req *request) {
 
 // remainingMS is what is left of key's lease on this member's clock.
 func (lm *LockManager) remainingMS(key string, now time.Duration) int64 {
-	if ls, ok := lm.leases[key]; ok {
+	if ls, ok := lm.leaseOf(key); ok {
 		return max(0, (ls.deadline - now).Milliseconds())
 	}
 	return 0
@@ -739,11 +729,11 @@ func (lm *LockManager) popLiveWaiter(key string) *request {
 // that proposed it in its current term, answers its requester and takes
 // the decisions it triggers. It returns the command's result.
 func (lm *LockManager) Apply(now time.Duration, env fsm.Envelope, entryTerm uint64) fsm.Result {
-	res := lm.machine.Apply(env.Cmd)
+	res, lock := lm.machine.ApplyAt(env.Cmd)
 	if res.Status == fsm.Granted {
 		res.Token = lm.hooks.appliedToken(env, res)
 	}
-	lm.afterApply(now, env, res, entryTerm)
+	lm.afterApply(now, env, res, lock, entryTerm)
 	return res
 }
 
@@ -759,17 +749,17 @@ func (lm *LockManager) AppliedEntry(index, term uint64) bool {
 	return false
 }
 
-func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.Result, entryTerm uint64) {
+func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.Result, lock fsm.Handle, entryTerm uint64) {
 	key := env.Cmd.Key
 	// Leases: every member, local clock, set at apply (rule 6).
 	switch res.Status {
 	case fsm.Granted, fsm.Renewed:
-		lm.setLease(key, res.Token, now, env.Cmd.LeaseMS)
+		lm.setLease(lock, res.Token, now, env.Cmd.LeaseMS)
 	case fsm.Released:
-		lm.deleteLease(key)
+		lm.leases.remove(lock)
 	case fsm.Expired:
 		if res.Existed {
-			lm.deleteLease(key)
+			lm.leases.remove(lock)
 		}
 		if m, ok := lm.expiring[key]; ok && m.token == env.Cmd.Token {
 			delete(lm.expiring, key)
@@ -832,8 +822,8 @@ func (lm *LockManager) drop(envs []fsm.Envelope, pump bool) {
 		}
 		if m, ok := lm.expiring[env.Cmd.Key]; ok && env.Cmd.Op == fsm.OpExpire && m.token == env.Cmd.Token {
 			delete(lm.expiring, env.Cmd.Key)
-			if l, ok := lm.leases[env.Cmd.Key]; ok && l.token == m.token {
-				lm.recheckLease(l, m.at) // not in the log: propose it again at the next tick
+			if l, ok := lm.leaseOf(env.Cmd.Key); ok && l.token == m.token {
+				lm.leases.recheck(l, m.at) // not in the log: propose it again at the next tick
 			}
 		}
 	}
@@ -879,39 +869,41 @@ func (lm *LockManager) Tick(now time.Duration) {
 		}
 	}
 	if lm.hooks.localExpiry {
-		for l, ok := dueLease(lm.leaseQ, now); ok && l.deadline <= now; l, ok = dueLease(lm.leaseQ, now) {
-			lm.machine.Apply(fsm.Command{Op: fsm.OpExpire, Key: l.key, Token: l.token})
-			lm.deleteLease(l.key)
+		for l, ok := lm.leases.due(now); ok && l.deadline <= now; l, ok = lm.leases.due(now) {
+			key := lm.leases.key(l)
+			_, lock := lm.machine.ApplyAt(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token})
+			lm.leases.remove(lock)
 			// The member takes the lock for gone: a leader grants it to
 			// the next waiter at once, as it would after an applied Expire.
-			lm.pump(l.key)
+			lm.pump(key)
 		}
 	}
 	if lm.ready() != nil {
 		return
 	}
 	for n := 0; n < maxExpiresPerTick; n++ {
-		l, ok := dueLease(lm.leaseQ, now)
+		l, ok := lm.leases.due(now)
 		if !ok {
 			break
 		}
-		if m, ok := lm.expiring[l.key]; ok && m.token == l.token && now-m.at < time.Second {
+		key := lm.leases.key(l)
+		if m, ok := lm.expiring[key]; ok && m.token == l.token && now-m.at < time.Second {
 			// Already proposed; re-propose only if it seems lost.
-			lm.recheckLease(l, m.at+time.Second)
+			lm.leases.recheck(l, m.at+time.Second)
 			continue
 		}
-		if lm.renewing[l.key] > 0 {
+		if lm.renewing[key] > 0 {
 			// A renewal the holder was promised is in the log ahead of
 			// anything we would propose now: wait for its new deadline
 			// (its apply reschedules this lease), looking again next tick
 			// in case it is dropped.
-			lm.recheckLease(l, now+1)
+			lm.leases.recheck(l, now+1)
 			continue
 		}
-		lm.expiring[l.key] = expireMark{token: l.token, at: now}
-		lm.recheckLease(l, now+time.Second)
-		lm.proposeInternal(lm.hooks.expireCommand(l.key, l.token))
-		lm.handOff(l.key)
+		lm.expiring[key] = expireMark{token: l.token, at: now}
+		lm.leases.recheck(l, now+time.Second)
+		lm.proposeInternal(lm.hooks.expireCommand(key, l.token))
+		lm.handOff(key)
 	}
 }
 

@@ -2,6 +2,8 @@ package member
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +16,22 @@ import (
 // queued waiter is in the wait queue exactly once.
 func checkTimers(t *testing.T, lm *LockManager) {
 	t.Helper()
-	if len(lm.leaseQ) != len(lm.leases) || len(lm.leases) != lm.machine.Len() {
-		t.Fatalf("lease queue %d, leases %d, table %d: out of step", len(lm.leaseQ), len(lm.leases), lm.machine.Len())
+	lt := &lm.leases
+	if lt.len() != len(lt.byLock) || len(lt.byLock) != lm.machine.Len() || len(lt.all) != lt.len()+len(lt.free) {
+		t.Fatalf("lease queue %d, leases %d (%d slots, %d free), table %d: out of step",
+			lt.len(), len(lt.byLock), len(lt.all), len(lt.free), lm.machine.Len())
 	}
-	for i, l := range lm.leaseQ {
-		if l.pos != i || lm.leases[l.key] != l {
-			t.Fatalf("lease queue slot %d holds %q at pos %d, not the table's lease", i, l.key, l.pos)
+	for pos, i := range lt.q {
+		l := &lt.all[i]
+		key, lock, held := lm.machine.At(l.lock)
+		if int(l.pos) != pos || lt.byLock[l.lock] != i || !held || lock.Token != l.token {
+			t.Fatalf("lease queue slot %d holds %q (held %v) at pos %d, not the table's lease", pos, key, held, l.pos)
+		}
+		if got, ok := lm.leaseOf(key); !ok || got != l {
+			t.Fatalf("lease of %q not found by its key", key)
+		}
+		if pos > 0 && lt.less(pos, (pos-1)/2) {
+			t.Fatalf("lease queue slot %d comes before its parent", pos)
 		}
 	}
 	queued := 0
@@ -139,4 +151,63 @@ func BenchmarkTickWithHeldLocks(b *testing.B) {
 			}
 		})
 	}
+}
+
+// The lease table stays in step with the lock table through random
+// grants, renewals, releases and expiries, on several keys at once, with
+// the slots of removed leases reused: checkTimers after every step.
+func TestLeaseTableStaysInStepWithTheTable(t *testing.T) {
+	h := newLM(t, "")
+	h.lead(2)
+	rng := rand.New(rand.NewPCG(3, 4))
+	seq := uint64(0)
+	apply := func(c fsm.Command) {
+		seq++
+		h.lm.Apply(time.Duration(seq)*ms, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: seq}, Cmd: c}, 2)
+	}
+	for step := range 3000 {
+		key := fmt.Sprintf("k%02d", rng.IntN(40))
+		l, held := h.lm.machine.Get(key)
+		switch r := rng.IntN(4); {
+		case !held:
+			apply(fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: uint64(1 + rng.IntN(3))})
+		case r == 0:
+			apply(fsm.Command{Op: fsm.OpRenew, Key: key, Token: l.Token, LeaseMS: uint64(1 + rng.IntN(3))})
+		case r == 1:
+			apply(fsm.Command{Op: fsm.OpRelease, Key: key})
+		default:
+			apply(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.Token})
+		}
+		checkTimers(t, h.lm)
+		if step%100 == 0 {
+			// Every lease's deadline, read by key, is its last grant's or renewal's.
+			h.lm.machine.Range(func(hd fsm.Handle, l fsm.Lock) {
+				ls, ok := h.lm.leases.get(hd)
+				if !ok || ls.length != time.Duration(l.LeaseMS)*ms {
+					t.Fatalf("lease of handle %x: %+v %v, lock %+v", hd, ls, ok, l)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkCollectWithMillionLeases measures a full garbage collection
+// with a lock manager holding a million locks of 250-byte keys: the table
+// and the leases together (results/scale.md).
+//
+//	go test ./member -run XXX -bench CollectWithMillionLeases -benchtime 10x
+func BenchmarkCollectWithMillionLeases(b *testing.B) {
+	lm := NewLockManager(1, "", 0)
+	pad := strings.Repeat("p", 250-20)
+	for i := range 1_000_000 {
+		lm.Apply(0, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: uint64(i + 1)}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: fmt.Sprintf("held/%012d/%s", i, pad), LeaseMS: 3_600_000, Owner: "host:1234"}}, 2)
+	}
+	runtime.GC()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		runtime.GC()
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/gc")
+	runtime.KeepAlive(lm)
 }

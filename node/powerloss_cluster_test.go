@@ -245,7 +245,9 @@ func durableGrants(t *testing.T, fs *vfs.MemFS) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Range(func(k string, _ fsm.Lock) { out[k] = true })
+	for _, k := range m.Keys() {
+		out[k] = true
+	}
 	first, _ := d.FirstIndex()
 	last, _ := d.LastIndex()
 	if last >= first {

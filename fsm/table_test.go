@@ -1,0 +1,165 @@
+package fsm
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// checkTable asserts that t holds exactly want, by every way the table is
+// read: get, handle and at, each, the sorted merge, and its counts.
+func checkTable(t *testing.T, tb *table, want map[string]Lock) {
+	t.Helper()
+	if tb.n != len(want) {
+		t.Fatalf("table counts %d locks, want %d", tb.n, len(want))
+	}
+	var bytes uint64
+	for k, l := range want {
+		bytes += lockBytes(k, l)
+		got, ok := tb.get(k)
+		if !ok || got != l {
+			t.Fatalf("get(%q) = %+v %v, want %+v", k, got, ok, l)
+		}
+		h, ok := tb.handle(k)
+		if !ok {
+			t.Fatalf("handle(%q) not found", k)
+		}
+		if hk, hl, ok := tb.at(h); !ok || hk != k || hl != l {
+			t.Fatalf("at(handle(%q)) = %q %+v %v", k, hk, hl, ok)
+		}
+	}
+	if tb.bytes != bytes {
+		t.Fatalf("table counts %d bytes, want %d", tb.bytes, bytes)
+	}
+	seen := map[string]Lock{}
+	tb.each(func(h Handle, l Lock) {
+		k, hl, ok := tb.at(h)
+		if !ok || hl != l {
+			t.Fatalf("each gave handle %x that at does not name (%q %v)", h, k, ok)
+		}
+		seen[strings.Clone(k)] = l
+	})
+	if !maps.Equal(seen, want) {
+		t.Fatalf("each saw %d locks, want %d", len(seen), len(want))
+	}
+	keys := slices.Sorted(maps.Keys(want))
+	if got := tb.sortedKeys(); !slices.Equal(got, keys) {
+		t.Fatalf("sorted keys differ: %d against %d", len(got), len(keys))
+	}
+}
+
+// The table agrees with a plain map through random grants, replacements
+// with and without a new owner, and removals, with the arena compacted on
+// the way and frozen copies keeping what they saw; also when every key has
+// the same hash, so that every lookup walks a chain.
+func TestTableAgreesWithAMap(t *testing.T) {
+	for _, collide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("collide=%v", collide), func(t *testing.T) {
+			tb := newTable()
+			if collide {
+				tb.hashOf = func(string) uint64 { return 7 }
+			}
+			want := map[string]Lock{}
+			rng := rand.New(rand.NewPCG(1, 2))
+			var frozen []table
+			var frozenWant []map[string]Lock
+			compacted := false
+			for step := range 20000 {
+				k := fmt.Sprintf("k%03d-%s", rng.IntN(600), strings.Repeat("x", rng.IntN(40)))
+				switch r := rng.IntN(10); {
+				case r < 5:
+					l := Lock{Token: uint64(step + 1), LeaseMS: uint64(rng.IntN(1000))}
+					if rng.IntN(2) == 0 {
+						l.Owner = fmt.Sprintf("owner-%d", rng.IntN(3))
+					}
+					tb.set(k, l)
+					want[k] = l
+				case r < 9:
+					_, had := want[k]
+					if _, ok := tb.remove(k); ok != had {
+						t.Fatalf("remove(%q) = %v, held %v", k, ok, had)
+					}
+					delete(want, k)
+				default:
+					for _, s := range tb.shards {
+						if s != nil && s.dead == 0 && len(s.arena) > 0 && step > 0 {
+							compacted = true
+						}
+					}
+					if len(frozen) < 5 {
+						frozen = append(frozen, tb.freeze())
+						frozenWant = append(frozenWant, maps.Clone(want))
+					}
+				}
+				if step%2500 == 0 {
+					checkTable(t, &tb, want)
+				}
+			}
+			checkTable(t, &tb, want)
+			for i := range frozen {
+				checkTable(t, &frozen[i], frozenWant[i])
+			}
+			if !compacted {
+				t.Fatal("no arena was compacted: the test did not exercise compaction")
+			}
+		})
+	}
+}
+
+// A held lock's handle stays its own while it is held: across writes to
+// other locks of its shard, compactions and freezes.
+func TestHandleStaysWithItsLock(t *testing.T) {
+	m := New()
+	m.locks.hashOf = func(k string) uint64 { return 3 } // one shard, one chain
+	_, h := m.ApplyAt(Command{Op: OpGrant, Key: "kept", LeaseMS: 5, Owner: "me"})
+	for i := range 5000 {
+		k := fmt.Sprintf("churn-%d-%s", i, strings.Repeat("y", 100))
+		m.Apply(Command{Op: OpGrant, Key: k, LeaseMS: 1})
+		if i%7 == 0 {
+			m.Freeze()
+		}
+		m.Apply(Command{Op: OpRelease, Key: k})
+	}
+	if s := m.locks.shards[3]; len(s.arena) > 20000 {
+		t.Fatalf("shard arena is %d bytes after 5,000 grants and releases: never compacted", len(s.arena))
+	}
+	if k, l, ok := m.At(h); !ok || k != "kept" || l.Owner != "me" || l.Token != 1 {
+		t.Fatalf("At(kept's handle) = %q %+v %v", k, l, ok)
+	}
+	if got, ok := m.Handle("kept"); !ok || got != h {
+		t.Fatalf("Handle(kept) = %x %v, want %x", got, ok, h)
+	}
+	res, rh := m.ApplyAt(Command{Op: OpRelease, Key: "kept"})
+	if res.Status != Released || rh != h {
+		t.Fatalf("release: %v handle %x, want Released %x", res.Status, rh, h)
+	}
+	if _, _, ok := m.At(h); ok {
+		t.Fatal("At names a released lock")
+	}
+}
+
+// BenchmarkCollectWithMillionLocks measures a full garbage collection with
+// a million held locks of 250-byte keys in the heap: the cost every
+// collection cycle of a member adds for its table.
+//
+//	go test ./fsm -run XXX -bench CollectWithMillionLocks -benchtime 10x
+func BenchmarkCollectWithMillionLocks(b *testing.B) {
+	m := New()
+	pad := strings.Repeat("p", 250-20)
+	for i := range 1_000_000 {
+		m.Apply(Command{Op: OpGrant, Key: fmt.Sprintf("held/%012d/%s", i, pad), LeaseMS: 3600_000, Owner: "host:1234"})
+	}
+	runtime.GC()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		runtime.GC()
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/gc")
+	runtime.KeepAlive(m)
+}
