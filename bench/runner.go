@@ -159,6 +159,7 @@ func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run,
 
 	var measuring atomic.Bool
 	var ops, errs atomic.Int64
+	var lastErr atomic.Pointer[string] // for the progress line: why ops fail
 	hists := make([]*Histogram, spec.Clients)
 	waits := make([]*Histogram, spec.Clients)
 	for i := range hists {
@@ -174,6 +175,8 @@ func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run,
 		}
 		if err != nil {
 			errs.Add(1)
+			msg := err.Error()
+			lastErr.Store(&msg)
 			return
 		}
 		ops.Add(1)
@@ -216,8 +219,12 @@ loop:
 		case <-tick.C:
 			if progress != nil {
 				el := time.Since(start).Seconds()
-				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %4.0fs/%v %8d ops %9.0f ops/s\n",
-					t.Name(), spec.Workload, spec.Clients, el, spec.Duration, ops.Load(), float64(ops.Load())/el)
+				failed := ""
+				if n, msg := errs.Load(), lastErr.Load(); n > 0 && msg != nil {
+					failed = fmt.Sprintf(", %d failed (last: %s)", n, *msg)
+				}
+				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %4.0fs/%v %8d ops %9.0f ops/s%s\n",
+					t.Name(), spec.Workload, spec.Clients, el, spec.Duration, ops.Load(), float64(ops.Load())/el, failed)
 			}
 		}
 	}

@@ -42,23 +42,23 @@ func (d *digestSum) sub(key string, l Lock) {
 }
 
 // put sets key's lock, keeping the digest, and returns its handle.
-func (m *Machine) put(key string, l Lock) Handle {
-	if old, ok := m.locks.get(key); ok {
-		m.sum.sub(key, old)
+func (m *Machine) put(key string, l Lock) Handle { return m.putAt(m.locks.find(key), key, l) }
+
+// putAt is put at p, found for key.
+func (m *Machine) putAt(p place, key string, l Lock) Handle {
+	if p.slot >= 0 {
+		m.sum.sub(key, m.locks.lockAt(p))
 	}
-	h := m.locks.set(key, l)
+	h := m.locks.setAt(p, key, l)
 	m.sum.add(key, l)
 	return h
 }
 
-// del removes key's lock, keeping the digest, and returns the handle it had.
-func (m *Machine) del(key string) Handle {
-	if old, ok := m.locks.get(key); ok {
-		m.sum.sub(key, old)
-		h, _ := m.locks.remove(key)
-		return h
-	}
-	return 0
+// delAt removes the lock at p, found held for key, keeping the digest,
+// and returns the handle it had.
+func (m *Machine) delAt(p place, key string) Handle {
+	m.sum.sub(key, m.locks.lockAt(p))
+	return m.locks.removeAt(p, key)
 }
 
 // Digest is a short hex digest of the table (every lock and the last

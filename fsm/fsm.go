@@ -141,34 +141,38 @@ func (m *Machine) Apply(c Command) Result {
 // clock) without keeping the key twice. A removed lock's handle is free
 // again once ApplyAt returns.
 func (m *Machine) ApplyAt(c Command) (Result, Handle) {
+	p := m.locks.find(c.Key)
+	held := p.slot >= 0
 	switch c.Op {
 	case OpGrant:
-		if _, held := m.locks.get(c.Key); held {
+		if held {
 			return Result{Status: GrantRejected}, 0
 		}
 		m.lastToken++
-		h := m.put(c.Key, Lock{Token: m.lastToken, LeaseMS: c.LeaseMS, Owner: c.Owner})
+		h := m.putAt(p, c.Key, Lock{Token: m.lastToken, LeaseMS: c.LeaseMS, Owner: c.Owner})
 		return Result{Status: Granted, Token: m.lastToken}, h
 	case OpRelease:
-		if _, held := m.locks.get(c.Key); !held {
+		if !held {
 			return Result{Status: NotFound}, 0
 		}
-		return Result{Status: Released}, m.del(c.Key)
+		return Result{Status: Released}, m.delAt(p, c.Key)
 	case OpExpire:
-		l, held := m.locks.get(c.Key)
-		if !held || l.Token != c.Token {
+		if !held || m.locks.lockAt(p).Token != c.Token {
 			// A late or duplicated expiry: the lock it was meant for is gone,
 			// and a lock granted since then must survive.
 			return Result{Status: Expired, Existed: false}, 0
 		}
-		return Result{Status: Expired, Existed: true}, m.del(c.Key)
+		return Result{Status: Expired, Existed: true}, m.delAt(p, c.Key)
 	case OpRenew:
-		l, held := m.locks.get(c.Key)
-		if !held || l.Token != c.Token {
+		if !held {
+			return Result{Status: NotFound}, 0
+		}
+		l := m.locks.lockAt(p)
+		if l.Token != c.Token {
 			return Result{Status: NotFound}, 0
 		}
 		l.LeaseMS = c.LeaseMS
-		return Result{Status: Renewed, Token: l.Token}, m.put(c.Key, l)
+		return Result{Status: Renewed, Token: l.Token}, m.putAt(p, c.Key, l)
 	}
 	return Result{Status: Noop}, 0
 }

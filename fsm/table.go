@@ -60,10 +60,11 @@ func (h Handle) parts() (shard int, slot int32) { return int(h >> 32), int32(uin
 // Its arena only grows: a record (a key, then its owner) is appended and
 // never written again, and a removed one is left in place until the
 // removed bytes are over half the arena, when the live records are copied
-// to a new arena. A copy of the shard (writable) limits its arena's
-// capacity, so two shards never append into one array. The arena's bytes
-// are thus immutable once written, and a key or an owner is read as a
-// string that points into the arena (view) without copying.
+// to a new arena. A copy of the shard (writable) shares the arena: only
+// the table's current shard ever appends, and a frozen shard never reads
+// past its own length. The arena's bytes are thus immutable once written,
+// and a key or an owner is read as a string that points into the arena
+// (view) without copying.
 type shard struct {
 	epoch uint64
 	index map[uint64]int32 // a key's hash to the first slot of that hash
@@ -177,17 +178,34 @@ func (s *shard) compact() {
 	s.arena, s.dead = arena, 0
 }
 
-func (t *table) get(key string) (Lock, bool) {
+// place is where a key is or would go: its hash, its shard and its slot
+// (-1 when the key is not held). A place found is good for one write
+// (setAt, removeAt) before any other: a command hashes its key and looks
+// it up once.
+type place struct {
+	hash  uint64
+	shard int
+	slot  int32
+}
+
+func (t *table) find(key string) place {
 	h := t.hash(key)
-	s := t.shards[shardIndex(h)]
-	if s == nil {
+	p := place{hash: h, shard: shardIndex(h), slot: -1}
+	if s := t.shards[p.shard]; s != nil {
+		p.slot = s.find(h, key)
+	}
+	return p
+}
+
+// lockAt returns the lock at p, which must be held.
+func (t *table) lockAt(p place) Lock { return t.shards[p.shard].lock(p.slot) }
+
+func (t *table) get(key string) (Lock, bool) {
+	p := t.find(key)
+	if p.slot < 0 {
 		return Lock{}, false
 	}
-	i := s.find(h, key)
-	if i < 0 {
-		return Lock{}, false
-	}
-	return s.lock(i), true
+	return t.lockAt(p), true
 }
 
 // handle returns key's handle, if it is held.
@@ -231,9 +249,10 @@ func (t *table) writable(si int) *shard {
 			index: maps.Clone(s.index),
 			slots: slices.Clone(s.slots),
 			free:  slices.Clone(s.free),
-			// The copy appends to a new array (its capacity is its
-			// length), so the frozen shard's bytes stay as they are.
-			arena: s.arena[:len(s.arena):len(s.arena)],
+			// Shared: the copy appends past the frozen shard's length,
+			// where the frozen shard never reads, and s never appends
+			// again (frozen tables are read only).
+			arena: s.arena,
 			dead:  s.dead,
 			keys:  slices.Clone(s.keys),
 		}
@@ -243,11 +262,14 @@ func (t *table) writable(si int) *shard {
 }
 
 // set stores key's lock and returns its handle.
-func (t *table) set(key string, l Lock) Handle {
-	h := t.hash(key)
-	si := shardIndex(h)
+func (t *table) set(key string, l Lock) Handle { return t.setAt(t.find(key), key, l) }
+
+// setAt stores key's lock at p, found for key, and returns its handle.
+// (Copying the shard first keeps its slots where they were.)
+func (t *table) setAt(p place, key string, l Lock) Handle {
+	h, si := p.hash, p.shard
 	s := t.writable(si)
-	if i := s.find(h, key); i >= 0 {
+	if i := p.slot; i >= 0 {
 		sl := &s.slots[i]
 		t.bytes -= uint64(s.recordLen(i)) + lockOverhead
 		if s.view(sl.off+uint32(sl.keyLen), int(sl.ownerLen)) != l.Owner {
@@ -285,13 +307,18 @@ func (t *table) set(key string, l Lock) Handle {
 
 // remove deletes key's lock and returns the handle it had.
 func (t *table) remove(key string) (Handle, bool) {
-	h := t.hash(key)
-	si := shardIndex(h)
-	if s := t.shards[si]; s == nil || s.find(h, key) < 0 {
+	p := t.find(key)
+	if p.slot < 0 {
 		return 0, false
 	}
+	return t.removeAt(p, key), true
+}
+
+// removeAt deletes the lock at p, found held for key, and returns its
+// handle.
+func (t *table) removeAt(p place, key string) Handle {
+	h, si, i := p.hash, p.shard, p.slot
 	s := t.writable(si)
-	i := s.find(h, key)
 	// Unlink i from its hash's chain.
 	if first := s.index[h]; first == i {
 		if next := s.slots[i].next; next >= 0 {
@@ -316,7 +343,7 @@ func (t *table) remove(key string) (Handle, bool) {
 	t.n--
 	t.bytes -= uint64(n) + lockOverhead
 	s.compact()
-	return handleOf(si, i), true
+	return handleOf(si, i)
 }
 
 // freeze returns a copy of the table that later writes to t never change.

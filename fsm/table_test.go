@@ -163,3 +163,4 @@ func BenchmarkCollectWithMillionLocks(b *testing.B) {
 	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/gc")
 	runtime.KeepAlive(m)
 }
+
