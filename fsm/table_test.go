@@ -163,4 +163,3 @@ func BenchmarkCollectWithMillionLocks(b *testing.B) {
 	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/gc")
 	runtime.KeepAlive(m)
 }
-
