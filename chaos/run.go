@@ -87,7 +87,7 @@ func (c *Config) Validate() error {
 	case !member.ValidBug(c.Bug):
 		// Checked here, not by the members: a misspelt bug would start a
 		// cluster that cannot come up and read as the cluster's failure.
-		return fmt.Errorf("unknown --unsafe-bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs, ", "))
+		return fmt.Errorf("unknown --unsafe-bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs(), ", "))
 	}
 	for _, f := range c.Nemeses {
 		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) {

@@ -643,13 +643,7 @@ func (c *Core) Ready(now time.Duration) Ready {
 				}
 			}
 		}
-		if c.hooks.applyAtReady {
-			c.appliedR = true
-			if err := c.apply(now, &rd); err != nil {
-				c.log.Error("apply failed", "err", err)
-			}
-			c.collect(now)
-		}
+		c.hooks.atReady(c, now, &rd)
 	}
 	out.Answers, c.answers = c.answers, nil
 	out.Applied, c.applied = c.applied, nil

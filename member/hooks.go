@@ -1,6 +1,7 @@
 package member
 
 import (
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -21,9 +22,9 @@ type hooks struct {
 	// mustSync says whether a Ready's write must be synced before its
 	// messages go out and its entries count as stable (rule 8).
 	mustSync func(rd *raft.Ready) bool
-	// applyAtReady applies committed entries when the Ready is taken,
-	// before the driver has persisted it, instead of in Advance.
-	applyAtReady bool
+	// atReady runs when a Ready is taken, before the driver has persisted
+	// it: nothing, since committed entries apply in Advance (rule 8).
+	atReady func(c *Core, now time.Duration, rd *raft.Ready)
 	// termBarrier: a new leader decides nothing before the first entry of
 	// its term applies (rule 3).
 	termBarrier bool
@@ -52,9 +53,10 @@ type hooks struct {
 	// answerAtPropose is an answer given when a command is proposed,
 	// before it commits; false: none (rule 8).
 	answerAtPropose func(cmd fsm.Command, lastToken uint64) (fsm.Result, bool)
-	// localExpiry: a member drops a lock when its own clock says so,
-	// instead of waiting for a committed Expire (rule 6).
-	localExpiry bool
+	// dueLeases is what a member does itself, in Tick, about the leases
+	// its clock says ran out: nothing, since a lock goes only by a
+	// committed Expire (rule 6).
+	dueLeases func(lm *LockManager, now time.Duration)
 	// expireCommand is what the leader proposes when a lease runs out.
 	expireCommand func(key string, token uint64) fsm.Command
 	// snapshotOnAdd: every member snapshots when a member is added, so a
@@ -102,8 +104,10 @@ const (
 	BugHandoffGrantFirst = "handoff-grant-first"
 )
 
-// Bugs lists the planted bugs by name.
-var Bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
+// Bugs lists the planted bugs by name (a new slice each call).
+func Bugs() []string { return slices.Clone(bugs) }
+
+var bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
 	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd,
 	BugNoPeerInputChecks, BugSnapshotPartial, BugForceReleaseUnchecked, BugHandoffGrantFirst, BugBackupWithoutReadIndex}
@@ -113,17 +117,14 @@ func ValidBug(name string) bool {
 	if name == "" {
 		return true
 	}
-	for _, b := range Bugs {
-		if b == name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(bugs, name)
 }
 
 func plantHooks(bug string) hooks {
 	h := hooks{
 		expireAt:        func(l lease) time.Duration { return l.deadline },
+		atReady:         func(*Core, time.Duration, *raft.Ready) {},
+		dueLeases:       func(*LockManager, time.Duration) {},
 		hardStateToSave: func(rd *raft.Ready) *raftpb.HardState { return rd.HardState },
 		// A snapshot is always synced although raft's MustSync ignores it:
 		// the follower acknowledges it, and one that lost it in a crash
@@ -167,7 +168,7 @@ func plantHooks(bug string) hooks {
 		// still in the page cache.
 		h.mustSync = func(*raft.Ready) bool { return false }
 	case BugApplyBeforePersist:
-		h.applyAtReady = true
+		h.atReady = applyAtReady
 	case BugNoSnapshotOnAdd:
 		// A real bug, fixed: adding a member does not snapshot, so a
 		// learner that needs a snapshot is sent the last one, which
@@ -221,10 +222,33 @@ func plantHooks(bug string) hooks {
 			return fsm.Result{Status: fsm.Granted, Token: last + 1}, true
 		}
 	case BugFollowerLocalExpire:
-		h.localExpiry = true
+		h.dueLeases = dropDueLocks
 	case BugExpireIgnoresToken:
 		// An expiry removes whatever holds the key.
 		h.expireCommand = func(key string, _ uint64) fsm.Command { return fsm.Command{Op: fsm.OpRelease, Key: key} }
 	}
 	return h
+}
+
+// applyAtReady is BugApplyBeforePersist: the committed entries of a Ready
+// apply, and their callers are answered, as the Ready is taken, before the
+// driver has written it.
+func applyAtReady(c *Core, now time.Duration, rd *raft.Ready) {
+	c.appliedR = true
+	if err := c.apply(now, rd); err != nil {
+		c.log.Error("apply failed", "err", err)
+	}
+	c.collect(now)
+}
+
+// dropDueLocks is BugFollowerLocalExpire: every member drops a lock when
+// its own clock says the lease ran out, and a leader grants it to the next
+// waiter at once, as it would after an applied Expire.
+func dropDueLocks(lm *LockManager, now time.Duration) {
+	for l, ok := lm.leases.due(now); ok && l.deadline <= now; l, ok = lm.leases.due(now) {
+		key := lm.leases.key(l)
+		_, lock := lm.machine.ApplyAt(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token})
+		lm.leases.remove(lock)
+		lm.pump(key)
+	}
 }

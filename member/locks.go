@@ -868,16 +868,7 @@ func (lm *LockManager) Tick(now time.Duration) {
 			lm.pump(key)
 		}
 	}
-	if lm.hooks.localExpiry {
-		for l, ok := lm.leases.due(now); ok && l.deadline <= now; l, ok = lm.leases.due(now) {
-			key := lm.leases.key(l)
-			_, lock := lm.machine.ApplyAt(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token})
-			lm.leases.remove(lock)
-			// The member takes the lock for gone: a leader grants it to
-			// the next waiter at once, as it would after an applied Expire.
-			lm.pump(key)
-		}
-	}
+	lm.hooks.dueLeases(lm, now)
 	if lm.ready() != nil {
 		return
 	}

@@ -32,7 +32,7 @@ import (
 )
 
 // Bugs lists the planted bugs by name (see Config.Bug).
-var Bugs = member.Bugs
+func Bugs() []string { return member.Bugs() }
 
 // Config configures one member.
 type Config struct {

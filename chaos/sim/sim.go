@@ -131,8 +131,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("unknown fault family %q (want some of %s)", f, strings.Join(Families, ","))
 		}
 	}
-	if c.Bug != "" && !slices.Contains(member.Bugs, c.Bug) {
-		return fmt.Errorf("unknown bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs, ", "))
+	if c.Bug != "" && !slices.Contains(member.Bugs(), c.Bug) {
+		return fmt.Errorf("unknown bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs(), ", "))
 	}
 	if c.Bug == member.BugNoSnapshotOnAdd && !slices.Contains(c.Faults, "membership") {
 		// A run that cannot reach the bug would report it missed.

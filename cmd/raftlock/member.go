@@ -89,7 +89,7 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
-	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs, ", "))
+	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs(), ", "))
 	m.limits.register(fs)
 }
 
@@ -155,8 +155,8 @@ func (m *memberFlags) validate(peers map[uint64]string) error {
 	if m.unsafeBug != "" && !m.faultInjection {
 		return usageErr("--unsafe-bug needs --fault-injection")
 	}
-	if m.unsafeBug != "" && !slices.Contains(node.Bugs, m.unsafeBug) {
-		return usageErr("unknown --unsafe-bug %q: want one of %s", m.unsafeBug, strings.Join(node.Bugs, ", "))
+	if m.unsafeBug != "" && !slices.Contains(node.Bugs(), m.unsafeBug) {
+		return usageErr("unknown --unsafe-bug %q: want one of %s", m.unsafeBug, strings.Join(node.Bugs(), ", "))
 	}
 	if err := m.limits.validate(); err != nil {
 		return err
