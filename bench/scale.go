@@ -13,7 +13,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // ScalePoint is what bench --held measured at one table size besides the
@@ -207,8 +206,9 @@ func (r *Report) plotScale(path string) error {
 	p99.Y.Label.Text = "p99 (ms)"
 	for _, p := range []*plot.Plot{tput, p99} {
 		p.X.Label.Text = "locks held"
-		p.Legend.Top, p.Legend.Left = true, true
 	}
+	// One legend beside both panels, where it hides no line.
+	legend := newLegend()
 	series := map[string][2]plotter.XYs{}
 	var names []string
 	for _, x := range r.Runs {
@@ -233,22 +233,15 @@ func (r *Report) plotScale(path string) error {
 			}
 			l.Color, pts.Color = palette[i%len(palette)], palette[i%len(palette)]
 			p.Add(l, pts)
-			p.Legend.Add(n, l, pts)
+			if k == 0 {
+				legend.Add(n, l, pts)
+			}
 		}
 	}
-	img := vgimg.New(8*vg.Inch, 9*vg.Inch)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter}
-	canvases := plot.Align([][]*plot.Plot{{tput}, {p99}}, tiles, dc)
-	tput.Draw(canvases[0][0])
-	p99.Draw(canvases[1][0])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
+	return saveBeside(path, 8*vg.Inch, 9*vg.Inch, legend, func(dc draw.Canvas) {
+		tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter}
+		canvases := plot.Align([][]*plot.Plot{{tput}, {p99}}, tiles, dc)
+		tput.Draw(canvases[0][0])
+		p99.Draw(canvases[1][0])
+	})
 }
