@@ -129,7 +129,9 @@ func New() *Machine {
 }
 
 // Apply applies one committed command and returns its result. It is total:
-// every command, in every state, has a defined result.
+// every command, in every state, has a defined result. Its key and owner
+// must be within MaxKeyLen and MaxOwnerLen, as the codec guarantees for
+// every decoded command.
 func (m *Machine) Apply(c Command) Result {
 	r, _ := m.ApplyAt(c)
 	return r

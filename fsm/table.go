@@ -51,9 +51,10 @@ func lockBytes(key string, l Lock) uint64 { return uint64(len(key)+len(l.Owner))
 // the replicated state.
 type Handle uint64
 
-func handleOf(shard int, slot int32) Handle { return Handle(uint64(shard)<<32 | uint64(uint32(slot))) }
+// A handle stores slot+1, so that 0 names no lock ("nothing changed").
+func handleOf(shard int, slot int32) Handle { return Handle(uint64(shard)<<32 | uint64(uint32(slot+1))) }
 
-func (h Handle) parts() (shard int, slot int32) { return int(h >> 32), int32(uint32(h)) }
+func (h Handle) parts() (shard int, slot int32) { return int(h >> 32), int32(uint32(h)) - 1 }
 
 // shard is one part of the table.
 //

@@ -247,8 +247,8 @@ func applyAtReady(c *Core, now time.Duration, rd *raft.Ready) {
 func dropDueLocks(lm *LockManager, now time.Duration) {
 	for l, ok := lm.leases.due(now); ok && l.deadline <= now; l, ok = lm.leases.due(now) {
 		key := lm.leases.key(l)
-		_, lock := lm.machine.ApplyAt(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token})
-		lm.leases.remove(lock)
+		lm.machine.Apply(fsm.Command{Op: fsm.OpExpire, Key: key, Token: l.token})
+		lm.leases.remove(l.lock)
 		lm.pump(key)
 	}
 }
