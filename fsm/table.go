@@ -52,7 +52,9 @@ func lockBytes(key string, l Lock) uint64 { return uint64(len(key)+len(l.Owner))
 type Handle uint64
 
 // A handle stores slot+1, so that 0 names no lock ("nothing changed").
-func handleOf(shard int, slot int32) Handle { return Handle(uint64(shard)<<32 | uint64(uint32(slot+1))) }
+func handleOf(shard int, slot int32) Handle {
+	return Handle(uint64(shard)<<32 | uint64(uint32(slot+1)))
+}
 
 func (h Handle) parts() (shard int, slot int32) { return int(h >> 32), int32(uint32(h)) - 1 }
 
