@@ -163,3 +163,23 @@ func BenchmarkCollectWithMillionLocks(b *testing.B) {
 	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/gc")
 	runtime.KeepAlive(m)
 }
+
+// Handle 0 is ApplyAt's "no lock changed", so no held lock has it, not
+// even the first slot of the first shard.
+func TestNoLockHasHandleZero(t *testing.T) {
+	m := New()
+	m.locks.hashOf = func(string) uint64 { return 0 } // shard 0
+	_, h := m.ApplyAt(Command{Op: OpGrant, Key: "first", LeaseMS: 5})
+	if h == 0 {
+		t.Fatal("the lock in shard 0's slot 0 has handle 0")
+	}
+	if got, ok := m.Handle("first"); !ok || got != h {
+		t.Fatalf("Handle(first) = %x %v, want %x", got, ok, h)
+	}
+	if _, _, ok := m.At(0); ok {
+		t.Fatal("At(0) names a lock")
+	}
+	if res, h0 := m.ApplyAt(Command{Op: OpExpire, Key: "first", Token: 9}); res.Existed || h0 != 0 {
+		t.Fatalf("an Expire that removed nothing gave handle %x", h0)
+	}
+}
