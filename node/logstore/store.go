@@ -381,7 +381,7 @@ func (s *Disk) CompactFrom(index uint64, cs *raftpb.ConfState, write func(io.Wri
 	if cur, err := s.MemoryStorage.Snapshot(); err == nil && cur.GetMetadata().GetIndex() >= index {
 		return nil // a newer snapshot is stored already (one received)
 	}
-	file, ref, err := s.files.writeFrom(index, s.seq.Add(1), write)
+	file, ref, err := s.files.writeFrom(index, s.seq.Add(1), snapWriteRate, write)
 	if err != nil {
 		return err
 	}
