@@ -379,7 +379,7 @@ func (t *table) sortedKeys() []string {
 // hundred locks. The key and owner f gets point into the table's memory;
 // a caller that keeps many of them should copy them (strings.Clone).
 func (t *table) eachSorted(yield func(), from string, inclusive bool, f func(key string, l Lock) bool) {
-	runs := make(runHeap, 0, len(t.shards))
+	runs := make([]run, 0, len(t.shards))
 	for _, s := range t.shards {
 		if s == nil {
 			continue
@@ -389,55 +389,103 @@ func (t *table) eachSorted(yield func(), from string, inclusive bool, f func(key
 			i++
 		}
 		if i < len(s.keys) {
-			runs = append(runs, run{s, i})
+			runs = append(runs, run{s: s, i: i, key: s.key(s.keys[i])})
 		}
 	}
-	for i := len(runs)/2 - 1; i >= 0; i-- {
-		runs.down(i)
-	}
-	for n := 1; len(runs) > 0; n++ {
-		r := &runs[0]
-		slot := r.s.keys[r.i]
-		if !f(r.s.key(slot), r.s.lock(slot)) {
+	m := newMerge(runs)
+	for n := 1; ; n++ {
+		r := m.min()
+		if r == nil {
 			return
 		}
-		if r.i++; r.i == len(r.s.keys) {
-			last := len(runs) - 1
-			runs[0], runs = runs[last], runs[:last]
+		if !f(r.key, r.s.lock(r.s.keys[r.i])) {
+			return
 		}
-		runs.down(0)
+		if r.i++; r.i < len(r.s.keys) {
+			r.key = r.s.key(r.s.keys[r.i])
+		} else {
+			r.s = nil
+		}
+		m.replay()
 		if yield != nil && n%512 == 0 {
 			yield()
 		}
 	}
 }
 
-// run is a shard's sorted keys from i on.
+// run is a shard's sorted keys from i on, with the key at i read out
+// (the merge compares it about ten times). A run with s nil is used up.
 type run struct {
-	s *shard
-	i int
+	s   *shard
+	i   int
+	key string
 }
 
-func (r run) key() string { return r.s.key(r.s.keys[r.i]) }
-
-// runHeap is sorted runs of locks, a min-heap by their first key (its
-// own sift-down: container/heap's interface calls doubled the merge).
-type runHeap []run
-
-func (h runHeap) down(i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		c := l
-		if r := l + 1; r < len(h) && h[r].key() < h[l].key() {
-			c = r
-		}
-		if h[i].key() <= h[c].key() {
-			return
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
+// before says whether run a's key comes before run b's; a used-up run
+// comes after every other.
+func before(a, b *run) bool {
+	if a.s == nil || b.s == nil {
+		return b.s == nil && a.s != nil
 	}
+	return a.key < b.key
+}
+
+// merge is a tournament (loser) tree over runs: each inner node keeps the
+// run that lost the match there, and tree[0] the overall winner. Taking
+// the next key replays only the winner's path to the root, one comparison
+// per level, half what a binary heap's sift-down costs: with a million
+// locks of keys sharing long prefixes, the comparisons were most of a
+// snapshot's time.
+type merge struct {
+	runs []run
+	tree []int // tree[0]: the winner; tree[1:]: the loser at each inner node
+}
+
+func newMerge(runs []run) *merge {
+	m := &merge{runs: runs, tree: make([]int, max(len(runs), 1))}
+	if len(runs) == 0 {
+		return m
+	}
+	// Leaves are runs at positions len(runs)+r of an implicit tree; play
+	// every match bottom-up, keeping the winners, then store the losers.
+	k := len(runs)
+	winners := make([]int, 2*k)
+	for r := range k {
+		winners[k+r] = r
+	}
+	for node := k - 1; node >= 1; node-- {
+		a, b := winners[2*node], winners[2*node+1]
+		if before(&runs[b], &runs[a]) {
+			a, b = b, a
+		}
+		winners[node], m.tree[node] = a, b
+	}
+	m.tree[0] = winners[1]
+	if k == 1 {
+		m.tree[0] = 0
+	}
+	return m
+}
+
+// min returns the run holding the smallest key, or nil when all are used up.
+func (m *merge) min() *run {
+	if len(m.runs) == 0 {
+		return nil
+	}
+	if r := &m.runs[m.tree[0]]; r.s != nil {
+		return r
+	}
+	return nil
+}
+
+// replay restores the tree after the winner's run moved to its next key.
+func (m *merge) replay() {
+	k := len(m.runs)
+	w := m.tree[0]
+	for node := (k + w) / 2; node >= 1; node /= 2 {
+		if l := m.tree[node]; before(&m.runs[l], &m.runs[w]) {
+			m.tree[node], w = w, l
+		}
+	}
+	m.tree[0] = w
 }
