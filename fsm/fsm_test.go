@@ -249,6 +249,9 @@ func FuzzRestore(f *testing.F) {
 	m.Apply(Command{Op: OpGrant, Key: "a", LeaseMS: 10})
 	m.Apply(Command{Op: OpGrant, Key: "b", LeaseMS: 20})
 	f.Add(m.Snapshot())
+	m.Apply(Command{Op: OpGrant, Key: "locks/a", LeaseMS: 30, Owner: "w"})
+	m.Apply(Command{Op: OpGrant, Key: "locks/ab", LeaseMS: 30})
+	f.Add(m.Snapshot()) // keys sharing prefixes (format 3)
 	f.Add(New().Snapshot())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Restore(data)

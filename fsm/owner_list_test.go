@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -159,5 +160,54 @@ func BenchmarkListPageWithMillionHeld(b *testing.B) {
 		if page, _ := m.List("held-", fmt.Sprintf("held-%07d", i*7919%1_000_000), 100); len(page) == 0 {
 			b.Fatal("empty page")
 		}
+	}
+}
+
+// Snapshot format 3 writes each key as the prefix it shares with the key
+// before it and the rest: keys under one prefix take little more than
+// their tails, the table restores whole, a format 2 snapshot (keys whole)
+// still restores to the same table, and a key claiming more shared bytes
+// than the key before it had is refused.
+func TestSnapshotKeysSharePrefixes(t *testing.T) {
+	m := New()
+	prefix := strings.Repeat("locks/orders/", 15) // 195 bytes
+	for i := range 1000 {
+		m.Apply(Command{Op: OpGrant, Key: fmt.Sprintf("%s%06d", prefix, i), LeaseMS: 1000, Owner: "w1"})
+	}
+	snap := m.Snapshot()
+	if whole := m.Len() * (len(prefix) + 6); len(snap) > whole/10 {
+		t.Errorf("snapshot of %d keys of %d bytes takes %d bytes, want under a tenth of %d", m.Len(), len(prefix)+6, len(snap), whole)
+	}
+	back, err := Restore(snap)
+	if err != nil || back.Digest() != m.Digest() || !slices.Equal(back.Keys(), m.Keys()) {
+		t.Fatalf("format 3 restore: %v, digest %s want %s", err, back.Digest(), m.Digest())
+	}
+
+	// The same table in format 2.
+	body := []byte(snapshotMagic)
+	body = append(body, snapshotFormatV2)
+	body = binary.AppendUvarint(body, m.LastToken())
+	body = binary.AppendUvarint(body, uint64(m.Len()))
+	for _, k := range m.Keys() {
+		l, _ := m.Get(k)
+		body = binary.AppendUvarint(body, uint64(len(k)))
+		body = append(body, k...)
+		body = binary.AppendUvarint(body, l.Token)
+		body = binary.AppendUvarint(body, l.LeaseMS)
+		body = binary.AppendUvarint(body, uint64(len(l.Owner)))
+		body = append(body, l.Owner...)
+	}
+	v2, err := Restore(binary.BigEndian.AppendUint32(body, crc32.ChecksumIEEE(body)))
+	if err != nil || v2.Digest() != m.Digest() {
+		t.Fatalf("format 2 restore: %v, digest %s want %s", err, v2.Digest(), m.Digest())
+	}
+
+	// One lock whose key claims to share 3 bytes with no key before it.
+	body = append([]byte(snapshotMagic), snapshotFormat)
+	body = binary.AppendUvarint(body, 1)
+	body = binary.AppendUvarint(body, 1)
+	body = append(body, 3, 1, 'k', 1, 5, 0)
+	if _, err := Restore(binary.BigEndian.AppendUint32(body, crc32.ChecksumIEEE(body))); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a key sharing more than the key before it: %v, want ErrCorrupt", err)
 	}
 }
