@@ -67,3 +67,39 @@ func TestSnapshotCheckedByStepIsNotDecodedAgain(t *testing.T) {
 		t.Fatal("a snapshot at another term took the table decoded for term 2")
 	}
 }
+
+// Members that apply the same entries do not snapshot a big table at the
+// same index: each one's first snapshot of it waits its ID's share of the
+// table's log, so member 1 goes first, then 2, then 3, an eighth of the
+// table's log apart, and none encodes the table while another does.
+func TestMembersSnapshotABigTableAtStaggeredIndexes(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.SnapshotEvery = 5 })
+	c.elect(1)
+	key := strings.Repeat("k", 200)
+	for i := range 6000 { // a table of about 1.3 MB
+		c.call(1, Request{Handle: uint64(10000 + i), Op: OpAcquire, Key: fmt.Sprintf("%s%04d", key, i), Lease: time.Hour})
+	}
+	first := map[uint64]uint64{} // member: index of its first snapshot of the big table
+	for i := 0; len(first) < 3; i++ {
+		if i == 20000 {
+			t.Fatalf("after %d more acquires only members %v snapshotted the big table", i, first)
+		}
+		// Churn beside the table: a lock taken with a big key, then let go.
+		c.submit(1, Request{Handle: uint64(100000 + i), Op: OpAcquire, Key: key + "-churn", Lease: time.Hour})
+		token := c.answer(1, uint64(100000+i)).Token
+		c.call(1, Request{Handle: uint64(200000 + i), Op: OpRelease, Key: key + "-churn", Token: token})
+		for id, core := range c.cores {
+			if _, seen := first[id]; !seen && core.staggered {
+				first[id] = core.lastSnap
+			}
+		}
+	}
+	t.Logf("first snapshots of the big table at %v", first)
+	if !(first[1] < first[2] && first[2] < first[3]) {
+		t.Fatalf("first snapshots of the big table at %v, want member 1 before 2 before 3", first)
+	}
+	// 1/8 of a table of about 1.3 MB is 160 KB, some 700 entries here.
+	if gap := min(first[2]-first[1], first[3]-first[2]); gap < 300 {
+		t.Fatalf("first snapshots of the big table at %v: %d entries apart, want hundreds", first, gap)
+	}
+}
