@@ -460,10 +460,7 @@ func newMerge(runs []run) *merge {
 		}
 		winners[node], m.tree[node] = a, b
 	}
-	m.tree[0] = winners[1]
-	if k == 1 {
-		m.tree[0] = 0
-	}
+	m.tree[0] = winners[1] // with one run, its leaf: winners[1] is run 0
 	return m
 }
 
