@@ -46,6 +46,10 @@ type Config struct {
 	SnapshotKeep      uint64 // entries kept behind a snapshot for slow followers; default 1000
 	MaxInflight       int    // raft MaxInflightMsgs; default 256
 	MaxBatch          int    // commands per log entry; default 1024
+	// MaxUncommitted is how many entries a leader keeps proposed and not
+	// yet committed; commands decided meanwhile wait and share the next
+	// entry. Default 2; negative: no limit.
+	MaxUncommitted int
 	// MaxAppendBytes bounds the entries of one append message (raft's
 	// MaxSizePerMsg; one entry larger than it still goes alone); default
 	// 1 MiB. The driver keeps it under its transport's frame limit.
@@ -90,6 +94,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 1024
+	}
+	if c.MaxUncommitted == 0 {
+		c.MaxUncommitted = DefaultMaxUncommitted
 	}
 	if c.MaxAppendBytes == 0 {
 		c.MaxAppendBytes = 1 << 20
@@ -201,6 +208,7 @@ type Core struct {
 	role       raft.StateType
 	term, lead uint64
 	commit     uint64
+	last       uint64 // raft's last log index, as of the last Ready
 	lastSnap   uint64
 	logBytes   uint64 // bytes of the entries applied since lastSnap
 	appliedAt  uint64 // tick count when applied last moved
@@ -606,7 +614,7 @@ func (c *Core) HasReady() bool {
 	if c.rd != nil {
 		return false // Advance first
 	}
-	return len(c.queue) > 0 || len(c.answers) > 0 || len(c.applied) > 0 || c.compaction != nil ||
+	return (len(c.queue) > 0 && !c.pipelineFull()) || len(c.answers) > 0 || len(c.applied) > 0 || c.compaction != nil ||
 		(!c.stopped && c.rn.HasReady())
 }
 
@@ -627,6 +635,9 @@ func (c *Core) Ready(now time.Duration) Ready {
 			c.checked = nil // raft did not take the snapshot Step checked
 		}
 		c.observeRole(now, &rd)
+		if n := len(rd.Entries); n > 0 {
+			c.last = rd.Entries[n-1].GetIndex()
+		}
 		out.HardState = c.hooks.hardStateToSave(&rd)
 		out.Entries = rd.Entries
 		if !raft.IsEmptySnap(rd.Snapshot) {
@@ -722,6 +733,9 @@ func knownLeader(bs raft.BasicStatus) uint64 {
 // one entry. A command decided in an earlier term is answered, not
 // proposed.
 func (c *Core) propose(now time.Duration) {
+	if c.pipelineFull() {
+		return
+	}
 	for len(c.queue) > 0 {
 		queued := c.queue
 		c.queue = nil
@@ -763,6 +777,23 @@ func (c *Core) propose(now time.Duration) {
 		// Dropping may grant the next waiter, which queues again.
 		c.collect(now)
 	}
+}
+
+// DefaultMaxUncommitted is Config.MaxUncommitted's default.
+const DefaultMaxUncommitted = 2
+
+// pipelineFull says whether this leader has MaxUncommitted entries
+// proposed and not committed: its queue then waits for a commit and goes
+// into one entry. Without the bound a leader whose followers fall behind
+// for a moment proposes an entry of one or two commands per fsync of its
+// own, thousands a second: every entry costs each member a message, an
+// append and a sync, so the followers fall further behind, and the
+// cluster settles into a mode with a fifth of its throughput and many
+// times its p99 (measured at 100,000 held locks, where a follower's
+// snapshot gives the push). A bound of a few entries still pipelines.
+func (c *Core) pipelineFull() bool {
+	return c.role == raft.StateLeader && c.cfg.MaxUncommitted > 0 &&
+		c.last > c.commit && c.last-c.commit >= uint64(c.cfg.MaxUncommitted)
 }
 
 // groupLen is how many proposals from the first must share its entry: it

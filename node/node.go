@@ -52,6 +52,7 @@ type Config struct {
 	SnapshotKeep      uint64 // entries kept behind a snapshot for slow followers; default 1000
 	MaxInflight       int    // raft MaxInflightMsgs; default 256
 	MaxBatch          int    // commands per log entry; default 1024
+	MaxUncommitted    int    // entries a leader keeps proposed and not committed (member.Config.MaxUncommitted)
 	NoBatch           bool   // one command per entry and one entry per Ready (ablation)
 	NoHandoff         bool   // grant a freed key's next waiter only after the freeing command applied (ablation)
 	// NoWriteOverlap: the loop waits for each Ready's write, taking no
@@ -267,7 +268,7 @@ func New(cfg Config) (*Node, error) {
 	n.core, err = member.New(member.Config{
 		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotByEntries: cfg.SnapshotByEntries, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
-		MaxBatch: cfg.MaxBatch, NoBatch: cfg.NoBatch, NoHandoff: cfg.NoHandoff, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
+		MaxBatch: cfg.MaxBatch, MaxUncommitted: cfg.MaxUncommitted, NoBatch: cfg.NoBatch, NoHandoff: cfg.NoHandoff, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
 		MaxAppendBytes: maxAppendBytes(cfg.PeerFrameLimit),
 		Logger:         log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
 		Peers: cfg.Peers,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	membercore "github.com/raftlock/raftlock/member"
 	"io"
 	"log/slog"
 	"maps"
@@ -44,6 +45,7 @@ type memberFlags struct {
 	snapshotChunk  int // bytes of snapshot data per peer frame
 	peerFrameLimit int // the largest peer frame read
 	maxInflight    int
+	maxUncommitted int
 	noBatch        bool
 	noHandoff      bool
 	noWriteOverlap bool
@@ -83,6 +85,7 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.IntVar(&m.snapshotChunk, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
 	fs.IntVar(&m.peerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
 	fs.IntVar(&m.maxInflight, "max-inflight", 256, "raft append messages in flight per follower (1: no pipelining)")
+	fs.IntVar(&m.maxUncommitted, "max-uncommitted", membercore.DefaultMaxUncommitted, "entries a leader keeps proposed and not yet committed; commands decided meanwhile share the next entry (-1: no limit)")
 	fs.BoolVar(&m.noBatch, "no-batch", false, "one command per log entry (ablation)")
 	fs.BoolVar(&m.noWriteOverlap, "no-write-overlap", false, "take no call or message while a log write is being synced (ablation)")
 	fs.BoolVar(&m.noHandoff, "no-handoff", false, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")
@@ -229,7 +232,7 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 	}
 	n, err := node.New(node.Config{AuditJournal: journal,
 		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
-		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight,
+		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted,
 		NoBatch: m.noBatch, NoHandoff: m.noHandoff, NoWriteOverlap: m.noWriteOverlap, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
 		Limits: m.limits.node(), Join: join, SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
 	})
