@@ -26,6 +26,7 @@ type RaftlockConfig struct {
 	// NoWriteOverlap starts the members with --no-write-overlap.
 	NoWriteOverlap bool
 	MaxInflight    int // 0: the node's default
+	MaxUncommitted int // 0: the node's default
 	Lease          time.Duration
 	Name           string // system name in results (default "raftlock")
 	// TLS: a fresh CA and member certificates are written under
@@ -159,6 +160,9 @@ func (cfg RaftlockConfig) tuning() []string {
 	}
 	if cfg.MaxInflight > 0 {
 		args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))
+	}
+	if cfg.MaxUncommitted != 0 {
+		args = append(args, "--max-uncommitted", fmt.Sprint(cfg.MaxUncommitted))
 	}
 	if cfg.SnapshotEvery > 0 {
 		args = append(args, "--snapshot-every", fmt.Sprint(cfg.SnapshotEvery))

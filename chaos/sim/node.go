@@ -119,8 +119,8 @@ func (s *sim) start(n *node) {
 		// A big table would otherwise snapshot rarely (the log since the
 		// last snapshot must be as big as the table), and big snapshots
 		// meeting faults is what a run with held locks is for.
-		SnapshotByEntries: s.cfg.Held > 0,
-		Bug:               s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
+		SnapshotByEntries: s.cfg.Held > 0, MaxUncommitted: s.cfg.MaxUncommitted,
+		Bug: s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
 	}
 	var core *member.Core
 	err := s.protect(n, "restart", func() error {

@@ -58,6 +58,12 @@ type Config struct {
 	// entries whatever the table's size (member.Config.SnapshotByEntries).
 	Held    int
 	KeySize int
+	// MaxUncommitted is member.Config.MaxUncommitted. 0 draws it from the
+	// seed (SeedMaxUncommitted), so a swarm covers the default bound, a
+	// tighter one, looser ones and none: a bound of 2 or less commits an
+	// old term's tail before a new leader decides anything, which hides
+	// what the term barrier is for.
+	MaxUncommitted int
 	// Trace receives trace.log; nil: no trace (the fast path of a swarm).
 	Trace io.Writer
 }
@@ -65,6 +71,15 @@ type Config struct {
 // HeldLease is the lease of the locks a run takes before its workload
 // (Config.Held): long enough that none runs out in a run.
 const HeldLease = time.Hour
+
+// SeedMaxUncommitted is the bound on a leader's uncommitted entries a run
+// of seed draws when Config.MaxUncommitted is 0: the default bound for
+// two seeds in five, a tighter one, a looser one or none. It has its own
+// stream, so that the draw changes no other choice.
+func SeedMaxUncommitted(seed uint64) int {
+	bounds := [...]int{member.DefaultMaxUncommitted, member.DefaultMaxUncommitted, 1, 4, -1}
+	return bounds[rand.New(rand.NewPCG(seed, 0x706970)).IntN(len(bounds))]
+}
 
 // Defaults fills zero fields.
 func (c *Config) Defaults() {
@@ -259,6 +274,9 @@ type appliedAt struct {
 // with anything else reading it: the swarm runs seeds in subprocesses.
 func Run(cfg Config) (*Result, error) {
 	cfg.Defaults()
+	if cfg.MaxUncommitted == 0 {
+		cfg.MaxUncommitted = SeedMaxUncommitted(cfg.Seed)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -329,11 +347,11 @@ func (s *sim) run() error {
 		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
 		"time_s": cfg.Duration.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery,
 		"snapshot_keep": cfg.SnapshotKeep, "simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
-		"skip_faults": cfg.SkipFaults, "held": cfg.Held, "key_size": cfg.KeySize,
+		"skip_faults": cfg.SkipFaults, "held": cfg.Held, "key_size": cfg.KeySize, "max_uncommitted": cfg.MaxUncommitted,
 	}
 	if s.tr.on() {
-		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v held=%d key-size=%d",
-			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults, cfg.Held, cfg.KeySize)
+		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v held=%d key-size=%d max-uncommitted=%d",
+			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults, cfg.Held, cfg.KeySize, cfg.MaxUncommitted)
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		n := &node{s: s, id: uint64(i), disk: NewStore(), handles: map[uint64]*attempt{}}

@@ -176,3 +176,33 @@ func TestMaxAndSkipFaults(t *testing.T) {
 		t.Fatalf("first fault %q, with the second skipped %q", a, b)
 	}
 }
+
+// TestPipelineBoundMasksAMissingTermBarrier: a leader bounded to the
+// default two uncommitted entries cannot decide while an old term's tail
+// and its own first entry are both uncommitted, so the bound does the
+// term barrier's work; without a bound seed 8 reaches the planted bug.
+// This is why a run draws its bound from the seed.
+func TestPipelineBoundMasksAMissingTermBarrier(t *testing.T) {
+	for _, c := range []struct {
+		bound int
+		exit  int
+	}{{-1, 1}, {2, 0}} {
+		res, err := Run(Config{Seed: 8, Duration: 10 * time.Second, Faults: Families, Bug: "no-term-barrier", MaxUncommitted: c.bound})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Header["max_uncommitted"]; got != c.bound {
+			t.Errorf("bound %d: header max_uncommitted %v", c.bound, got)
+		}
+		if v := Check(res, 30*time.Second); v.ExitCode != c.exit {
+			t.Errorf("bound %d: exit %d (%s), want %d", c.bound, v.ExitCode, FailingCheck(v), c.exit)
+		}
+	}
+	seen := map[int]bool{}
+	for seed := range uint64(50) {
+		seen[SeedMaxUncommitted(seed)] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf("50 seeds drew the bounds %v, want 2, 1, 4 and none", seen)
+	}
+}

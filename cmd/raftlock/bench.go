@@ -34,27 +34,28 @@ func splitList(s string) []string {
 
 // benchConfig is a parsed raftlock bench command line.
 type benchConfig struct {
-	nodes       int
-	endpoints   string
-	useTLS      bool
-	clientTLS   *tls.Config
-	workloads   []string
-	counts      []int
-	rate        float64
-	duration    time.Duration
-	repeat      int
-	warmup      time.Duration
-	lease       time.Duration
-	hotKeys     int
-	peers       []string
-	noBatch     bool
-	noHandoff   bool
-	noOverlap   bool
-	maxInflight int
-	out         string
-	dir         string
-	bin         string
-	asJSON      bool
+	nodes          int
+	endpoints      string
+	useTLS         bool
+	clientTLS      *tls.Config
+	workloads      []string
+	counts         []int
+	rate           float64
+	duration       time.Duration
+	repeat         int
+	warmup         time.Duration
+	lease          time.Duration
+	hotKeys        int
+	peers          []string
+	noBatch        bool
+	noHandoff      bool
+	noOverlap      bool
+	maxInflight    int
+	maxUncommitted int
+	out            string
+	dir            string
+	bin            string
+	asJSON         bool
 	// bench --held: the table sizes, ascending; the key size of held and
 	// workload keys; the fill's clients; whether to run the catch-up and
 	// join experiments; the members' --snapshot-every.
@@ -136,6 +137,7 @@ func benchFlags(c *benchConfig) (*flag.FlagSet, func() error) {
 	fs.BoolVar(&c.noOverlap, "no-write-overlap", false, "ablation: members take no call or message while a log write is being synced")
 	fs.BoolVar(&c.noHandoff, "no-handoff", false, "ablation: grant a freed key's next waiter only once the release applied, not in its log entry")
 	fs.IntVar(&c.maxInflight, "max-inflight", 0, "ablation: raft appends in flight per follower (1: no pipelining)")
+	fs.IntVar(&c.maxUncommitted, "max-uncommitted", 0, "ablation: every member's --max-uncommitted, entries a leader keeps uncommitted (-1: no limit; 0: the node's default)")
 	held := fs.String("held", "", "table sizes: before measuring, hold `N[,N...]` locks (1h leases), each size in turn; every point runs at each (raftlock only)")
 	fs.IntVar(&c.keySize, "key-size", 0, fmt.Sprintf("`bytes` of every key, held and workload (%d..%d; default: the workloads' names, about 25 bytes)", bench.MinKeySize, bench.MaxKeySize))
 	fs.IntVar(&c.fillClients, "fill-clients", 256, "concurrent acquires that fill the table of --held locks")
@@ -453,11 +455,14 @@ func (b *benchRun) startRaftlock(ctx context.Context) (bench.Target, error) {
 	if c.maxInflight > 0 {
 		name += fmt.Sprintf(" --max-inflight %d", c.maxInflight)
 	}
+	if c.maxUncommitted != 0 {
+		name += fmt.Sprintf(" --max-uncommitted %d", c.maxUncommitted)
+	}
 	if c.useTLS {
 		name += " --tls"
 	}
 	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch, NoHandoff: c.noHandoff, NoWriteOverlap: c.noOverlap,
-		MaxInflight: c.maxInflight, Lease: c.lease, Name: name, TLS: c.useTLS,
+		MaxInflight: c.maxInflight, MaxUncommitted: c.maxUncommitted, Lease: c.lease, Name: name, TLS: c.useTLS,
 		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs}
 	if c.snapshotEvery == 0 {
 		cfg.SnapshotKeep = 0

@@ -61,6 +61,7 @@ func newSimFlags(f *simFlags) *flag.FlagSet {
 	fs.IntVar(&f.cfg.Clients, "clients", 6, "concurrent clients")
 	fs.IntVar(&f.cfg.Held, "held", 0, "take `N` locks with 1 h leases before the workload, on keys it never touches, so it runs against a big table and big snapshots")
 	fs.IntVar(&f.cfg.KeySize, "key-size", 250, "bytes of each --held lock's key (16 to 256)")
+	fs.IntVar(&f.cfg.MaxUncommitted, "max-uncommitted", 0, "entries a leader keeps proposed and not yet committed, as raftlock node's flag (-1: no limit; 0: drawn from the seed)")
 	fs.Var((*intList)(&f.cfg.SkipFaults), "skip-faults", "`I,J,...`: do not inject these faults (1 for the first), keeping their turn; shrinking sets it")
 	return fs
 }
@@ -208,6 +209,9 @@ func replayCommand(cfg sim.Config) string {
 		if cfg.KeySize != 0 && cfg.KeySize != 250 {
 			parts = append(parts, "--key-size", strconv.Itoa(cfg.KeySize))
 		}
+	}
+	if cfg.MaxUncommitted != 0 && cfg.MaxUncommitted != sim.SeedMaxUncommitted(cfg.Seed) {
+		parts = append(parts, "--max-uncommitted", strconv.Itoa(cfg.MaxUncommitted))
 	}
 	if cfg.MaxOps > 0 {
 		parts = append(parts, "--max-ops", strconv.Itoa(cfg.MaxOps))
