@@ -19,6 +19,7 @@ import (
 	"github.com/raftlock/raftlock/chaos"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/internal/reportdir"
 )
 
 // harnessErr: chaos and check exit 3 when the harness itself failed (bad
@@ -44,7 +45,7 @@ func printVerdict(v *checker.Verdict, out string, written []string, asJSON bool,
 	}
 	v.Summary(stdout)
 	if out != "" {
-		fmt.Fprintf(stdout, "\nreports in %s (%s)\n", out, describeFiles(written))
+		fmt.Fprintf(stdout, "\nreports in %s (%s)\n", out, reportdir.Describe(written))
 	}
 }
 
@@ -115,7 +116,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 				return harnessErr(fmt.Errorf("--out %s holds %s, an input of this check: choose another --out", *out, in))
 			}
 		}
-		if err := prepareReportDir(*out); err != nil {
+		if err := reportdir.Prepare(*out); err != nil {
 			return harnessErr(err)
 		}
 	}
@@ -242,7 +243,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 			return harnessErr(err)
 		}
 	}
-	if err := prepareReportDir(cfg.Out); err != nil {
+	if err := reportdir.Prepare(cfg.Out); err != nil {
 		return harnessErr(err)
 	}
 	cfg.Progress = stderr
@@ -291,7 +292,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	if _, err := v.WriteReports(cfg.Out); err != nil {
 		return harnessErr(err)
 	}
-	written, err := reportFiles(cfg.Out)
+	written, err := reportdir.Files(cfg.Out)
 	if err != nil {
 		return harnessErr(err)
 	}

@@ -1,4 +1,8 @@
-package main
+// Package reportdir manages the directories raftlock's harness writes its
+// reports into (chaos, a failing sim seed, check --out): it replaces a
+// previous report and refuses to touch anything else, so a mistyped --out
+// never costs a user's files.
+package reportdir
 
 import (
 	"bufio"
@@ -12,16 +16,16 @@ import (
 	"strings"
 )
 
-// reportMarker is the file that makes a directory a raftlock report (of
+// Marker is the file that makes a directory a raftlock report (of
 // chaos, a failing sim seed or check --out), one a later run may replace.
 // A user's directory never has it.
-const reportMarker = ".raftlock-report"
+const Marker = ".raftlock-report"
 
-// prepareReportDir makes dir an empty report directory. It replaces a
-// previous report (one holding reportMarker, or, from before the marker,
+// Prepare makes dir an empty report directory. It replaces a
+// previous report (one holding Marker, or, from before the marker,
 // a history.jsonl that starts with raftlock's header line) and refuses any
 // other non-empty directory, so a mistyped --out never costs a user's files.
-func prepareReportDir(dir string) error {
+func Prepare(dir string) error {
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -43,7 +47,7 @@ func prepareReportDir(dir string) error {
 		return fmt.Errorf("--out %s: %w", dir, err)
 	}
 	note := []byte("This directory is a raftlock report (chaos, sim or check): the next run with the same --out replaces it.\n")
-	if err := os.WriteFile(filepath.Join(dir, reportMarker), note, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, Marker), note, 0o644); err != nil {
 		return fmt.Errorf("--out %s: %w", dir, err)
 	}
 	return nil
@@ -56,7 +60,7 @@ func foreignEntry(entries []fs.DirEntry) string {
 		name := e.Name()
 		switch {
 		case e.IsDir() && name == "logs":
-		case !e.IsDir() && (slices.Contains(reportFileNames, name) ||
+		case !e.IsDir() && (slices.Contains(fileNames(), name) ||
 			(strings.HasPrefix(name, "lin-") && strings.HasSuffix(name, ".html"))):
 		default:
 			return name
@@ -65,14 +69,16 @@ func foreignEntry(entries []fs.DirEntry) string {
 	return ""
 }
 
-// reportFileNames are the files a chaos run (or a failing sim seed) writes
-// into its report.
-var reportFileNames = []string{reportMarker, "history.jsonl", "verdict.json", "summary.md", "latency.png",
-	"timeline.html", "digests.json", "committed-log.json", "resolved.json", "trace.log", "garbage.json", "membership.json"}
+// fileNames are the files a chaos run (or a failing sim seed) writes into
+// its report.
+func fileNames() []string {
+	return []string{Marker, "history.jsonl", "verdict.json", "summary.md", "latency.png",
+		"timeline.html", "digests.json", "committed-log.json", "resolved.json", "trace.log", "garbage.json", "membership.json"}
+}
 
 // isReport tells whether dir holds a previous raftlock chaos report.
 func isReport(dir string) bool {
-	if _, err := os.Stat(filepath.Join(dir, reportMarker)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, Marker)); err == nil {
 		return true
 	}
 	f, err := os.Open(filepath.Join(dir, "history.jsonl"))
@@ -84,9 +90,9 @@ func isReport(dir string) bool {
 	return bytes.Equal(first, []byte(`{"header"`))
 }
 
-// reportFiles lists what a run wrote into its fresh report directory:
+// Files lists what a run wrote into its fresh report directory:
 // files by name, directories with a trailing slash, the marker left out.
-func reportFiles(dir string) ([]string, error) {
+func Files(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -94,7 +100,7 @@ func reportFiles(dir string) ([]string, error) {
 	var names []string
 	for _, e := range entries {
 		switch {
-		case e.Name() == reportMarker:
+		case e.Name() == Marker:
 		case e.IsDir():
 			names = append(names, e.Name()+"/")
 		default:
@@ -104,9 +110,9 @@ func reportFiles(dir string) ([]string, error) {
 	return names, nil
 }
 
-// describeFiles names report files for the last line of a run, most
+// Describe names report files for the last line of a run, most
 // useful first; many per-key visualisations are counted, not listed.
-func describeFiles(names []string) string {
+func Describe(names []string) string {
 	rank := func(n string) int {
 		i := slices.Index([]string{"summary.md", "verdict.json", "timeline.html", "latency.png"}, n)
 		if i < 0 {
