@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -43,7 +44,7 @@ func (s *Supervisor) MemberList(ctx context.Context) (server.MemberList, error) 
 	var list server.MemberList
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	err := s.cl.Admin(cctx, "member.list", nil, &list, true)
+	err := s.cl.Admin(cctx, wire.AdminMemberList, nil, &list, true)
 	return list, err
 }
 
@@ -66,7 +67,7 @@ func (s *Supervisor) RemoveMember(ctx context.Context, id int, wait time.Duratio
 	s.mu.Lock()
 	s.retiring[id] = true
 	s.mu.Unlock()
-	err = s.adminRetry(ctx, 15*time.Second, "member.remove", server.MemberArgs{ID: uint64(id)},
+	err = s.adminRetry(ctx, 15*time.Second, wire.AdminMemberRemove, server.MemberArgs{ID: uint64(id)},
 		func(l server.MemberList) bool { return role(l, id) == "" })
 	if err != nil {
 		s.mu.Lock()
@@ -115,7 +116,7 @@ func (s *Supervisor) AddMember(ctx context.Context) (int, error) {
 	s.next++
 	s.mu.Unlock()
 	s.addLinks(id)
-	err := s.adminRetry(ctx, 15*time.Second, "member.add",
+	err := s.adminRetry(ctx, 15*time.Second, wire.AdminMemberAdd,
 		server.MemberArgs{ID: uint64(id), PeerAddr: s.gateways[id].Addr(), ClientAddr: s.clients[id]},
 		func(l server.MemberList) bool { return role(l, id) != "" })
 	if err != nil {
@@ -134,7 +135,7 @@ func (s *Supervisor) AddMember(ctx context.Context) (int, error) {
 // long that took.
 func (s *Supervisor) Promote(ctx context.Context, id int, bound time.Duration) (time.Duration, error) {
 	start := time.Now()
-	err := s.adminRetry(ctx, bound, "member.promote", server.MemberArgs{ID: uint64(id)},
+	err := s.adminRetry(ctx, bound, wire.AdminMemberPromote, server.MemberArgs{ID: uint64(id)},
 		func(l server.MemberList) bool { return role(l, id) == "voter" })
 	return time.Since(start), err
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -34,7 +35,7 @@ func runMember(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		var out server.MemberList
-		if err := adminCall(&cf, stdout, "member.list", nil, &out, true); err != nil {
+		if err := adminCall(&cf, stdout, wire.AdminMemberList, nil, &out, true); err != nil {
 			return err
 		}
 		return printMembers(stdout, &cf, out, "")
@@ -59,7 +60,7 @@ func runMember(args []string, stdout, stderr io.Writer) error {
 		// A change is safe to repeat: asked again after it applied (its
 		// answer lost), it succeeds unchanged.
 		var out server.MemberList
-		if err := adminCall(&cf, stdout, "member.add", a, &out, true); err != nil {
+		if err := adminCall(&cf, stdout, wire.AdminMemberAdd, a, &out, true); err != nil {
 			return err
 		}
 		msg := fmt.Sprintf("added member %d as a learner; start it on an empty data directory with:\n  raftlock node --id %d --join %s --peer-listen %s --listen %s [--http HOST:PORT] --data DIR\nthen promote it once it has caught up: raftlock member promote %d\n",
@@ -82,8 +83,12 @@ func runMember(args []string, stdout, stderr io.Writer) error {
 		if err != nil || id == 0 {
 			return usageErr("bad member id %q: want a number > 0", pos[0])
 		}
+		name := wire.AdminMemberPromote
+		if sub == "remove" {
+			name = wire.AdminMemberRemove
+		}
 		var out server.MemberList
-		if err := adminCall(&cf, stdout, "member."+sub, server.MemberArgs{ID: id}, &out, true); err != nil {
+		if err := adminCall(&cf, stdout, name, server.MemberArgs{ID: id}, &out, true); err != nil {
 			return err
 		}
 		var msg string
@@ -120,7 +125,7 @@ func runLeader(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var out server.TransferResult
-	if err := adminCall(&cf, stdout, "leader.transfer", a, &out, false); err != nil {
+	if err := adminCall(&cf, stdout, wire.AdminLeaderTransfer, a, &out, false); err != nil {
 		return err
 	}
 	if cf.json {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,8 +9,8 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/peer"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 // memberPeers decides how a member starts: bootstrapping with --peers, or
@@ -65,41 +64,13 @@ func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Joi
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var list server.MemberList
-	if err := cl.Admin(ctx, "member.list", nil, &list, true); err != nil {
-		return nil, nil, clientErr(fmt.Errorf("ask %s for the configuration: %w", m.join, err))
-	}
-	j := &node.Join{Bootstrap: map[uint64]string{}, Members: map[uint64]string{}}
-	var self *node.Member
-	for i, mm := range list.Members {
-		j.Members[mm.ID] = mm.PeerAddr
-		if mm.ID == m.id {
-			self = &list.Members[i]
-		}
-	}
-	for _, b := range list.Bootstrap {
-		j.Bootstrap[b.ID] = b.PeerAddr
-	}
-	if self == nil {
-		return nil, nil, fmt.Errorf("member %d is not in the cluster's configuration: add it first with raftlock member add --id %d --peer-addr HOST:PORT --client-addr HOST:PORT", m.id, m.id)
-	}
-	if self.Role == "voter" {
-		// A voter has its data directory, and this one has no identity:
-		// started, it would be refused by its peers (another incarnation)
-		// and stay a pre-candidate forever.
-		return nil, nil, fmt.Errorf("member %d is already a voter of the cluster, so it joined before: restart it on its own data directory, or replace it: raftlock member remove %d, then member add a new id and --join with that", m.id, m.id)
-	}
-	if len(j.Bootstrap) == 0 {
-		return nil, nil, errors.New("the cluster did not say its bootstrap configuration (a member older than membership changes?)")
-	}
-	if list.ClusterID != "" {
-		if j.ClusterID, err = peer.ParseClusterID(list.ClusterID); err != nil {
-			return nil, nil, fmt.Errorf("the cluster's answer: %w", err)
-		}
+	plan, err := embed.PlanJoin(ctx, cl, m.id)
+	if err != nil {
+		return nil, nil, clientErr(fmt.Errorf("join through %s: %w", m.join, err))
 	}
 	if m.peerListen == "" {
-		m.peerListen = self.PeerAddr
+		m.peerListen = plan.PeerAddr
 	}
-	log.Info("joining the cluster", "member", m.id, "as", self.Role, "peer_addr", self.PeerAddr, "members", len(list.Members))
-	return map[uint64]string{m.id: self.PeerAddr}, j, nil
+	log.Info("joining the cluster", "member", m.id, "as", plan.Role, "peer_addr", plan.PeerAddr, "members", plan.Members)
+	return map[uint64]string{m.id: plan.PeerAddr}, plan.Join, nil
 }

@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	membercore "github.com/raftlock/raftlock/member"
 	"io"
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,10 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	membercore "github.com/raftlock/raftlock/member"
+
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/peer"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 // memberFlags are the settings of one member.
@@ -134,16 +132,6 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("bad --log-format %q: want text or json", format)
 }
 
-// member is a running node with its client and HTTP servers.
-type member struct {
-	node   *node.Node
-	server *server.Server
-	http   *http.Server
-	log    *slog.Logger
-	id     uint64
-	sec    *security
-}
-
 // validate checks the member's flags against its peers.
 func (m *memberFlags) validate(peers map[uint64]string) error {
 	if m.id == 0 {
@@ -154,6 +142,9 @@ func (m *memberFlags) validate(peers map[uint64]string) error {
 	}
 	if _, ok := peers[m.id]; !ok {
 		return usageErr("--id %d is not in --peers (members %s)", m.id, joinIDs(slices.Sorted(maps.Keys(peers))))
+	}
+	if err := m.sec.files.Check(); err != nil {
+		return usageErr("%v", err)
 	}
 	if m.unsafeBug != "" && !m.faultInjection {
 		return usageErr("--unsafe-bug needs --fault-injection")
@@ -175,159 +166,31 @@ func (m *memberFlags) validate(peers map[uint64]string) error {
 	return nil
 }
 
-// startMember starts one member. Everything that can be checked is checked,
-// and every listener bound, before the data directory is created; a start
-// that fails after that (the peer port taken) removes what it created, so
-// a failed start never leaves a directory that a later start would take
-// for a member's.
-func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *slog.Logger) (mb *member, err error) {
+// startMember starts one member (embed.Start) with the flags' settings.
+func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *slog.Logger) (*embed.Member, error) {
 	if err := m.validate(peers); err != nil {
 		return nil, err
 	}
-	sec, acl, err := checkSecurity(m, peers, log)
-	if err != nil {
-		return nil, err
-	}
-	ln, err := sec.listen(m.listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen for clients: %w", err)
-	}
-	var hln net.Listener
-	if m.http != "" {
-		if hln, err = sec.listen(m.http); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("listen for HTTP: %w", err)
-		}
-	}
-	closeListeners := func() {
-		ln.Close()
-		if hln != nil {
-			hln.Close()
-		}
-	}
-	undo, err := createDataDir(m.data)
-	if err != nil {
-		closeListeners()
-		return nil, err
-	}
-	defer func() {
+	var clusterID uint64
+	if m.sec.clusterID != "" {
+		id, err := peer.ParseClusterID(m.sec.clusterID)
 		if err != nil {
-			undo()
+			return nil, usageErr("--cluster-id: %v", err)
 		}
-	}()
-	var clk clock.Clock = clock.NewSystem()
-	var skew *clock.Skew
-	if m.faultInjection {
-		log.Warn("FAULT INJECTION ENABLED: this member's clock can be changed over HTTP; never run it in production", "member", m.id, "bug", m.unsafeBug)
-		skew = clock.NewSkew()
-		clk = skew
+		clusterID = id
 	}
-	journal := ""
-	if m.faultInjection {
-		journal = filepath.Join(m.data, "audit-journal.jsonl")
-	}
-	advertise := m.advertise
-	if advertise == "" {
-		advertise = m.listen
-	}
-	n, err := node.New(node.Config{AuditJournal: journal,
-		ID: m.id, Peers: peers, PeerListen: m.peerListen, ClientAddr: advertise, DataDir: m.data,
-		TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted,
-		NoBatch: m.noBatch, NoHandoff: m.noHandoff, NoWriteOverlap: m.noWriteOverlap, Clock: clk, Logger: log, Bug: m.unsafeBug, PeerTLS: sec.tls, ClusterID: sec.clusterID,
-		Limits: m.limits.node(), Join: join, SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
-	})
-	if err != nil {
-		closeListeners()
-		return nil, err
-	}
-	if err = n.Start(); err != nil {
-		closeListeners()
-		n.Close()
-		return nil, err
-	}
-	mb = &member{node: n, server: server.New(n), log: log, id: m.id, sec: sec}
-	mb.server.SetACL(acl)
-	mb.server.SetLimits(m.limits.server())
-	go mb.server.Serve(ln)
-	if hln != nil {
-		mux := server.HTTPHandler(n)
-		if m.limits.debug {
-			server.DebugHandlers(mux)
-		}
-		if skew != nil {
-			mux.HandleFunc("POST /debug/clock", clockHandler(skew))
-			mux.HandleFunc("GET /debug/log", server.AuditHandler(n))
-		}
-		mb.http = &http.Server{Handler: mb.server.RequireAdmin(mux), ReadHeaderTimeout: 5 * time.Second}
-		go mb.http.Serve(hln)
-	}
-	return mb, nil
-}
-
-// createDataDir creates dir if it is missing, and returns what removes
-// again what the start put there: the directories it created, or the
-// contents of a directory that existed empty. A directory that held
-// anything is never touched.
-func createDataDir(dir string) (undo func(), err error) {
-	created := ""
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			break
-		}
-		created = d
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	wasEmpty := false
-	if created == "" {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return nil, fmt.Errorf("data directory: %w", err)
-		}
-		wasEmpty = len(entries) == 0
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
-	}
-	return func() {
-		switch {
-		case created != "":
-			os.RemoveAll(created)
-		case wasEmpty:
-			entries, _ := os.ReadDir(dir)
-			for _, e := range entries {
-				os.RemoveAll(filepath.Join(dir, e.Name()))
-			}
-		}
-	}, nil
-}
-
-// clockHandler sets the member's clock rate and offset:
-// POST /debug/clock {"rate":2.0,"offset_ms":0}.
-func clockHandler(c *clock.Skew) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Rate     float64 `json:"rate"`
-			OffsetMS int64   `json:"offset_ms"`
-		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.Rate <= 0 {
-			http.Error(w, "want {\"rate\":R>0,\"offset_ms\":N}", http.StatusBadRequest)
-			return
-		}
-		c.Set(req.Rate, time.Duration(req.OffsetMS)*time.Millisecond)
-		fmt.Fprintf(w, "{\"rate\":%g}\n", c.Rate())
-	}
-}
-
-func (mb *member) Close() {
-	if mb.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		mb.http.Shutdown(ctx)
-		cancel()
-	}
-	mb.server.Close()
-	mb.node.Close()
+	return embed.Start(embed.Config{
+		Node: node.Config{
+			ID: m.id, Peers: peers, PeerListen: m.peerListen, DataDir: m.data, ClusterID: clusterID, Join: join,
+			TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep,
+			MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted, NoBatch: m.noBatch, NoHandoff: m.noHandoff,
+			NoWriteOverlap: m.noWriteOverlap, Bug: m.unsafeBug, Limits: m.limits.node(),
+			SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
+		},
+		Listen: m.listen, Advertise: m.advertise, HTTP: m.http,
+		TLS: m.sec.files, ACL: m.sec.acl, Insecure: m.sec.insecure,
+		FaultInjection: m.faultInjection, Debug: m.limits.debug, Limits: m.limits.server(),
+	}, log)
 }
 
 func waitForSignal() os.Signal {
@@ -357,59 +220,27 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mlog := log.With("member", m.id)
-	mlog.Info("member running", "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data, "tls", mb.sec.tls != nil)
+	mlog.Info("member running", "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data, "tls", mb.TLS())
 	hupCtx, stopHUP := context.WithCancel(context.Background())
 	defer stopHUP()
-	reloadOnHUP(hupCtx, []*member{mb}, log)
+	reloadOnHUP(hupCtx, []*embed.Member{mb})
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigc)
 	select {
 	case sig := <-sigc:
 		mlog.Info("stopping", "signal", sig.String())
-		mb.Shutdown(log)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := mb.Shutdown(ctx); err != nil {
+			mlog.Warn("member stopped with an error", "err", err)
+		}
 		return nil
-	case <-mb.node.Done():
-		return mb.stopped()
+	case <-mb.Node().Done():
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return mb.Stopped(ctx)
 	}
-}
-
-// stopped ends a member whose node stopped by itself: removed from the
-// configuration (its job is done: nil), or a fatal error. Its clients get
-// a goaway as at SIGTERM, not a broken connection: a request in flight on
-// a broken connection has an unknown outcome for its caller, while the
-// stopped node answers it (and whatever else they send) ErrStopped, which
-// they retry on another member.
-func (mb *member) stopped() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	mb.stopServing(ctx)
-	mb.node.Close()
-	if err := mb.node.Err(); !errors.Is(err, node.ErrRemoved) {
-		return fmt.Errorf("member %d stopped: %w", mb.id, err)
-	}
-	return nil
-}
-
-// Shutdown stops the member gracefully (a leader hands over first; see
-// node.Shutdown), bounded by a few seconds, then closes its listeners.
-func (mb *member) Shutdown(log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := mb.node.Shutdown(ctx); err != nil {
-		log.Warn("member stopped with an error", "member", mb.id, "err", err)
-	}
-	mb.stopServing(ctx)
-}
-
-// stopServing sends every client a goaway and closes the listeners once
-// the clients hung up or ctx ended. Clients move on at the goaway; the
-// node answers what they still send (ErrStopped, retryable).
-func (mb *member) stopServing(ctx context.Context) {
-	if mb.http != nil {
-		mb.http.Shutdown(ctx)
-	}
-	mb.server.Shutdown(ctx)
 }
 
 // defaultClusterData is where `raftlock cluster` keeps its members' data
@@ -476,7 +307,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	// A member that fails to start takes the members started before it
 	// down with it, and whatever this start created on disk.
 	var undos []func()
-	var members []*member
+	var members []*embed.Member
 	started := false
 	defer func() {
 		for _, mb := range members {
@@ -491,7 +322,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		dirs = append(dirs, filepath.Join(*dir, strconv.Itoa(i)))
 	}
 	for _, d := range dirs {
-		undo, err := createDataDir(d)
+		undo, err := embed.CreateDataDir(d)
 		if err != nil {
 			return err
 		}

@@ -3,20 +3,16 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/raftlock/raftlock/internal/tlsconfig"
-	"github.com/raftlock/raftlock/node/peer"
-	"github.com/raftlock/raftlock/node/server"
+	"github.com/raftlock/raftlock/node/embed"
 )
 
 // exitPermission: the cluster's ACL refused the call.
@@ -39,103 +35,8 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.insecure, "insecure", false, "allow non-loopback addresses without certificates: no authentication, no encryption")
 }
 
-// security is what a member serves with: certificates (nil: plain TCP)
-// and the ACL file it reloads.
-type security struct {
-	flags     securityFlags
-	tls       *tlsconfig.Reloader
-	clusterID uint64 // 0: stored or derived (peer.OpenIdentity)
-}
-
-// checkSecurity loads the certificates and refuses what would expose an
-// unauthenticated member: a non-loopback address without certificates,
-// unless --insecure.
-func checkSecurity(m memberFlags, peers map[uint64]string, log *slog.Logger) (*security, *server.ACL, error) {
-	sf := m.sec
-	if err := sf.files.Check(); err != nil {
-		return nil, nil, usageErr("%v", err)
-	}
-	sec := &security{flags: sf}
-	if sf.clusterID != "" {
-		id, err := peer.ParseClusterID(sf.clusterID)
-		if err != nil {
-			return nil, nil, usageErr("--cluster-id: %v", err)
-		}
-		sec.clusterID = id
-	}
-	if !sf.files.Set() {
-		var exposed []string
-		for _, a := range []string{m.listen, m.peerListen, peers[m.id], m.http, m.advertise} {
-			if a != "" && !tlsconfig.IsLoopback(a) {
-				exposed = append(exposed, a)
-			}
-		}
-		if sf.acl != "" {
-			return nil, nil, errors.New("--acl needs client certificates: add --cert, --key and --ca")
-		}
-		if len(exposed) > 0 && !sf.insecure {
-			return nil, nil, fmt.Errorf("member %d would serve %s without authentication or encryption: add --cert, --key and --ca (raftlock certs init makes them), or --insecure", m.id, strings.Join(exposed, ", "))
-		}
-		if len(exposed) > 0 {
-			log.Warn("INSECURE: serving non-loopback addresses without TLS; anyone who reaches these ports can take any lock and speak as any member", "member", m.id, "addresses", strings.Join(exposed, ","))
-		}
-		return sec, nil, nil
-	}
-	r, err := tlsconfig.Load(sf.files)
-	if err != nil {
-		return nil, nil, err
-	}
-	id, err := tlsconfig.MemberID(r.Leaf())
-	if err != nil {
-		return nil, nil, fmt.Errorf("--cert %s: %w", sf.files.Cert, err)
-	}
-	if id != m.id {
-		return nil, nil, fmt.Errorf("--cert %s is member %d's certificate, not member %d's", sf.files.Cert, id, m.id)
-	}
-	sec.tls = r
-	var acl *server.ACL
-	if sf.acl != "" {
-		if acl, err = server.LoadACL(sf.acl); err != nil {
-			return nil, nil, err
-		}
-	}
-	return sec, acl, nil
-}
-
-// listen listens on addr, with TLS when the member has certificates.
-func (s *security) listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil || s == nil || s.tls == nil {
-		return ln, err
-	}
-	return tls.NewListener(ln, s.tls.ServerConfig()), nil
-}
-
-// reload re-reads the certificates and the ACL; what fails to load is
-// kept as it was, and said.
-func (s *security) reload(mb *member, log *slog.Logger) {
-	if s.tls != nil {
-		if err := s.tls.Reload(); err != nil {
-			log.Error("SIGHUP: certificates not reloaded; the previous ones stay in use", "err", err)
-		} else if id, err := tlsconfig.MemberID(s.tls.Leaf()); err != nil || id != mb.id {
-			log.Error("SIGHUP: the reloaded certificate is not this member's; peers will refuse it", "cert", s.flags.files.Cert, "err", err)
-		} else {
-			log.Info("SIGHUP: certificates reloaded", "cert", s.flags.files.Cert, "not_after", s.tls.Leaf().NotAfter)
-		}
-	}
-	if s.flags.acl != "" {
-		acl, err := server.LoadACL(s.flags.acl)
-		if err != nil {
-			log.Error("SIGHUP: ACL not reloaded; the previous one stays in force", "err", err)
-			return
-		}
-		mb.server.SetACL(acl)
-		log.Info("SIGHUP: ACL reloaded", "file", s.flags.acl, "rules", len(acl.Rules))
-	}
-}
-
 // reloadOnHUP reloads certificates and ACL on every SIGHUP until ctx ends.
-func reloadOnHUP(ctx context.Context, mbs []*member, log *slog.Logger) {
+func reloadOnHUP(ctx context.Context, mbs []*embed.Member) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
 	go func() {
@@ -146,7 +47,7 @@ func reloadOnHUP(ctx context.Context, mbs []*member, log *slog.Logger) {
 				return
 			case <-ch:
 				for _, mb := range mbs {
-					mb.sec.reload(mb, log.With("member", mb.id))
+					mb.Reload()
 				}
 			}
 		}

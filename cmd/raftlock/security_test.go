@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/raftlock/raftlock/internal/tlsconfig"
 )
 
 // A member that would serve a non-loopback address without certificates
-// refuses to start with one line naming the way out; --insecure starts it
-// with a loud warning; loopback-only members need nothing.
+// refuses to start with one line naming the way out, and creates nothing
+// (node/embed's TestSecurityChecks has the rest).
 func TestSecureByDefault(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
@@ -34,48 +30,5 @@ func TestSecureByDefault(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "d")); err == nil {
 		t.Error("a refused member created its data directory")
-	}
-
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	m := memberFlags{id: 1, listen: "0.0.0.0:8001", sec: securityFlags{insecure: true}}
-	if _, _, err := checkSecurity(m, map[uint64]string{1: "10.0.0.1:7001"}, log); err != nil {
-		t.Fatalf("--insecure: %v", err)
-	}
-	if !strings.Contains(logs.String(), "INSECURE") || !strings.Contains(logs.String(), "level=WARN") {
-		t.Errorf("--insecure logged no loud warning: %q", logs.String())
-	}
-	logs.Reset()
-	m = memberFlags{id: 1, listen: "127.0.0.1:8001", http: "localhost:9001"}
-	if _, _, err := checkSecurity(m, map[uint64]string{1: "127.0.0.1:7001", 2: "10.0.0.2:7001"}, log); err != nil {
-		t.Fatalf("loopback-only member: %v", err)
-	}
-	if logs.Len() != 0 {
-		t.Errorf("a loopback-only member logged %q", logs.String())
-	}
-
-	// Certificates: they must be all three, and this member's.
-	certs := t.TempDir()
-	if _, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: certs, Members: 2}); err != nil {
-		t.Fatal(err)
-	}
-	m = memberFlags{id: 1, listen: "0.0.0.0:8001", sec: securityFlags{files: tlsconfig.Files{Cert: filepath.Join(certs, "member-1.pem")}}}
-	if _, _, err := checkSecurity(m, map[uint64]string{1: "10.0.0.1:7001"}, log); err == nil {
-		t.Error("--cert without --key and --ca was accepted")
-	}
-	m.sec.files.Key, m.sec.files.CA = filepath.Join(certs, "member-1-key.pem"), filepath.Join(certs, "ca.pem")
-	if _, _, err := checkSecurity(m, map[uint64]string{1: "10.0.0.1:7001"}, log); err != nil {
-		t.Errorf("member 1 with its certificate: %v", err)
-	}
-	m.id = 2
-	if _, _, err := checkSecurity(m, map[uint64]string{2: "10.0.0.1:7001"}, log); err == nil || !strings.Contains(err.Error(), "member 1's certificate") {
-		t.Errorf("member 2 with member 1's certificate: %v", err)
-	}
-	// A bad ACL file refuses the start.
-	bad := filepath.Join(certs, "acl.json")
-	os.WriteFile(bad, []byte(`{"rules":[{"identity":"x","prefixes":[""],"rights":["fly"]}]}`), 0o644)
-	m.id, m.sec.acl = 1, bad
-	if _, _, err := checkSecurity(m, map[uint64]string{1: "10.0.0.1:7001"}, log); err == nil {
-		t.Error("a bad ACL file was accepted")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/server"
@@ -105,7 +106,7 @@ func fetchBackup(ctx context.Context, cl *client.Client) (membercore.BackupMeta,
 
 func fetchCapture(ctx context.Context, cl *client.Client) (membercore.BackupMeta, []byte, error) {
 	var first server.SnapshotSaveAnswer
-	if err := cl.Admin(ctx, "snapshot.save", nil, &first, true); err != nil {
+	if err := cl.Admin(ctx, wire.AdminSnapshotSave, nil, &first, true); err != nil {
 		return membercore.BackupMeta{}, nil, err
 	}
 	meta := first.Meta
@@ -116,7 +117,7 @@ func fetchCapture(ctx context.Context, cl *client.Client) (membercore.BackupMeta
 	for int64(len(table)) < meta.Size {
 		var a server.SnapshotSaveAnswer
 		args := server.SnapshotSaveArgs{Capture: first.Capture, Offset: int64(len(table))}
-		if err := cl.Admin(ctx, "snapshot.save", args, &a, true); err != nil {
+		if err := cl.Admin(ctx, wire.AdminSnapshotSave, args, &a, true); err != nil {
 			return membercore.BackupMeta{}, nil, err
 		}
 		if a.Meta != meta || a.Offset != int64(len(table)) || len(a.Data) == 0 || int64(len(table)+len(a.Data)) > meta.Size {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/server"
 )
@@ -99,7 +100,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	var list *server.MemberList
 	if *wholeCluster {
 		list = new(server.MemberList)
-		if err := adminCall(&cf, stdout, "member.list", nil, list, true); err != nil {
+		if err := adminCall(&cf, stdout, wire.AdminMemberList, nil, list, true); err != nil {
 			return err
 		}
 		eps = eps[:0]
@@ -156,7 +157,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		if list == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
 			list = new(server.MemberList)
-			if cl.Admin(ctx, "member.list", nil, list, true) != nil {
+			if cl.Admin(ctx, wire.AdminMemberList, nil, list, true) != nil {
 				list = nil
 			}
 			cancel()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"io"
 	"log/slog"
@@ -56,10 +57,14 @@ func TestStoppedNodeSendsGoAway(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mb.node.Close() // what its removal does to the node
-	<-mb.node.Done()
+	mb.Node().Close() // what its removal does to the node
+	<-mb.Node().Done()
 	stopped := make(chan error, 1)
-	go func() { stopped <- mb.stopped() }()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopped <- mb.Stopped(ctx)
+	}()
 
 	body, err := wire.ReadFrame(r)
 	if err != nil {

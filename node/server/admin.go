@@ -20,12 +20,12 @@ type adminCommand func(ctx context.Context, s *Server, body []byte) (any, error)
 // adminCommands are the commands OpAdmin runs, by name.
 func adminCommands() map[string]adminCommand {
 	return map[string]adminCommand{
-		"member.list":     memberList,
-		"member.add":      memberChange(node.AddLearner),
-		"member.promote":  memberChange(node.Promote),
-		"member.remove":   memberChange(node.Remove),
-		"leader.transfer": leaderTransfer,
-		"snapshot.save":   snapshotSave,
+		wire.AdminMemberList:     memberList,
+		wire.AdminMemberAdd:      memberChange(node.AddLearner),
+		wire.AdminMemberPromote:  memberChange(node.Promote),
+		wire.AdminMemberRemove:   memberChange(node.Remove),
+		wire.AdminLeaderTransfer: leaderTransfer,
+		wire.AdminSnapshotSave:   snapshotSave,
 	}
 }
 

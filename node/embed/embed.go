@@ -1,0 +1,339 @@
+// Package embed runs a whole raftlock member in a process, as raftlock node
+// does: the node, its client port, its HTTP port, its certificates and ACL.
+// It is what the CLI starts, and what a Go program that wants a member of
+// its own starts (as etcd's embed package does for etcd).
+package embed
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/internal/tlsconfig"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+// Config is one member's settings. Node holds the raft member's own;
+// Start fills its ClientAddr, Clock, Logger, PeerTLS and AuditJournal.
+type Config struct {
+	Node node.Config
+	// Listen is the client port's address; Advertise the one other members
+	// give out in redirects (default Listen).
+	Listen    string
+	Advertise string
+	// HTTP is the address of /metrics, /status and /healthz; "": none.
+	HTTP string
+	// TLS are the member's certificate, key and CA (none: plain TCP, which
+	// only loopback addresses may use unless Insecure); ACL is the file of
+	// client rights, which needs them.
+	TLS      tlsconfig.Files
+	ACL      string
+	Insecure bool
+	// FaultInjection lets the chaos harness set the member's clock over
+	// HTTP and read its audit journal; never in production.
+	FaultInjection bool
+	// Debug serves Go's /debug/pprof on the HTTP port.
+	Debug  bool
+	Limits server.Limits
+}
+
+// Member is a running member: a node and its servers.
+type Member struct {
+	node   *node.Node
+	server *server.Server
+	http   *http.Server
+	log    *slog.Logger
+	cfg    Config
+	tls    *tlsconfig.Reloader // nil: plain TCP
+}
+
+// Start starts a member. Everything that can be checked is checked, and
+// every listener bound, before the data directory is created; a start that
+// fails after that (the peer port taken) removes what it created, so a
+// failed start never leaves a directory that a later start would take for
+// a member's.
+func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
+	mb = &Member{cfg: cfg, log: log}
+	acl, err := mb.loadSecurity()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := mb.listen(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen for clients: %w", err)
+	}
+	var hln net.Listener
+	if cfg.HTTP != "" {
+		if hln, err = mb.listen(cfg.HTTP); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("listen for HTTP: %w", err)
+		}
+	}
+	closeListeners := func() {
+		ln.Close()
+		if hln != nil {
+			hln.Close()
+		}
+	}
+	undo, err := CreateDataDir(cfg.Node.DataDir)
+	if err != nil {
+		closeListeners()
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			undo()
+		}
+	}()
+	n, skew, err := mb.startNode()
+	if err != nil {
+		closeListeners()
+		return nil, err
+	}
+	mb.node, mb.server = n, server.New(n)
+	mb.server.SetACL(acl)
+	mb.server.SetLimits(cfg.Limits)
+	go mb.server.Serve(ln)
+	if hln != nil {
+		mb.serveHTTP(hln, skew)
+	}
+	return mb, nil
+}
+
+// startNode creates and starts the node; skew is its settable clock under
+// fault injection.
+func (mb *Member) startNode() (n *node.Node, skew *clock.Skew, err error) {
+	nc := mb.cfg.Node
+	nc.Clock, nc.Logger, nc.ClientAddr = clock.NewSystem(), mb.log, mb.cfg.Advertise
+	if nc.ClientAddr == "" {
+		nc.ClientAddr = mb.cfg.Listen
+	}
+	if mb.cfg.FaultInjection {
+		mb.log.Warn("FAULT INJECTION ENABLED: this member's clock can be changed over HTTP; never run it in production", "member", nc.ID, "bug", nc.Bug)
+		skew = clock.NewSkew()
+		nc.Clock = skew
+		nc.AuditJournal = filepath.Join(nc.DataDir, "audit-journal.jsonl")
+	}
+	if mb.tls != nil {
+		nc.PeerTLS = mb.tls
+	}
+	if n, err = node.New(nc); err != nil {
+		return nil, nil, err
+	}
+	if err := n.Start(); err != nil {
+		n.Close()
+		return nil, nil, err
+	}
+	return n, skew, nil
+}
+
+// serveHTTP serves the HTTP port: metrics, status and health, profiles with
+// Debug, the clock and audit journal with fault injection, the admin
+// endpoints only to admin identities.
+func (mb *Member) serveHTTP(ln net.Listener, skew *clock.Skew) {
+	mux := server.HTTPHandler(mb.node)
+	if mb.cfg.Debug {
+		server.DebugHandlers(mux)
+	}
+	if skew != nil {
+		mux.HandleFunc("POST /debug/clock", clockHandler(skew))
+		mux.HandleFunc("GET /debug/log", server.AuditHandler(mb.node))
+	}
+	mb.http = &http.Server{Handler: mb.server.RequireAdmin(mux), ReadHeaderTimeout: 5 * time.Second}
+	go mb.http.Serve(ln)
+}
+
+// loadSecurity loads the certificates and the ACL, and refuses what would
+// expose an unauthenticated member: a non-loopback address without
+// certificates, unless Insecure.
+func (mb *Member) loadSecurity() (*server.ACL, error) {
+	cfg, id := mb.cfg, mb.cfg.Node.ID
+	if err := cfg.TLS.Check(); err != nil {
+		return nil, err
+	}
+	if !cfg.TLS.Set() {
+		var exposed []string
+		for _, a := range []string{cfg.Listen, cfg.Node.PeerListen, cfg.Node.Peers[id], cfg.HTTP, cfg.Advertise} {
+			if a != "" && !tlsconfig.IsLoopback(a) {
+				exposed = append(exposed, a)
+			}
+		}
+		if cfg.ACL != "" {
+			return nil, errors.New("--acl needs client certificates: add --cert, --key and --ca")
+		}
+		if len(exposed) > 0 && !cfg.Insecure {
+			return nil, fmt.Errorf("member %d would serve %s without authentication or encryption: add --cert, --key and --ca (raftlock certs init makes them), or --insecure", id, strings.Join(exposed, ", "))
+		}
+		if len(exposed) > 0 {
+			mb.log.Warn("INSECURE: serving non-loopback addresses without TLS; anyone who reaches these ports can take any lock and speak as any member", "member", id, "addresses", strings.Join(exposed, ","))
+		}
+		return nil, nil
+	}
+	r, err := tlsconfig.Load(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	certID, err := tlsconfig.MemberID(r.Leaf())
+	if err != nil {
+		return nil, fmt.Errorf("--cert %s: %w", cfg.TLS.Cert, err)
+	}
+	if certID != id {
+		return nil, fmt.Errorf("--cert %s is member %d's certificate, not member %d's", cfg.TLS.Cert, certID, id)
+	}
+	mb.tls = r
+	if cfg.ACL == "" {
+		return nil, nil
+	}
+	return server.LoadACL(cfg.ACL)
+}
+
+// listen listens on addr, with TLS when the member has certificates.
+func (mb *Member) listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil || mb.tls == nil {
+		return ln, err
+	}
+	return tls.NewListener(ln, mb.tls.ServerConfig()), nil
+}
+
+// Node is the member's node.
+func (mb *Member) Node() *node.Node { return mb.node }
+
+// TLS says whether the member serves with certificates.
+func (mb *Member) TLS() bool { return mb.tls != nil }
+
+// Reload re-reads the certificates and the ACL (raftlock node does on
+// SIGHUP); what fails to load is kept as it was, and logged.
+func (mb *Member) Reload() {
+	log := mb.log.With("member", mb.cfg.Node.ID)
+	if mb.tls != nil {
+		if err := mb.tls.Reload(); err != nil {
+			log.Error("SIGHUP: certificates not reloaded; the previous ones stay in use", "err", err)
+		} else if id, err := tlsconfig.MemberID(mb.tls.Leaf()); err != nil || id != mb.cfg.Node.ID {
+			log.Error("SIGHUP: the reloaded certificate is not this member's; peers will refuse it", "cert", mb.cfg.TLS.Cert, "err", err)
+		} else {
+			log.Info("SIGHUP: certificates reloaded", "cert", mb.cfg.TLS.Cert, "not_after", mb.tls.Leaf().NotAfter)
+		}
+	}
+	if mb.cfg.ACL != "" {
+		acl, err := server.LoadACL(mb.cfg.ACL)
+		if err != nil {
+			log.Error("SIGHUP: ACL not reloaded; the previous one stays in force", "err", err)
+			return
+		}
+		mb.server.SetACL(acl)
+		log.Info("SIGHUP: ACL reloaded", "file", mb.cfg.ACL, "rules", len(acl.Rules))
+	}
+}
+
+// Close stops the member at once: no handover, clients cut off.
+func (mb *Member) Close() {
+	if mb.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		mb.http.Shutdown(ctx)
+		cancel()
+	}
+	mb.server.Close()
+	mb.node.Close()
+}
+
+// Shutdown stops the member gracefully (a leader hands over first; see
+// node.Shutdown) within ctx, then closes its listeners.
+func (mb *Member) Shutdown(ctx context.Context) error {
+	err := mb.node.Shutdown(ctx)
+	mb.stopServing(ctx)
+	return err
+}
+
+// Stopped ends a member whose node stopped by itself (Node().Done() is
+// closed): removed from the configuration (its job is done: nil), or a
+// fatal error. Its clients get a goaway as at a shutdown, not a broken
+// connection: a request in flight on a broken connection has an unknown
+// outcome for its caller, while the stopped node answers it (and whatever
+// else they send) ErrStopped, which they retry on another member.
+func (mb *Member) Stopped(ctx context.Context) error {
+	mb.stopServing(ctx)
+	mb.node.Close()
+	if err := mb.node.Err(); !errors.Is(err, node.ErrRemoved) {
+		return fmt.Errorf("member %d stopped: %w", mb.cfg.Node.ID, err)
+	}
+	return nil
+}
+
+// stopServing sends every client a goaway and closes the listeners once
+// the clients hung up or ctx ended. Clients move on at the goaway; the
+// node answers what they still send (ErrStopped, retryable).
+func (mb *Member) stopServing(ctx context.Context) {
+	if mb.http != nil {
+		mb.http.Shutdown(ctx)
+	}
+	mb.server.Shutdown(ctx)
+}
+
+// CreateDataDir creates dir if it is missing, and returns what removes
+// again what the start put there: the directories it created, or the
+// contents of a directory that existed empty. A directory that held
+// anything is never touched.
+func CreateDataDir(dir string) (undo func(), err error) {
+	created := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		created = d
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	wasEmpty := false
+	if created == "" {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		wasEmpty = len(entries) == 0
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	return func() {
+		switch {
+		case created != "":
+			os.RemoveAll(created)
+		case wasEmpty:
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		}
+	}, nil
+}
+
+// clockHandler sets the member's clock rate and offset:
+// POST /debug/clock {"rate":2.0,"offset_ms":0}.
+func clockHandler(c *clock.Skew) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Rate     float64 `json:"rate"`
+			OffsetMS int64   `json:"offset_ms"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.Rate <= 0 {
+			http.Error(w, "want {\"rate\":R>0,\"offset_ms\":N}", http.StatusBadRequest)
+			return
+		}
+		c.Set(req.Rate, time.Duration(req.OffsetMS)*time.Millisecond)
+		fmt.Fprintf(w, "{\"rate\":%g}\n", c.Rate())
+	}
+}
