@@ -67,13 +67,6 @@ type benchConfig struct {
 	memberProcs   int
 }
 
-// heldLease is the lease of the held locks: the longest a member grants,
-// so none expires during a run.
-const heldLease = time.Hour
-
-// idleWindow is how long the leader's idle CPU is measured.
-const idleWindow = 5 * time.Second
-
 // optBool is a boolean flag whose default depends on other flags: unset,
 // it keeps def.
 type optBool struct {
@@ -227,6 +220,8 @@ func (c *benchConfig) validate(tf tlsFlags) error {
 		return usageErr("--key-size must be %d..%d, got %d", bench.MinKeySize, bench.MaxKeySize, c.keySize)
 	case len(c.held) > 0 && len(c.peers) > 0:
 		return usageErr("--held measures raftlock only: run --compare without it")
+	case c.nodes < 1:
+		return usageErr("--nodes must be at least 1")
 	case c.fillClients < 1:
 		return usageErr("--fill-clients must be at least 1, got %d", c.fillClients)
 	}
@@ -261,135 +256,32 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b := &benchRun{cfg: c, progress: stderr, log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		stopSignals: stop, rep: &bench.Report{Command: "raftlock bench " + strings.Join(args, " "),
-			Machine: bench.Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()},
-			TLS:     c.useTLS || c.clientTLS != nil}}
-	fmt.Fprintln(b.progress, "bench: measuring the floor (fsync, loopback round trip)")
-	if b.rep.Floor, err = bench.MeasureFloor(ctx, c.dir); err != nil {
-		return fmt.Errorf("measure floor: %w", err)
-	}
-	if len(c.held) > 0 {
-		err = b.measureHeld(ctx)
-	} else {
-		err = b.measureSystems(ctx)
-	}
-	if err != nil {
+	rep := &bench.Report{Command: "raftlock bench " + strings.Join(args, " "),
+		Machine: bench.Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()},
+		TLS:     c.useTLS || c.clientTLS != nil}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := c.plan().Run(ctx, rep, stderr, log, stop); err != nil {
 		return err
 	}
-	return b.report(stdout)
+	return c.report(rep, stdout)
 }
 
-// benchRun is one bench invocation under way: its configuration and the
-// report it fills.
-type benchRun struct {
-	cfg      *benchConfig
-	progress io.Writer
-	log      *slog.Logger
-	rep      *bench.Report
-	// stopSignals gives Ctrl-C back its default: called once the bench
-	// was interrupted, so that a second Ctrl-C stops it at once.
-	stopSignals func()
-}
-
-// interrupted marks the report partial, saying where the run stopped.
-func (b *benchRun) interrupted(where string) {
-	b.rep.Partial = true
-	b.rep.Notes = append(b.rep.Notes, "interrupted during "+where+"; the runs listed were measured before")
-	fmt.Fprintln(b.progress, "bench: interrupted during "+where+": writing what was measured, marked partial")
-}
-
-// measureSystems runs every point on raftlock and each peer compared.
-func (b *benchRun) measureSystems(ctx context.Context) error {
-	for _, sys := range append([]string{"raftlock"}, b.cfg.peers...) {
-		t, err := b.startTarget(ctx, sys)
-		if err != nil {
-			if ctx.Err() != nil {
-				b.interrupted("the start of " + sys)
-				return nil
-			}
-			if sys == "raftlock" {
-				return err
-			}
-			note := fmt.Sprintf("%s skipped: %v", sys, err)
-			b.rep.Notes = append(b.rep.Notes, note)
-			fmt.Fprintln(b.progress, "bench:", note)
-			continue
-		}
-		err = b.measurePoints(ctx, t, 0)
-		t.Close()
-		if err != nil || b.rep.Partial {
-			return err
-		}
-	}
-	return nil
-}
-
-// measurePoints runs every workload and client count on t, the table
-// holding held locks; an interruption marks the report partial and
-// returns nil.
-func (b *benchRun) measurePoints(ctx context.Context, t bench.Target, held int) error {
-	c := b.cfg
-	for _, w := range c.workloads {
-		for _, n := range c.counts {
-			spec := bench.Spec{Workload: w, Clients: n, Rate: c.rate, Duration: c.duration, Warmup: c.warmup, HotKeys: c.hotKeys, KeySize: c.keySize}
-			where := fmt.Sprintf("%s %s c=%d", t.Name(), w, n)
-			if held > 0 {
-				where += fmt.Sprintf(" held=%d", held)
-			}
-			reps, err := b.repeatPoint(ctx, t, spec)
-			if err != nil && ctx.Err() == nil {
-				return fmt.Errorf("%s: %w", where, err)
-			}
-			if len(reps) > 0 {
-				r := bench.Combine(reps)
-				r.Held = held
-				b.rep.Runs = append(b.rep.Runs, r)
-				if err == nil {
-					fmt.Fprintf(b.progress, "bench: %-11s %-11s c=%-4d %9.0f ops/s p50 %dµs p99 %dµs%s\n",
-						r.System, w, n, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99, medianNote(c.repeat))
-				}
-			}
-			if err != nil {
-				b.interrupted(where)
-				if len(reps) > 0 {
-					// Repeats already measured are results too.
-					b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("%s: %d of %d repeats", where, len(reps), c.repeat))
-				}
-				return nil
-			}
-		}
-	}
-	return nil
-}
-
-// repeatPoint measures spec --repeat times; on an error it returns the
-// repeats measured before it.
-func (b *benchRun) repeatPoint(ctx context.Context, t bench.Target, spec bench.Spec) ([]bench.Run, error) {
-	var reps []bench.Run
-	for i := range b.cfg.repeat {
-		r, err := bench.Measure(ctx, t, spec, b.progress)
-		if err != nil {
-			return reps, err
-		}
-		if b.cfg.repeat > 1 {
-			fmt.Fprintf(b.progress, "bench: %-11s %-11s c=%-4d run %d/%d %9.0f ops/s p50 %dµs p99 %dµs\n",
-				r.System, spec.Workload, spec.Clients, i+1, b.cfg.repeat, r.ThroughputOpsS, r.Latency.P50, r.Latency.P99)
-		}
-		reps = append(reps, r)
-	}
-	return reps, nil
+// plan is what the flags ask the bench to measure.
+func (c *benchConfig) plan() bench.Plan {
+	return bench.Plan{Raftlock: c.raftlockConfig(), Endpoints: splitList(c.endpoints), ClientTLS: c.clientTLS, Compare: c.peers,
+		Spec:      bench.Spec{Rate: c.rate, Duration: c.duration, Warmup: c.warmup, HotKeys: c.hotKeys, KeySize: c.keySize},
+		Workloads: c.workloads, Clients: c.counts, Repeat: c.repeat, Held: c.held, FillClients: c.fillClients, CatchUp: c.catchUp}
 }
 
 // report writes the results where they were asked for.
-func (b *benchRun) report(stdout io.Writer) error {
-	rep, out := b.rep, b.cfg.out
+func (c *benchConfig) report(rep *bench.Report, stdout io.Writer) error {
+	out := c.out
 	if out != "" {
 		if err := rep.Write(out); err != nil {
 			return fmt.Errorf("write results: %w", err)
 		}
 	}
-	if b.cfg.asJSON {
+	if c.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
@@ -411,37 +303,9 @@ func (b *benchRun) report(stdout io.Writer) error {
 	return nil
 }
 
-// medianNote marks a progress line that reports a median of repeats.
-func medianNote(repeat int) string {
-	if repeat == 1 {
-		return ""
-	}
-	return fmt.Sprintf(" (median of %d)", repeat)
-}
-
-func (b *benchRun) startTarget(ctx context.Context, sys string) (bench.Target, error) {
-	c := b.cfg
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	switch sys {
-	case "raftlock":
-		if c.endpoints != "" {
-			return bench.RaftlockEndpoints(sctx, splitList(c.endpoints), c.lease, c.clientTLS)
-		}
-		return b.startRaftlock(sctx)
-	case "etcd-mutex", "etcd-txn":
-		return bench.StartEtcd(sctx, bench.EtcdConfig{Dir: c.dir, Lease: c.lease, Mode: sys, Nodes: c.nodes})
-	case "redis":
-		return bench.StartRedis(sctx, bench.RedisConfig{Dir: c.dir, Lease: c.lease})
-	}
-	return nil, errors.New("unknown system " + sys)
-}
-
-func (b *benchRun) startRaftlock(ctx context.Context) (bench.Target, error) {
-	c := b.cfg
-	if c.nodes < 1 {
-		return nil, usageErr("--nodes must be at least 1")
-	}
+// raftlockConfig is the cluster the bench starts, named after the
+// ablations it runs.
+func (c *benchConfig) raftlockConfig() bench.RaftlockConfig {
 	name := "raftlock"
 	if c.noBatch {
 		name += " --no-batch"
@@ -471,5 +335,5 @@ func (b *benchRun) startRaftlock(ctx context.Context) (bench.Target, error) {
 		// Room for the held locks beside every point's own keys.
 		cfg.MaxKeys = max(node.DefaultMaxKeys, c.held[len(c.held)-1]+1<<16)
 	}
-	return bench.StartRaftlock(ctx, cfg)
+	return cfg
 }
