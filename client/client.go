@@ -43,12 +43,21 @@ var (
 	// ErrPermissionDenied: the member's ACL does not let this client's
 	// identity (its certificate's common name) make the call.
 	ErrPermissionDenied = errors.New("raftlock: permission denied")
+	// ErrUnknownCapture: a snapshot.save read named a capture the leader
+	// no longer holds (dropped, or the leader changed); start a new one.
+	ErrUnknownCapture = errors.New("raftlock: " + wire.ReasonUnknownCapture)
 )
 
 // InvalidArgumentError is the cluster rejecting a call's arguments.
 type InvalidArgumentError struct{ Reason string }
 
 func (e *InvalidArgumentError) Error() string { return "raftlock: invalid argument: " + e.Reason }
+
+// Is makes errors.Is(err, ErrUnknownCapture) true of the answer to a read
+// of a dropped snapshot capture.
+func (e *InvalidArgumentError) Is(target error) bool {
+	return target == ErrUnknownCapture && strings.HasPrefix(e.Reason, wire.ReasonUnknownCapture)
+}
 
 // ServerError is an answer the client has no better name for (for example
 // the state machine's defensive GrantRejected).

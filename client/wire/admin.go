@@ -10,3 +10,8 @@ const (
 	AdminLeaderTransfer = "leader.transfer"
 	AdminSnapshotSave   = "snapshot.save"
 )
+
+// ReasonUnknownCapture starts the reason of the invalid-argument answer to
+// a snapshot.save read of a capture the leader no longer holds (dropped,
+// or the leader changed); the caller starts a new capture.
+const ReasonUnknownCapture = "unknown snapshot capture"

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/raftlock/raftlock/client"
-	"github.com/raftlock/raftlock/client/wire"
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/server"
@@ -71,7 +66,7 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer done()
-	meta, table, err := fetchBackup(ctx, cl)
+	meta, table, err := server.FetchBackup(ctx, cl)
 	if err != nil {
 		return clientErr(cf.timedOut(err))
 	}
@@ -85,55 +80,6 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "saved snapshot at index %d term %d: %s, last token %d, %s, sha256 %s -> %s\n",
 		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, plural(int(meta.Size), "byte", "bytes"), meta.SHA256, file)
 	return nil
-}
-
-// fetchBackup pulls one capture of the leader's table (snapshot.save) and
-// checks it. A capture lost midway (the leader changed, or it expired) is
-// started again, twice at most.
-func fetchBackup(ctx context.Context, cl *client.Client) (membercore.BackupMeta, []byte, error) {
-	var lastErr error
-	for range 3 {
-		meta, table, err := fetchCapture(ctx, cl)
-		var inv *client.InvalidArgumentError
-		if errors.As(err, &inv) && strings.Contains(inv.Reason, "unknown snapshot capture") {
-			lastErr = err
-			continue
-		}
-		return meta, table, err
-	}
-	return membercore.BackupMeta{}, nil, lastErr
-}
-
-func fetchCapture(ctx context.Context, cl *client.Client) (membercore.BackupMeta, []byte, error) {
-	var first server.SnapshotSaveAnswer
-	if err := cl.Admin(ctx, wire.AdminSnapshotSave, nil, &first, true); err != nil {
-		return membercore.BackupMeta{}, nil, err
-	}
-	meta := first.Meta
-	if meta.Size < 0 || meta.Size > 1<<34 {
-		return membercore.BackupMeta{}, nil, fmt.Errorf("the leader announced a snapshot of %d bytes", meta.Size)
-	}
-	table := make([]byte, 0, meta.Size)
-	for int64(len(table)) < meta.Size {
-		var a server.SnapshotSaveAnswer
-		args := server.SnapshotSaveArgs{Capture: first.Capture, Offset: int64(len(table))}
-		if err := cl.Admin(ctx, wire.AdminSnapshotSave, args, &a, true); err != nil {
-			return membercore.BackupMeta{}, nil, err
-		}
-		if a.Meta != meta || a.Offset != int64(len(table)) || len(a.Data) == 0 || int64(len(table)+len(a.Data)) > meta.Size {
-			return membercore.BackupMeta{}, nil, fmt.Errorf("snapshot capture %s: a chunk that does not fit (offset %d, %d bytes)", first.Capture, a.Offset, len(a.Data))
-		}
-		table = append(table, a.Data...)
-	}
-	sum := sha256.Sum256(table)
-	if hex.EncodeToString(sum[:]) != meta.SHA256 {
-		return membercore.BackupMeta{}, nil, fmt.Errorf("snapshot received with sha256 %x, the leader announced %s", sum, meta.SHA256)
-	}
-	// The file must decode as restore will read it.
-	if _, _, _, err := membercore.DecodeBackup(membercore.EncodeBackup(meta, table)); err != nil {
-		return membercore.BackupMeta{}, nil, err
-	}
-	return meta, table, nil
 }
 
 // writeFileAtomic writes data to name so that name is either absent (or

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 )
@@ -23,7 +24,7 @@ import (
 //     up to SnapshotChunk bytes of the table from offset N (base64 in the
 //     JSON). A member that does not hold the capture and is not the leader
 //     redirects to the leader; the leader answers invalid argument
-//     ("unknown snapshot capture") once it has dropped it, or after a
+//     (wire.ReasonUnknownCapture) once it has dropped it, or after a
 //     change of leader: the caller starts again.
 //
 // A member keeps at most maxCaptures captures, each until a minute after
@@ -47,9 +48,6 @@ type SnapshotSaveAnswer struct {
 	Offset  int64             `json:"offset"`
 	Data    []byte            `json:"data,omitempty"`
 }
-
-// errUnknownCapture answers a read of a capture this member does not hold.
-const errUnknownCapture = "unknown snapshot capture"
 
 // captureCache holds the captures of one Server; the zero value is empty.
 type captureCache struct {
@@ -91,7 +89,7 @@ func snapshotSave(ctx context.Context, s *Server, body []byte) (any, error) {
 		if st.Role != "leader" {
 			return nil, &node.NotLeaderError{LeaderID: st.Leader, LeaderAddr: st.LeaderAddr}
 		}
-		return nil, &node.InvalidArgumentError{Reason: fmt.Sprintf("%s %q (dropped after %v, or the leader changed): start again", errUnknownCapture, args.Capture, captureTTL)}
+		return nil, &node.InvalidArgumentError{Reason: fmt.Sprintf("%s %q (dropped after %v, or the leader changed): start again", wire.ReasonUnknownCapture, args.Capture, captureTTL)}
 	}
 	if args.Offset < 0 || args.Offset > int64(len(c.table)) {
 		return nil, &node.InvalidArgumentError{Reason: fmt.Sprintf("offset %d outside the capture's %d bytes", args.Offset, len(c.table))}
