@@ -12,31 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/raftlock/raftlock/checker"
 )
 
 // auditLog is what a member's GET /debug/log returns (the fields used here).
 type auditLog struct {
-	Complete bool           `json:"complete"`
-	Commands []AuditCommand `json:"commands"`
-}
-
-// AuditCommand is one applied command with its result, as a member's
-// journal records it; Tag is the history's invoke index + 1 of the request
-// that proposed it (0 for the leader's own Expires and ghost releases).
-type AuditCommand struct {
-	Index  uint64 `json:"index"`
-	Op     string `json:"op"`
-	Key    string `json:"key"`
-	Tag    uint64 `json:"tag,omitempty"`
-	Status string `json:"status"`
-	Token  uint64 `json:"token,omitempty"`
-}
-
-// CommittedLog is the log the audit settles the history against. Final:
-// complete from index 1 and the members converged, so absence is evidence.
-type CommittedLog struct {
-	Final    bool           `json:"final"`
-	Commands []AuditCommand `json:"commands"`
+	Complete bool                 `json:"complete"`
+	Commands []checker.LogCommand `json:"commands"`
 }
 
 // bestAuditLog asks every member for its applied log and returns the one
@@ -117,8 +100,8 @@ func readJournalFile(path string) (auditLog, error) {
 	}
 	defer f.Close()
 	type entry struct {
-		Index    uint64         `json:"index"`
-		Commands []AuditCommand `json:"commands"`
+		Index    uint64               `json:"index"`
+		Commands []checker.LogCommand `json:"commands"`
 	}
 	entries := map[uint64]entry{}
 	sc := bufio.NewScanner(f)

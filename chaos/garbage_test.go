@@ -16,7 +16,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 
-	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
 )
@@ -83,14 +82,7 @@ func TestGarbageRunStaysValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := checker.Options{Crashes: []string{}}
-	for _, c := range res.Crashes {
-		opts.Crashes = append(opts.Crashes, c.String())
-	}
-	for _, d := range res.Digests {
-		opts.Digests = append(opts.Digests, checker.NodeDigest{Node: d.Node, Applied: d.Applied, Digest: d.Digest})
-	}
-	v := checker.Check(res.Events, opts)
+	v := Check(res, 0)
 	if !v.Valid || len(res.Crashes) > 0 {
 		t.Fatalf("verdict %s, crashes %v; logs in %s", v.Verdict, res.Crashes, out)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
@@ -82,7 +83,7 @@ func TestReadJournalFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []AuditCommand{{Index: 2, Op: "grant", Key: "k", Tag: 5, Status: "ok", Token: 7}, {Index: 3, Op: "release", Key: "k", Tag: 9, Status: "ok", Token: 7}}
+	want := []checker.LogCommand{{Index: 2, Op: "grant", Key: "k", Tag: 5, Status: "ok", Token: 7}, {Index: 3, Op: "release", Key: "k", Tag: 9, Status: "ok", Token: 7}}
 	if !l.Complete || len(l.Commands) != 2 || l.Commands[0] != want[0] || l.Commands[1] != want[1] {
 		t.Fatalf("journal read as %+v, want complete with %+v", l, want)
 	}
@@ -97,10 +98,10 @@ func TestReadJournalFile(t *testing.T) {
 // (absence from it proves nothing); a newcomer's starts late. A member
 // complete to the end wins; without one, the longest, marked incomplete.
 func TestPickAuditLogWithRemovedAndNewMembers(t *testing.T) {
-	cmds := func(from, to uint64) []AuditCommand {
-		var out []AuditCommand
+	cmds := func(from, to uint64) []checker.LogCommand {
+		var out []checker.LogCommand
 		for i := from; i <= to; i++ {
-			out = append(out, AuditCommand{Index: i, Op: "grant"})
+			out = append(out, checker.LogCommand{Index: i, Op: "grant"})
 		}
 		return out
 	}

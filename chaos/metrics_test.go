@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/raftlock/raftlock/checker"
 )
 
 const exposition = `# HELP raftlock_snapshots_total Snapshots taken and log compactions done.
@@ -112,9 +114,9 @@ func TestSupervisorMetricsAcrossRestart(t *testing.T) {
 }
 
 func TestPickAuditLog(t *testing.T) {
-	long := auditLog{Commands: make([]AuditCommand, 9)}
-	short := auditLog{Commands: make([]AuditCommand, 3)}
-	complete := auditLog{Complete: true, Commands: make([]AuditCommand, 5)}
+	long := auditLog{Commands: make([]checker.LogCommand, 9)}
+	short := auditLog{Commands: make([]checker.LogCommand, 3)}
+	complete := auditLog{Complete: true, Commands: make([]checker.LogCommand, 5)}
 	for _, tc := range []struct {
 		logs map[int]auditLog
 		want int

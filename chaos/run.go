@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
@@ -138,19 +139,12 @@ func (c *Config) Transfer() Transfer {
 	return t
 }
 
-// NodeDigest is one member's state digest at its applied index.
-type NodeDigest struct {
-	Node    int    `json:"node"`
-	Applied uint64 `json:"applied"`
-	Digest  string `json:"digest"`
-}
-
 // Result is what a run recorded, for the checker.
 type Result struct {
 	Events  []history.Event
-	Digests []NodeDigest
-	Log     *CommittedLog // the committed log the post-run audit read; nil: none
-	Stats   ClusterStats  // restarts and snapshots, summed over the members
+	Digests []checker.NodeDigest
+	Log     *checker.CommittedLog // the committed log the post-run audit read; nil: none
+	Stats   ClusterStats          // restarts and snapshots, summed over the members
 	// Crashes are members that exited on their own (a panic, say): a
 	// failure of raftlock that no history shows, reported beside the verdict.
 	Crashes []Crash
@@ -439,7 +433,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if !log.Complete {
 			cfg.Log.Warn("no member's audit log is complete: absent acquires stay unknown", "node", id, "commands", len(log.Commands))
 		}
-		res.Log = &CommittedLog{Final: log.Complete && converged, Commands: log.Commands}
+		res.Log = &checker.CommittedLog{Final: log.Complete && converged, Commands: log.Commands}
 		if b, err := json.Marshal(res.Log); err == nil {
 			os.WriteFile(filepath.Join(cfg.Out, "committed-log.json"), append(b, '\n'), 0o644)
 		}
@@ -474,7 +468,7 @@ func finalReads(ctx context.Context, wl *Workload, keys []string) {
 
 // collectDigests waits (up to 15 s) for every member to reach the same
 // applied index, then takes each member's digest.
-func collectDigests(ctx context.Context, sup *Supervisor) []NodeDigest {
+func collectDigests(ctx context.Context, sup *Supervisor) []checker.NodeDigest {
 	deadline := time.Now().Add(15 * time.Second)
 	var st map[int]wire.Status
 	for {
@@ -489,10 +483,10 @@ func collectDigests(ctx context.Context, sup *Supervisor) []NodeDigest {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var out []NodeDigest
+	var out []checker.NodeDigest
 	for _, id := range sup.IDs() {
 		if s, ok := st[id]; ok {
-			out = append(out, NodeDigest{Node: id, Applied: s.Applied, Digest: s.Digest})
+			out = append(out, checker.NodeDigest{Node: id, Applied: s.Applied, Digest: s.Digest})
 		}
 	}
 	return out

@@ -262,33 +262,13 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return harnessErr(err)
 	}
-	opts := checker.Options{Crashes: []string{},
-		Newcomers:         &checker.Newcomers{Added: len(res.Membership.Newcomers), Problems: res.Membership.Problems},
-		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: res.Integrity.Corrupt, Forged: res.Integrity.Forged}}
-	for _, c := range res.Crashes {
-		opts.Crashes = append(opts.Crashes, c.String())
-	}
-	for _, d := range res.Digests {
-		opts.Digests = append(opts.Digests, checker.NodeDigest{Node: d.Node, Applied: d.Applied, Digest: d.Digest})
-	}
 	if res.Log != nil {
-		opts.Log = &checker.CommittedLog{Final: res.Log.Final}
-		for _, c := range res.Log.Commands {
-			opts.Log.Commands = append(opts.Log.Commands, checker.LogCommand(c))
-		}
 		// What the audit settled, for a reader (check --log redoes it).
-		if b, err := json.MarshalIndent(checker.Resolve(res.Events, *opts.Log), "", "  "); err == nil {
+		if b, err := json.MarshalIndent(checker.Resolve(res.Events, *res.Log), "", "  "); err == nil {
 			os.WriteFile(filepath.Join(cfg.Out, "resolved.json"), append(b, '\n'), 0o644)
 		}
 	}
-	v := checker.Check(res.Events, opts)
-	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.SnapshotsInstalled
-	v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot = res.Membership.Replaced, res.Membership.ReplacedBySnapshot
-	v.Stats.SnapshotsRefused, v.Stats.SnapshotsCorrupt = res.Stats.SnapshotsRefused, res.Stats.SnapshotsCorrupt
-	v.Stats.HeldLocks = res.Held.Locks
-	if res.Held.Locks > 0 {
-		v.Stats.HeldKeySize, v.Stats.HeldFillSeconds = res.Held.KeySize, res.Held.Seconds
-	}
+	v := chaos.Check(res, 0)
 	if _, err := v.WriteReports(cfg.Out); err != nil {
 		return harnessErr(err)
 	}

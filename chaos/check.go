@@ -1,0 +1,31 @@
+package chaos
+
+import (
+	"time"
+
+	"github.com/raftlock/raftlock/checker"
+)
+
+// Check runs the checker on a run's history, with what the harness found
+// beside it: the members' crashes and digests, the committed log, the
+// newcomers' problems and the snapshot integrity counts; the verdict's
+// stats carry the run's restarts, snapshots, membership changes and held
+// table. timeout bounds the linearizability search (0: the checker's
+// default). sim.Check is its twin for the simulator.
+func Check(res *Result, timeout time.Duration) *checker.Verdict {
+	opts := checker.Options{Timeout: timeout, Crashes: []string{}, Digests: res.Digests, Log: res.Log,
+		Newcomers:         &checker.Newcomers{Added: len(res.Membership.Newcomers), Problems: res.Membership.Problems},
+		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: res.Integrity.Corrupt, Forged: res.Integrity.Forged}}
+	for _, c := range res.Crashes {
+		opts.Crashes = append(opts.Crashes, c.String())
+	}
+	v := checker.Check(res.Events, opts)
+	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.SnapshotsInstalled
+	v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot = res.Membership.Replaced, res.Membership.ReplacedBySnapshot
+	v.Stats.SnapshotsRefused, v.Stats.SnapshotsCorrupt = res.Stats.SnapshotsRefused, res.Stats.SnapshotsCorrupt
+	v.Stats.HeldLocks = res.Held.Locks
+	if res.Held.Locks > 0 {
+		v.Stats.HeldKeySize, v.Stats.HeldFillSeconds = res.Held.KeySize, res.Held.Seconds
+	}
+	return v
+}
