@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/checker"
@@ -246,176 +247,240 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	logs := filepath.Join(cfg.Out, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return nil, &HarnessError{err}
+	r := &run{cfg: cfg, logs: filepath.Join(cfg.Out, "logs")}
+	defer r.close()
+	res, err := r.phases(ctx)
+	if err != nil {
+		var he *HarnessError
+		if !errors.As(err, &he) {
+			err = &HarnessError{err}
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+// run is one chaos run under way: the cluster, the history and what
+// drives them.
+type run struct {
+	cfg  Config
+	logs string // the members' logs and data
+	keys []string
+	hf   *os.File
+	sup  *Supervisor
+	rec  *history.Recorder
+	wl   *Workload
+	nem  *Nemesis
+	held HeldFill
+}
+
+func (r *run) close() {
+	if r.sup != nil {
+		r.sup.Close()
+	}
+	if r.hf != nil {
+		r.hf.Close()
+	}
+}
+
+// phases carries the run out: start the cluster and fill its table, run
+// the workload under the nemesis, heal and read every key, restart every
+// member from its disk, then collect what the checks need.
+func (r *run) phases(ctx context.Context) (*Result, error) {
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.record(); err != nil {
+		return nil, err
+	}
+	// The snapshot counters die with each member process: poll them so a
+	// member paused and then killed (it cannot answer the reading Kill
+	// takes) loses at most one period of counts.
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	go r.sup.PollMetrics(pollCtx, time.Second)
+	if err := r.workload(ctx); err != nil {
+		return nil, err
+	}
+	bg := context.WithoutCancel(ctx)
+	if err := r.heal(bg); err != nil {
+		return nil, err
+	}
+	finalReads(bg, r.wl, r.keys)
+	if err := r.restartAll(bg); err != nil {
+		return nil, err
+	}
+	digests := collectDigests(bg, r.sup)
+	stopPoll()
+	r.sup.ReadAllMetrics(bg)
+	return r.collect(bg, digests)
+}
+
+// start starts the cluster and fills its table with the held locks.
+func (r *run) start(ctx context.Context) error {
+	cfg := r.cfg
+	if err := os.MkdirAll(r.logs, 0o755); err != nil {
+		return err
 	}
 	hf, err := os.Create(filepath.Join(cfg.Out, "history.jsonl"))
 	if err != nil {
-		return nil, &HarnessError{err}
+		return err
 	}
-	defer hf.Close()
+	r.hf = hf
 	var extra []string
 	if cfg.Bug != "" {
 		extra = []string{"--unsafe-bug", cfg.Bug}
 	}
-	sup, err := NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
+	r.sup, err = NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: r.logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Transfer: cfg.Transfer(),
 		Membership: slices.Contains(cfg.Nemeses, "membership")})
 	if err != nil {
-		return nil, &HarnessError{err}
+		return err
 	}
-	defer sup.Close()
-	if err := sup.Start(); err != nil {
-		return nil, &HarnessError{err}
+	if err := r.sup.Start(); err != nil {
+		return err
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err = sup.WaitReady(readyCtx)
+	err = r.sup.WaitReady(readyCtx)
 	cancel()
 	if err != nil {
-		return nil, &HarnessError{fmt.Errorf("cluster never came up: %w (see %s)", err, logs)}
+		return fmt.Errorf("cluster never came up: %w (see %s)", err, r.logs)
 	}
-	held, err := fillHeld(ctx, sup.ClientAddrs(), cfg.Held, cfg.KeySize, cfg.Progress)
+	r.held, err = fillHeld(ctx, r.sup.ClientAddrs(), cfg.Held, cfg.KeySize, cfg.Progress)
 	if err != nil {
-		return nil, &HarnessError{err}
+		return err
 	}
 	if cfg.Held > 0 && cfg.Progress != nil {
-		fmt.Fprintf(cfg.Progress, "chaos: held %d locks of %d-byte keys in %.1fs\n", held.Locks, held.KeySize, held.Seconds)
+		fmt.Fprintf(cfg.Progress, "chaos: held %d locks of %d-byte keys in %.1fs\n", r.held.Locks, r.held.KeySize, r.held.Seconds)
 	}
+	return nil
+}
 
-	keys := make([]string, cfg.Keys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%d", i+1)
+// record opens the history with its header and sets up the workload and
+// the nemesis that write to it.
+func (r *run) record() error {
+	cfg := r.cfg
+	r.keys = make([]string, cfg.Keys)
+	for i := range r.keys {
+		r.keys[i] = fmt.Sprintf("k%d", i+1)
 	}
 	tr := cfg.Transfer()
-	rec, err := history.NewRecorder(hf, map[string]any{
-		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Nemeses, "clients": cfg.Clients, "keys": keys,
+	var err error
+	r.rec, err = history.NewRecorder(r.hf, map[string]any{
+		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Nemeses, "clients": cfg.Clients, "keys": r.keys,
 		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
 		"time_s": cfg.Time.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery, "snapshot_keep": cfg.SnapshotKeep,
 		"held": cfg.Held, "key_size": cfg.KeySize, "snapshot_by_entries": tr.ByEntries,
 		"snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit,
 	})
 	if err != nil {
-		return nil, &HarnessError{err}
+		return err
 	}
-	wl := &Workload{Clients: cfg.Clients, Keys: keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
-		Endpoints: sup.ClientAddrs(), Spare: sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: rec, Store: NewFencedStore(rec)}
-	nem := &Nemesis{Sup: sup, Rec: rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
+	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
+		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: NewFencedStore(r.rec)}
+	r.nem = &Nemesis{Sup: r.sup, Rec: r.rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log, BigSnapshots: cfg.Held > 0}
+	return nil
+}
 
-	// The snapshot counters die with each member process: poll them so a
-	// member paused and then killed (it cannot answer the reading Kill
-	// takes) loses at most one period of counts.
-	pollCtx, stopPoll := context.WithCancel(ctx)
-	defer stopPoll()
-	go sup.PollMetrics(pollCtx, time.Second)
-
-	runCtx, stop := context.WithTimeout(ctx, cfg.Time)
+// workload runs the clients for cfg.Time, the nemesis and the progress
+// lines beside them.
+func (r *run) workload(ctx context.Context) error {
+	runCtx, stop := context.WithTimeout(ctx, r.cfg.Time)
 	defer stop()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if len(cfg.Nemeses) > 0 {
-			nem.Run(runCtx)
-		}
-	}()
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		progress(runCtx, cfg, rec, wl, nem)
-	}()
-	if err := wl.Run(runCtx); err != nil {
-		return nil, &HarnessError{err}
+	var wg sync.WaitGroup
+	if len(r.cfg.Nemeses) > 0 {
+		wg.Go(func() { r.nem.Run(runCtx) })
 	}
-	<-done
-	<-progressDone
-	if ctx.Err() != nil {
-		return nil, &HarnessError{ctx.Err()}
+	wg.Go(func() { progress(runCtx, r.cfg, r.rec, r.wl, r.nem) })
+	err := r.wl.Run(runCtx)
+	wg.Wait()
+	if err != nil {
+		return err
 	}
+	return ctx.Err()
+}
 
-	// Heal everything, then read every key and let the members converge.
-	bg := context.WithoutCancel(ctx)
-	resumed, started, clocks, err := sup.HealAll(bg)
+// heal ends every fault, records what that undid, and waits for the
+// cluster to be ready again.
+func (r *run) heal(ctx context.Context) error {
+	resumed, started, clocks, err := r.sup.HealAll(ctx)
 	if len(resumed) > 0 {
-		rec.Record(history.Nemesis, history.Info, "resume", "", history.Value{Nodes: resumed})
+		r.rec.Record(history.Nemesis, history.Info, "resume", "", history.Value{Nodes: resumed})
 	}
 	if len(started) > 0 {
-		rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: started})
+		r.rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: started})
 	}
 	for _, id := range clocks {
-		rec.Record(history.Nemesis, history.Info, "clock", "", history.Value{Node: history.Ptr(id), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+		r.rec.Record(history.Nemesis, history.Info, "clock", "", history.Value{Node: history.Ptr(id), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
 	}
-	rec.Record(history.Nemesis, history.Info, "heal", "", history.Value{})
+	r.rec.Record(history.Nemesis, history.Info, "heal", "", history.Value{})
 	if err != nil {
-		return nil, &HarnessError{err}
+		return err
 	}
-	readyCtx, cancel = context.WithTimeout(bg, 30*time.Second)
-	err = sup.WaitReady(readyCtx)
+	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = r.sup.WaitReady(readyCtx)
 	cancel()
 	if err != nil {
-		crashes := sup.Crashes()
+		crashes := r.sup.Crashes()
 		if len(crashes) == 0 {
-			return nil, &HarnessError{fmt.Errorf("cluster did not recover after healing: %w", err)}
+			return fmt.Errorf("cluster did not recover after healing: %w", err)
 		}
 		// Members that died on their own are raftlock's failure, not the
 		// harness's: carry on, so the run reports them with its history.
-		cfg.Log.Error("cluster did not recover after healing", "err", err, "crashed", crashNote(crashes))
+		r.cfg.Log.Error("cluster did not recover after healing", "err", err, "crashed", crashNote(crashes))
 	}
-	finalReads(bg, wl, keys)
-	// Every member must come back from what it has on disk now that the
-	// load stopped, as after a user's kill -9 (a member whose stored state
-	// it cannot load exits, and member-crashes reports it): kill and
-	// restart each in turn, the rest of the cluster up.
-	// (The members now, which after membership changes are not 1..N.)
-	for _, id := range sup.IDs() {
-		rec.Record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{id}})
-		rctx, rcancel := context.WithTimeout(bg, 20*time.Second)
-		err := sup.RestartNode(rctx, id)
+	return nil
+}
+
+// restartAll kills and restarts each member in turn, the rest of the
+// cluster up: every member must come back from what it has on disk now
+// that the load stopped, as after a user's kill -9 (a member whose stored
+// state it cannot load exits, and member-crashes reports it). The members
+// are the ones now, which after membership changes are not 1..N.
+func (r *run) restartAll(ctx context.Context) error {
+	for _, id := range r.sup.IDs() {
+		r.rec.Record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{id}})
+		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+		err := r.sup.RestartNode(rctx, id)
 		rcancel()
-		if err != nil && len(sup.Crashes()) == 0 {
-			return nil, &HarnessError{fmt.Errorf("final restart of node %d: %w", id, err)}
+		if err != nil && len(r.sup.Crashes()) == 0 {
+			return fmt.Errorf("final restart of node %d: %w", id, err)
 		}
-		rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: []int{id}})
+		r.rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: []int{id}})
 	}
-	readyCtx, cancel = context.WithTimeout(bg, 30*time.Second)
-	if err := sup.WaitReady(readyCtx); err != nil && len(sup.Crashes()) == 0 {
-		cancel()
-		return nil, &HarnessError{fmt.Errorf("cluster did not recover after the final restarts: %w", err)}
+	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.sup.WaitReady(readyCtx); err != nil && len(r.sup.Crashes()) == 0 {
+		return fmt.Errorf("cluster did not recover after the final restarts: %w", err)
 	}
-	cancel()
-	digests := collectDigests(bg, sup)
-	stopPoll()
-	sup.ReadAllMetrics(bg)
+	return nil
+}
+
+// collect gathers the result, writing digests.json, garbage.json,
+// membership.json and committed-log.json beside the history.
+func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Result, error) {
+	cfg, nem := r.cfg, r.nem
 	cfg.Log.Info("nemesis", "counts", nem.Counts.String())
 	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, "snapshot") || slices.Contains(cfg.Nemeses, "membership") || nem.Counts.Double.Load() > 0) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
 	}
-	var garbage *GarbageReport
-	garbageRan := slices.ContainsFunc(cfg.Nemeses, func(f string) bool { return strings.HasPrefix(f, "garbage") })
-	if garbageRan {
-		g := &nem.Garbage
-		garbage = &GarbageReport{Conns: g.Conns.Load(), Refused: g.Refused.Load(), Bytes: g.Bytes.Load(), Forged: g.Forged.Load(),
-			Client: g.Client.Load(), Answers: g.Answers.Load(), Members: MemberLogCounts(logs)}
-		cfg.Log.Info("garbage", "counts", g.String())
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "chaos: garbage: %s; member log lines %v\n", g.String(), garbage.Members)
-		}
-		if b, err := json.MarshalIndent(garbage, "", "  "); err == nil {
-			os.WriteFile(filepath.Join(cfg.Out, "garbage.json"), append(b, '\n'), 0o644)
-		}
+	garbage, err := r.garbageReport()
+	if err != nil {
+		return nil, err
 	}
-	if err := rec.Flush(); err != nil {
-		return nil, &HarnessError{err}
+	if err := r.rec.Flush(); err != nil {
+		return nil, err
 	}
-	if b, err := json.MarshalIndent(digests, "", "  "); err == nil {
-		os.WriteFile(filepath.Join(cfg.Out, "digests.json"), append(b, '\n'), 0o644)
+	if err := writeJSON(cfg.Out, "digests.json", digests, true); err != nil {
+		return nil, err
 	}
-	res := &Result{Events: rec.Events(), Digests: digests,
-		Stats: sup.Stats(), Crashes: sup.Crashes(), Garbage: garbage, Membership: membershipReport(sup, nem),
-		Held: held, Integrity: snapshotIntegrity(sup, nem, garbageRan)}
+	res := &Result{Events: r.rec.Events(), Digests: digests,
+		Stats: r.sup.Stats(), Crashes: r.sup.Crashes(), Garbage: garbage, Membership: membershipReport(r.sup, nem),
+		Held: r.held, Integrity: snapshotIntegrity(r.sup, nem, garbage != nil)}
 	if slices.Contains(cfg.Nemeses, "membership") {
-		if b, err := json.MarshalIndent(res.Membership, "", "  "); err == nil {
-			os.WriteFile(filepath.Join(cfg.Out, "membership.json"), append(b, '\n'), 0o644)
+		if err := writeJSON(cfg.Out, "membership.json", res.Membership, true); err != nil {
+			return nil, err
 		}
 		if cfg.Progress != nil {
 			m := res.Membership
@@ -423,22 +488,57 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				m.Replaced, m.ReplacedBySnapshot, m.Removed, m.Failed, len(m.Problems))
 		}
 	}
-	converged := len(digests) == len(sup.IDs())
+	converged := len(digests) == len(r.sup.IDs())
 	for _, d := range digests {
 		converged = converged && d.Applied == digests[0].Applied && d.Digest == digests[0].Digest
 	}
-	if log, id, err := sup.bestAuditLog(bg); err != nil {
+	log, id, err := r.sup.bestAuditLog(ctx)
+	if err != nil {
 		cfg.Log.Warn("post-run audit skipped", "err", err)
-	} else {
-		if !log.Complete {
-			cfg.Log.Warn("no member's audit log is complete: absent acquires stay unknown", "node", id, "commands", len(log.Commands))
-		}
-		res.Log = &checker.CommittedLog{Final: log.Complete && converged, Commands: log.Commands}
-		if b, err := json.Marshal(res.Log); err == nil {
-			os.WriteFile(filepath.Join(cfg.Out, "committed-log.json"), append(b, '\n'), 0o644)
-		}
+		return res, nil
+	}
+	if !log.Complete {
+		cfg.Log.Warn("no member's audit log is complete: absent acquires stay unknown", "node", id, "commands", len(log.Commands))
+	}
+	res.Log = &checker.CommittedLog{Final: log.Complete && converged, Commands: log.Commands}
+	if err := writeJSON(cfg.Out, "committed-log.json", res.Log, false); err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// garbageReport is what the garbage families sent (nil when none ran),
+// written to garbage.json.
+func (r *run) garbageReport() (*GarbageReport, error) {
+	if !slices.ContainsFunc(r.cfg.Nemeses, func(f string) bool { return strings.HasPrefix(f, "garbage") }) {
+		return nil, nil
+	}
+	g := &r.nem.Garbage
+	garbage := &GarbageReport{Conns: g.Conns.Load(), Refused: g.Refused.Load(), Bytes: g.Bytes.Load(), Forged: g.Forged.Load(),
+		Client: g.Client.Load(), Answers: g.Answers.Load(), Members: MemberLogCounts(r.logs)}
+	r.cfg.Log.Info("garbage", "counts", g.String())
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, "chaos: garbage: %s; member log lines %v\n", g.String(), garbage.Members)
+	}
+	return garbage, writeJSON(r.cfg.Out, "garbage.json", garbage, true)
+}
+
+// writeJSON writes v as dir/name, indented or on one line.
+func writeJSON(dir, name string, v any, indent bool) error {
+	var b []byte
+	var err error
+	if indent {
+		b, err = json.MarshalIndent(v, "", "  ")
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
 }
 
 // crashNote names the members that died on their own, for the log.
