@@ -151,26 +151,23 @@ func (s *Server) Close() error {
 func (s *Server) serveConn(c net.Conn) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := wire.NewWriter(deadlineWriter{c}, func(err error) {
-		s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
+	cc := &clientConn{s: s, c: c, ctx: ctx, cancels: map[uint64]context.CancelFunc{}, slots: newConnSlots(s.limits().MaxInflightPerConn)}
+	cc.out = wire.NewWriter(deadlineWriter{c}, func(err error) {
+		cc.closing(err)
 		c.Close() // the reader fails next, which cancels this connection's requests
 	})
-	var reqWG sync.WaitGroup
-	var cmu sync.Mutex
-	cancels := make(map[uint64]context.CancelFunc)
-	slots := newConnSlots(s.limits().MaxInflightPerConn)
 	defer func() {
 		cancel()
 		c.Close()
-		reqWG.Wait()
-		out.Close()
+		cc.reqWG.Wait()
+		cc.out.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
 	r := bufio.NewReaderSize(c, 32<<10)
 	if err := s.greet(c, r); err != nil {
-		s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
+		cc.closing(err)
 		return
 	}
 	// The goaway may go out only now: sent before the greeting, the client
@@ -180,7 +177,7 @@ func (s *Server) serveConn(c net.Conn) {
 	// under s.mu, which Shutdown holds while it sends its goaways, makes
 	// sure this connection gets exactly one, whenever Shutdown began.
 	goAway := func() {
-		out.Write(func(b []byte) []byte {
+		cc.out.Write(func(b []byte) []byte {
 			return wire.AppendResponse(b, &wire.Response{ID: wire.GoAwayID, Op: wire.OpUnavailable, Reason: "member stopping"})
 		})
 	}
@@ -193,94 +190,127 @@ func (s *Server) serveConn(c net.Conn) {
 	if stopping {
 		goAway()
 	}
-	who, features := identity(c), uint64(0)
-	answerInvalid := func(id uint64, reason string) {
-		resp := &wire.Response{ID: id, Op: wire.OpInvalidArgument, Reason: reason}
-		out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
+	cc.who = identity(c)
+	if err := cc.readLoop(r); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
+		cc.closing(err)
 	}
+}
+
+// clientConn is one greeted client connection: its writer, and the
+// requests it has in flight, each cancellable by id.
+type clientConn struct {
+	s        *Server
+	c        net.Conn
+	ctx      context.Context // ends when the connection does
+	out      *wire.Writer
+	who      string
+	features uint64 // what the client announced it understands
+	slots    connSlots
+	reqWG    sync.WaitGroup
+	cmu      sync.Mutex
+	cancels  map[uint64]context.CancelFunc
+}
+
+func (cc *clientConn) closing(reason error) {
+	cc.s.log.Warn("closing client connection", "remote", cc.c.RemoteAddr().String(), "reason", reason)
+}
+
+func (cc *clientConn) answerInvalid(id uint64, reason string) {
+	resp := &wire.Response{ID: id, Op: wire.OpInvalidArgument, Reason: reason}
+	cc.out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
+}
+
+// readLoop reads requests until the connection ends or the client breaks
+// the protocol, answering what it can answer without the stream losing
+// step: a frame skipped whole for its size, a known request with a bad
+// field. Its error says why it stopped.
+func (cc *clientConn) readLoop(r *bufio.Reader) error {
 	for {
 		body, err := wire.ReadFrame(r)
 		if oe := (*wire.OversizedFrameError)(nil); errors.As(err, &oe) && oe.Skipped {
 			// Skipped whole: the stream is still in step, so answer it.
-			answerInvalid(oe.ID, fmt.Sprintf("request of %d bytes exceeds the limit of %d bytes", oe.Size, wire.MaxFrame))
+			cc.answerInvalid(oe.ID, fmt.Sprintf("request of %d bytes exceeds the limit of %d bytes", oe.Size, wire.MaxFrame))
 			continue
 		}
-		if err == nil {
-			var req wire.Request
-			req, err = wire.DecodeRequest(body)
-			if _, id, ok := wire.RequestHeader(body); err != nil && ok {
-				// A known request with a bad field: the frame was whole.
-				answerInvalid(id, err.Error())
-				continue
-			}
-			if err == nil {
-				if req.Op == wire.OpStatus && req.Features != 0 {
-					features = req.Features // the client's announcement: no answer
-					continue
-				}
-				if req.Op == wire.OpCancel {
-					cmu.Lock()
-					if f, ok := cancels[req.ID]; ok {
-						f()
-					}
-					cmu.Unlock()
-					continue
-				}
-				release, err := slots.take(ctx, &req)
-				if ctx.Err() != nil {
-					return
-				}
-				if err != nil {
-					s.answerOverloaded(out, req.ID, err)
-					continue
-				}
-				rctx, rcancel := context.WithCancel(ctx)
-				cmu.Lock()
-				_, dup := cancels[req.ID]
-				if !dup {
-					cancels[req.ID] = rcancel
-				}
-				cmu.Unlock()
-				if dup {
-					// A second request under an id still in flight: no answer
-					// could say which of the two it is for, so this client
-					// breaks the protocol. Closing cancels the first request
-					// (a grant that still applies is released as a ghost).
-					rcancel()
-					release()
-					err = fmt.Errorf("request id %d reused while in flight", req.ID)
-					s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
-					return
-				}
-				feats := features
-				reqWG.Add(1)
-				go func() {
-					defer reqWG.Done()
-					resp := s.refuse(who, feats, &req)
-					if resp == nil {
-						resp = s.Handle(rctx, &req)
-						if req.Force && resp != nil {
-							s.logForced(who, &req, resp)
-						}
-					}
-					cmu.Lock()
-					delete(cancels, req.ID)
-					cmu.Unlock()
-					rcancel()
-					release()
-					if resp == nil {
-						return
-					}
-					out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
-				}()
-				continue
-			}
+		if err != nil {
+			return err
 		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-			s.log.Warn("closing client connection", "remote", c.RemoteAddr().String(), "reason", err)
+		req, err := wire.DecodeRequest(body)
+		if _, id, ok := wire.RequestHeader(body); err != nil && ok {
+			// A known request with a bad field: the frame was whole.
+			cc.answerInvalid(id, err.Error())
+			continue
 		}
-		return
+		if err != nil {
+			return err
+		}
+		if err := cc.dispatch(&req); err != nil {
+			return err
+		}
 	}
+}
+
+// dispatch takes one decoded request: a feature announcement or a cancel
+// at once, anything else in a goroutine of its own once it has an
+// in-flight slot. An error closes the connection.
+func (cc *clientConn) dispatch(req *wire.Request) error {
+	switch req.Op {
+	case wire.OpStatus:
+		if req.Features != 0 {
+			cc.features = req.Features // the client's announcement: no answer
+			return nil
+		}
+	case wire.OpCancel:
+		cc.cmu.Lock()
+		if f, ok := cc.cancels[req.ID]; ok {
+			f()
+		}
+		cc.cmu.Unlock()
+		return nil
+	}
+	release, err := cc.slots.take(cc.ctx, req)
+	if cc.ctx.Err() != nil {
+		return cc.ctx.Err()
+	}
+	if err != nil {
+		cc.s.answerOverloaded(cc.out, req.ID, err)
+		return nil
+	}
+	rctx, rcancel := context.WithCancel(cc.ctx)
+	cc.cmu.Lock()
+	_, dup := cc.cancels[req.ID]
+	if !dup {
+		cc.cancels[req.ID] = rcancel
+	}
+	cc.cmu.Unlock()
+	if dup {
+		// A second request under an id still in flight: no answer could
+		// say which of the two it is for, so this client breaks the
+		// protocol. Closing cancels the first request (a grant that still
+		// applies is released as a ghost).
+		rcancel()
+		release()
+		return fmt.Errorf("request id %d reused while in flight", req.ID)
+	}
+	feats := cc.features
+	cc.reqWG.Go(func() {
+		resp := cc.s.refuse(cc.who, feats, req)
+		if resp == nil {
+			resp = cc.s.Handle(rctx, req)
+			if req.Force && resp != nil {
+				cc.s.logForced(cc.who, req, resp)
+			}
+		}
+		cc.cmu.Lock()
+		delete(cc.cancels, req.ID)
+		cc.cmu.Unlock()
+		rcancel()
+		release()
+		if resp != nil {
+			cc.out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
+		}
+	})
+	return nil
 }
 
 // greet exchanges the protocol greeting: the client's first, then this
