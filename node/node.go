@@ -215,8 +215,41 @@ type peerReport struct {
 // New opens the member's storage and prepares it; Start runs it.
 func New(cfg Config) (*Node, error) {
 	cfg.setDefaults()
+	if err := cfg.prepare(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("member", cfg.ID)
+	n := &Node{
+		cfg: cfg, log: log, clock: cfg.Clock, metrics: member.NewMetrics(true),
+		callc: make(chan callInput, callQueueLen),
+		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
+		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),
+		compactc: make(chan compactDone, 1),
+	}
+	if err := n.openStorage(); err != nil {
+		return nil, err
+	}
+	err := n.openCore()
+	n.transport = cfg.Transport
+	if err == nil && n.transport == nil {
+		var tcp *peer.TCP
+		if tcp, err = n.newTCP(); err == nil {
+			n.transport = tcp
+		}
+	}
+	if err != nil {
+		n.storage.Close()
+		return nil, err
+	}
+	n.last = n.core.Status()
+	return n, nil
+}
+
+// prepare checks cfg, and for a joiner reaches the current members at
+// once.
+func (cfg *Config) prepare() error {
 	if cfg.ID == 0 {
-		return nil, errors.New("member id must be > 0")
+		return errors.New("member id must be > 0")
 	}
 	if cfg.Join != nil {
 		// The joiner reaches the current members at once, and starts
@@ -227,123 +260,127 @@ func New(cfg Config) (*Node, error) {
 		cfg.ClusterID = cfg.Join.ClusterID
 	}
 	if _, ok := cfg.Peers[cfg.ID]; !ok {
-		return nil, fmt.Errorf("member %d is not in the peer list", cfg.ID)
+		return fmt.Errorf("member %d is not in the peer list", cfg.ID)
 	}
 	if cfg.MaxBatch > fsm.MaxBatch {
-		return nil, fmt.Errorf("max batch %d exceeds the codec's limit of %d commands per entry", cfg.MaxBatch, fsm.MaxBatch)
+		return fmt.Errorf("max batch %d exceeds the codec's limit of %d commands per entry", cfg.MaxBatch, fsm.MaxBatch)
 	}
 	if !member.ValidBug(cfg.Bug) {
-		return nil, fmt.Errorf("unknown planted bug %q", cfg.Bug)
+		return fmt.Errorf("unknown planted bug %q", cfg.Bug)
 	}
-	log := cfg.Logger.With("member", cfg.ID)
-	n := &Node{
-		cfg: cfg, log: log, clock: cfg.Clock, metrics: member.NewMetrics(true),
-		callc: make(chan callInput, callQueueLen),
-		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
-		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),
-		compactc: make(chan compactDone, 1),
-	}
+	return nil
+}
+
+// openStorage opens the member's log store (pebble in DataDir unless
+// Config.Storage), seeded at a first start with the bootstrap
+// configuration.
+func (n *Node) openStorage() error {
+	cfg := n.cfg
 	bootstrap := cfg.Peers
 	if cfg.Join != nil {
 		bootstrap = cfg.Join.Bootstrap
 	}
 	voters := slices.Sorted(maps.Keys(bootstrap))
-	var err error
 	n.storage = cfg.Storage
-	if n.storage == nil {
-		if cfg.DataDir == "" {
-			return nil, errors.New("a data directory is required")
-		}
-		initial := logstore.InitialSnapshot(voters, member.EncodeSnapshot(fsm.New().Snapshot(), member.NewBook(bootstrap)))
-		if n.storage, err = logstore.OpenSeeded(cfg.DataDir, vfs.Default, initial, log); err != nil {
-			return nil, err
-		}
-		if cfg.Join != nil {
-			if err := checkJoinStore(n.storage, initial); err != nil {
-				n.storage.Close()
-				return nil, fmt.Errorf("join with data directory %s: %w", cfg.DataDir, err)
-			}
+	if n.storage != nil {
+		return nil
+	}
+	if cfg.DataDir == "" {
+		return errors.New("a data directory is required")
+	}
+	initial := logstore.InitialSnapshot(voters, member.EncodeSnapshot(fsm.New().Snapshot(), member.NewBook(bootstrap)))
+	var err error
+	if n.storage, err = logstore.OpenSeeded(cfg.DataDir, vfs.Default, initial, n.log); err != nil {
+		return err
+	}
+	if cfg.Join != nil {
+		if err := checkJoinStore(n.storage, initial); err != nil {
+			n.storage.Close()
+			return fmt.Errorf("join with data directory %s: %w", cfg.DataDir, err)
 		}
 	}
+	return nil
+}
+
+// openCore creates the member core over the store, and the audit journal.
+func (n *Node) openCore() error {
+	cfg := n.cfg
+	var err error
 	n.core, err = member.New(member.Config{
 		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotByEntries: cfg.SnapshotByEntries, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
 		MaxBatch: cfg.MaxBatch, MaxUncommitted: cfg.MaxUncommitted, NoBatch: cfg.NoBatch, NoHandoff: cfg.NoHandoff, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
 		MaxAppendBytes: maxAppendBytes(cfg.PeerFrameLimit),
-		Logger:         log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
+		Logger:         n.log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
 		Peers: cfg.Peers,
 	}, n.clock.Now())
 	if err != nil {
-		n.storage.Close()
-		return nil, err
+		return err
 	}
 	if cfg.AuditJournal != "" {
-		if n.journal, err = openJournal(cfg.AuditJournal); err != nil {
-			n.storage.Close()
-			return nil, err
-		}
+		n.journal, err = openJournal(cfg.AuditJournal)
 	}
-	n.transport = cfg.Transport
-	if n.transport == nil {
-		// The log's address book decides whom to talk to; the flags say
-		// how this member reaches the members they name, itself included.
-		book, _ := n.core.Book()
-		peers := peersOf(book, cfg.Peers)
-		if _, ok := peers[cfg.ID]; !ok {
-			peers[cfg.ID] = cfg.Peers[cfg.ID]
-		}
-		listen := cfg.PeerListen
-		if listen == "" {
-			listen = cfg.Peers[cfg.ID]
-		}
-		if m, ok := book.Get(cfg.ID); ok && m.PeerAddr != "" && len(cfg.Peers) == 1 && cfg.Peers[cfg.ID] == cfg.PeerListen {
-			// The flags name only this member, by its bind address (a
-			// joined member's restart: memberPeers), which may be
-			// 0.0.0.0:port. The hellos announce where a member that does
-			// not know this one yet dials it (peer.TCP.learn): the
-			// address the cluster recorded when it added this member.
-			peers[cfg.ID] = m.PeerAddr
-		}
-		tcp, err := peer.NewTCP(cfg.ID, peers, listen, cfg.ClientAddr, log)
+	return err
+}
+
+// newTCP is the default transport: TCP to the members the log's address
+// book names.
+func (n *Node) newTCP() (*peer.TCP, error) {
+	cfg, log := n.cfg, n.log
+	// The log's address book decides whom to talk to; the flags say
+	// how this member reaches the members they name, itself included.
+	book, _ := n.core.Book()
+	peers := peersOf(book, cfg.Peers)
+	if _, ok := peers[cfg.ID]; !ok {
+		peers[cfg.ID] = cfg.Peers[cfg.ID]
+	}
+	listen := cfg.PeerListen
+	if listen == "" {
+		listen = cfg.Peers[cfg.ID]
+	}
+	if m, ok := book.Get(cfg.ID); ok && m.PeerAddr != "" && len(cfg.Peers) == 1 && cfg.Peers[cfg.ID] == cfg.PeerListen {
+		// The flags name only this member, by its bind address (a
+		// joined member's restart: memberPeers), which may be
+		// 0.0.0.0:port. The hellos announce where a member that does
+		// not know this one yet dials it (peer.TCP.learn): the
+		// address the cluster recorded when it added this member.
+		peers[cfg.ID] = m.PeerAddr
+	}
+	tcp, err := peer.NewTCP(cfg.ID, peers, listen, cfg.ClientAddr, log)
+	if err != nil {
+		return nil, err
+	}
+	// The removed ids before the first stream: the transport takes a
+	// hello from a member its log does not know (one added while this
+	// member was down), and must never take a removed one for such.
+	tcp.SetPeers(peers, book.Removed)
+	if cfg.PeerTLS != nil {
+		tcp.UseTLS(cfg.PeerTLS)
+	}
+	if cfg.DataDir != "" {
+		// Written last of a first start, after the store is seeded:
+		// the identity is what makes a data directory a member's (a
+		// joiner without one joins again; see checkJoinStore).
+		ident, err := peer.OpenIdentity(cfg.DataDir, cfg.ClusterID, cfg.Peers)
 		if err != nil {
-			n.storage.Close()
 			return nil, err
 		}
-		// The removed ids before the first stream: the transport takes a
-		// hello from a member its log does not know (one added while this
-		// member was down), and must never take a removed one for such.
-		tcp.SetPeers(peers, book.Removed)
-		if cfg.PeerTLS != nil {
-			tcp.UseTLS(cfg.PeerTLS)
-		}
-		if cfg.DataDir != "" {
-			// Written last of a first start, after the store is seeded:
-			// the identity is what makes a data directory a member's (a
-			// joiner without one joins again; see checkJoinStore).
-			ident, err := peer.OpenIdentity(cfg.DataDir, cfg.ClusterID, cfg.Peers)
-			if err != nil {
-				n.storage.Close()
-				return nil, err
-			}
-			tcp.UseIdentity(ident)
-			n.identity = ident
-		}
-		tcp.SetReadTimeout(10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
-		tcp.SetFrameLimit(cfg.PeerFrameLimit)
-		tcp.SetSnapshotChunkSize(cfg.SnapshotChunkSize)
-		if cfg.DataDir != "" {
-			tcp.SetSnapshotDir(peer.SnapshotSpoolDir(cfg.DataDir))
-		}
-		if src, ok := n.storage.(peer.SnapshotSource); ok {
-			tcp.SetSnapshotSource(src) // the store keeps a reference to its snapshot's file, not the data
-		}
-		if cfg.Bug == member.BugSnapshotPartial {
-			tcp.UnsafeSkipSnapshotChecks() // chosen once, here: the transport's code follows its hook
-		}
-		n.transport = tcp
+		tcp.UseIdentity(ident)
+		n.identity = ident
 	}
-	n.last = n.core.Status()
-	return n, nil
+	tcp.SetReadTimeout(10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
+	tcp.SetFrameLimit(cfg.PeerFrameLimit)
+	tcp.SetSnapshotChunkSize(cfg.SnapshotChunkSize)
+	if cfg.DataDir != "" {
+		tcp.SetSnapshotDir(peer.SnapshotSpoolDir(cfg.DataDir))
+	}
+	if src, ok := n.storage.(peer.SnapshotSource); ok {
+		tcp.SetSnapshotSource(src) // the store keeps a reference to its snapshot's file, not the data
+	}
+	if cfg.Bug == member.BugSnapshotPartial {
+		tcp.UnsafeSkipSnapshotChecks() // chosen once, here: the transport's code follows its hook
+	}
+	return tcp, nil
 }
 
 // maxAppendBytes keeps raft's appends well inside the peer frame limit
