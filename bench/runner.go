@@ -140,97 +140,41 @@ func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run,
 	if spec.Clients < 1 {
 		return Run{}, errors.New("need at least one client")
 	}
-	sessions := make([]Session, spec.Clients)
-	for i := range sessions {
-		s, err := t.NewSession(ctx, i)
-		if err != nil {
-			for _, o := range sessions[:i] {
-				o.Close()
-			}
-			return Run{}, fmt.Errorf("%s session %d: %w", t.Name(), i, err)
-		}
-		sessions[i] = s
+	sessions, err := openSessions(ctx, t, spec.Clients)
+	if err != nil {
+		return Run{}, err
 	}
 	defer func() {
 		for _, s := range sessions {
 			s.Close()
 		}
 	}()
-
-	var measuring atomic.Bool
-	var ops, errs atomic.Int64
-	var lastErr atomic.Pointer[string] // for the progress line: why ops fail
-	hists := make([]*Histogram, spec.Clients)
-	waits := make([]*Histogram, spec.Clients)
-	for i := range hists {
-		hists[i], waits[i] = NewHistogram(), NewHistogram()
-	}
+	m := newMeter(spec.Clients)
 	run := time.Now().UnixNano()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	record := func(i int, lat, wait time.Duration, err error) {
-		if !measuring.Load() {
-			return
-		}
-		if err != nil {
-			errs.Add(1)
-			msg := err.Error()
-			lastErr.Store(&msg)
-			return
-		}
-		ops.Add(1)
-		hists[i].Record(lat)
-		waits[i].Record(wait)
-	}
 	if spec.Rate > 0 {
-		openLoop(runCtx, &wg, spec, run, sessions, record)
+		openLoop(runCtx, &wg, spec, run, sessions, m.record)
 	} else {
 		for i, sess := range sessions {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for n := int64(0); runCtx.Err() == nil; n++ {
 					start := time.Now()
 					wait, err := spec.cycle(runCtx, sess, spec.key(run, i, n))
 					if runCtx.Err() != nil {
 						return
 					}
-					record(i, time.Since(start), wait, err)
+					m.record(i, time.Since(start), wait, err)
 				}
-			}()
+			})
 		}
 	}
 
 	sleepCtx(ctx, spec.Warmup)
 	cpu0, cpuErr := cpuSeconds(t.PIDs())
 	rs0, haveStats := t.RaftStats(ctx)
-	measuring.Store(true)
-	start := time.Now()
-	tick := time.NewTicker(2 * time.Second)
-	deadline := time.NewTimer(spec.Duration)
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-deadline.C:
-			break loop
-		case <-tick.C:
-			if progress != nil {
-				el := time.Since(start).Seconds()
-				failed := ""
-				if n, msg := errs.Load(), lastErr.Load(); n > 0 && msg != nil {
-					failed = fmt.Sprintf(", %d failed (last: %s)", n, *msg)
-				}
-				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %4.0fs/%v %8d ops %9.0f ops/s%s\n",
-					t.Name(), spec.Workload, spec.Clients, el, spec.Duration, ops.Load(), float64(ops.Load())/el, failed)
-			}
-		}
-	}
-	tick.Stop()
-	measuring.Store(false)
-	elapsed := time.Since(start)
+	elapsed := m.window(ctx, spec, t.Name(), progress)
 	cpu1, cpuErr2 := cpuSeconds(t.PIDs())
 	rs1, haveStats2 := t.RaftStats(ctx)
 	stop()
@@ -241,19 +185,7 @@ loop:
 	if ctx.Err() != nil {
 		return Run{}, ctx.Err()
 	}
-
-	h, w := NewHistogram(), NewHistogram()
-	for i := range hists {
-		h.Merge(hists[i])
-		w.Merge(waits[i])
-	}
-	r := Run{System: t.Name(), Workload: spec.Workload, Clients: spec.Clients, Rate: spec.Rate, KeySize: spec.KeySize,
-		ThroughputOpsS: float64(ops.Load()) / elapsed.Seconds(), Latency: h.Summary(),
-		Ops: ops.Load(), Errors: errs.Load(), hist: h}
-	if spec.Workload == Contended {
-		ws := w.Summary()
-		r.WaitUS = &ws
-	}
+	r := m.result(t.Name(), spec, elapsed)
 	if t.PIDs() != nil && cpuErr == nil && cpuErr2 == nil && r.Ops > 0 {
 		v := (cpu1 - cpu0) / float64(r.Ops) * 1000
 		r.CPUSPerKop = &v
@@ -269,6 +201,102 @@ loop:
 		}
 	}
 	return r, nil
+}
+
+// openSessions opens one session per client, or none.
+func openSessions(ctx context.Context, t Target, clients int) ([]Session, error) {
+	sessions := make([]Session, clients)
+	for i := range sessions {
+		s, err := t.NewSession(ctx, i)
+		if err != nil {
+			for _, o := range sessions[:i] {
+				o.Close()
+			}
+			return nil, fmt.Errorf("%s session %d: %w", t.Name(), i, err)
+		}
+		sessions[i] = s
+	}
+	return sessions, nil
+}
+
+// meter counts the clients' operations while the measured window is open:
+// one latency and one wait histogram per client, merged at the end.
+type meter struct {
+	measuring   atomic.Bool
+	ops, errs   atomic.Int64
+	lastErr     atomic.Pointer[string] // for the progress line: why ops fail
+	hists, wait []*Histogram
+}
+
+func newMeter(clients int) *meter {
+	m := &meter{hists: make([]*Histogram, clients), wait: make([]*Histogram, clients)}
+	for i := range m.hists {
+		m.hists[i], m.wait[i] = NewHistogram(), NewHistogram()
+	}
+	return m
+}
+
+// record counts client i's operation, if the window is open.
+func (m *meter) record(i int, lat, wait time.Duration, err error) {
+	if !m.measuring.Load() {
+		return
+	}
+	if err != nil {
+		m.errs.Add(1)
+		msg := err.Error()
+		m.lastErr.Store(&msg)
+		return
+	}
+	m.ops.Add(1)
+	m.hists[i].Record(lat)
+	m.wait[i].Record(wait)
+}
+
+// window opens the measured window for spec.Duration (or until ctx ends),
+// printing a progress line every 2 s, and returns its length.
+func (m *meter) window(ctx context.Context, spec Spec, system string, progress io.Writer) time.Duration {
+	m.measuring.Store(true)
+	defer m.measuring.Store(false)
+	start := time.Now()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	deadline := time.NewTimer(spec.Duration)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-deadline.C:
+			return time.Since(start)
+		case <-tick.C:
+			if progress != nil {
+				el := time.Since(start).Seconds()
+				failed := ""
+				if n, msg := m.errs.Load(), m.lastErr.Load(); n > 0 && msg != nil {
+					failed = fmt.Sprintf(", %d failed (last: %s)", n, *msg)
+				}
+				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %4.0fs/%v %8d ops %9.0f ops/s%s\n",
+					system, spec.Workload, spec.Clients, el, spec.Duration, m.ops.Load(), float64(m.ops.Load())/el, failed)
+			}
+		}
+	}
+}
+
+// result is the window's run: throughput, latency and, contended, waits.
+func (m *meter) result(system string, spec Spec, elapsed time.Duration) Run {
+	h, w := NewHistogram(), NewHistogram()
+	for i := range m.hists {
+		h.Merge(m.hists[i])
+		w.Merge(m.wait[i])
+	}
+	r := Run{System: system, Workload: spec.Workload, Clients: spec.Clients, Rate: spec.Rate, KeySize: spec.KeySize,
+		ThroughputOpsS: float64(m.ops.Load()) / elapsed.Seconds(), Latency: h.Summary(),
+		Ops: m.ops.Load(), Errors: m.errs.Load(), hist: h}
+	if spec.Workload == Contended {
+		ws := w.Summary()
+		r.WaitUS = &ws
+	}
+	return r
 }
 
 // settler is a Target whose locks outlive the bench's clients (raftlock:
