@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 func TestHistogramPercentiles(t *testing.T) {
@@ -89,7 +89,7 @@ func TestReportWriter(t *testing.T) {
 // A short bench against an in-process cluster: the numbers live in
 // results/, this only proves the machinery runs end to end.
 func TestBenchSmoke(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	target, err := RaftlockEndpoints(ctx, c.Endpoints(), 10*time.Second, nil)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
-	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // leaderLocks is the number of locks the leader's table holds.
@@ -27,7 +27,7 @@ func leaderLocks(ctx context.Context, cl *client.Client, eps []string) (uint64, 
 // of the bench held on a cluster it did not start: the leases are an hour,
 // so a lock still held when the wait ends was left behind, not expiring.
 func TestMeasureOnEndpointsLeavesNoLockHeld(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	target, err := RaftlockEndpoints(ctx, c.Endpoints(), time.Hour, nil)
@@ -43,7 +43,7 @@ func TestMeasureOnEndpointsLeavesNoLockHeld(t *testing.T) {
 	noneHeld := func(what string) {
 		t.Helper()
 		var n uint64
-		testcluster.WaitFor(t, 30*time.Second, what+": no lock held", func() bool {
+		nodetest.WaitFor(t, 30*time.Second, what+": no lock held", func() bool {
 			var err error
 			n, err = leaderLocks(ctx, cl, c.Endpoints())
 			return err == nil && n == 0
@@ -65,7 +65,7 @@ func TestMeasureOnEndpointsLeavesNoLockHeld(t *testing.T) {
 			_, err := Measure(rctx, target, spec, nil)
 			done <- err
 		}()
-		testcluster.WaitFor(t, 30*time.Second, w+": locks held", func() bool {
+		nodetest.WaitFor(t, 30*time.Second, w+": locks held", func() bool {
 			n, err := leaderLocks(ctx, cl, c.Endpoints())
 			return err == nil && n > 0
 		})

@@ -15,13 +15,13 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
-func startCluster(t *testing.T, size int) (*testcluster.Cluster, uint64) {
+func startCluster(t *testing.T, size int) (*nodetest.Cluster, uint64) {
 	t.Helper()
-	c := testcluster.New(t, size, nil)
+	c := nodetest.New(t, size, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	leader, err := c.Leader(ctx)
@@ -75,7 +75,7 @@ func TestThousandConcurrentRequestsOnOneConnection(t *testing.T) {
 	// cores can starve heartbeats past the default election timeout, and a
 	// leader change rightly answers "outcome unknown"; this test is about
 	// one connection's concurrency, so elections are made rare.
-	c := testcluster.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 })
+	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 })
 	lctx, lcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer lcancel()
 	leader, err := c.Leader(lctx)
@@ -223,9 +223,9 @@ func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
 	gone := rawAcquire(t, c.Clients[leader], "k", time.Hour, 30*time.Second)
 	n := c.Node(leader)
 	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
-	testcluster.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
+	nodetest.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
 	gone.Close() // the waiting client dies
-	testcluster.WaitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
+	nodetest.WaitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
 	if err := cl.Release(ctx, "k", g.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 		_, err := cl.Acquire(wctx, "k", time.Hour, 20*time.Second)
 		done <- err
 	}()
-	testcluster.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return gaugeValue(t, c.Node(leader), "raftlock_waiters") == 1 })
+	nodetest.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return gaugeValue(t, c.Node(leader), "raftlock_waiters") == 1 })
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("cancelled acquire succeeded")
@@ -358,7 +358,7 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 	if err := cl.Release(ctx, "k", tok.Token); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.WaitFor(t, 10*time.Second, "k to stay free (the cancelled waiter left the queue)", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "k to stay free (the cancelled waiter left the queue)", func() bool {
 		info, err := cl.Get(ctx, "k")
 		return err == nil && !info.Held
 	})

@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // A call the member answers Overloaded is retried with backoff within the
 // caller's deadline: it fails as ErrOverloaded when the limit holds until
 // the deadline, and succeeds once the limit frees up in time.
 func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
-	c := testcluster.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
+	c := nodetest.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
 	if _, err := c.Leader(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // BenchmarkAcquireRelease is one lock cycle through the in-process API of a
 // three-member cluster on loopback TCP and real pebble directories: two
 // commits, no client protocol.
 func BenchmarkAcquireRelease(b *testing.B) {
-	c := testcluster.New(b, 3, nil)
+	c := nodetest.New(b, 3, nil)
 	l := c.WaitLeader()
 	ctx := context.Background()
 	b.ResetTimer()

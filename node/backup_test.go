@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // A backup read from the leader seeds three new data directories; the
 // restored members hold every lock with its token, and the next grant's
 // token is above every one in the backup.
 func TestBackupSeedsARestoredCluster(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 20*time.Second)
 	held := map[string]uint64{}
@@ -72,7 +72,7 @@ func TestBackupSeedsARestoredCluster(t *testing.T) {
 	l = c.WaitLeader()
 	var last uint64
 	for key, tok := range held {
-		testcluster.WaitFor(t, 10*time.Second, "the restored leader to read "+key, func() bool {
+		nodetest.WaitFor(t, 10*time.Second, "the restored leader to read "+key, func() bool {
 			info, err := l.Get(ctx, key, false)
 			if err != nil {
 				return false

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
@@ -22,7 +22,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestHappyPathTokensGrow(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 20*time.Second)
 	var last uint64
@@ -57,7 +57,7 @@ func TestHappyPathTokensGrow(t *testing.T) {
 }
 
 func TestBadInputRejected(t *testing.T) {
-	c := testcluster.New(t, 1, nil)
+	c := nodetest.New(t, 1, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 10*time.Second)
 	long := string(make([]byte, 257))
@@ -81,7 +81,7 @@ func TestBadInputRejected(t *testing.T) {
 }
 
 func TestLeaderCrashLockSurvivesAndExpires(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	const lease = 1500 * time.Millisecond
@@ -96,7 +96,7 @@ func TestLeaderCrashLockSurvivesAndExpires(t *testing.T) {
 	if err != nil || !info.Held || info.Token != tok {
 		t.Fatalf("after leader crash: get = %+v, %v; want held by %d", info, err, tok)
 	}
-	testcluster.WaitFor(t, 10*time.Second, "the new leader to expire the lock", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "the new leader to expire the lock", func() bool {
 		info, err := nl.Get(ctx, "k", false)
 		return err == nil && !info.Held
 	})
@@ -113,7 +113,7 @@ func TestLeaderCrashLockSurvivesAndExpires(t *testing.T) {
 }
 
 func TestRestartFromDiskKeepsDigest(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	for i := range 20 {
@@ -150,7 +150,7 @@ func TestRestartFromDiskKeepsDigest(t *testing.T) {
 }
 
 func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
-	c := testcluster.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
+	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
 	l := c.WaitLeader()
 	ctx := ctxT(t, 60*time.Second)
 	lagging := c.Followers(l)[0].ID()
@@ -182,7 +182,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 }
 
 func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	fast := c.Followers(l)[0]
 	c.Clock(fast.ID()).Set(10, 0)
@@ -193,7 +193,7 @@ func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the fast follower's own deadline has passed...
-	testcluster.WaitFor(t, 10*time.Second, "the fast follower's deadline to pass", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "the fast follower's deadline to pass", func() bool {
 		info, err := fast.Get(ctx, "k", true)
 		return err == nil && info.Held && info.RemainingMS == 0
 	})
@@ -206,7 +206,7 @@ func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
 		t.Fatal("fast follower dropped the lock on its own clock")
 	}
 	// The lock goes only through the committed Expire, everywhere at once.
-	testcluster.WaitFor(t, 10*time.Second, "the committed expire", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "the committed expire", func() bool {
 		info, err := fast.Get(ctx, "k", true)
 		return err == nil && !info.Held
 	})
@@ -214,7 +214,7 @@ func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
 }
 
 func TestGhostLockReleasedBeforeLease(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	gone, cancel := context.WithCancel(ctx)
@@ -223,8 +223,8 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 	if _, err := l.Acquire(gone, "k", time.Hour, 0, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("acquire with a gone requester: %v", err)
 	}
-	testcluster.WaitFor(t, 10*time.Second, "the grant to apply", func() bool { return l.Status().LastToken > before })
-	testcluster.WaitFor(t, 10*time.Second, "the ghost lock to be released", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "the grant to apply", func() bool { return l.Status().LastToken > before })
+	nodetest.WaitFor(t, 10*time.Second, "the ghost lock to be released", func() bool {
 		info, err := l.Get(ctx, "k", false)
 		return err == nil && !info.Held
 	})
@@ -241,7 +241,7 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 // so the core ignored it, granted the lock anyway and kept it held by nobody
 // for the whole lease.
 func TestCallersLeavingWhileTheLoopIsBusyLeaveNoLock(t *testing.T) {
-	c := testcluster.New(t, 1, nil)
+	c := nodetest.New(t, 1, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	const callers = 20
@@ -264,7 +264,7 @@ func TestCallersLeavingWhileTheLoopIsBusyLeaveNoLock(t *testing.T) {
 	close(resume)
 	for i := range callers {
 		key := fmt.Sprintf("k%d", i)
-		testcluster.WaitFor(t, 10*time.Second, key+" to be free", func() bool {
+		nodetest.WaitFor(t, 10*time.Second, key+" to be free", func() bool {
 			info, err := l.Get(ctx, key, false)
 			return err == nil && !info.Held
 		})
@@ -278,7 +278,7 @@ func waiterCount(n *node.Node, key string) int {
 }
 
 func TestWaitersGrantedInFIFOOrder(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	holder, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
@@ -301,13 +301,13 @@ func TestWaitersGrantedInFIFOOrder(t *testing.T) {
 			tok, err := l.Acquire(wctx, "k", time.Hour, 20*time.Second, 0)
 			grants <- grant{who, tok, err}
 		}()
-		testcluster.WaitFor(t, 5*time.Second, "the waiter to queue", func() bool { return waiterCount(l, "k") == who+1 })
+		nodetest.WaitFor(t, 5*time.Second, "the waiter to queue", func() bool { return waiterCount(l, "k") == who+1 })
 	}
 	leave()
 	if g := <-grants; g.who != 1 || !errors.Is(g.err, context.Canceled) {
 		t.Fatalf("first answer %+v, want waiter 1 cancelled", g)
 	}
-	testcluster.WaitFor(t, 5*time.Second, "the gone waiter to leave the queue", func() bool { return waiterCount(l, "k") == 3 })
+	nodetest.WaitFor(t, 5*time.Second, "the gone waiter to leave the queue", func() bool { return waiterCount(l, "k") == 3 })
 	prev := holder
 	if err := l.Release(ctx, "k", holder, 0); err != nil {
 		t.Fatal(err)
@@ -325,7 +325,7 @@ func TestWaitersGrantedInFIFOOrder(t *testing.T) {
 }
 
 func TestWaitRunsOutAsHeld(t *testing.T) {
-	c := testcluster.New(t, 1, nil)
+	c := nodetest.New(t, 1, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 10*time.Second)
 	if _, err := l.Acquire(ctx, "k", time.Hour, 0, 0); err != nil {
@@ -344,7 +344,7 @@ func TestWaitRunsOutAsHeld(t *testing.T) {
 }
 
 func TestStaleReleaseRejected(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 30*time.Second)
 	old, err := l.Acquire(ctx, "k", 100*time.Millisecond, 0, 0)
@@ -352,7 +352,7 @@ func TestStaleReleaseRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cur uint64
-	testcluster.WaitFor(t, 10*time.Second, "a new holder after expiry", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "a new holder after expiry", func() bool {
 		cur, err = l.Acquire(ctx, "k", time.Hour, 0, 0)
 		return err == nil
 	})
@@ -378,7 +378,7 @@ func TestStaleReleaseRejected(t *testing.T) {
 }
 
 func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 20*time.Second)
 	for _, payload := range [][]byte{
@@ -403,7 +403,7 @@ func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
 }
 
 func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
-	c := testcluster.New(t, 1, nil)
+	c := nodetest.New(t, 1, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 10*time.Second)
 	tok, err := l.Acquire(ctx, "k", time.Second, 0, 77)
@@ -440,7 +440,7 @@ func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
 // are confirmed with a quorum first (found by the chaos harness: a leader
 // resumed after SIGSTOP answered a renewal from its pre-pause table).
 func TestIsolatedLeaderGivesNoNegativeAnswers(t *testing.T) {
-	c := testcluster.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 }) // a long window
+	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 }) // a long window
 	l := c.WaitLeader()
 	ctx := ctxT(t, 10*time.Second)
 	tok, err := l.Acquire(ctx, "k", time.Hour, 0, 0)

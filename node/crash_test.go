@@ -16,17 +16,17 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
 )
 
 // A member that took snapshots restarts: the stored commit index is never
 // below the stored snapshot (raft refuses to load such a state).
 func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
-	c := testcluster.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
+	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
 	l := c.WaitLeader()
 	ctx := ctxT(t, 60*time.Second)
 	for i := range 40 {
@@ -87,7 +87,7 @@ func (s *syncCheckStorage) Save(hs *raftpb.HardState, es []*raftpb.Entry, snap *
 func TestReceivedSnapshotIsSynced(t *testing.T) {
 	stores := map[uint64]*syncCheckStorage{}
 	var mu sync.Mutex
-	c := testcluster.New(t, 3, func(cfg *node.Config) {
+	c := nodetest.New(t, 3, func(cfg *node.Config) {
 		cfg.SnapshotEvery, cfg.SnapshotKeep = 20, 5
 		ds, err := logstore.Open(cfg.DataDir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
 		if err != nil {
@@ -127,7 +127,7 @@ func TestReceivedSnapshotIsSynced(t *testing.T) {
 // retryable ErrUnavailable within a few election timeouts, even when the
 // caller set no deadline (raft drops pending ReadIndex requests silently).
 func TestReadOnIsolatedLeaderEndsUnavailable(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	for _, f := range c.Followers(l) {
 		c.StopMember(f.ID())
@@ -174,7 +174,7 @@ func TestMaxBatchAboveCodecLimitRefused(t *testing.T) {
 // complete; a member that installed a snapshot from the leader says it is
 // not (it never applied the entries the snapshot replaced).
 func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
-	c := testcluster.New(t, 3, func(cfg *node.Config) {
+	c := nodetest.New(t, 3, func(cfg *node.Config) {
 		cfg.SnapshotEvery, cfg.SnapshotKeep = 10, 2
 		cfg.AuditJournal = cfg.DataDir + "/audit-journal.jsonl"
 	})
@@ -231,7 +231,7 @@ func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
 // etcd's /health does; /metrics has the leader gauge and the per-operation
 // request latency.
 func TestHealthzAndLeaderGauge(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	get := func(n *node.Node, path string) (int, string) {
 		rec := httptest.NewRecorder()
@@ -253,7 +253,7 @@ func TestHealthzAndLeaderGauge(t *testing.T) {
 		c.StopMember(o.ID())
 	}
 	c.StopMember(l.ID())
-	testcluster.WaitFor(t, 10*time.Second, "the lone follower to lose its leader", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "the lone follower to lose its leader", func() bool {
 		code, body := get(f, "/healthz")
 		return code == 503 && strings.Contains(body, "no leader")
 	})

@@ -11,9 +11,9 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/internal/freeport"
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // failingCompact is a log store whose compactions fail once armed, as on a
@@ -64,7 +64,7 @@ func TestDiskFailureNeverTurnsACommittedAnswerIntoStopped(t *testing.T) {
 	n := startSingle(t, node.Config{SnapshotEvery: 1, SnapshotKeep: 1, TickInterval: 5 * time.Millisecond},
 		func(d *logstore.Disk) logstore.Store { return failingCompact{d, armed} })
 	ctx := ctxT(t, 10*time.Second)
-	testcluster.WaitFor(t, 10*time.Second, "a member that may decide", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "a member that may decide", func() bool {
 		_, err := n.Get(ctx, "x", false)
 		return err == nil
 	})

@@ -5,7 +5,7 @@ import (
 )
 
 // What the external tests (package node_test, which run clusters through
-// internal/testcluster) need from inside the package. Only test binaries
+// node/nodetest) need from inside the package. Only test binaries
 // see these.
 
 // Inspect runs f on n's loop goroutine; false when the loop has ended.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // A handover that leaves this member leading (asked to transfer to
@@ -17,7 +17,7 @@ import (
 // rule `leader transfer --to <the leader>` left the leader draining, and
 // every call ended Unavailable until the next election.
 func TestHandOverToItselfKeepsTakingCalls(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx := ctxT(t, 20*time.Second)
 	to, err := l.HandOver(ctx, l.ID())
@@ -32,7 +32,7 @@ func TestHandOverToItselfKeepsTakingCalls(t *testing.T) {
 // A handover whose context ended while calls were in flight must neither
 // transfer nor leave the leader draining.
 func TestHandOverWithExpiredContextKeepsLeading(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	expired := ctxT(t, time.Nanosecond)
 	<-expired.Done()
@@ -53,7 +53,7 @@ func TestHandOverWithExpiredContextKeepsLeading(t *testing.T) {
 // it proposed.
 func TestShutdownOfASingleMemberTriesNoHandover(t *testing.T) {
 	var logs lockedBuffer
-	c := testcluster.New(t, 1, func(cfg *node.Config) {
+	c := nodetest.New(t, 1, func(cfg *node.Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	l := c.WaitLeader()

@@ -15,7 +15,7 @@ import (
 )
 
 // Tests that reach into the package's internals without a cluster; the
-// cluster tests are in package node_test and run on internal/testcluster.
+// cluster tests are in package node_test and run on internal/nodetest.
 
 // The raft loop may call ReportSnapshot (through Send) while reportc is
 // full, and it is reportc's only reader: the call must return at once, and

@@ -12,9 +12,9 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/internal/freeport"
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // gatedStore holds a Save that carries entries until the test opens the
@@ -59,7 +59,7 @@ func startGated(t *testing.T, ctx context.Context) (*node.Node, *gatedStore, fun
 	}
 	open := sync.OnceFunc(func() { close(g.gate) })
 	t.Cleanup(func() { open(); n.Close() })
-	testcluster.WaitFor(t, 10*time.Second, "a leader that grants", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "a leader that grants", func() bool {
 		_, err := n.Acquire(ctx, "warm", time.Minute, 0, 0)
 		return err == nil
 	})

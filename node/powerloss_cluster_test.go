@@ -14,10 +14,10 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // Every member of a 3-member cluster loses power at the same moment, under load (distinct keys, a contended key with handoffs,
@@ -39,7 +39,7 @@ func powerLossRun(t *testing.T, seed uint64) {
 		fss[id] = vfs.NewCrashableMem()
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	c := testcluster.New(t, 3, func(cfg *node.Config) {
+	c := nodetest.New(t, 3, func(cfg *node.Config) {
 		cfg.SnapshotEvery, cfg.SnapshotKeep, cfg.SnapshotByEntries = 50, 10, true
 		mu.Lock()
 		fs := fss[cfg.ID]
@@ -61,7 +61,7 @@ func powerLossRun(t *testing.T, seed uint64) {
 		}
 		return nil
 	}
-	testcluster.WaitFor(t, 20*time.Second, "a leader that grants", func() bool {
+	nodetest.WaitFor(t, 20*time.Second, "a leader that grants", func() bool {
 		l := leader()
 		if l == nil {
 			return false
@@ -138,7 +138,7 @@ func powerLossRun(t *testing.T, seed uint64) {
 	}
 	// The cut comes once a random number of grants was acknowledged.
 	cutAt := 50 + rng.IntN(200)
-	testcluster.WaitFor(t, 60*time.Second, "grants acknowledged before the cut", func() bool {
+	nodetest.WaitFor(t, 60*time.Second, "grants acknowledged before the cut", func() bool {
 		amu.Lock()
 		defer amu.Unlock()
 		return len(acked) >= cutAt
@@ -191,7 +191,7 @@ func powerLossRun(t *testing.T, seed uint64) {
 		}
 	}
 	var l *node.Node
-	testcluster.WaitFor(t, 30*time.Second, "a leader after the power cut", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "a leader after the power cut", func() bool {
 		l = leader()
 		if l == nil {
 			return false

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // Close while a Ready's write is held: Close waits for the write (the
@@ -28,7 +28,7 @@ func TestCloseWaitsForTheWriteInFlight(t *testing.T) {
 	go func() { _, err := n.Acquire(ctx, "b", time.Minute, 0, 0); second <- err }()
 	// "b" is decided by the loop while the write is held: proposed, in
 	// the core's queue for the next Ready, beside "a" in the held one.
-	testcluster.WaitFor(t, 10*time.Second, "the second acquire decided", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "the second acquire decided", func() bool {
 		inflight := 0
 		node.Inspect(n, func(c *member.Core) { inflight = c.InFlight() })
 		return inflight >= 2

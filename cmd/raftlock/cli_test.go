@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 func startCluster(t *testing.T) string {
 	t.Helper()
-	c, err := testcluster.Start(t.TempDir(), 3, nil)
+	c, err := nodetest.Start(t.TempDir(), 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

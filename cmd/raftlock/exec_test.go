@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // procStat is the state and process group of pid, from /proc; ok is
@@ -61,7 +61,7 @@ func groupRunning(t *testing.T, pgid int) []int {
 func readPid(t *testing.T, file string, exited <-chan struct{}, stderr *syncBuffer) int {
 	t.Helper()
 	var pid int
-	testcluster.WaitFor(t, 20*time.Second, file, func() bool {
+	nodetest.WaitFor(t, 20*time.Second, file, func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("exec ended before its command wrote %s: %s", filepath.Base(file), stderr.String())
@@ -123,7 +123,7 @@ while [ ! -e ` + ready + ` ]; do sleep 0.01; done
 			t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 			pgid, child := readPid(t, pgFile, exited, &errOut), readPid(t, childFile, exited, &errOut)
 			t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) }) // when exec failed to
-			testcluster.WaitFor(t, 20*time.Second, "the child's SIGTERM trap", func() bool {
+			nodetest.WaitFor(t, 20*time.Second, "the child's SIGTERM trap", func() bool {
 				_, err := os.Stat(ready)
 				return err == nil
 			})
@@ -223,7 +223,7 @@ func TestExecJobCanRunRaftlockItself(t *testing.T) {
 // kill -INT) must still give up their wait for a held lock: exit 130, the
 // command never ran, and the queue keeps nothing of them.
 func TestSignalGivesUpTheWaitForALock(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	c.WaitLeader()
 	waiting := func() (n float64) { // over every member: the leader may change
 		for _, m := range c.Nodes() {
@@ -252,7 +252,7 @@ func TestSignalGivesUpTheWaitForALock(t *testing.T) {
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			// Once it waits in the queue, interrupt it.
-			testcluster.WaitFor(t, 20*time.Second, "a waiter on busy", func() bool {
+			nodetest.WaitFor(t, 20*time.Second, "a waiter on busy", func() bool {
 				return waiting() > 0
 			})
 			cmd.Process.Signal(os.Interrupt)
@@ -268,7 +268,7 @@ func TestSignalGivesUpTheWaitForALock(t *testing.T) {
 			if _, err := os.Stat(ran); err == nil {
 				t.Fatal("the command ran")
 			}
-			testcluster.WaitFor(t, 20*time.Second, "the queue empty again", func() bool {
+			nodetest.WaitFor(t, 20*time.Second, "the queue empty again", func() bool {
 				return waiting() == 0
 			})
 		})

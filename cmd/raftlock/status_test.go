@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // status counts what it asked: a stopped member it asked is unreachable,
@@ -16,7 +16,7 @@ import (
 // stands for is. And it exits as etcdctl endpoint health does: 1 when a
 // member asked is unreachable or no member knows a leader.
 func TestStatusAccountsForTheMembersItAsked(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	leader := c.WaitLeader()
 	eps := strings.Join(c.Endpoints(), ",")
 	if code, out, stderr := cli(t, "status", "--endpoints", eps); code != 0 || strings.Contains(out, "not asked") {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/internal/watchnet"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -23,7 +23,7 @@ import (
 // retrying it on another member. A goaway never sent leaves the client on
 // the connection until Shutdown gives up on it.
 func TestGoAwayComesAfterTheGreeting(t *testing.T) {
-	c := testcluster.New(t, 1, nil)
+	c := nodetest.New(t, 1, nil)
 	s := server.New(c.WaitLeader())
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -13,14 +13,14 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
-	"github.com/raftlock/raftlock/internal/testcluster"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
 )
 
 func oneMember(t *testing.T) *node.Node {
 	t.Helper()
-	c := testcluster.New(t, 1, nil)
+	c := nodetest.New(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.Leader(ctx); err != nil {
@@ -94,7 +94,7 @@ func TestPprofOnlyWithDebug(t *testing.T) {
 
 // A limit of the member core reaches the client as the Overloaded answer.
 func TestOverloadedAnswer(t *testing.T) {
-	c := testcluster.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
+	c := nodetest.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.Leader(ctx); err != nil {

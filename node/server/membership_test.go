@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
-	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -19,7 +19,7 @@ import (
 // at another peer address, or a remove of an id the cluster never had,
 // fails.
 func TestRetriedMemberChangesSucceedUnchanged(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	c.WaitLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -12,14 +12,14 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/internal/testcluster"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
 )
 
 // snapshot.save hands out a table larger than a frame in chunks that fit
 // one, from a capture at one applied index, through any member.
 func TestSnapshotSaveStreamsTheTableInChunks(t *testing.T) {
-	c := testcluster.New(t, 3, nil)
+	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-// Package testcluster runs a raftlock cluster inside one process, over real
+// Package nodetest runs a raftlock cluster inside one process, over real
 // loopback TCP and real pebble directories, for tests and smoke benchmarks.
 // It is the one in-process cluster helper of the node, client and bench
 // tests (real-process clusters live with the CLI tests and the chaos
@@ -10,7 +10,7 @@
 // it is closed when the test ends, and its waiting helpers (WaitLeader,
 // Converged, Restart) fail the test instead of returning errors. Start is
 // the same without a testing.TB.
-package testcluster
+package nodetest
 
 import (
 	"cmp"
@@ -341,7 +341,7 @@ func (c *Cluster) Converged(timeout time.Duration) string {
 // cannot serve a cluster made by Start.
 func (c *Cluster) tb(method string) testing.TB {
 	if c.t == nil {
-		panic("testcluster: " + method + " needs a cluster made by New")
+		panic("nodetest: " + method + " needs a cluster made by New")
 	}
 	return c.t
 }
