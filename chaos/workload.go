@@ -35,14 +35,14 @@ func NewFencedStore(rec *history.Recorder) *FencedStore {
 func (s *FencedStore) Read(p history.Process, key string, token uint64) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rec.Record(p, history.Invoke, "read", key, history.Value{Token: &token})
+	s.rec.Record(p, history.Invoke, history.OpRead, key, history.Value{Token: &token})
 	if token < s.highest[key] {
-		s.rec.Record(p, history.Fail, "read", key, history.Value{Error: "stale-token"})
+		s.rec.Record(p, history.Fail, history.OpRead, key, history.Value{Error: "stale-token"})
 		return 0, false
 	}
 	s.highest[key] = token
 	v := s.counter[key]
-	s.rec.Record(p, history.OK, "read", key, history.Value{Value: &v})
+	s.rec.Record(p, history.OK, history.OpRead, key, history.Value{Value: &v})
 	return v, true
 }
 
@@ -50,14 +50,14 @@ func (s *FencedStore) Read(p history.Process, key string, token uint64) (int64, 
 func (s *FencedStore) Write(p history.Process, key string, token uint64, v int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rec.Record(p, history.Invoke, "write", key, history.Value{Token: &token, Value: &v})
+	s.rec.Record(p, history.Invoke, history.OpWrite, key, history.Value{Token: &token, Value: &v})
 	if token < s.highest[key] {
-		s.rec.Record(p, history.Fail, "write", key, history.Value{Error: "stale-token"})
+		s.rec.Record(p, history.Fail, history.OpWrite, key, history.Value{Error: "stale-token"})
 		return false
 	}
 	s.highest[key] = token
 	s.counter[key] = v
-	s.rec.Record(p, history.OK, "write", key, history.Value{Value: &v})
+	s.rec.Record(p, history.OK, history.OpWrite, key, history.Value{Value: &v})
 	return true
 }
 
@@ -197,7 +197,7 @@ func (wk *worker) complete(f, key string, err error, ok history.Value) bool {
 }
 
 func (wk *worker) get(ctx context.Context, key string) {
-	wk.record(history.Invoke, "get", key, history.Value{})
+	wk.record(history.Invoke, history.OpGet, key, history.Value{})
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	info, err := wk.reader.Get(cctx, key)
 	cancel()
@@ -207,10 +207,10 @@ func (wk *worker) get(ctx context.Context, key string) {
 	}
 	if err != nil {
 		// A read has no effect: a failed one is simply a failure.
-		wk.record(history.Fail, "get", key, history.Value{Error: "unavailable"})
+		wk.record(history.Fail, history.OpGet, key, history.Value{Error: "unavailable"})
 		return
 	}
-	wk.record(history.OK, "get", key, v)
+	wk.record(history.OK, history.OpGet, key, v)
 }
 
 // list reads a page of the table, from the first key or after a random
@@ -223,30 +223,30 @@ func (wk *worker) list(ctx context.Context) {
 		after = keys[wk.rng.IntN(len(keys))]
 	}
 	limit := 1 + wk.rng.IntN(len(keys)+1)
-	wk.record(history.Invoke, "list", "", history.Value{After: after, Limit: history.Ptr(int64(limit))})
+	wk.record(history.Invoke, history.OpList, "", history.Value{After: after, Limit: history.Ptr(int64(limit))})
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	page, err := wk.reader.List(cctx, client.ListOptions{After: after, Limit: limit})
 	cancel()
 	if err != nil {
-		wk.record(history.Fail, "list", "", history.Value{Error: "unavailable"})
+		wk.record(history.Fail, history.OpList, "", history.Value{Error: "unavailable"})
 		return
 	}
 	v := history.Value{More: history.Ptr(page.More)}
 	for _, l := range page.Locks {
 		v.Locks = append(v.Locks, history.ListedLock{Key: l.Key, Token: l.Token, Owner: l.Owner})
 	}
-	wk.record(history.OK, "list", "", v)
+	wk.record(history.OK, history.OpList, "", v)
 }
 
 // forceRelease is an operator freeing key whatever holds it (rule 12): the
 // holder it evicts finds out at its next release or renewal, and the
 // fenced store keeps refusing its token once the next holder used its own.
 func (wk *worker) forceRelease(ctx context.Context, key string) {
-	inv := wk.w.Rec.Record(wk.proc, history.Invoke, "release", key, history.Value{Force: true})
+	inv := wk.w.Rec.Record(wk.proc, history.Invoke, history.OpRelease, key, history.Value{Force: true})
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	tok, err := wk.cl.ForceReleaseTagged(cctx, key, uint64(inv.Index)+1)
 	cancel()
-	wk.complete("release", key, err, history.Value{Token: history.Ptr(tok)})
+	wk.complete(history.OpRelease, key, err, history.Value{Token: history.Ptr(tok)})
 }
 
 // cycle acquires key and, holding it, runs a critical section on the fenced
@@ -261,12 +261,12 @@ func (wk *worker) cycle(ctx context.Context, key string) {
 		wait = time.Duration(rng.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
 	}
 	owner := fmt.Sprintf("chaos-%d", wk.proc)
-	inv := w.Rec.Record(wk.proc, history.Invoke, "acquire", key,
+	inv := w.Rec.Record(wk.proc, history.Invoke, history.OpAcquire, key,
 		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: owner})
 	cctx, cancel := context.WithTimeout(ctx, wait+2*time.Second)
 	g, err := wk.cl.AcquireWith(cctx, client.AcquireRequest{Key: key, Lease: lease, Wait: wait, Owner: owner, Tag: uint64(inv.Index) + 1})
 	cancel()
-	if !wk.complete("acquire", key, err, history.Value{Token: history.Ptr(g.Token)}) {
+	if !wk.complete(history.OpAcquire, key, err, history.Value{Token: history.Ptr(g.Token)}) {
 		return
 	}
 	token := g.Token
@@ -281,20 +281,20 @@ func (wk *worker) cycle(ctx context.Context, key string) {
 	}
 	if rng.Float64() < 0.3 {
 		// Tagged with the invoke index + 1, as acquires: the audit finds it.
-		inv := w.Rec.Record(wk.proc, history.Invoke, "renew", key, history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())})
+		inv := w.Rec.Record(wk.proc, history.Invoke, history.OpRenew, key, history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())})
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := wk.cl.RenewTagged(cctx, key, token, lease, uint64(inv.Index)+1)
 		cancel()
-		if !wk.complete("renew", key, err, history.Value{}) && !errors.Is(err, client.ErrNotFound) {
+		if !wk.complete(history.OpRenew, key, err, history.Value{}) && !errors.Is(err, client.ErrNotFound) {
 			return
 		}
 	}
 	if rng.Float64() < 0.9 {
-		inv := w.Rec.Record(wk.proc, history.Invoke, "release", key, history.Value{Token: history.Ptr(token)})
+		inv := w.Rec.Record(wk.proc, history.Invoke, history.OpRelease, key, history.Value{Token: history.Ptr(token)})
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := wk.cl.ReleaseTagged(cctx, key, token, uint64(inv.Index)+1)
 		cancel()
-		wk.complete("release", key, err, history.Value{})
+		wk.complete(history.OpRelease, key, err, history.Value{})
 	}
 }
 

@@ -30,9 +30,9 @@ type LogCommand struct {
 
 // the log's op and success status for each history operation.
 var logOps = map[string]struct{ op, success string }{
-	"acquire": {"grant", "Granted"},
-	"release": {"release", "Released"},
-	"renew":   {"renew", "Renewed"},
+	history.OpAcquire: {"grant", "Granted"},
+	history.OpRelease: {"release", "Released"},
+	history.OpRenew:   {"renew", "Renewed"},
 }
 
 // tagged indexes the log's tagged commands by tag (the first one wins: a
@@ -62,14 +62,14 @@ func Resolve(events []history.Event, log CommittedLog) []Resolution {
 			continue
 		}
 		r := Resolution{Index: o.Invoke.Index}
-		if o.F != "acquire" {
+		if o.F != history.OpAcquire {
 			r.F = o.F
 		}
 		c, found := byTag[uint64(o.Invoke.Index)+1]
 		switch {
 		case found && c.Op == want.op && c.Status == want.success:
 			r.Happened, r.Token = true, c.Token
-			if o.F != "acquire" {
+			if o.F != history.OpAcquire {
 				r.Token = 0
 			}
 		case found || log.Final:
@@ -113,7 +113,7 @@ func checkAudit(ops []*Op, log *CommittedLog) Result {
 		case o.Type == history.OK && found && !applied:
 			res.Violations = append(res.Violations, Violation{Key: o.Key, Events: o.events(), Message: fmt.Sprintf(
 				"%s answered ok but applied at log index %d as %s", o.F, c.Index, c.Status)})
-		case o.Type == history.OK && applied && o.F == "acquire" && c.Token != o.Token():
+		case o.Type == history.OK && applied && o.F == history.OpAcquire && c.Token != o.Token():
 			res.Violations = append(res.Violations, Violation{Key: o.Key, Events: o.events(), Message: fmt.Sprintf(
 				"acquire answered token %d but applied at log index %d with token %d", o.Token(), c.Index, c.Token)})
 		case o.Type == history.OK && !found && log.Final:

@@ -3,6 +3,8 @@ package checker
 import (
 	"fmt"
 	"sort"
+
+	"github.com/raftlock/raftlock/checker/history"
 )
 
 // Backup is one backup a harness took during the run, as raftlock snapshot
@@ -57,7 +59,7 @@ func checkBackups(ops []*Op, backups []Backup) Result {
 			}
 			// On one key a later release of the same token outranks the
 			// grant it ends.
-			if l := latest[o.Key]; l == nil || t > topToken(l) || (t == topToken(l) && o.F == "release") {
+			if l := latest[o.Key]; l == nil || t > topToken(l) || (t == topToken(l) && o.F == history.OpRelease) {
 				latest[o.Key] = o
 			}
 		}
@@ -73,7 +75,7 @@ func checkBackups(ops []*Op, backups []Backup) Result {
 				continue
 			}
 			have, want := b.Locks[key], topToken(l)
-			if have < want || (have == want && l.F == "release") {
+			if have < want || (have == want && l.F == history.OpRelease) {
 				res.Violations = append(res.Violations, Violation{Key: key,
 					Message: fmt.Sprintf("%s holds %q with token %d, older than what was acknowledged there before it was asked for: %s",
 						describeBackup(b), key, have, describe(l)),

@@ -188,7 +188,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	stats := Stats{Events: len(events), Ops: len(ops), ByType: map[string]int{}, Nemesis: len(windows)}
 	for _, o := range ops {
 		stats.ByType[o.Type]++
-		if o.F == "acquire" && o.Type == history.OK {
+		if o.F == history.OpAcquire && o.Type == history.OK {
 			stats.Grants++
 		}
 	}
@@ -253,7 +253,7 @@ func resolve(ops []*Op, rs []Resolution) ([]*Op, int) {
 	n := 0
 	for _, o := range ops {
 		r, ok := byIndex[o.Invoke.Index]
-		if !ok || o.Type != history.Info || (r.F == "" && o.F != "acquire") || (r.F != "" && r.F != o.F) {
+		if !ok || o.Type != history.Info || (r.F == "" && o.F != history.OpAcquire) || (r.F != "" && r.F != o.F) {
 			out = append(out, o)
 			continue
 		}
@@ -261,10 +261,10 @@ func resolve(ops []*Op, rs []Resolution) ([]*Op, int) {
 		switch {
 		case !r.Happened:
 			// Never applied: it leaves the history.
-		case o.F == "acquire" && r.Token != 0:
+		case o.F == history.OpAcquire && r.Token != 0:
 			o.Resolved = history.Ptr(r.Token)
 			out = append(out, o)
-		case o.F != "acquire":
+		case o.F != history.OpAcquire:
 			o.Applied = true
 			out = append(out, o)
 		}
@@ -274,12 +274,12 @@ func resolve(ops []*Op, rs []Resolution) ([]*Op, int) {
 
 // isGrant: an acquire known to have happened (ok, or info resolved).
 func isGrant(o *Op) bool {
-	return o.F == "acquire" && (o.Type == history.OK || o.Resolved != nil)
+	return o.F == history.OpAcquire && (o.Type == history.OK || o.Resolved != nil)
 }
 
 func isLockOp(o *Op) bool {
 	switch o.F {
-	case "acquire", "release", "renew", "get":
+	case history.OpAcquire, history.OpRelease, history.OpRenew, history.OpGet:
 		return true
 	}
 	return false
@@ -349,7 +349,7 @@ func checkFencing(ops []*Op) Result {
 	keyOf := map[uint64]*Op{}
 	var seen []sighting
 	for _, o := range ops {
-		if o.F == "acquire" && o.Type == history.Fail && o.Error() == "grant-rejected" {
+		if o.F == history.OpAcquire && o.Type == history.Fail && o.Error() == "grant-rejected" {
 			res.Violations = append(res.Violations, Violation{Key: o.Key,
 				Message: "the state machine rejected a grant: the leader proposed a Grant for a held key",
 				Events:  []history.Event{o.Invoke, *o.Done}})
@@ -378,7 +378,7 @@ func checkFencing(ops []*Op) Result {
 		if !ok || t == 0 {
 			continue
 		}
-		if o.F != "acquire" {
+		if o.F != history.OpAcquire {
 			seen = append(seen, sighting{token: t, at: o.Return(), op: o})
 		}
 		if prev, ok := keyOf[t]; !ok {
@@ -430,7 +430,7 @@ func leaseOf(o *Op) int64 {
 // applied them.
 func checkResource(ops []*Op) Result {
 	res := Result{Name: "fenced-resource", Decides: true, Status: StatusOK}
-	writes := byKey(ops, func(o *Op) bool { return (o.F == "write" || o.F == "read") && o.Type == history.OK })
+	writes := byKey(ops, func(o *Op) bool { return (o.F == history.OpWrite || o.F == history.OpRead) && o.Type == history.OK })
 	if len(writes) == 0 {
 		res.Status, res.Note = StatusSkipped, "no fenced-resource operations in the history"
 		return res
@@ -450,7 +450,7 @@ func checkResource(ops []*Op) Result {
 			if t >= highest {
 				highest, highestOp = t, o
 			}
-			if o.F != "write" || o.Done.Value.Value == nil {
+			if o.F != history.OpWrite || o.Done.Value.Value == nil {
 				continue
 			}
 			v := *o.Done.Value.Value

@@ -30,9 +30,9 @@ func sightingOf(o *Op) (uint64, bool) {
 		return 0, false
 	}
 	switch o.F {
-	case "acquire", "release", "renew":
+	case history.OpAcquire, history.OpRelease, history.OpRenew:
 		return o.Token(), o.Token() != 0
-	case "get":
+	case history.OpGet:
 		if v := o.Done.Value; v.Held != nil && *v.Held && v.Token != nil {
 			return *v.Token, true
 		}
@@ -41,7 +41,7 @@ func sightingOf(o *Op) (uint64, bool) {
 }
 
 func isFreeGet(o *Op) bool {
-	return o.F == "get" && o.Type == history.OK && o.Done.Value.Held != nil && !*o.Done.Value.Held
+	return o.F == history.OpGet && o.Type == history.OK && o.Done.Value.Held != nil && !*o.Done.Value.Held
 }
 
 // gatherEvidence indexes every key's sightings and free reads.
@@ -136,9 +136,9 @@ func describe(o *Op) string {
 		res = fmt.Sprintf("granted %d (resolved from the log)", *o.Resolved)
 	case o.Type == history.Fail:
 		res = o.Error()
-	case o.Type == history.OK && o.F == "acquire":
+	case o.Type == history.OK && o.F == history.OpAcquire:
 		res = fmt.Sprintf("token %d", o.Token())
-	case o.Type == history.OK && o.F == "get":
+	case o.Type == history.OK && o.F == history.OpGet:
 		if t, ok := sightingOf(o); ok {
 			res = fmt.Sprintf("held by %d", t)
 		} else {
@@ -146,7 +146,7 @@ func describe(o *Op) string {
 		}
 	}
 	arg := ""
-	if o.F != "acquire" && o.F != "get" {
+	if o.F != history.OpAcquire && o.F != history.OpGet {
 		arg = fmt.Sprint(o.Token())
 	}
 	return fmt.Sprintf("%s(%s) on %q -> %s [%s, %s]", o.F, arg, o.Key, res, ms(o.Call()), msOrOpen(o.Return()))

@@ -22,7 +22,7 @@ func withListReads(ops []*Op) []*Op {
 	seen := map[string]bool{}
 	hasList := false
 	for _, o := range ops {
-		if o.F == "list" {
+		if o.F == history.OpList {
 			hasList = true
 			continue
 		}
@@ -37,7 +37,7 @@ func withListReads(ops []*Op) []*Op {
 	slices.Sort(keys)
 	out := ops
 	for _, o := range ops {
-		if o.F != "list" || o.Type != history.OK {
+		if o.F != history.OpList || o.Type != history.OK {
 			continue
 		}
 		page := o.Done.Value
@@ -71,5 +71,5 @@ func listedRead(o *Op, key string, v history.Value) *Op {
 	inv, done := o.Invoke, *o.Done
 	inv.Key, inv.Value = key, history.Value{}
 	done.Key, done.Value = key, v
-	return &Op{Process: o.Process, F: "get", Key: key, Invoke: inv, Done: &done, Type: history.OK, FromList: o}
+	return &Op{Process: o.Process, F: history.OpGet, Key: key, Invoke: inv, Done: &done, Type: history.OK, FromList: o}
 }

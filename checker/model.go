@@ -65,17 +65,17 @@ func opOutput(o *Op) lockOutput {
 	switch o.Type {
 	case history.Fail:
 		switch {
-		case o.F == "acquire" && o.Error() == "held":
+		case o.F == history.OpAcquire && o.Error() == "held":
 			return lockOutput{Kind: outHeld}
-		case (o.F == "release" || o.F == "renew") && o.Error() == "not-found":
+		case (o.F == history.OpRelease || o.F == history.OpRenew) && o.Error() == "not-found":
 			return lockOutput{Kind: outNotFound}
 		}
 		return lockOutput{Kind: outNoop}
 	}
 	switch o.F {
-	case "acquire":
+	case history.OpAcquire:
 		return lockOutput{Kind: outGranted, Token: o.Token()}
-	case "get":
+	case history.OpGet:
 		if o.Done.Value.Held != nil && *o.Done.Value.Held {
 			var t uint64
 			if o.Done.Value.Token != nil {
@@ -103,7 +103,7 @@ func stepLock(state, input, output any) []any {
 	for _, c := range starts {
 		heldByCaller := c.Held && c.Token == in.Token && in.Token != 0
 		switch in.F {
-		case "acquire":
+		case history.OpAcquire:
 			switch out.Kind {
 			case outUnknown:
 				next = append(next, c)
@@ -121,7 +121,7 @@ func stepLock(state, input, output any) []any {
 					next = append(next, c)
 				}
 			}
-		case "release":
+		case history.OpRelease:
 			if in.Force {
 				next = append(next, stepForced(c, out)...)
 				continue
@@ -143,7 +143,7 @@ func stepLock(state, input, output any) []any {
 			default:
 				next = append(next, c)
 			}
-		case "renew":
+		case history.OpRenew:
 			switch out.Kind {
 			case outOK:
 				if heldByCaller {
@@ -156,7 +156,7 @@ func stepLock(state, input, output any) []any {
 			default:
 				next = append(next, c)
 			}
-		case "get":
+		case history.OpGet:
 			switch out.Kind {
 			case outFree:
 				if !c.Held {
@@ -269,7 +269,7 @@ func describeOp(input, output any) string {
 		return fmt.Sprintf("release(force) -> released %d", out.Token)
 	case in.Force:
 		return "release(force) -> " + res
-	case in.F == "release", in.F == "renew":
+	case in.F == history.OpRelease, in.F == history.OpRenew:
 		return fmt.Sprintf("%s(%d) -> %s", in.F, in.Token, res)
 	}
 	return fmt.Sprintf("%s() -> %s", in.F, res)

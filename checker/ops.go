@@ -58,7 +58,7 @@ func (o *Op) Return() int64 {
 // Token is the token an operation carries: granted (acquire ok) or given
 // (release, renew, read, write).
 func (o *Op) Token() uint64 {
-	if o.F == "acquire" {
+	if o.F == history.OpAcquire {
 		switch {
 		case o.Resolved != nil:
 			return *o.Resolved
@@ -78,7 +78,7 @@ func (o *Op) Token() uint64 {
 
 // Forced says o is a forced release: an operator's, without a token,
 // which frees its key whatever token holds it.
-func (o *Op) Forced() bool { return o.F == "release" && o.Invoke.Value.Force }
+func (o *Op) Forced() bool { return o.F == history.OpRelease && o.Invoke.Value.Force }
 
 // Error is the completion's error string, if any.
 func (o *Op) Error() string {

@@ -207,11 +207,11 @@ func outcomeColor(typ string) color.Color {
 // opGlyph gives each lock operation its own marker shape.
 func opGlyph(f string) draw.GlyphDrawer {
 	switch f {
-	case "release":
+	case history.OpRelease:
 		return draw.TriangleGlyph{}
-	case "renew":
+	case history.OpRenew:
 		return draw.SquareGlyph{}
-	case "get":
+	case history.OpGet:
 		return draw.CrossGlyph{}
 	}
 	return draw.CircleGlyph{}
@@ -297,8 +297,8 @@ func (v *Verdict) plotLatency(path string) error {
 		dot.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(3), Color: outcomeColor(history.Info)}
 		return []plot.Thumbnailer{ring, dot}
 	}
-	legend.Add(fmt.Sprintf("info: %d (outcome unknown)", count[history.Info]), infoMark("acquire")...)
-	for _, f := range []string{"acquire", "release", "renew", "get"} {
+	legend.Add(fmt.Sprintf("info: %d (outcome unknown)", count[history.Info]), infoMark(history.OpAcquire)...)
+	for _, f := range []string{history.OpAcquire, history.OpRelease, history.OpRenew, history.OpGet} {
 		s, _ := plotter.NewScatter(plotter.XYs{{}})
 		s.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(2.5), Color: color.Gray{80}}
 		legend.Add(f, s)
@@ -316,7 +316,7 @@ func (v *Verdict) plotLatency(path string) error {
 		}
 	}
 	for _, typ := range []string{history.OK, history.Fail, history.Info} {
-		for _, f := range []string{"acquire", "release", "renew", "get"} {
+		for _, f := range []string{history.OpAcquire, history.OpRelease, history.OpRenew, history.OpGet} {
 			pts := points[latencySeries{f, typ}]
 			if len(pts) == 0 {
 				continue

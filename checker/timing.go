@@ -26,7 +26,7 @@ type holderOps struct {
 func gatherHolderOps(ops []*Op) map[holderKey]*holderOps {
 	hs := map[holderKey]*holderOps{}
 	for _, o := range ops {
-		if o.F != "release" && o.F != "renew" {
+		if o.F != history.OpRelease && o.F != history.OpRenew {
 			continue
 		}
 		k := holderKey{o.Key, o.Token()}
@@ -40,7 +40,7 @@ func gatherHolderOps(ops []*Op) map[holderKey]*holderOps {
 			if o.Error() == "not-found" {
 				h.notFound = append(h.notFound, o)
 			}
-		case o.F == "release":
+		case o.F == history.OpRelease:
 			h.releases = append(h.releases, o)
 		case o.Type == history.OK:
 			h.renewals = append(h.renewals, o)
@@ -89,7 +89,7 @@ func checkLeaseTiming(ops []*Op, ev map[string]*keyEvidence, clocks *clockModel,
 	forcedUnknown := forcedReleasesOfUnknownToken(ops)
 	tol := float64(opts.LeaseTolerance)
 	for _, g := range ops {
-		if g.F != "acquire" || g.Type != history.OK || g.Token() == 0 {
+		if g.F != history.OpAcquire || g.Type != history.OK || g.Token() == 0 {
 			continue
 		}
 		t := g.Token()
@@ -185,7 +185,7 @@ func leaseOutlived(g *Op, h *holderOps, endAt int64, endOp *Op, clocks *clockMod
 			closest, short, faulty = c, need-adv, f
 		}
 	}
-	basis := "acquire"
+	basis := history.OpAcquire
 	if closest != g {
 		basis = "renewal"
 	}

@@ -119,7 +119,7 @@ func (c *client) list(r *rand.Rand) {
 		after = s.keys[r.IntN(len(s.keys))]
 	}
 	limit := 1 + r.IntN(len(s.keys)+1)
-	c.start("list", "", member.Request{Op: member.OpList, After: after, Limit: limit}, 2*time.Second,
+	c.start(history.OpList, "", member.Request{Op: member.OpList, After: after, Limit: limit}, 2*time.Second,
 		history.Value{After: after, Limit: history.Ptr(int64(limit))}, func(string, member.Answer) { c.later() })
 }
 
@@ -128,7 +128,7 @@ func (c *client) owner() string { return fmt.Sprintf("sim-%d", c.idx) }
 
 // forceRelease is an operator freeing key whatever holds it (rule 12).
 func (c *client) forceRelease(key string) {
-	c.start("release", key, member.Request{Op: member.OpRelease, Key: key, Force: true}, 2*time.Second,
+	c.start(history.OpRelease, key, member.Request{Op: member.OpRelease, Key: key, Force: true}, 2*time.Second,
 		history.Value{Force: true}, func(string, member.Answer) { c.later() })
 }
 
@@ -141,7 +141,7 @@ func (c *client) later() {
 }
 
 func (c *client) get(key string) {
-	c.start("get", key, member.Request{Op: member.OpGet, Key: key}, 2*time.Second,
+	c.start(history.OpGet, key, member.Request{Op: member.OpGet, Key: key}, 2*time.Second,
 		history.Value{}, func(typ string, a member.Answer) { c.later() })
 }
 
@@ -156,7 +156,7 @@ func (c *client) cycle(key string) {
 	if r.IntN(2) == 0 {
 		wait = time.Duration(r.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
 	}
-	c.start("acquire", key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Owner: c.owner()}, wait+2*time.Second,
+	c.start(history.OpAcquire, key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Owner: c.owner()}, wait+2*time.Second,
 		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: c.owner()},
 		func(typ string, a member.Answer) {
 			if typ != history.OK {
@@ -187,11 +187,11 @@ func (c *client) renewAndRelease(key string, token uint64, lease time.Duration) 
 			c.later() // let the lease run out
 			return
 		}
-		c.start("release", key, member.Request{Op: member.OpRelease, Key: key, Token: token}, 2*time.Second,
+		c.start(history.OpRelease, key, member.Request{Op: member.OpRelease, Key: key, Token: token}, 2*time.Second,
 			history.Value{Token: history.Ptr(token)}, func(string, member.Answer) { c.later() })
 	}
 	if r.Float64() < 0.3 {
-		c.start("renew", key, member.Request{Op: member.OpRenew, Key: key, Token: token, Lease: lease}, 2*time.Second,
+		c.start(history.OpRenew, key, member.Request{Op: member.OpRenew, Key: key, Token: token, Lease: lease}, 2*time.Second,
 			history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())},
 			func(typ string, a member.Answer) {
 				if typ == history.OK || errors.Is(a.Err, member.ErrNotFound) {
@@ -213,7 +213,7 @@ func (c *client) start(f, key string, req member.Request, timeout time.Duration,
 		s.opsStarted++
 	}
 	inv := s.record(c.proc, history.Invoke, f, key, v)
-	reads := f == "get" || f == "list"
+	reads := f == history.OpGet || f == history.OpList
 	if !reads {
 		req.Tag = uint64(inv.Index) + 1
 	}
@@ -290,7 +290,7 @@ func (c *client) current(a *attempt) bool { return !a.op.done && a.op.att == a }
 func (c *client) answered(a *attempt, ans member.Answer) {
 	o := a.op
 	if !c.current(a) {
-		if ans.Err == nil && o.f == "acquire" && ans.Token != 0 {
+		if ans.Err == nil && o.f == history.OpAcquire && ans.Token != 0 {
 			c.abandon(a, ans.Token) // a ghost grant: give it back
 		}
 		return
@@ -305,14 +305,14 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 		}
 		v := history.Value{}
 		switch {
-		case o.f == "acquire", o.req.Force:
+		case o.f == history.OpAcquire, o.req.Force:
 			v.Token = history.Ptr(ans.Token)
-		case o.f == "list":
+		case o.f == history.OpList:
 			v.More = history.Ptr(ans.List.More)
 			for _, l := range ans.List.Locks {
 				v.Locks = append(v.Locks, history.ListedLock{Key: l.Key, Token: l.Token, Owner: l.Owner})
 			}
-		case o.f == "get":
+		case o.f == history.OpGet:
 			v.Held = history.Ptr(ans.Lock.Held)
 			if ans.Lock.Held {
 				v.Token, v.Owner = history.Ptr(ans.Lock.Token), ans.Lock.Owner
@@ -456,24 +456,24 @@ type fencedStore struct {
 }
 
 func (f *fencedStore) read(p history.Process, key string, token uint64) (int64, bool) {
-	f.s.record(p, history.Invoke, "read", key, history.Value{Token: &token})
+	f.s.record(p, history.Invoke, history.OpRead, key, history.Value{Token: &token})
 	if token < f.highest[key] {
-		f.s.record(p, history.Fail, "read", key, history.Value{Error: "stale-token"})
+		f.s.record(p, history.Fail, history.OpRead, key, history.Value{Error: "stale-token"})
 		return 0, false
 	}
 	f.highest[key] = token
 	v := f.counter[key]
-	f.s.record(p, history.OK, "read", key, history.Value{Value: &v})
+	f.s.record(p, history.OK, history.OpRead, key, history.Value{Value: &v})
 	return v, true
 }
 
 func (f *fencedStore) write(p history.Process, key string, token uint64, v int64) {
-	f.s.record(p, history.Invoke, "write", key, history.Value{Token: &token, Value: &v})
+	f.s.record(p, history.Invoke, history.OpWrite, key, history.Value{Token: &token, Value: &v})
 	if token < f.highest[key] {
-		f.s.record(p, history.Fail, "write", key, history.Value{Error: "stale-token"})
+		f.s.record(p, history.Fail, history.OpWrite, key, history.Value{Error: "stale-token"})
 		return
 	}
 	f.highest[key] = token
 	f.counter[key] = v
-	f.s.record(p, history.OK, "write", key, history.Value{Value: &v})
+	f.s.record(p, history.OK, history.OpWrite, key, history.Value{Value: &v})
 }

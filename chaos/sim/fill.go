@@ -92,7 +92,7 @@ func (c *client) nextHeld() {
 	key := c.held[0]
 	c.busy = true
 	req := member.Request{Op: member.OpAcquire, Key: key, Lease: HeldLease}
-	c.start("acquire", key, req, 5*time.Second,
+	c.start(history.OpAcquire, key, req, 5*time.Second,
 		history.Value{LeaseMS: history.Ptr(HeldLease.Milliseconds()), WaitMS: history.Ptr[int64](0)},
 		func(typ string, a member.Answer) {
 			if typ == history.OK || errors.Is(a.Err, member.ErrHeld) {

@@ -25,6 +25,18 @@ const (
 	Info   = "info"
 )
 
+// Operation names: an event's f. The lock calls are recorded as the
+// client makes them; read and write are the fenced resource's.
+const (
+	OpAcquire = "acquire"
+	OpRelease = "release"
+	OpRenew   = "renew"
+	OpGet     = "get"
+	OpList    = "list"
+	OpRead    = "read"
+	OpWrite   = "write"
+)
+
 // Nemesis is the process id of fault events; it is written as "nemesis".
 const Nemesis Process = -1
 
@@ -208,13 +220,13 @@ func (v *validator) checkOp(e Event) error {
 		return checkNemesis(e)
 	}
 	switch e.F {
-	case "acquire", "release", "renew", "get", "list", "write", "read":
+	case OpAcquire, OpRelease, OpRenew, OpGet, OpList, OpWrite, OpRead:
 	default:
 		return fmt.Errorf("unknown f %q", e.F)
 	}
 	switch e.Type {
 	case Invoke:
-		if e.Key == "" && e.F != "list" { // a list's key is its prefix, "" for all
+		if e.Key == "" && e.F != OpList { // a list's key is its prefix, "" for all
 			return errors.New("invocation without a key")
 		}
 		if err := checkInvokeValue(e); err != nil {
@@ -262,30 +274,30 @@ func (v *validator) checkOp(e Event) error {
 func checkInvokeValue(e Event) error {
 	v := e.Value
 	switch e.F {
-	case "acquire":
+	case OpAcquire:
 		if v.LeaseMS == nil || *v.LeaseMS <= 0 {
 			return errors.New("acquire invocation without a positive lease_ms")
 		}
-	case "renew":
+	case OpRenew:
 		if v.LeaseMS == nil || *v.LeaseMS <= 0 {
 			return errors.New("renew invocation without a positive lease_ms")
 		}
 		if v.Token == nil {
 			return errors.New("renew invocation without a token")
 		}
-	case "release":
+	case OpRelease:
 		if v.Token == nil && !v.Force {
 			return errors.New("release invocation without a token (or force)")
 		}
 		if v.Token != nil && v.Force {
 			return errors.New("forced release invocation with a token")
 		}
-	case "read", "write":
+	case OpRead, OpWrite:
 		if v.Token == nil {
 			return fmt.Errorf("%s invocation without a token", e.F)
 		}
 	}
-	if v.Force && e.F != "release" {
+	if v.Force && e.F != OpRelease {
 		return fmt.Errorf("%s invocation with force", e.F)
 	}
 	return nil
@@ -295,11 +307,11 @@ func checkInvokeValue(e Event) error {
 func checkOKValue(e Event) error {
 	v := e.Value
 	switch e.F {
-	case "acquire":
+	case OpAcquire:
 		if v.Token == nil {
 			return errors.New("ok acquire without a token")
 		}
-	case "list":
+	case OpList:
 		if v.More == nil {
 			return errors.New("ok list without more")
 		}
@@ -308,7 +320,7 @@ func checkOKValue(e Event) error {
 				return fmt.Errorf("ok list: lock %d (%q, token %d) is not a held key under the prefix in key order", i, l.Key, l.Token)
 			}
 		}
-	case "get":
+	case OpGet:
 		if v.Held == nil {
 			return errors.New("ok get without held")
 		}
