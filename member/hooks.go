@@ -91,7 +91,7 @@ const (
 	// leader's table once its term barrier passed, with no quorum read.
 	BugBackupWithoutReadIndex = "backup-without-read-index"
 	// BugSnapshotPartial is planted in the peer transport, not here
-	// (peer.TCP.UnsafeSkipSnapshotChecks): a received snapshot is
+	// (peer.Config.UnsafeSkipSnapshotChecks): a received snapshot is
 	// delivered unchecked, even one whose stream broke before its last
 	// chunk.
 	BugSnapshotPartial = "snapshot-partial"

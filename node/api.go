@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -105,32 +106,41 @@ type Status = member.Status
 // Status returns this member's view of the cluster. Applied, Digest and
 // Locks are read together, so two members at the same applied index report
 // the same digest.
-func (n *Node) Status() Status {
+// A stopped member reports the status it last published; err is ctx's
+// when ctx ends first.
+func (n *Node) Status(ctx context.Context) (Status, error) {
 	var st Status
-	if !n.inspect(func(c *member.Core) { st = c.Status() }) {
+	switch err := n.inspectContext(ctx, func(c *member.Core) { st = c.Status() }); {
+	case errors.Is(err, errLoopEnded):
 		n.statusMu.Lock()
 		st = n.last
 		n.statusMu.Unlock()
+	case err != nil:
+		return Status{}, err
 	}
 	st.Addr = n.cfg.ClientAddr
 	if st.Leader != 0 {
 		st.LeaderAddr = n.transport.PeerClientAddr(st.Leader)
 	}
-	return st
+	return st, nil
 }
 
 // Healthy says why this member cannot serve, as etcd's /health does: it
 // stopped on an error, knows no leader, or is not applying what is
-// committed. nil means healthy.
-func (n *Node) Healthy() error {
+// committed, or ctx ended before its loop could tell (a loop held up, by
+// a slow sync for one, is not serving either). nil means healthy.
+func (n *Node) Healthy(ctx context.Context) error {
 	if err := n.Err(); err != nil {
 		return fmt.Errorf("stopped: %w", err)
 	}
-	var err error
-	if !n.inspect(func(c *member.Core) { err = c.Healthy() }) {
+	var healthy error
+	switch err := n.inspectContext(ctx, func(c *member.Core) { healthy = c.Healthy() }); {
+	case errors.Is(err, errLoopEnded):
 		return ErrStopped
+	case err != nil:
+		return fmt.Errorf("no answer from the member's loop: %w", err)
 	}
-	return err
+	return healthy
 }
 
 // Metrics returns this member's metrics.
@@ -141,14 +151,9 @@ func (n *Node) ID() uint64 { return n.cfg.ID }
 
 // appliedIndex returns the applied index (the last published one once the
 // loop has ended).
-func (n *Node) appliedIndex() uint64 {
-	var applied uint64
-	if !n.inspect(func(c *member.Core) { applied = c.Applied() }) {
-		n.statusMu.Lock()
-		applied = n.last.Applied
-		n.statusMu.Unlock()
-	}
-	return applied
+func (n *Node) appliedIndex(ctx context.Context) (uint64, error) {
+	st, err := n.Status(ctx)
+	return st.Applied, err
 }
 
 // Logger returns the member's logger.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -18,8 +19,11 @@ import (
 // With an audit journal the commands come from it instead, and the log
 // is complete when this member applied every entry itself (it installed no
 // snapshot from the leader), however often it compacted its log.
-func (n *Node) CommittedLog() (cmds []LoggedCommand, complete bool, err error) {
-	applied := n.appliedIndex()
+func (n *Node) CommittedLog(ctx context.Context) (cmds []LoggedCommand, complete bool, err error) {
+	applied, err := n.appliedIndex(ctx)
+	if err != nil {
+		return nil, false, err
+	}
 	if n.journal != nil {
 		return readJournal(n.journal.path, applied)
 	}

@@ -42,8 +42,8 @@ func TestBackupSeedsARestoredCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Index == 0 || b.Term == 0 || b.Index != l.Status().Applied {
-		t.Fatalf("backup at index %d term %d; leader applied %d", b.Index, b.Term, l.Status().Applied)
+	if b.Index == 0 || b.Term == 0 || b.Index != nodetest.Status(t, l).Applied {
+		t.Fatalf("backup at index %d term %d; leader applied %d", b.Index, b.Term, nodetest.Status(t, l).Applied)
 	}
 	for _, id := range c.IDs() {
 		c.StopMember(id)

@@ -122,7 +122,7 @@ func TestRestartFromDiskKeepsDigest(t *testing.T) {
 		}
 	}
 	before := c.Converged(10 * time.Second)
-	lastToken := l.Status().LastToken
+	lastToken := nodetest.Status(t, l).LastToken
 	for _, id := range c.IDs() {
 		c.StopMember(id)
 	}
@@ -219,11 +219,11 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	gone, cancel := context.WithCancel(ctx)
 	cancel() // the requester is gone before its Grant applies
-	before := l.Status().LastToken
+	before := nodetest.Status(t, l).LastToken
 	if _, err := l.Acquire(gone, "k", time.Hour, 0, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("acquire with a gone requester: %v", err)
 	}
-	nodetest.WaitFor(t, 10*time.Second, "the grant to apply", func() bool { return l.Status().LastToken > before })
+	nodetest.WaitFor(t, 10*time.Second, "the grant to apply", func() bool { return nodetest.Status(t, l).LastToken > before })
 	nodetest.WaitFor(t, 10*time.Second, "the ghost lock to be released", func() bool {
 		info, err := l.Get(ctx, "k", false)
 		return err == nil && !info.Held
@@ -413,7 +413,7 @@ func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
 	if err := l.Release(ctx, "k", tok, 78); err != nil {
 		t.Fatal(err)
 	}
-	cmds, complete, err := l.CommittedLog()
+	cmds, complete, err := l.CommittedLog(context.Background())
 	if err != nil || !complete {
 		t.Fatalf("CommittedLog: complete=%v err=%v", complete, err)
 	}

@@ -200,7 +200,7 @@ func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
 	c.Converged(20 * time.Second)
 	for _, n := range c.Nodes() {
 		id := n.ID()
-		cmds, complete, err := n.CommittedLog()
+		cmds, complete, err := n.CommittedLog(context.Background())
 		if err != nil {
 			t.Fatalf("member %d: %v", id, err)
 		}

@@ -71,7 +71,7 @@ func TestDiskFailureNeverTurnsACommittedAnswerIntoStopped(t *testing.T) {
 	armed.Store(true)
 	tok, err := n.Acquire(ctx, "k", time.Minute, 0, 0)
 	n.Close()
-	st := n.Status()
+	st := nodetest.Status(t, n)
 	if st.LastToken != 0 && (err != nil || tok != st.LastToken) {
 		t.Fatalf("the grant applied (token %d) but its caller heard token %d, %v", st.LastToken, tok, err)
 	}

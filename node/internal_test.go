@@ -104,7 +104,7 @@ func TestAnswerWithoutItsCallerReleasesTheGrant(t *testing.T) {
 		n.deliver(map[uint64]*call{}, []member.Answer{{Handle: 1 << 60, Key: "k", Token: tok}})
 	})
 	for {
-		if st := n.Status(); st.Locks == 0 {
+		if st, err := n.Status(ctx); err == nil && st.Locks == 0 {
 			break
 		}
 		if ctx.Err() != nil {

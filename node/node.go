@@ -7,6 +7,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -65,7 +66,7 @@ type Config struct {
 	Logger    *slog.Logger
 
 	// PeerTLS, when set, makes the default TCP transport mutual TLS with
-	// these certificates (see peer.TCP.UseTLS).
+	// these certificates (see peer.Config.TLS).
 	PeerTLS *tlsconfig.Reloader
 	// ClusterID is the cluster's id, checked in every peer hello with this
 	// member's incarnation (see peer.Identity); 0: the one stored in
@@ -84,7 +85,7 @@ type Config struct {
 	// SnapshotChunkSize is the most snapshot data one peer frame carries
 	// (default peer.DefaultSnapshotChunkSize); PeerFrameLimit is the
 	// largest peer frame this member reads (default
-	// peer.DefaultFrameLimit). See peer.TCP.SetSnapshotChunkSize.
+	// peer.DefaultFrameLimit). See peer.Config.
 	SnapshotChunkSize int
 	PeerFrameLimit    int
 
@@ -346,16 +347,19 @@ func (n *Node) newTCP() (*peer.TCP, error) {
 		// address the cluster recorded when it added this member.
 		peers[cfg.ID] = m.PeerAddr
 	}
-	tcp, err := peer.NewTCP(cfg.ID, peers, listen, cfg.ClientAddr, log)
-	if err != nil {
-		return nil, err
-	}
-	// The removed ids before the first stream: the transport takes a
-	// hello from a member its log does not know (one added while this
-	// member was down), and must never take a removed one for such.
-	tcp.SetPeers(peers, book.Removed)
-	if cfg.PeerTLS != nil {
-		tcp.UseTLS(cfg.PeerTLS)
+	pc := peer.Config{
+		ID: cfg.ID, Peers: peers, Listen: listen, ClientAddr: cfg.ClientAddr, Logger: log,
+		// The removed ids before the first stream: the transport takes a
+		// hello from a member its log does not know (one added while
+		// this member was down), and must never take a removed one for
+		// such.
+		Removed:           book.Removed,
+		TLS:               cfg.PeerTLS,
+		ReadTimeout:       10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval,
+		FrameLimit:        cfg.PeerFrameLimit,
+		SnapshotChunkSize: cfg.SnapshotChunkSize,
+		// Chosen once, here: the transport's code follows its hook.
+		UnsafeSkipSnapshotChecks: cfg.Bug == member.BugSnapshotPartial,
 	}
 	if cfg.DataDir != "" {
 		// Written last of a first start, after the store is seeded:
@@ -365,20 +369,15 @@ func (n *Node) newTCP() (*peer.TCP, error) {
 		if err != nil {
 			return nil, err
 		}
-		tcp.UseIdentity(ident)
-		n.identity = ident
-	}
-	tcp.SetReadTimeout(10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
-	tcp.SetFrameLimit(cfg.PeerFrameLimit)
-	tcp.SetSnapshotChunkSize(cfg.SnapshotChunkSize)
-	if cfg.DataDir != "" {
-		tcp.SetSnapshotDir(peer.SnapshotSpoolDir(cfg.DataDir))
+		pc.Identity, n.identity = ident, ident
+		pc.SnapshotDir = peer.SnapshotSpoolDir(cfg.DataDir)
 	}
 	if src, ok := n.storage.(peer.SnapshotSource); ok {
-		tcp.SetSnapshotSource(src) // the store keeps a reference to its snapshot's file, not the data
+		pc.SnapshotSource = src // the store keeps a reference to its snapshot's file, not the data
 	}
-	if cfg.Bug == member.BugSnapshotPartial {
-		tcp.UnsafeSkipSnapshotChecks() // chosen once, here: the transport's code follows its hook
+	tcp, err := peer.NewTCP(pc)
+	if err != nil {
+		return nil, err
 	}
 	return tcp, nil
 }
@@ -823,14 +822,27 @@ func (n *Node) publish() {
 
 // inspect runs f on the loop goroutine; false when the loop has ended.
 func (n *Node) inspect(f func(*member.Core)) bool {
+	return n.inspectContext(context.Background(), f) == nil
+}
+
+// errLoopEnded says the loop has ended, so f did not run.
+var errLoopEnded = errors.New("the member's loop has ended")
+
+// inspectContext runs f on the loop goroutine, unless the loop ends
+// (errLoopEnded) or ctx does (its error) before the loop takes it. The
+// loop runs f as soon as it takes it, so only the wait to be taken, behind
+// a write the loop waits for, needs the bound.
+func (n *Node) inspectContext(ctx context.Context, f func(*member.Core)) error {
 	done := make(chan struct{})
 	wrapped := func(c *member.Core) { f(c); close(done) }
 	select {
 	case n.fnc <- wrapped:
 		<-done
-		return true
+		return nil
 	case <-n.loopDone:
-		return false
+		return errLoopEnded
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

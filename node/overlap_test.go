@@ -86,7 +86,7 @@ func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
 	second := make(chan error, 1)
 	go func() { _, err := n.Acquire(ctx, "b", time.Minute, 0, 0); second <- err }()
 	applied := make(chan uint64, 1)
-	go func() { applied <- n.Status().Applied }()
+	go func() { st, _ := n.Status(ctx); applied <- st.Applied }()
 	select {
 	case <-applied:
 	case <-ctx.Done():

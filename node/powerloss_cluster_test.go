@@ -55,7 +55,7 @@ func powerLossRun(t *testing.T, seed uint64) {
 	defer cancel()
 	leader := func() *node.Node {
 		for _, n := range c.Nodes() {
-			if n.Status().Role == "leader" {
+			if nodetest.Status(t, n).Role == "leader" {
 				return n
 			}
 		}
@@ -199,7 +199,7 @@ func powerLossRun(t *testing.T, seed uint64) {
 		_, err := l.Get(ctx, "warm", false)
 		return err == nil
 	})
-	if st := l.Status(); st.LastToken < wantMax {
+	if st := nodetest.Status(t, l); st.LastToken < wantMax {
 		t.Fatalf("last token %d after the power cut, but token %d was handed out before it", st.LastToken, wantMax)
 	}
 	lost := 0

@@ -277,7 +277,7 @@ const probeTimeout = 2 * time.Second
 func (c *Cluster) Leader(ctx context.Context) (uint64, error) {
 	for {
 		for _, n := range c.Nodes() {
-			if n.Status().Role != "leader" {
+			if st, err := n.Status(ctx); err != nil || st.Role != "leader" {
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
@@ -325,7 +325,10 @@ func (c *Cluster) Converged(timeout time.Duration) string {
 		var applied uint64
 		digest = ""
 		for _, n := range c.Nodes() {
-			st := n.Status()
+			st, err := n.Status(context.Background())
+			if err != nil {
+				return false
+			}
 			if digest == "" {
 				applied, digest = st.Applied, st.Digest
 			} else if st.Applied != applied || st.Digest != digest {
@@ -357,6 +360,19 @@ func (c *Cluster) Close() {
 	for _, id := range ids {
 		c.StopMember(id)
 	}
+}
+
+// Status is n's status; it fails t if n does not answer within ten
+// seconds.
+func Status(t testing.TB, n *node.Node) node.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := n.Status(ctx)
+	if err != nil {
+		t.Fatalf("status of member %d: %v", n.ID(), err)
+	}
+	return st
 }
 
 // WaitFor polls cond every few milliseconds until it holds, and fails t if

@@ -283,10 +283,6 @@ func decodeHelloExtension(b []byte) (vals [3]uint64, peerAddr string, err error)
 	return vals, string(b[n:]), nil
 }
 
-// UseIdentity makes the transport send id in its hellos and refuse hellos
-// from other clusters or forgotten incarnations. Call it before Start.
-func (t *TCP) UseIdentity(id *Identity) { t.identity = id }
-
 // checkIdentity checks a hello's extension and returns the sender's
 // incarnation and announced peer address; no identity, no check (and no
 // address: only known members are taken).

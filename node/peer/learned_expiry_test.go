@@ -23,15 +23,15 @@ func (c *stepClock) step(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c
 
 // withClock makes a transport measure the learned expiry on c; the sweep
 // still ticks on real time, so tests also call forgetIdle themselves.
-func withClock(c *stepClock) func(*TCP) { return func(tr *TCP) { tr.now = c.Now } }
+func withClock(c *stepClock) func(*Config) { return func(cfg *Config) { cfg.now = c.Now } }
 
-func withLearnedExpiry(d time.Duration) func(*TCP) {
-	return func(tr *TCP) { tr.SetLearnedExpiry(d) }
+func withLearnedExpiry(d time.Duration) func(*Config) {
+	return func(cfg *Config) { cfg.LearnedExpiry = d }
 }
 
 // Streams the tests hold open must not end by the read timeout.
-func withReadTimeout(d time.Duration) func(*TCP) {
-	return func(tr *TCP) { tr.SetReadTimeout(d) }
+func withReadTimeout(d time.Duration) func(*Config) {
+	return func(cfg *Config) { cfg.ReadTimeout = d }
 }
 
 // dialCounter is an address a learned peer may announce: it counts the

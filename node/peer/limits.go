@@ -13,7 +13,7 @@ import (
 
 const (
 	// DefaultReadTimeout bounds the wait for the next bytes of an inbound
-	// peer stream when SetReadTimeout was not called: ten election
+	// peer stream when Config.ReadTimeout is zero: ten election
 	// timeouts at the default tick.
 	DefaultReadTimeout = 2 * time.Second
 	// frameChunk is the most a frame read allocates ahead of the bytes
@@ -29,18 +29,6 @@ type limits struct {
 
 func newLimits(peers int) limits {
 	return limits{readTimeout: DefaultReadTimeout, inbound: make(chan struct{}, 2*peers+8)}
-}
-
-// SetReadTimeout sets how long an inbound peer stream may stay silent
-// (before its hello, or inside or between frames) before it is closed.
-// Raft keeps every leader-follower link busy with heartbeats each tick, so
-// ten election timeouts only ever closes a link that is stuck or idle
-// (an idle link between two followers is re-dialled by its sender). Call
-// it before Start.
-func (t *TCP) SetReadTimeout(d time.Duration) {
-	if d > 0 {
-		t.lim.readTimeout = d
-	}
 }
 
 // admitInbound takes a slot for one more inbound stream; false when

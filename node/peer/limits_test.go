@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
-	"log/slog"
 	"net"
 	"runtime"
 	"strings"
@@ -65,16 +64,8 @@ func startTCP(t *testing.T, timeout time.Duration) *TCP {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	tr, err := NewTCP(1, map[uint64]string{1: addr, 2: "127.0.0.1:1", 3: "127.0.0.1:1"}, "", "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.SetReadTimeout(timeout)
-	if err := tr.Start(nopHandler{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
+	peers := map[uint64]string{1: addr, 2: "127.0.0.1:1", 3: "127.0.0.1:1"}
+	return startTransport(t, Config{ID: 1, Peers: peers}, nopHandler{}, withReadTimeout(timeout))
 }
 
 // closedWithin says whether the member closes c within d.

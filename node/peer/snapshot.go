@@ -66,15 +66,15 @@ const snapshotStreamMarker = "\x00RLSNAP1"
 const (
 	snapshotHeaderMagic = "RLSH"
 	// DefaultSnapshotChunkSize is the most data one chunk frame carries
-	// when SetSnapshotChunkSize was not called.
+	// when Config.SnapshotChunkSize is zero.
 	DefaultSnapshotChunkSize = 1 << 20
 	// DefaultFrameLimit is the largest frame a member reads, and the
-	// largest message it sends on the regular stream, when SetFrameLimit
-	// was not called. It must exceed raft's largest append (about 1 MiB
+	// largest message it sends on the regular stream, when Config.FrameLimit
+	// is zero. It must exceed raft's largest append (about 1 MiB
 	// of entries, plus one entry).
 	DefaultFrameLimit = 64 << 20
 	// DefaultMaxSnapshotSize refuses a header announcing more snapshot
-	// data than this when SetMaxSnapshotSize was not called: far past the
+	// data than this when Config.MaxSnapshotSize is zero: far past the
 	// largest table the key limits allow (--max-keys 1,000,000 of 4 KiB
 	// keys is about 4 GiB), and short of what fills a disk by accident.
 	DefaultMaxSnapshotSize = 16 << 30
@@ -120,9 +120,9 @@ type snapshotConfig struct {
 	ownDir     bool   // dir was made by Start and is removed by Close
 	// checks: a received snapshot reaches raft only when it arrived whole
 	// with the size and SHA-256 its header announced (rule 10). False only
-	// for the planted bug snapshot-partial (UnsafeSkipSnapshotChecks).
+	// for the planted bug snapshot-partial (Config.UnsafeSkipSnapshotChecks).
 	checks bool
-	// source reads snapshots raft gives by reference (SetSnapshotSource).
+	// source reads snapshots raft gives by reference (Config.SnapshotSource).
 	source SnapshotSource
 	// wrapConn, in tests, wraps the connection of an outbound snapshot
 	// stream (to corrupt or cut it in transit).
@@ -134,47 +134,9 @@ func newSnapshotConfig() snapshotConfig {
 		maxSize: DefaultMaxSnapshotSize, checks: true}
 }
 
-// SetSnapshotChunkSize sets the most snapshot data one frame carries
-// (DefaultSnapshotChunkSize); it is cut to fit the frame limit. Call it
-// before Start.
-func (t *TCP) SetSnapshotChunkSize(n int) {
-	if n > 0 {
-		t.snap.chunkSize = n
-	}
-}
-
-// SetFrameLimit sets the largest frame this member reads from a peer
-// (DefaultFrameLimit). Every member of a cluster should have the same: a
-// sender cuts its snapshot chunks to its own. Call it before Start.
-func (t *TCP) SetFrameLimit(n int) {
-	if n > 0 {
-		t.snap.frameLimit = n
-	}
-}
-
-// SetMaxSnapshotSize sets the most snapshot data an inbound stream may
-// announce (DefaultMaxSnapshotSize). Call it before Start.
-func (t *TCP) SetMaxSnapshotSize(n int64) {
-	if n > 0 {
-		t.snap.maxSize = n
-	}
-}
-
 // SnapshotSpoolDir is where a member with data directory dataDir spools
 // inbound snapshots.
 func SnapshotSpoolDir(dataDir string) string { return filepath.Join(dataDir, "snap.tmp") }
-
-// SetSnapshotDir sets the directory inbound snapshots are spooled to as
-// they arrive, under the member's data directory; Start creates it and
-// removes the spool files a crash left in it. Without one, Start makes a
-// private temporary directory that Close removes. Call it before Start.
-func (t *TCP) SetSnapshotDir(dir string) { t.snap.dir = dir }
-
-// UnsafeSkipSnapshotChecks plants the bug snapshot-partial: a received
-// snapshot reaches raft without its size or SHA-256 checked, and a stream
-// that breaks before its last chunk delivers what arrived. Never in
-// production. Call it before Start.
-func (t *TCP) UnsafeSkipSnapshotChecks() { t.snap.checks = false }
 
 // chunkLen is the most data this member puts in one chunk frame.
 func (c *snapshotConfig) chunkLen() int {
@@ -354,9 +316,6 @@ func (p *peerSender) startSnapshot(m *raftpb.Message) {
 type SnapshotSource interface {
 	OpenSnapshot(data []byte) (r io.ReadCloser, size int64, sum [sha256.Size]byte, ok bool, err error)
 }
-
-// SetSnapshotSource sets where snapshots given by reference are read from.
-func (t *TCP) SetSnapshotSource(src SnapshotSource) { t.snap.source = src }
 
 // snapshotData opens what m's snapshot carries: its own bytes, or those
 // its reference names.

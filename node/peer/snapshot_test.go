@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -78,41 +77,26 @@ const (
 	testSnapSize   = 1 << 20
 )
 
-func smallFrames(tr *TCP) {
-	tr.SetFrameLimit(testFrameLimit)
-	tr.SetSnapshotChunkSize(testChunk)
+func smallFrames(cfg *Config) {
+	cfg.FrameLimit = testFrameLimit
+	cfg.SnapshotChunkSize = testChunk
 }
 
 // snapPair starts member 1 (the sender) and member 2 (the receiver, its
 // spool directory returned) in one cluster, each with small frames and
 // then the options given.
-func snapPair(t *testing.T, sendOpts, recvOpts []func(*TCP)) (send *TCP, sent *snapHandler, recv *TCP, got *snapHandler, spool string) {
+func snapPair(t *testing.T, sendOpts, recvOpts []func(*Config)) (send *TCP, sent *snapHandler, recv *TCP, got *snapHandler, spool string) {
 	t.Helper()
 	a := addrs(t, 1, 2)
 	spool = filepath.Join(t.TempDir(), "snap.tmp")
-	start := func(id uint64, opts []func(*TCP)) (*TCP, *snapHandler) {
-		tr, err := NewTCP(id, a, "", "client", slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ident, err := OpenIdentity(t.TempDir(), 0x5a, a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr.UseIdentity(ident)
-		smallFrames(tr)
+	start := func(id uint64, opts []func(*Config)) (*TCP, *snapHandler) {
+		cfg := Config{ID: id, Peers: a, ClientAddr: "client", Identity: testIdentity(t, 0x5a, a)}
+		smallFrames(&cfg)
 		if id == 2 {
-			tr.SetSnapshotDir(spool)
-		}
-		for _, o := range opts {
-			o(tr)
+			cfg.SnapshotDir = spool
 		}
 		h := &snapHandler{}
-		if err := tr.Start(h); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		return tr, h
+		return startTransport(t, cfg, h, opts...), h
 	}
 	recv, got = start(2, recvOpts)
 	send, sent = start(1, sendOpts)
@@ -185,10 +169,10 @@ func (c *faultConn) Write(b []byte) (int, error) {
 
 // faultFirst makes the first snapshot stream a transport opens a
 // faultConn; later ones (raft's retries) go through untouched.
-func faultFirst(flip, cut int) func(*TCP) {
+func faultFirst(flip, cut int) func(*Config) {
 	var n atomic.Int32
-	return func(tr *TCP) {
-		tr.snap.wrapConn = func(c net.Conn) net.Conn {
+	return func(cfg *Config) {
+		cfg.wrapConn = func(c net.Conn) net.Conn {
 			if n.Add(1) == 1 {
 				return &faultConn{Conn: c, flip: flip, cut: cut}
 			}
@@ -237,10 +221,10 @@ func TestHeartbeatsFlowDuringASnapshotStream(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before the transports close, should the test fail early
-	hold := func(tr *TCP) {
-		tr.snap.wrapConn = func(c net.Conn) net.Conn { return &heldConn{Conn: c, release: release} }
+	hold := func(cfg *Config) {
+		cfg.wrapConn = func(c net.Conn) net.Conn { return &heldConn{Conn: c, release: release} }
 	}
-	send, sent, _, got, _ := snapPair(t, []func(*TCP){hold}, nil)
+	send, sent, _, got, _ := snapPair(t, []func(*Config){hold}, nil)
 	send.Send([]*raftpb.Message{snapMsg(1, 2, randomData(t, testSnapSize))})
 	waitFor(t, "heartbeats behind a snapshot in flight", func() bool {
 		send.Send(heartbeatMsg(1, 2))
@@ -275,7 +259,7 @@ func (c *heldConn) Write(b []byte) (int, error) {
 // raft. The SHA-256 is checked before raft sees anything; the snapshot is
 // reported failed once, and the spool file is removed.
 func TestCorruptedSnapshotChunkIsRefusedBeforeRaft(t *testing.T) {
-	send, sent, recv, got, spool := snapPair(t, []func(*TCP){faultFirst(20, 0)}, nil)
+	send, sent, recv, got, spool := snapPair(t, []func(*Config){faultFirst(20, 0)}, nil)
 	send.Send([]*raftpb.Message{snapMsg(1, 2, randomData(t, testSnapSize))})
 	waitFor(t, "the snapshot's report", func() bool { return len(sent.reported()) > 0 })
 	if r := sent.reported(); !r[0] {
@@ -298,7 +282,7 @@ func TestCorruptedSnapshotChunkIsRefusedBeforeRaft(t *testing.T) {
 // spool file, and the snapshot is reported failed once; raft's retry
 // then gets through.
 func TestSnapshotStreamCutMidTransferDeliversNothing(t *testing.T) {
-	send, sent, recv, got, spool := snapPair(t, []func(*TCP){faultFirst(0, 20)}, nil)
+	send, sent, recv, got, spool := snapPair(t, []func(*Config){faultFirst(0, 20)}, nil)
 	data := randomData(t, testSnapSize)
 	send.Send([]*raftpb.Message{snapMsg(1, 2, data)})
 	waitFor(t, "the snapshot's report", func() bool { return len(sent.reported()) > 0 })
@@ -335,7 +319,7 @@ func TestLeftoverSpoolFilesAreRemovedAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startMember(t, 2, addrs(t, 1, 2), 0x5a, func(tr *TCP) { tr.SetSnapshotDir(dir) })
+	startMember(t, 2, addrs(t, 1, 2), 0x5a, func(cfg *Config) { cfg.SnapshotDir = dir })
 	if f := spoolFiles(t, dir); len(f) != 1 || f[0] != "keep.txt" {
 		t.Fatalf("after start the spool directory holds %v, want only keep.txt", f)
 	}
@@ -363,20 +347,9 @@ func rawSnapshotStream(t *testing.T, tr *TCP, size uint64) (net.Conn, *bufio.Rea
 	return c, bufio.NewReader(c)
 }
 
-func startPlain(t *testing.T, h Handler, opts ...func(*TCP)) *TCP {
+func startPlain(t *testing.T, h Handler, opts ...func(*Config)) *TCP {
 	t.Helper()
-	tr, err := NewTCP(2, addrs(t, 1, 2), "", "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range opts {
-		o(tr)
-	}
-	if err := tr.Start(h); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
+	return startTransport(t, Config{ID: 2, Peers: addrs(t, 1, 2)}, h, opts...)
 }
 
 // Rule guarded: a header announcing more data than the limit is refused
@@ -406,7 +379,7 @@ func TestSnapshotHeaderAnnouncingAGiantSizeIsRefused(t *testing.T) {
 // while the first is open is closed, and the first goes on.
 func TestSecondSnapshotStreamFromOneSenderIsRefused(t *testing.T) {
 	h := &snapHandler{}
-	tr := startPlain(t, h, func(tr *TCP) { tr.SetReadTimeout(5 * time.Second) })
+	tr := startPlain(t, h, withReadTimeout(5*time.Second))
 	first, fr := rawSnapshotStream(t, tr, 10)
 	waitFor(t, "the first stream to open", func() bool {
 		tr.mu.Lock()
@@ -438,8 +411,8 @@ func TestSecondSnapshotStreamFromOneSenderIsRefused(t *testing.T) {
 // stream cut before its last chunk delivers the part that arrived, and a
 // corrupted one is delivered as it came. Raft would install either.
 func TestBugSnapshotPartialInstallsBeforeTheLastChunk(t *testing.T) {
-	skip := func(tr *TCP) { tr.UnsafeSkipSnapshotChecks() }
-	send, _, recv, got, _ := snapPair(t, []func(*TCP){faultFirst(0, 20)}, []func(*TCP){skip})
+	skip := func(cfg *Config) { cfg.UnsafeSkipSnapshotChecks = true }
+	send, _, recv, got, _ := snapPair(t, []func(*Config){faultFirst(0, 20)}, []func(*Config){skip})
 	data := randomData(t, testSnapSize)
 	send.Send([]*raftpb.Message{snapMsg(1, 2, data)})
 	waitFor(t, "the receiver's stream to end", func() bool { return len(got.snapshots()) > 0 && streamsDone(recv) })
@@ -448,7 +421,7 @@ func TestBugSnapshotPartialInstallsBeforeTheLastChunk(t *testing.T) {
 		t.Fatalf("with snapshot-partial raft got %d bytes of %d; want the prefix that arrived", len(part), len(data))
 	}
 
-	send2, _, recv2, got2, _ := snapPair(t, []func(*TCP){faultFirst(20, 0)}, []func(*TCP){skip})
+	send2, _, recv2, got2, _ := snapPair(t, []func(*Config){faultFirst(20, 0)}, []func(*Config){skip})
 	send2.Send([]*raftpb.Message{snapMsg(1, 2, data)})
 	waitFor(t, "the receiver's stream to end", func() bool { return len(got2.snapshots()) > 0 && streamsDone(recv2) })
 	if d := got2.snapshots()[0].GetSnapshot().GetData(); len(d) != len(data) || bytes.Equal(d, data) {

@@ -47,26 +47,40 @@ func (r *recorder) from(id uint64) int {
 
 // startMember starts the transport of member id with peers, in cluster
 // clusterID, after opts set it up.
-func startMember(t *testing.T, id uint64, peers map[uint64]string, clusterID uint64, opts ...func(*TCP)) (*TCP, *removalRecorder) {
+func startMember(t *testing.T, id uint64, peers map[uint64]string, clusterID uint64, opts ...func(*Config)) (*TCP, *removalRecorder) {
 	t.Helper()
-	tr, err := NewTCP(id, peers, "", "client-of-"+string(rune('0'+id)), slog.New(slog.DiscardHandler))
+	rec := &removalRecorder{}
+	cfg := Config{ID: id, Peers: peers, ClientAddr: "client-of-" + string(rune('0'+id)), Identity: testIdentity(t, clusterID, peers)}
+	return startTransport(t, cfg, rec, opts...), rec
+}
+
+// startTransport starts the transport cfg (after opts) describes, with a
+// silent logger, closed when the test ends.
+func startTransport(t *testing.T, cfg Config, h Handler, opts ...func(*Config)) *TCP {
+	t.Helper()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	tr, err := NewTCP(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := tr.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// testIdentity is a fresh member's identity in cluster clusterID.
+func testIdentity(t *testing.T, clusterID uint64, peers map[uint64]string) *Identity {
+	t.Helper()
 	ident, err := OpenIdentity(t.TempDir(), clusterID, peers)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.UseIdentity(ident)
-	for _, o := range opts {
-		o(tr)
-	}
-	rec := &removalRecorder{}
-	if err := tr.Start(rec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr, rec
+	return ident
 }
 
 func addrs(t *testing.T, ids ...uint64) map[uint64]string {

@@ -14,14 +14,6 @@ import (
 // connection that never completes one cannot hold its goroutine.
 const peerHandshakeTimeout = 5 * time.Second
 
-// UseTLS makes every peer stream mutual TLS 1.3 with the certificates of r:
-// the listener requires a certificate signed by the CA, a dialled peer must
-// present the certificate of the member it was dialled as, and an inbound
-// hello must name the member its certificate is bound to (so no member, nor
-// anyone holding a client certificate, can speak as another member). Call
-// it before Start.
-func (t *TCP) UseTLS(r *tlsconfig.Reloader) { t.tls = r }
-
 // listen wraps the peer listener in TLS when it is on.
 func (t *TCP) wrapListener(ln net.Listener) net.Listener {
 	if t.tls == nil {

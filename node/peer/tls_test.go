@@ -3,7 +3,6 @@ package peer
 import (
 	"crypto/tls"
 	"io"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -59,21 +58,9 @@ func member1(t *testing.T, dir string) (*TCP, *recorder, *Identity) {
 		}
 		peers[id] = a
 	}
-	tr, err := NewTCP(1, peers, "", "127.0.0.1:1", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.UseTLS(load(t, dir, "member-1"))
-	ident, err := OpenIdentity(t.TempDir(), 0, peers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.UseIdentity(ident)
+	ident := testIdentity(t, 0, peers)
 	rec := &recorder{}
-	if err := tr.Start(rec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
+	tr := startTransport(t, Config{ID: 1, Peers: peers, ClientAddr: "127.0.0.1:1", TLS: load(t, dir, "member-1"), Identity: ident}, rec)
 	return tr, rec, ident
 }
 

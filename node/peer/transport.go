@@ -70,8 +70,8 @@ const (
 const maxLearnedPeers = 16
 
 // DefaultLearnedExpiry is how long a learned peer (see learn) stays
-// a peer with no inbound stream from it open, when SetLearnedExpiry was
-// not called. A member that has this one in its address book keeps a stream
+// a peer with no inbound stream from it open, when Config.LearnedExpiry is
+// zero. A member that has this one in its address book keeps a stream
 // to it open, and when the stream ends (a read timeout, a reset) its
 // sender dials again within peerDialTimeout+peerRedialPeriod; four such
 // attempts missed in a row mean it is down, cut off or not a member at
@@ -81,7 +81,7 @@ const maxLearnedPeers = 16
 // answers to a member that missed a configuration change cannot be
 // switched off by filling them, and stops the dialling of the address it
 // announced. A peer that dies without closing its stream is forgotten
-// after the read timeout (SetReadTimeout) ends that stream, plus this.
+// after the read timeout (Config.ReadTimeout) ends that stream, plus this.
 const DefaultLearnedExpiry = 4 * (peerDialTimeout + peerRedialPeriod)
 
 // learnedPeer is a peer known only from its hello.
@@ -138,24 +138,29 @@ type TCP struct {
 	wg     sync.WaitGroup
 }
 
-// NewTCP returns a transport for member id listening on listen
-// (default peers[id], the address its peers dial), announcing clientAddr to
-// its peers.
-func NewTCP(id uint64, peers map[uint64]string, listen, clientAddr string, log *slog.Logger) (*TCP, error) {
+// NewTCP returns the transport cfg describes; Start runs it.
+func NewTCP(cfg Config) (*TCP, error) {
+	id, peers := cfg.ID, cfg.Peers
 	if _, ok := peers[id]; !ok {
 		return nil, fmt.Errorf("member %d is not in the peer list", id)
 	}
+	listen := cfg.Listen
 	if listen == "" {
 		listen = peers[id]
 	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &TCP{
-		id: id, listenAddr: listen, clientAddr: clientAddr, peerAddr: peers[id], log: log.With("component", "transport"),
-		clientAddrs: map[uint64]string{id: clientAddr}, learned: map[uint64]*learnedPeer{}, inbound: map[uint64]int{},
+		id: id, listenAddr: listen, clientAddr: cfg.ClientAddr, peerAddr: peers[id], log: log.With("component", "transport"),
+		clientAddrs: map[uint64]string{id: cfg.ClientAddr}, learned: map[uint64]*learnedPeer{}, inbound: map[uint64]int{},
 		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
 		snap: newSnapshotConfig(), snapIn: map[uint64]bool{},
 		learnedExpiry: DefaultLearnedExpiry, now: time.Now, refusals: newRepeats(repeatWindow, time.Now),
 	}
+	cfg.apply(t)
 	senders := make(map[uint64]*peerSender)
 	for pid, addr := range peers {
 		if pid != id {
@@ -500,15 +505,6 @@ func (t *TCP) learn(id uint64, addr string) error {
 		go p.run()
 	}
 	return nil
-}
-
-// SetLearnedExpiry sets how long a peer learned from its hello stays a
-// peer with no inbound stream from it open (DefaultLearnedExpiry). Call
-// it before Start.
-func (t *TCP) SetLearnedExpiry(d time.Duration) {
-	if d > 0 {
-		t.learnedExpiry = d
-	}
 }
 
 // expireLearned sweeps out idle learned peers (forgetIdle) a few times

@@ -117,7 +117,11 @@ func leaderTransfer(ctx context.Context, s *Server, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return TransferResult{Leader: to, LeaderAddr: n.Status().LeaderAddr}, nil
+	st, err := n.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return TransferResult{Leader: to, LeaderAddr: st.LeaderAddr}, nil
 }
 
 // admin runs req (OpAdmin) and fills resp with its answer.

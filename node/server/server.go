@@ -380,7 +380,9 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 			}
 		}
 	case wire.OpStatus:
-		resp.Op, resp.Status = wire.OpStatusInfo, n.Status()
+		if resp.Status, err = n.Status(ctx); err == nil {
+			resp.Op = wire.OpStatusInfo
+		}
 	case wire.OpAdmin:
 		op = "admin"
 		err = s.admin(ctx, req, resp)
@@ -481,7 +483,7 @@ func resultLabel(op wire.Op) string {
 // chaos harness's post-run audit ({"complete":bool,"commands":[...]}).
 func AuditHandler(n *node.Node) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cmds, complete, err := n.CommittedLog()
+		cmds, complete, err := n.CommittedLog(r.Context())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -494,17 +496,29 @@ func AuditHandler(n *node.Node) http.HandlerFunc {
 	}
 }
 
+// healthTimeout bounds a /healthz answer.
+const healthTimeout = 2 * time.Second
+
 // HTTPHandler serves /metrics (Prometheus), /status (JSON) and /healthz;
 // DebugHandlers adds the profiles.
 func HTTPHandler(n *node.Node) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Metrics().Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := n.Status(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(n.Status())
+		json.NewEncoder(w).Encode(st)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := n.Healthy(); err != nil {
+		// Bounded: a member whose loop is held up (a slow sync) answers
+		// unhealthy instead of leaving the probe to time out.
+		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+		defer cancel()
+		if err := n.Healthy(ctx); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}

@@ -85,7 +85,10 @@ func snapshotSave(ctx context.Context, s *Server, body []byte) (any, error) {
 	}
 	c := cc.get(args.Capture, now)
 	if c == nil {
-		st := n.Status()
+		st, err := n.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
 		if st.Role != "leader" {
 			return nil, &node.NotLeaderError{LeaderID: st.Leader, LeaderAddr: st.LeaderAddr}
 		}

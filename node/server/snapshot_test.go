@@ -47,7 +47,7 @@ func TestSnapshotSaveStreamsTheTableInChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := first.Meta
-	if first.Capture == "" || m.Locks != locks || m.LastToken != locks || m.Index != l.Status().Applied || len(first.Data) != 0 {
+	if first.Capture == "" || m.Locks != locks || m.LastToken != locks || m.Index != nodetest.Status(t, l).Applied || len(first.Data) != 0 {
 		t.Fatalf("capture answer %+v", first)
 	}
 	var table []byte
