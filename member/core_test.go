@@ -94,48 +94,78 @@ func (c *testCluster) handle(id uint64) bool {
 	ev.appliedBefore = core.Applied()
 	rd := core.Ready(c.now)
 	ev.rd, ev.appliedAtReady = rd, core.Applied()
-	c.journal[id] = append(c.journal[id], rd.Applied...)
-	ms := c.stores[id]
-	if cp := rd.Compaction; cp != nil {
-		if _, err := ms.CreateSnapshot(cp.Index, cp.ConfState, cp.Data()); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-			c.t.Fatalf("member %d: store snapshot at %d: %v", id, cp.Index, err)
-		}
-		if err := ms.Compact(cp.CompactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
-			c.t.Fatalf("member %d: compact to %d: %v", id, cp.CompactTo, err)
-		}
-	}
-	c.send(rd.SendBeforePersist)
-	if rd.Snapshot != nil {
-		if err := ms.ApplySnapshot(proto.Clone(rd.Snapshot).(*raftpb.Snapshot)); err != nil {
-			c.t.Fatalf("member %d: save snapshot: %v", id, err)
-		}
-	}
-	if rd.HardState != nil {
-		if err := ms.SetHardState(proto.Clone(rd.HardState).(*raftpb.HardState)); err != nil {
-			c.t.Fatal(err)
-		}
-	}
-	if err := ms.Append(rd.Entries); err != nil {
-		c.t.Fatalf("member %d: append: %v", id, err)
-	}
-	c.send(rd.Messages)
-	for _, a := range rd.Answers {
-		if prev, ok := c.answers[id][a.Handle]; ok {
-			c.t.Errorf("member %d answered handle %d twice: %+v then %+v", id, a.Handle, prev, a)
-		}
-		c.answers[id][a.Handle] = a
-	}
-	if err := core.Advance(c.now); err != nil {
-		c.t.Fatalf("member %d: advance: %v", id, err)
+	if err := rd.Carry(clusterCarrier{c, id}); err != nil {
+		c.t.Fatalf("member %d: %v", id, err)
 	}
 	ev.appliedAfterAdvance = core.Applied()
-	hs, _, _ := ms.InitialState()
+	hs, _, _ := c.stores[id].InitialState()
 	ev.storedCommitAfter = hs.GetCommit()
 	ev.raftCommitAt = core.Status().Commit
 	if c.onReady != nil {
 		c.onReady(id, ev)
 	}
 	return true
+}
+
+// clusterCarrier carries out member id's Readies in the test cluster
+// (member.Ready.Carry): its store is a raft.MemoryStorage, its network the
+// cluster's FIFO queue.
+type clusterCarrier struct {
+	c  *testCluster
+	id uint64
+}
+
+func (cc clusterCarrier) Journal(applied []AppliedEntry) bool {
+	cc.c.journal[cc.id] = append(cc.c.journal[cc.id], applied...)
+	return true
+}
+
+func (cc clusterCarrier) Compact(cp *Compaction) error {
+	ms := cc.c.stores[cc.id]
+	if _, err := ms.CreateSnapshot(cp.Index, cp.ConfState, cp.Data()); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		return fmt.Errorf("store snapshot at %d: %w", cp.Index, err)
+	}
+	if err := ms.Compact(cp.CompactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+		return fmt.Errorf("compact to %d: %w", cp.CompactTo, err)
+	}
+	return nil
+}
+
+func (cc clusterCarrier) Send(msgs []*raftpb.Message) { cc.c.send(msgs) }
+
+func (cc clusterCarrier) Save(rd Ready) error {
+	ms := cc.c.stores[cc.id]
+	if rd.Snapshot != nil {
+		if err := ms.ApplySnapshot(proto.Clone(rd.Snapshot).(*raftpb.Snapshot)); err != nil {
+			return fmt.Errorf("save snapshot: %w", err)
+		}
+	}
+	if rd.HardState != nil {
+		if err := ms.SetHardState(proto.Clone(rd.HardState).(*raftpb.HardState)); err != nil {
+			return err
+		}
+	}
+	if err := ms.Append(rd.Entries); err != nil {
+		return fmt.Errorf("append: %w", err)
+	}
+	return nil
+}
+
+func (cc clusterCarrier) Answer(answers []Answer) {
+	got := cc.c.answers[cc.id]
+	for _, a := range answers {
+		if prev, ok := got[a.Handle]; ok {
+			cc.c.t.Errorf("member %d answered handle %d twice: %+v then %+v", cc.id, a.Handle, prev, a)
+		}
+		got[a.Handle] = a
+	}
+}
+
+func (cc clusterCarrier) Advance() error {
+	if err := cc.c.cores[cc.id].Advance(cc.c.now); err != nil {
+		return fmt.Errorf("advance: %w", err)
+	}
+	return nil
 }
 
 func (c *testCluster) send(msgs []*raftpb.Message) {

@@ -204,19 +204,7 @@ func stepOutcome(t *testing.T, c *testCluster, m *raftpb.Message) (outcome strin
 	}
 	core := c.cores[2]
 	for core.HasReady() {
-		rd := core.Ready(c.now)
-		ms := c.stores[2]
-		if rd.Snapshot != nil {
-			if err := ms.ApplySnapshot(rd.Snapshot); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if rd.HardState != nil {
-			if err := ms.SetHardState(rd.HardState); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := ms.Append(rd.Entries); err != nil {
+		if err := (clusterCarrier{c, 2}).Save(core.Ready(c.now)); err != nil {
 			t.Fatal(err)
 		}
 		if err := core.Advance(c.now); err != nil {

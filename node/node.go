@@ -513,114 +513,154 @@ func (n *Node) run() {
 	defer close(n.loopDone)
 	ticker := n.clock.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
-	calls := make(map[uint64]*call)
-	c := n.core
-	// saving is the Ready whose write runs on its own goroutine; its
-	// result comes on savedc. Meanwhile the loop takes calls, messages and
-	// ticks (raft accepts them between Ready and Advance), so the next
-	// Ready carries everything decided during the fsync in one entry.
-	var saving *member.Ready
-	savedc := make(chan error, 1)
-	defer func() {
-		if saving != nil {
-			// Stopping: the write finishes (or fails) before the store
-			// closes. Its answers are true either way (handle).
-			<-savedc
-			n.deliver(calls, saving.Answers)
-		}
-		c.Stop()
-		n.deliver(calls, c.TakeAnswers())
-		for _, cl := range calls {
-			cl.done <- member.Answer{Handle: cl.req.Handle, Err: ErrStopped}
-		}
-		n.publish()
-	}()
-	if c.Removed() {
+	l := &loop{n: n, calls: make(map[uint64]*call), savedc: make(chan error, 1)}
+	defer l.stop()
+	if n.core.Removed() {
 		// Removed by an entry its own snapshot covers: it stops before it
 		// takes any input, as it would after applying the removal.
 		n.stopRemoved()
 		return
 	}
 	for {
-		select {
-		case <-n.stopc:
+		if err := l.take(ticker.C()); err != nil {
+			if !errors.Is(err, errLoopEnd) {
+				n.fail(err)
+			}
 			return
-		case <-ticker.C():
-			c.Tick(n.clock.Now())
-		case m := <-n.recvc:
-			n.step(m)
-		drain:
-			for range 256 {
-				select {
-				case m := <-n.recvc:
-					n.step(m)
-				default:
-					break drain
-				}
-			}
-		case in := <-n.callc:
-			now := n.clock.Now()
-			n.take(c, calls, in, now)
-		more:
-			// Take every call that is waiting: they are decided together
-			// and proposed in one entry.
-			for range 1024 {
-				select {
-				case in := <-n.callc:
-					n.take(c, calls, in, now)
-				default:
-					break more
-				}
-			}
-		case r := <-n.reportc:
-			if r.removed {
-				n.log.Warn("a peer refused this member: it applied this member's removal from the cluster", "peer", r.id)
-				n.stopRemoved()
-				return
-			}
-			if r.snapshot {
-				c.ReportSnapshot(r.id, r.failed)
-			} else {
-				c.ReportUnreachable(r.id)
-			}
-		case f := <-n.fnc:
-			f(c)
-		case d := <-n.compactc:
-			if err := n.compacted(d); err != nil {
-				n.fail(err)
-				return
-			}
-		case err := <-savedc:
-			rd := *saving
-			saving = nil
-			if err := n.finish(rd, calls, err); err != nil {
-				n.fail(err)
-				return
-			}
 		}
-		for saving == nil && c.HasReady() {
-			rd := c.Ready(n.clock.Now())
-			n.beforeWrite(rd)
-			if writes(rd) && !n.cfg.NoWriteOverlap && !n.cfg.NoBatch {
-				saving = &rd
-				go func() { savedc <- n.save(rd) }()
-				break
-			}
-			if err := n.finish(rd, calls, n.save(rd)); err != nil {
-				n.fail(err)
-				return
-			}
-			if n.cfg.NoBatch {
-				break
-			}
+		if err := l.readies(); err != nil {
+			n.fail(err)
+			return
 		}
-		n.syncPeers(c)
-		if c.Removed() {
+		n.syncPeers(n.core)
+		if n.core.Removed() {
 			n.stopRemoved()
 			return
 		}
 		n.publish()
 	}
+}
+
+// errLoopEnd ends the loop without an error of its own: the member is
+// being closed, or stopRemoved was called.
+var errLoopEnd = errors.New("the loop ends")
+
+// loop is the state of the loop goroutine (run), which owns it, and the
+// member.Carrier of its Readies.
+type loop struct {
+	n     *Node
+	calls map[uint64]*call
+	// saving is the Ready whose write runs on its own goroutine; its
+	// result comes on savedc. Meanwhile the loop takes calls, messages
+	// and ticks (raft accepts them between Ready and Advance), so the
+	// next Ready carries everything decided during the fsync in one
+	// entry.
+	saving *member.Ready
+	savedc chan error
+}
+
+// stop ends the loop: a write under way finishes (or fails) before the
+// store closes, and every caller gets an answer.
+func (l *loop) stop() {
+	n, c := l.n, l.n.core
+	if l.saving != nil {
+		// Its answers are true either way (finish).
+		<-l.savedc
+		n.deliver(l.calls, l.saving.Answers)
+	}
+	c.Stop()
+	n.deliver(l.calls, c.TakeAnswers())
+	for _, cl := range l.calls {
+		cl.done <- member.Answer{Handle: cl.req.Handle, Err: ErrStopped}
+	}
+	n.publish()
+}
+
+// take waits for the next input and hands it (with the inputs of its kind
+// waiting behind it) to the core; an error ends the loop.
+func (l *loop) take(tick <-chan time.Time) error {
+	n, c := l.n, l.n.core
+	select {
+	case <-n.stopc:
+		return errLoopEnd
+	case <-tick:
+		c.Tick(n.clock.Now())
+	case m := <-n.recvc:
+		n.step(m)
+		for range 256 {
+			select {
+			case m := <-n.recvc:
+				n.step(m)
+			default:
+				return nil
+			}
+		}
+	case in := <-n.callc:
+		// Every call that is waiting: they are decided together and
+		// proposed in one entry.
+		now := n.clock.Now()
+		n.take(c, l.calls, in, now)
+		for range 1024 {
+			select {
+			case in := <-n.callc:
+				n.take(c, l.calls, in, now)
+			default:
+				return nil
+			}
+		}
+	case r := <-n.reportc:
+		return n.report(r)
+	case f := <-n.fnc:
+		f(c)
+	case d := <-n.compactc:
+		return n.compacted(d)
+	case err := <-l.savedc:
+		rd := *l.saving
+		l.saving = nil
+		return l.finish(rd, err)
+	}
+	return nil
+}
+
+// report hands the core a peer's report; a peer that refused this member
+// as removed stops it.
+func (n *Node) report(r peerReport) error {
+	switch {
+	case r.removed:
+		n.log.Warn("a peer refused this member: it applied this member's removal from the cluster", "peer", r.id)
+		n.stopRemoved()
+		return errLoopEnd
+	case r.snapshot:
+		n.core.ReportSnapshot(r.id, r.failed)
+	default:
+		n.core.ReportUnreachable(r.id)
+	}
+	return nil
+}
+
+// readies carries out the core's Readies while no write is under way:
+// each one's write goes on its own goroutine (the write overlap), or with
+// NoWriteOverlap or NoBatch is done here.
+func (l *loop) readies() error {
+	n, c := l.n, l.n.core
+	for l.saving == nil && c.HasReady() {
+		rd := c.Ready(n.clock.Now())
+		if ok, err := rd.Start(l); !ok {
+			return err
+		}
+		if rd.Writes() && !n.cfg.NoWriteOverlap && !n.cfg.NoBatch {
+			l.saving = &rd
+			go func() { l.savedc <- n.save(rd) }()
+			return nil
+		}
+		if err := l.finish(rd, n.save(rd)); err != nil {
+			return err
+		}
+		if n.cfg.NoBatch {
+			return nil
+		}
+	}
+	return nil
 }
 
 // stopRemoved stops a member removed from the configuration; the loop
@@ -669,37 +709,46 @@ func (n *Node) step(m *raftpb.Message) {
 	}
 }
 
-// handle does what one Ready says, in the order the core requires.
-func (n *Node) beforeWrite(rd member.Ready) {
-	// Journal before any snapshot that covers these entries, so a restart
-	// replays whatever the journal misses; a failed write skips the
-	// snapshot, which would make the gap permanent.
-	journalOK := true
-	if n.journal != nil && len(rd.Applied) > 0 {
-		for _, e := range rd.Applied {
-			n.journal.add(e)
-		}
-		if err := n.journal.flush(); err != nil {
-			n.log.Error("audit journal write failed; snapshot postponed", "err", err)
-			journalOK = false
-		}
+// Journal implements member.Carrier. It journals before any snapshot
+// that covers these entries, so a restart replays whatever the journal
+// misses; a failed write skips the snapshot, which would make the gap
+// permanent.
+func (l *loop) Journal(applied []member.AppliedEntry) bool {
+	j := l.n.journal
+	if j == nil {
+		return true
 	}
-	if cp := rd.Compaction; cp != nil && journalOK {
-		n.compact(cp)
+	for _, e := range applied {
+		j.add(e)
 	}
-	n.transport.Send(rd.SendBeforePersist)
+	if err := j.flush(); err != nil {
+		l.n.log.Error("audit journal write failed; snapshot postponed", "err", err)
+		return false
+	}
+	return true
 }
 
-// writes says whether rd has anything to store.
-func writes(rd member.Ready) bool {
-	return rd.HardState != nil || len(rd.Entries) > 0 || rd.Snapshot != nil
+// Compact implements member.Carrier: the snapshot is stored off the loop
+// (Node.compact), so it never fails here.
+func (l *loop) Compact(cp *member.Compaction) error {
+	l.n.compact(cp)
+	return nil
 }
+
+// Send implements member.Carrier.
+func (l *loop) Send(msgs []*raftpb.Message) { l.n.transport.Send(msgs) }
+
+// Answer implements member.Carrier.
+func (l *loop) Answer(answers []member.Answer) { l.n.deliver(l.calls, answers) }
+
+// Advance implements member.Carrier.
+func (l *loop) Advance() error { return l.n.core.Advance(l.n.clock.Now()) }
 
 // save stores rd's hard state, entries and snapshot (synced when rd.Sync).
 // It may run on its own goroutine: the store is safe beside the loop's
 // reads, and nothing of rd leaves the member before it returns.
 func (n *Node) save(rd member.Ready) error {
-	if !writes(rd) {
+	if !rd.Writes() {
 		return nil
 	}
 	start := time.Now()
@@ -714,24 +763,21 @@ func (n *Node) save(rd member.Ready) error {
 	return nil
 }
 
-// finish is the rest of rd once its write returned err: the messages that
-// promise what was stored, the answers, and Advance (member.Ready's order).
-func (n *Node) finish(rd member.Ready, calls map[uint64]*call, err error) error {
+// finish is the rest of rd once its write returned err (member.Ready.Finish).
+func (l *loop) finish(rd member.Ready, err error) error {
 	if err != nil {
 		// The answers are still true: they come from commands applied
 		// after an earlier Ready was saved, or from decisions that
 		// need no write. Dropping them would leave their callers to
 		// hear "stopped", which reads as "nothing happened".
-		n.deliver(calls, rd.Answers)
+		l.Answer(rd.Answers)
 		return fmt.Errorf("persist ready: %w", err)
 	}
-	n.transport.Send(rd.Messages)
-	n.deliver(calls, rd.Answers)
-	if err := n.core.Advance(n.clock.Now()); err != nil {
+	if err := rd.Finish(l); err != nil {
 		return err
 	}
 	if rd.Snapshot != nil {
-		n.noteFirstIndex()
+		l.n.noteFirstIndex()
 	}
 	return nil
 }

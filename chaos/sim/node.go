@@ -389,37 +389,16 @@ func (s *sim) drain(n *node) {
 	s.resume(n)
 }
 
+// handleReady carries out one Ready in the order member.Ready documents
+// (member.Ready.Start and Finish); its write may be slow.
 func (s *sim) handleReady(n *node, rd member.Ready) {
-	// (1) the applied entries feed the one global log
-	if len(rd.Applied) > 0 {
-		s.recordApplied(n, rd.Applied)
-		if s.tr.on() {
-			s.tr.printf("applied node=%d %d..%d", n.id, rd.Applied[0].Index, rd.Applied[len(rd.Applied)-1].Index)
-		}
-	}
-	// (2) the compaction
-	if c := rd.Compaction; c != nil {
-		fail := n.ioErr > 0 && s.rngDisk.Float64() < n.ioErr
-		if err := n.disk.Compact(c.Index, c.ConfState, c.Data(), c.CompactTo, fail); err != nil {
-			s.stop(n, fmt.Errorf("compact at %d: %w", c.Index, err))
-			return
-		}
-		s.stats.Snapshots++
-		if s.tr.on() {
-			s.tr.printf("compact node=%d index=%d compact-to=%d", n.id, c.Index, c.CompactTo)
-		}
-		if n.onSnapshot != nil {
-			n.onSnapshot(false)
-		}
-	}
-	if n.onCommit != nil && n.onCommit(rd) {
+	sc := simCarrier{s, n}
+	if ok, _ := rd.Start(sc); !ok {
 		return
 	}
-	// (3) a leader's appends go out before its own write
-	s.sendAll(n, rd.SendBeforePersist)
-	// (4) the write, maybe slow
+	// the write, maybe slow
 	var slow int64
-	if rd.HardState != nil || len(rd.Entries) > 0 || rd.Snapshot != nil {
+	if rd.Writes() {
 		fail := n.ioErr > 0 && s.rngDisk.Float64() < n.ioErr
 		if rd.Sync && n.slowSync > 0 && s.rngDisk.Float64() < n.slowSync {
 			slow = 1 + s.rngDisk.Int64N(n.slowMax)
@@ -441,7 +420,7 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 		}
 	}
 	if slow == 0 {
-		s.finishReady(n, rd)
+		rd.Finish(sc)
 		return
 	}
 	// The member is in fsync: its acknowledgements, answers and next Ready
@@ -458,23 +437,65 @@ func (s *sim) handleReady(n *node, rd member.Ready) {
 			s.tr.printf("fsync node=%d done", n.id)
 		}
 		n.saving = false
-		s.finishReady(n, rd)
+		rd.Finish(sc)
 		if n.up() {
 			s.drain(n)
 		}
 	})
 }
 
-// finishReady is steps (5) to (7): messages, answers, Advance.
-func (s *sim) finishReady(n *node, rd member.Ready) {
-	s.sendAll(n, rd.Messages)
-	s.answer(n, rd.Answers)
-	if !n.up() {
-		return
+// simCarrier carries out a simulated member's Readies (member.Carrier):
+// the applied entries feed the one global log, the compaction is stored
+// at once, messages go through the simulated network.
+type simCarrier struct {
+	s *sim
+	n *node
+}
+
+func (sc simCarrier) Journal(applied []member.AppliedEntry) bool {
+	s, n := sc.s, sc.n
+	s.recordApplied(n, applied)
+	if s.tr.on() {
+		s.tr.printf("applied node=%d %d..%d", n.id, applied[0].Index, applied[len(applied)-1].Index)
 	}
-	if err := s.protectAdvance(n); err != nil {
-		return
+	return true
+}
+
+func (sc simCarrier) Compact(c *member.Compaction) error {
+	s, n := sc.s, sc.n
+	fail := n.ioErr > 0 && s.rngDisk.Float64() < n.ioErr
+	if err := n.disk.Compact(c.Index, c.ConfState, c.Data(), c.CompactTo, fail); err != nil {
+		err = fmt.Errorf("compact at %d: %w", c.Index, err)
+		s.stop(n, err)
+		return err
 	}
+	s.stats.Snapshots++
+	if s.tr.on() {
+		s.tr.printf("compact node=%d index=%d compact-to=%d", n.id, c.Index, c.CompactTo)
+	}
+	if n.onSnapshot != nil {
+		n.onSnapshot(false)
+	}
+	return nil
+}
+
+// Hold implements member.Holder: an aimed fault (onCommit) may crash the
+// member before anything of rd leaves it.
+func (sc simCarrier) Hold(rd member.Ready) bool {
+	return sc.n.onCommit != nil && sc.n.onCommit(rd)
+}
+
+func (sc simCarrier) Send(msgs []*raftpb.Message) { sc.s.sendAll(sc.n, msgs) }
+
+func (sc simCarrier) Answer(answers []member.Answer) { sc.s.answer(sc.n, answers) }
+
+// Advance implements member.Carrier; a member that went down meanwhile
+// does not advance.
+func (sc simCarrier) Advance() error {
+	if !sc.n.up() {
+		return nil
+	}
+	return sc.s.protectAdvance(sc.n)
 }
 
 func (s *sim) protectAdvance(n *node) error {
