@@ -17,9 +17,10 @@ run: build
 
 # The test suite CI runs: unit tests, in-process clusters over loopback TCP
 # and real pebble directories, and an end-to-end test against built
-# `raftlock node` processes, all under the race detector.
+# `raftlock node` processes, all under the race detector, with the member
+# core's invariant checks on (internal/invariants).
 test:
-	$(GO) test -race -timeout 9m ./...
+	$(GO) test -race -tags invariants -timeout 9m ./...
 
 lint:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && false)

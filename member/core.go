@@ -25,7 +25,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 
-	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -64,7 +63,7 @@ type Config struct {
 	// for a post-run audit.
 	Journal bool
 	Logger  *slog.Logger
-	Metrics *Metrics // nil: a private set
+	Metrics Meter // nil: a private Tally
 	// SeqStart is where request sequence numbers start; a restarted member
 	// must never reuse an id its previous incarnation proposed.
 	SeqStart uint64
@@ -108,7 +107,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Metrics == nil {
-		c.Metrics = NewMetrics(false)
+		c.Metrics = &Tally{}
 	}
 }
 
@@ -177,15 +176,31 @@ func (c *Compaction) WriteTo(w io.Writer, yield func()) error {
 	return WriteSnapshot(w, c.Table, c.Book, yield)
 }
 
-// Status describes a member, in the shape the client protocol carries.
-type Status = wire.Status
+// Status describes a member: the shape the client protocol
+// (wire.Status, the same fields) and the HTTP /status endpoint carry.
+type Status struct {
+	ID         uint64 `json:"id"`
+	Addr       string `json:"addr"`
+	Role       string `json:"role"`
+	Term       uint64 `json:"term"`
+	Leader     uint64 `json:"leader"`
+	LeaderAddr string `json:"leader_addr,omitempty"`
+	Commit     uint64 `json:"commit"`
+	Applied    uint64 `json:"applied"`
+	Locks      uint64 `json:"locks"`
+	LastToken  uint64 `json:"last_token"`
+	Digest     string `json:"digest"`
+	// Voters and Learners are the configuration this member has applied.
+	Voters   []uint64 `json:"voters,omitempty"`
+	Learners []uint64 `json:"learners,omitempty"`
+}
 
 // Core is one member. See the package comment.
 type Core struct {
 	cfg     Config
 	log     *slog.Logger
 	hooks   hooks
-	metrics *Metrics
+	metrics Meter
 	rn      *raft.RawNode
 	lm      *LockManager
 	cs      *raftpb.ConfState
@@ -355,7 +370,7 @@ func (c *Core) Tick(now time.Duration) {
 	}
 	c.lm.Tick(now)
 	c.collect(now)
-	c.metrics.Waiters.Set(float64(c.lm.Waiting()))
+	c.metrics.Set(Waiters, float64(c.lm.Waiting()))
 }
 
 // Step hands raft a message from a peer. Message types that only a member
@@ -390,7 +405,7 @@ func (c *Core) Step(m *raftpb.Message) error {
 	if c.hooks.peerInputChecks && m.GetType() == raftpb.MessageType_MsgSnap {
 		d, err := checkSnapshot(m.GetSnapshot())
 		if errors.Is(err, fsm.ErrCorrupt) {
-			c.metrics.SnapshotsCorrupt.Inc()
+			c.metrics.Add(SnapshotsCorrupt, 1)
 		}
 		if err != nil {
 			return fmt.Errorf("refused snapshot from %d at %d: %w", m.GetFrom(), m.GetSnapshot().GetMetadata().GetIndex(), err)
@@ -401,7 +416,7 @@ func (c *Core) Step(m *raftpb.Message) error {
 		// raft drops it (it cannot restore a configuration without
 		// itself) and the leader sends it again: counted, because a new
 		// member stuck here never catches up.
-		c.metrics.SnapshotsRefused.Inc()
+		c.metrics.Add(SnapshotsRefused, 1)
 		c.log.Warn("snapshot from the leader does not name this member; raft refuses it", "from", m.GetFrom(),
 			"index", m.GetSnapshot().GetMetadata().GetIndex())
 	}
@@ -592,7 +607,7 @@ func (c *Core) collect(now time.Duration) {
 		}
 		c.queue = append(c.queue, fx.Proposals...)
 		c.answers = append(c.answers, fx.Answers...)
-		c.metrics.GhostReleases.Add(float64(fx.GhostReleases))
+		c.metrics.Add(GhostReleases, uint64(fx.GhostReleases))
 		for _, h := range fx.Reads {
 			if c.role != raft.StateLeader {
 				// Stepped down since the lock manager decided: raft would
@@ -663,6 +678,7 @@ func (c *Core) Ready(now time.Duration) Ready {
 	out.Answers, c.answers = c.answers, nil
 	out.Applied, c.applied = c.applied, nil
 	out.Compaction, c.compaction = c.compaction, nil
+	c.lm.checkInvariants()
 	return out
 }
 
@@ -689,7 +705,7 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 	prevLead, prevRole, prevTerm := c.lead, c.role, c.term
 	c.term, c.lead, c.role = bs.GetTerm(), knownLeader(bs), bs.RaftState
 	if c.lead != prevLead {
-		c.metrics.LeaderChanges.Inc()
+		c.metrics.Add(LeaderChanges, 1)
 		c.log.Info("leader changed", "leader", c.lead, "previous", prevLead, "term", c.term, "role", RoleName(c.role))
 	} else if c.role != prevRole {
 		c.log.Info("role changed", "role", RoleName(c.role), "term", c.term, "leader", c.lead)
@@ -712,9 +728,9 @@ func (c *Core) observeRole(now time.Duration, rd *raft.Ready) {
 	}
 	c.lm.Become(leader, c.term, c.lead)
 	c.collect(now)
-	c.metrics.IsLeader.Set(b2f(leader))
-	c.metrics.HasLeader.Set(b2f(c.lead != 0))
-	c.metrics.Term.Set(float64(c.term))
+	c.metrics.Set(IsLeader, b2f(leader))
+	c.metrics.Set(HasLeader, b2f(c.lead != 0))
+	c.metrics.Set(Term, float64(c.term))
 }
 
 // knownLeader is the leader a member follows. A (pre-)candidate follows
@@ -764,8 +780,8 @@ func (c *Core) propose(now time.Duration) {
 				batch[i] = q[i].Env
 			}
 			q = q[k:]
-			c.metrics.Proposals.Inc()
-			c.metrics.BatchSize.Observe(float64(len(batch)))
+			c.metrics.Add(Proposals, 1)
+			c.metrics.ObserveBatch(len(batch))
 			if err := c.rn.Propose(fsm.EncodeBatch(batch)); err != nil {
 				c.lm.Drop(batch)
 			}
@@ -849,6 +865,7 @@ func (c *Core) Advance(now time.Duration) error {
 	c.rn.Advance(*rd)
 	c.resolveReads(now)
 	c.collect(now)
+	c.lm.checkInvariants()
 	return nil
 }
 
@@ -889,7 +906,7 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 		}
 		c.lastSnap = md.GetIndex()
 		c.appliedAt = c.ticks
-		c.metrics.SnapshotsInstalled.Inc()
+		c.metrics.Add(SnapshotsInstalled, 1)
 		c.log.Info("installed snapshot", "index", md.GetIndex())
 	}
 	applied, _ := c.lm.Applied()
@@ -909,7 +926,7 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 			}
 			for _, env := range envs {
 				res := c.lm.Apply(now, env, e.GetTerm())
-				c.metrics.CommandsApplied.Inc()
+				c.metrics.Add(CommandsApplied, 1)
 				if c.cfg.Journal {
 					logged = append(logged, NewLoggedCommand(e.GetIndex(), e.GetTerm(), env, res))
 				}
@@ -924,16 +941,16 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 		applied = e.GetIndex()
 		c.logBytes += uint64(len(e.GetData()))
 		c.appliedAt = c.ticks
-		c.metrics.EntriesApplied.Inc()
+		c.metrics.Add(EntriesApplied, 1)
 	}
 	if rd.HardState != nil {
 		c.commit = max(c.commit, rd.HardState.GetCommit())
 	}
 	c.commit = max(c.commit, applied)
-	c.metrics.Applied.Set(float64(applied))
-	c.metrics.Commit.Set(float64(c.commit))
-	c.metrics.ApplyLag.Set(float64(c.commit - min(c.commit, applied)))
-	c.metrics.LocksHeld.Set(float64(c.lm.machine.Len()))
+	c.metrics.Set(AppliedIndex, float64(applied))
+	c.metrics.Set(CommitIndex, float64(c.commit))
+	c.metrics.Set(ApplyLag, float64(c.commit-min(c.commit, applied)))
+	c.metrics.Set(LocksHeld, float64(c.lm.machine.Len()))
 	if applied > c.lastSnap && (c.snapshotDue(applied) || c.snapshotNow) {
 		c.snapshotNow = false
 		compactTo := uint64(1)

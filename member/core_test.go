@@ -168,6 +168,9 @@ func (cc clusterCarrier) Advance() error {
 	return nil
 }
 
+// counted is counter k of a core whose meter is its private Tally.
+func counted(core *Core, k Counter) uint64 { return core.metrics.(*Tally).Count(k) }
+
 func (c *testCluster) send(msgs []*raftpb.Message) {
 	for _, m := range msgs {
 		c.net = append(c.net, proto.Clone(m).(*raftpb.Message))

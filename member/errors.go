@@ -3,8 +3,8 @@ package member
 import (
 	"errors"
 	"fmt"
+	"time"
 
-	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -55,24 +55,29 @@ type InvalidArgumentError struct{ Reason string }
 
 func (e *InvalidArgumentError) Error() string { return "invalid argument: " + e.Reason }
 
-// Lease bounds of lock rule 10 (ARCHITECTURE.md).
+// Bounds of lock rule 10 (ARCHITECTURE.md), the same as the client
+// protocol's (wire.MaxKeyLen, MinLeaseMS, MaxLeaseMS; a test in
+// node/server keeps them equal): a member checks them itself, whoever
+// calls it.
 const (
-	MinLeaseMS = wire.MinLeaseMS
-	MaxLeaseMS = wire.MaxLeaseMS
+	MaxKeyLen  = 256
+	MinLeaseMS = 10
+	MaxLeaseMS = 3_600_000
 )
 
 // ValidateKey checks a lock key.
 func ValidateKey(key string) error {
-	if err := wire.ValidateKey(key); err != nil {
-		return &InvalidArgumentError{Reason: err.Error()}
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return &InvalidArgumentError{Reason: fmt.Sprintf("key must be 1..%d bytes, got %d", MaxKeyLen, len(key))}
 	}
 	return nil
 }
 
-// ValidateLease checks a lease length in milliseconds.
+// ValidateLease checks a lease length in milliseconds; the message shows
+// the value given.
 func ValidateLease(ms int64) error {
-	if err := wire.ValidateLease(ms); err != nil {
-		return &InvalidArgumentError{Reason: err.Error()}
+	if ms < MinLeaseMS || ms > MaxLeaseMS {
+		return &InvalidArgumentError{Reason: fmt.Sprintf("lease must be 10ms..1h, got %v", time.Duration(ms)*time.Millisecond)}
 	}
 	return nil
 }

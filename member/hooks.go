@@ -145,10 +145,16 @@ func plantHooks(bug string) hooks {
 			return fsm.Command{Op: fsm.OpExpire, Key: key, Token: token}
 		},
 	}
+	if !plantPersistenceBug(&h, bug) {
+		plantDecisionBug(&h, bug)
+	}
+	return h
+}
+
+// plantPersistenceBug plants bug in h if it is one of what a Ready stores
+// and when (rule 8); false if it is not.
+func plantPersistenceBug(h *hooks, bug string) bool {
 	switch bug {
-	case BugEarlyExpire:
-		// The leader expires a lock at half its lease.
-		h.expireAt = func(l lease) time.Duration { return l.deadline - l.length/2 }
 	case BugCommitNotPersisted:
 		// A real bug, fixed: a hard state that only moves the commit index
 		// is not written, while compaction stores snapshots past the
@@ -169,6 +175,19 @@ func plantHooks(bug string) hooks {
 		h.mustSync = func(*raft.Ready) bool { return false }
 	case BugApplyBeforePersist:
 		h.atReady = applyAtReady
+	default:
+		return false
+	}
+	return true
+}
+
+// plantDecisionBug plants bug, one of the leader's decisions, the peer
+// input checks or membership, in h.
+func plantDecisionBug(h *hooks, bug string) {
+	switch bug {
+	case BugEarlyExpire:
+		// The leader expires a lock at half its lease.
+		h.expireAt = func(l lease) time.Duration { return l.deadline - l.length/2 }
 	case BugNoSnapshotOnAdd:
 		// A real bug, fixed: adding a member does not snapshot, so a
 		// learner that needs a snapshot is sent the last one, which
@@ -227,7 +246,6 @@ func plantHooks(bug string) hooks {
 		// An expiry removes whatever holds the key.
 		h.expireCommand = func(key string, _ uint64) fsm.Command { return fsm.Command{Op: fsm.OpRelease, Key: key} }
 	}
-	return h
 }
 
 // applyAtReady is BugApplyBeforePersist: the committed entries of a Ready

@@ -9,6 +9,22 @@ func acquireOn(key string, handle uint64, wait time.Duration) Request {
 	return Request{Handle: handle, Op: OpAcquire, Key: key, Lease: time.Second, Wait: wait}
 }
 
+// holdKeys grants keys (tokens 1, 2, ... in order; handles 200 and up)
+// and applies the grants.
+func holdKeys(h *lmHarness, keys ...string) {
+	for i, k := range keys {
+		h.submit(acquireOn(k, 200+uint64(i), 0))
+	}
+	h.commitAll()
+}
+
+// queue queues acquires of key, with the given handles, that wait 5s.
+func queue(h *lmHarness, key string, handles ...uint64) {
+	for _, hd := range handles {
+		h.submit(acquireOn(key, hd, 5*time.Second))
+	}
+}
+
 // Every limit of the lock manager: the call past it is answered Overloaded
 // before anything is proposed or queued, and the calls within it are
 // decided as without limits.
@@ -23,55 +39,33 @@ func TestLockManagerLimits(t *testing.T) {
 	}{{
 		name:   "waiters per key: the one past the limit",
 		limits: Limits{MaxWaitersPerKey: 2},
-		setup: func(h *lmHarness) {
-			h.submit(acquireOn("k", 100, 0))
-			h.commit()
-			h.submit(acquireOn("k", 101, wait))
-			h.submit(acquireOn("k", 102, wait))
-		},
-		call: acquireOn("k", 1, wait),
-		want: "h1: Overloaded",
+		setup:  func(h *lmHarness) { holdKeys(h, "k"); queue(h, "k", 101, 102) },
+		call:   acquireOn("k", 1, wait),
+		want:   "h1: Overloaded",
 	}, {
 		name:   "waiters per key: another key still queues",
 		limits: Limits{MaxWaitersPerKey: 2},
-		setup: func(h *lmHarness) {
-			h.submit(acquireOn("k", 100, 0))
-			h.submit(acquireOn("j", 103, 0))
-			h.commitAll()
-			h.submit(acquireOn("k", 101, wait))
-			h.submit(acquireOn("k", 102, wait))
-		},
-		call: acquireOn("j", 1, wait),
-		want: "waiting 3",
+		setup:  func(h *lmHarness) { holdKeys(h, "k", "j"); queue(h, "k", 101, 102) },
+		call:   acquireOn("j", 1, wait),
+		want:   "waiting 3",
 	}, {
 		name:   "waiters in total",
 		limits: Limits{MaxWaiters: 2},
-		setup: func(h *lmHarness) {
-			h.submit(acquireOn("k", 100, 0))
-			h.submit(acquireOn("j", 103, 0))
-			h.commitAll()
-			h.submit(acquireOn("k", 101, wait))
-			h.submit(acquireOn("j", 102, wait))
-		},
-		call: acquireOn("j", 1, wait),
-		want: "h1: Overloaded",
+		setup:  func(h *lmHarness) { holdKeys(h, "k", "j"); queue(h, "k", 101); queue(h, "j", 102) },
+		call:   acquireOn("j", 1, wait),
+		want:   "h1: Overloaded",
 	}, {
 		name:   "waiters in total: a try-acquire of a held key is not a waiter",
 		limits: Limits{MaxWaiters: 1},
-		setup: func(h *lmHarness) {
-			h.submit(acquireOn("k", 100, 0))
-			h.commitAll()
-			h.submit(acquireOn("k", 101, wait))
-		},
-		call: acquireOn("k", 1, 0),
-		want: "read h1",
+		setup:  func(h *lmHarness) { holdKeys(h, "k"); queue(h, "k", 101) },
+		call:   acquireOn("k", 1, 0),
+		want:   "read h1",
 	}, {
 		name:   "waiters: a slot freed by a granted waiter is reused",
 		limits: Limits{MaxWaitersPerKey: 1},
 		setup: func(h *lmHarness) {
-			h.submit(acquireOn("k", 100, 0))
-			h.commit()
-			h.submit(acquireOn("k", 101, wait))
+			holdKeys(h, "k")
+			queue(h, "k", 101)
 			h.submit(Request{Handle: 104, Op: OpRelease, Key: "k", Token: 1})
 			h.commitAll()
 		},
@@ -80,13 +74,9 @@ func TestLockManagerLimits(t *testing.T) {
 	}, {
 		name:   "keys: a grant of a new key at the limit",
 		limits: Limits{MaxKeys: 2},
-		setup: func(h *lmHarness) {
-			h.submit(acquireOn("a", 100, 0))
-			h.submit(acquireOn("b", 101, 0))
-			h.commitAll()
-		},
-		call: acquireOn("c", 1, 0),
-		want: "h1: Overloaded",
+		setup:  func(h *lmHarness) { holdKeys(h, "a", "b") },
+		call:   acquireOn("c", 1, 0),
+		want:   "h1: Overloaded",
 	}, {
 		name:   "keys: grants in flight count",
 		limits: Limits{MaxKeys: 2},
@@ -99,18 +89,14 @@ func TestLockManagerLimits(t *testing.T) {
 	}, {
 		name:   "keys: below the limit",
 		limits: Limits{MaxKeys: 2},
-		setup: func(h *lmHarness) {
-			h.submit(acquireOn("a", 100, 0))
-			h.commitAll()
-		},
-		call: acquireOn("c", 1, 0),
-		want: `propose Grant{"c", 1000ms}@2`,
+		setup:  func(h *lmHarness) { holdKeys(h, "a") },
+		call:   acquireOn("c", 1, 0),
+		want:   `propose Grant{"c", 1000ms}@2`,
 	}, {
 		name:   "keys: a released key frees its slot",
 		limits: Limits{MaxKeys: 1},
 		setup: func(h *lmHarness) {
-			h.submit(acquireOn("a", 100, 0))
-			h.commitAll()
+			holdKeys(h, "a")
 			h.submit(Request{Handle: 104, Op: OpRelease, Key: "a", Token: 1})
 			h.commitAll()
 		},
@@ -119,12 +105,9 @@ func TestLockManagerLimits(t *testing.T) {
 	}, {
 		name:   "keys: a waiter on a held key is not a new key",
 		limits: Limits{MaxKeys: 1},
-		setup: func(h *lmHarness) {
-			h.submit(acquireOn("a", 100, 0))
-			h.commitAll()
-		},
-		call: acquireOn("a", 1, wait),
-		want: "waiting 1",
+		setup:  func(h *lmHarness) { holdKeys(h, "a") },
+		call:   acquireOn("a", 1, wait),
+		want:   "waiting 1",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newLM(t, "")

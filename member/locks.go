@@ -153,6 +153,9 @@ type Proposal struct {
 type LockManager struct {
 	id    uint64
 	hooks hooks
+	// planted: a bug is planted, which may break the invariants by
+	// design (checkInvariants).
+	planted bool
 
 	machine     *fsm.Machine
 	applied     uint64
@@ -202,7 +205,7 @@ type Effects struct {
 // NewLockManager returns the manager of member id with an empty table.
 // Request ids start after seqStart.
 func NewLockManager(id uint64, bug string, seqStart uint64) *LockManager {
-	lm := &LockManager{id: id, hooks: plantHooks(bug), seq: seqStart, handoff: true}
+	lm := &LockManager{id: id, hooks: plantHooks(bug), seq: seqStart, handoff: true, planted: bug != ""}
 	lm.limits.setDefaults()
 	lm.resetLeaderState()
 	lm.Restore(fsm.New(), 0, 0, 0)

@@ -27,7 +27,7 @@ import (
 const ms = time.Millisecond
 
 type lmHarness struct {
-	t     *testing.T
+	t     testing.TB
 	lm    *LockManager
 	now   time.Duration
 	index uint64     // last applied log index
@@ -38,12 +38,15 @@ type lmHarness struct {
 	// request ids member 1 proposed, all above seqStart
 	ids      map[fsm.RequestID]bool
 	seqStart uint64
+	// invariants: every step is followed by the manager's invariant
+	// checks (off with a planted bug, which may break them by design).
+	invariants bool
 }
 
-func newLM(t *testing.T, bug string) *lmHarness {
+func newLM(t testing.TB, bug string) *lmHarness {
 	t.Helper()
 	return &lmHarness{t: t, lm: NewLockManager(1, bug, 0), ops: map[uint64]Op{}, done: map[uint64]Answer{},
-		ids: map[fsm.RequestID]bool{}}
+		ids: map[fsm.RequestID]bool{}, invariants: bug == ""}
 }
 
 // lead makes member 1 the leader of term and applies the first entry of
@@ -138,6 +141,9 @@ func (h *lmHarness) do(f func()) string {
 	h.t.Helper()
 	before := h.lm.Waiting()
 	f()
+	if err := h.lm.invariantViolation(); err != nil && h.invariants {
+		h.t.Fatal(err)
+	}
 	fx := h.lm.TakeEffects()
 	var out []string
 	for _, a := range fx.Answers {
@@ -241,7 +247,7 @@ func (h *lmHarness) expect(what, got, want string) {
 	check(h.t, what, got, want)
 }
 
-func check(t *testing.T, what, got, want string) {
+func check(t testing.TB, what, got, want string) {
 	t.Helper()
 	if got != want {
 		t.Fatalf("%s:\n got: %s\nwant: %s", what, orNothing(got), orNothing(want))
@@ -284,6 +290,17 @@ var (
 	badLease     = Request{Handle: 1, Op: OpAcquire, Key: "k", Lease: 5 * ms}
 	grantK1000ms = fsm.Command{Op: fsm.OpGrant, Key: "k", LeaseMS: 1000}
 )
+
+// leaderHoldingK is member 1 leading term 2, with k held by token 1
+// (a try-acquire, handle 100, granted and applied).
+func leaderHoldingK(t *testing.T) *lmHarness {
+	t.Helper()
+	h := newLM(t, "")
+	h.lead(2)
+	h.submit(req(tryAcquire, 100))
+	h.commit()
+	return h
+}
 
 func req(r Request, handle uint64) Request {
 	r.Handle = handle
@@ -529,10 +546,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 }
 
 func TestStoppedManagerDecidesNothing(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
-	h.submit(req(tryAcquire, 100))
-	h.commit()
+	h := leaderHoldingK(t)
 	h.submit(req(waitAcquire, 101))
 	h.submit(req(renewBy1, 102))
 	h.expect("stop", h.do(h.lm.Stop), "h101: Unavailable; h102: OutcomeUnknown; waiting 0")
@@ -589,10 +603,7 @@ func TestHandoffAblationGrantsAfterTheFreeingCommandApplies(t *testing.T) {
 // A waiter whose wait runs out while the key is held answers Held, after a
 // read confirms the key is held.
 func TestWaiterTimesOutWhileHeld(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
-	h.submit(req(tryAcquire, 100))
-	h.commit()
+	h := leaderHoldingK(t)
 	h.now = 100 * ms
 	h.expect("queue for 500ms", h.submit(Request{Handle: 1, Op: OpAcquire, Key: "k", Lease: time.Second, Wait: 500 * ms}), "waiting 1")
 	h.expect("before its deadline", h.tick(599*ms), "")
@@ -604,10 +615,7 @@ func TestWaiterTimesOutWhileHeld(t *testing.T) {
 // A waiter whose wait ran out is answered as a try-acquire would be now:
 // if the key was freed while the read confirmed it, it gets the lock.
 func TestWaiterTimedOutGetsKeyFreedDuringItsRead(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
-	h.submit(req(tryAcquire, 100))
-	h.commit()
+	h := leaderHoldingK(t)
 	h.submit(Request{Handle: 1, Op: OpAcquire, Key: "k", Lease: time.Second, Wait: 500 * ms})
 	h.expect("wait runs out", h.tick(500*ms), "read h1; waiting 0")
 	h.submit(req(releaseBy1, 2))
@@ -783,10 +791,7 @@ func TestDropOfRefusedGrant(t *testing.T) {
 // current term's bookkeeping: a Renew of this term stays in flight, so no
 // Expire is proposed under it.
 func TestDropStaleKeepsThisTermsRenewingMark(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
-	h.submit(req(tryAcquire, 100))
-	h.commit()
+	h := leaderHoldingK(t)
 	h.now = 900 * ms
 	h.expect("renew in term 2", h.submit(req(renewBy1, 1)), `propose Renew{"k", 1, 2000ms}@2`)
 	stale := h.take()
@@ -806,6 +811,10 @@ func TestDropStaleAnswersItsRequester(t *testing.T) {
 	h.lead(2)
 	h.submit(req(tryAcquire, 1))
 	env := h.take()
+	// The core calls DropStale only for a command of an earlier term,
+	// whose in-flight mark the new term cleared; this one is of the
+	// current term, and the mark it leaves is outside the invariants.
+	h.invariants = false
 	h.expect("drop stale", h.do(func() { h.lm.DropStale(env) }), "h1: Unavailable")
 	if len(h.lm.requests) != 0 || len(h.lm.pending) != 0 {
 		t.Fatalf("requester kept: %v %v", h.lm.requests, h.lm.pending)

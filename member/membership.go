@@ -89,6 +89,31 @@ func (c *Core) changeMembership(r Request) {
 // member); it succeeds unproposed.
 var errAlreadyDone = errors.New("membership change already applied")
 
+// checkAdd checks that m may be added as a learner (inConf: its id is
+// in the configuration already); errAlreadyDone when it was.
+func (c *Core) checkAdd(m Member, inConf bool) error {
+	id := m.ID
+	switch known, _ := c.book.Get(id); {
+	case inConf && known.PeerAddr == m.PeerAddr:
+		return errAlreadyDone
+	case inConf:
+		return &InvalidArgumentError{Reason: fmt.Sprintf("member %d is already in the configuration, at peer address %s", id, orNone(known.PeerAddr))}
+	case slices.Contains(c.book.Removed, id):
+		return &InvalidArgumentError{Reason: fmt.Sprintf("member id %d was removed from this cluster and is never reused; pick a new id", id)}
+	}
+	for _, a := range []struct{ name, addr string }{{"peer address", m.PeerAddr}, {"client address", m.ClientAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil || a.addr == "" {
+			return &InvalidArgumentError{Reason: fmt.Sprintf("bad %s %q: want host:port", a.name, a.addr)}
+		}
+	}
+	for _, other := range c.book.Members {
+		if other.PeerAddr == m.PeerAddr {
+			return &InvalidArgumentError{Reason: fmt.Sprintf("peer address %s is member %d's", other.PeerAddr, other.ID)}
+		}
+	}
+	return nil
+}
+
 func (c *Core) proposeChange(r Request) error {
 	ch := r.Change
 	if c.role != raft.StateLeader || !c.lm.leader {
@@ -108,23 +133,8 @@ func (c *Core) proposeChange(r Request) error {
 	cc := &raftpb.ConfChangeSingle{NodeId: new(id)}
 	switch ch.Type {
 	case AddLearner:
-		switch m, _ := c.book.Get(id); {
-		case (voter || learner) && m.PeerAddr == ch.Member.PeerAddr:
-			return errAlreadyDone
-		case voter || learner:
-			return &InvalidArgumentError{Reason: fmt.Sprintf("member %d is already in the configuration, at peer address %s", id, orNone(m.PeerAddr))}
-		case slices.Contains(c.book.Removed, id):
-			return &InvalidArgumentError{Reason: fmt.Sprintf("member id %d was removed from this cluster and is never reused; pick a new id", id)}
-		}
-		for _, a := range []struct{ name, addr string }{{"peer address", ch.Member.PeerAddr}, {"client address", ch.Member.ClientAddr}} {
-			if _, _, err := net.SplitHostPort(a.addr); err != nil || a.addr == "" {
-				return &InvalidArgumentError{Reason: fmt.Sprintf("bad %s %q: want host:port", a.name, a.addr)}
-			}
-		}
-		for _, m := range c.book.Members {
-			if m.PeerAddr == ch.Member.PeerAddr {
-				return &InvalidArgumentError{Reason: fmt.Sprintf("peer address %s is member %d's", m.PeerAddr, m.ID)}
-			}
+		if err := c.checkAdd(ch.Member, voter || learner); err != nil {
+			return err
 		}
 		cc.Type = raftpb.ConfChangeType_ConfChangeAddLearnerNode.Enum()
 	case Promote:

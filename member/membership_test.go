@@ -149,10 +149,10 @@ func TestJoiningMemberCatchesUpBySnapshot(t *testing.T) {
 	c.join(4)
 	c.check("add learner", c.call(1, change(100, AddLearner, 4)), "ok")
 	c.waitFor("the learner to catch up", func() bool { return c.cores[4].Applied() == c.cores[1].Applied() })
-	if n := c.cores[4].metrics.SnapshotsInstalled; CounterValue(n) == 0 {
+	if n := counted(c.cores[4], SnapshotsInstalled); n == 0 {
 		t.Fatal("the learner caught up without a snapshot: the test does not test what it names")
 	}
-	if n := CounterValue(c.cores[4].metrics.SnapshotsRefused); n != 0 {
+	if n := counted(c.cores[4], SnapshotsRefused); n != 0 {
 		t.Fatalf("the learner refused %v snapshots", n)
 	}
 	if a, b := c.cores[4].Status(), c.cores[1].Status(); a.Digest != b.Digest || a.LastToken != 20 {
@@ -235,7 +235,7 @@ func TestBugNoSnapshotOnAddStrandsTheLearner(t *testing.T) {
 	if a := c.cores[4].Applied(); a != 0 {
 		t.Fatalf("the learner applied %d entries with the bug planted: the twin does not plant it", a)
 	}
-	if n := CounterValue(c.cores[4].metrics.SnapshotsRefused); n == 0 {
+	if n := counted(c.cores[4], SnapshotsRefused); n == 0 {
 		t.Fatal("the learner refused no snapshot: raftlock_snapshots_refused_total cannot show the bug")
 	}
 }

@@ -62,7 +62,7 @@ func TestStepSnapshotWithUndecodableDataIsRefused(t *testing.T) {
 	if err := c.cores[2].Step(m); err == nil {
 		t.Error("a snapshot whose data does not decode was taken")
 	}
-	if n := CounterValue(c.cores[2].metrics.SnapshotsCorrupt); n != 1 {
+	if n := counted(c.cores[2], SnapshotsCorrupt); n != 1 {
 		t.Errorf("raftlock_snapshots_corrupt_total is %v after one undecodable snapshot, want 1", n)
 	}
 	core := c.cores[2]

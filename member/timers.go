@@ -44,6 +44,7 @@ type leaseTable struct {
 	all     []lease
 	free    []int32
 	q       []int32 // places in all, a min-heap by (check, key)
+	checked int     // the queue place the invariant checks looked at last (invariants.go)
 }
 
 func newLeaseTable(m *fsm.Machine) leaseTable {

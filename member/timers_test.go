@@ -11,40 +11,14 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// checkTimers asserts the timers' invariants: every lease of the table is
-// in the lease queue exactly once, at the place it records, and every
-// queued waiter is in the wait queue exactly once.
-func checkTimers(t *testing.T, lm *LockManager) {
+// checkTimers asserts the timers' invariants (LockManager.invariantViolation):
+// every lease of the table is in the lease queue exactly once, at the
+// place it records, and every queued waiter is in the wait queue exactly
+// once.
+func checkTimers(t testing.TB, lm *LockManager) {
 	t.Helper()
-	lt := &lm.leases
-	if lt.len() != len(lt.byLock) || len(lt.byLock) != lm.machine.Len() || len(lt.all) != lt.len()+len(lt.free) {
-		t.Fatalf("lease queue %d, leases %d (%d slots, %d free), table %d: out of step",
-			lt.len(), len(lt.byLock), len(lt.all), len(lt.free), lm.machine.Len())
-	}
-	for pos, i := range lt.q {
-		l := &lt.all[i]
-		key, lock, held := lm.machine.At(l.lock)
-		if int(l.pos) != pos || lt.byLock[l.lock] != i || !held || lock.Token != l.token {
-			t.Fatalf("lease queue slot %d holds %q (held %v) at pos %d, not the table's lease", pos, key, held, l.pos)
-		}
-		if got, ok := lm.leaseOf(key); !ok || got != l {
-			t.Fatalf("lease of %q not found by its key", key)
-		}
-		if pos > 0 && lt.less(pos, (pos-1)/2) {
-			t.Fatalf("lease queue slot %d comes before its parent", pos)
-		}
-	}
-	queued := 0
-	for _, q := range lm.waiters {
-		for _, w := range q {
-			queued++
-			if w.wpos < 0 || w.wpos >= len(lm.waitQ) || lm.waitQ[w.wpos] != w {
-				t.Fatalf("waiter h%d on %q is not in the wait queue (pos %d)", w.Handle, w.Key, w.wpos)
-			}
-		}
-	}
-	if queued != len(lm.waitQ) || queued != lm.nwaiting {
-		t.Fatalf("waiters %d, wait queue %d, count %d: out of step", queued, len(lm.waitQ), lm.nwaiting)
+	if err := lm.invariantViolation(); err != nil {
+		t.Fatal(err)
 	}
 }
 

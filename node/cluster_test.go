@@ -176,7 +176,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	}
 	n := c.Restart(lagging)
 	c.Converged(20 * time.Second)
-	if got := member.CounterValue(n.Metrics().SnapshotsInstalled); got < 1 {
+	if got := node.CounterValue(n.Metrics().SnapshotsInstalled); got < 1 {
 		t.Fatalf("lagging member installed %v snapshots, want >= 1", got)
 	}
 }
@@ -228,7 +228,7 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 		info, err := l.Get(ctx, "k", false)
 		return err == nil && !info.Held
 	})
-	if got := member.CounterValue(l.Metrics().GhostReleases); got != 1 {
+	if got := node.CounterValue(l.Metrics().GhostReleases); got != 1 {
 		t.Fatalf("ghost releases = %v, want 1", got)
 	}
 	if _, err := l.Acquire(ctx, "k", time.Second, 0, 0); err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -45,7 +44,7 @@ func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
 	before := c.Converged(10 * time.Second)
 	for _, n := range c.Nodes() {
 		id := n.ID()
-		if got := member.CounterValue(n.Metrics().Snapshots); got < 1 {
+		if got := node.CounterValue(n.Metrics().Snapshots); got < 1 {
 			t.Fatalf("member %d took %v snapshots, want >= 1", id, got)
 		}
 	}

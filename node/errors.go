@@ -23,8 +23,6 @@ type (
 	LoggedCommand = member.LoggedCommand
 	// LockInfo answers Get.
 	LockInfo = member.LockInfo
-	// Metrics are one member's Prometheus metrics.
-	Metrics = member.Metrics
 )
 
 // Lease bounds of lock rule 10 (ARCHITECTURE.md).

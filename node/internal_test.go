@@ -112,7 +112,7 @@ func TestAnswerWithoutItsCallerReleasesTheGrant(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := member.CounterValue(n.metrics.GhostReleases); got != 1 {
+	if got := CounterValue(n.metrics.GhostReleases); got != 1 {
 		t.Fatalf("ghost releases = %v, want 1", got)
 	}
 }

@@ -143,7 +143,7 @@ type Node struct {
 	clock     clock.Clock
 	storage   logstore.Store
 	transport peer.Transport
-	metrics   *member.Metrics
+	metrics   *Metrics
 	journal   *journal // nil unless Config.AuditJournal
 	identity  *peer.Identity
 
@@ -221,7 +221,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	log := cfg.Logger.With("member", cfg.ID)
 	n := &Node{
-		cfg: cfg, log: log, clock: cfg.Clock, metrics: member.NewMetrics(true),
+		cfg: cfg, log: log, clock: cfg.Clock, metrics: NewMetrics(true),
 		callc: make(chan callInput, callQueueLen),
 		recvc: make(chan *raftpb.Message, 1024), reportc: make(chan peerReport, 256),
 		fnc: make(chan func(*member.Core)), stopc: make(chan struct{}), loopDone: make(chan struct{}),

@@ -23,7 +23,7 @@ type node struct {
 	// metrics are the running core's (each start makes new ones, as a
 	// restarted process does); corrupt sums SnapshotsCorrupt over the
 	// incarnations before it.
-	metrics *member.Metrics
+	metrics *member.Tally
 	corrupt int
 	// refused sums SnapshotsRefused likewise; installed counts the
 	// snapshots it installed from a leader (membership.go reads both).
@@ -78,7 +78,7 @@ func (n *node) snapshotsCorrupt() int {
 	if n.metrics == nil {
 		return n.corrupt
 	}
-	return n.corrupt + int(member.CounterValue(n.metrics.SnapshotsCorrupt))
+	return n.corrupt + int(n.metrics.Count(member.SnapshotsCorrupt))
 }
 
 func (n *node) up() bool { return n.core != nil && !n.down && !n.dead && !n.stopped }
@@ -93,7 +93,7 @@ func (n *node) snapshotsRefused() int {
 	if n.metrics == nil {
 		return n.refused
 	}
-	return n.refused + int(member.CounterValue(n.metrics.SnapshotsRefused))
+	return n.refused + int(n.metrics.Count(member.SnapshotsRefused))
 }
 
 // now is the member's clock reading, what the core is told.
@@ -112,7 +112,7 @@ func (s *sim) start(n *node) {
 		s.die(n, fmt.Sprintf("node %d: restart: %v", n.id, err))
 		return
 	}
-	n.metrics = member.NewMetrics(false)
+	n.metrics = &member.Tally{}
 	cfg := member.Config{
 		ID: n.id, Storage: n.disk.MemoryStorage, ElectionTicks: 10, HeartbeatTicks: 1, Metrics: n.metrics,
 		SnapshotEvery: s.cfg.SnapshotEvery, SnapshotKeep: s.cfg.SnapshotKeep,

@@ -183,11 +183,11 @@ func TestSnapshotIntegrityCheckFailsOnACorruptCount(t *testing.T) {
 	}
 
 	s := newSim(Config{Seed: 1})
-	n := &node{s: s, id: 1, corrupt: 2, metrics: member.NewMetrics(false)}
-	n.metrics.SnapshotsCorrupt.Add(1)
+	n := &node{s: s, id: 1, corrupt: 2, metrics: &member.Tally{}}
+	n.metrics.Add(member.SnapshotsCorrupt, 1)
 	s.lose(n) // the process ends: its metrics with it
-	n.metrics = member.NewMetrics(false)
-	n.metrics.SnapshotsCorrupt.Inc()
+	n.metrics = &member.Tally{}
+	n.metrics.Add(member.SnapshotsCorrupt, 1)
 	if got := n.snapshotsCorrupt(); got != 4 {
 		t.Fatalf("count over restarts %d, want 4", got)
 	}

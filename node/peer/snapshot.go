@@ -345,96 +345,131 @@ func (p *peerSender) sendSnapshot(m *raftpb.Message) error {
 	if err != nil {
 		return fmt.Errorf("encode snapshot header: %w", err)
 	}
-	dctx, cancel := context.WithTimeout(p.ctx, peerDialTimeout)
-	c, err := p.t.dial(dctx, p.id, p.addr)
-	cancel()
+	c, err := p.dialSnapshot()
 	if err != nil {
-		return fmt.Errorf("dial for a snapshot stream: %w", err)
-	}
-	if wrap := p.t.snap.wrapConn; wrap != nil {
-		c = wrap(c)
-	}
-	if !p.t.track(c, true) {
-		c.Close()
-		return errors.New("transport closed")
+		return err
 	}
 	defer p.t.track(c, false)
 	defer c.Close()
 	stop := context.AfterFunc(p.ctx, func() { c.Close() }) // the peer left, or the transport closes
 	defer stop()
 
-	w := bufio.NewWriterSize(c, 64<<10)
-	write := func(payload []byte) error {
-		c.SetWriteDeadline(time.Now().Add(snapshotWriteTimeout))
-		w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(payload))))
-		w.Write(payload) // a bufio.Writer keeps its first error for Flush
-		return w.Flush()
-	}
-	r := bufio.NewReaderSize(c, 4<<10)
-	await := func(d time.Duration) (reply, error) {
-		c.SetReadDeadline(time.Now().Add(d))
-		b, err := readFrame(r, maxAckFrame)
-		if err != nil {
-			return reply{}, fmt.Errorf("read the receiver's answer: %w", err)
-		}
-		rp, err := decodeReply(b)
-		if err != nil {
-			return reply{}, err
-		}
-		if rp.kind == kindRefused {
-			return reply{}, fmt.Errorf("refused by the receiver: %s", rp.reason)
-		}
-		return rp, nil
-	}
-
+	s := &snapshotConn{c: c, w: bufio.NewWriterSize(c, 64<<10), r: bufio.NewReaderSize(c, 4<<10)}
 	hello := append(EncodeHello(p.t.id, p.id, p.t.clientAddr), p.t.helloExtension(p.id)...)
-	if err := write(hello); err != nil {
-		return err
-	}
-	if err := write([]byte(snapshotStreamMarker)); err != nil {
-		return err
-	}
 	h := snapshotHeader{size: size, sum: sum, msg: hdr}
-	if err := write(encodeSnapshotHeader(h)); err != nil {
+	for _, frame := range [][]byte{hello, []byte(snapshotStreamMarker), encodeSnapshotHeader(h)} {
+		if err := s.write(frame); err != nil {
+			return err
+		}
+	}
+	if err := s.sendChunks(data, size, p.t.snap.chunkLen()); err != nil {
 		return err
 	}
-	chunk := p.t.snap.chunkLen()
-	var sent, acked uint64
+	return s.awaitDelivered(size)
+}
+
+// dialSnapshot dials the peer for a snapshot stream of its own; the
+// connection is tracked (closed with the transport).
+func (p *peerSender) dialSnapshot() (net.Conn, error) {
+	dctx, cancel := context.WithTimeout(p.ctx, peerDialTimeout)
+	c, err := p.t.dial(dctx, p.id, p.addr)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("dial for a snapshot stream: %w", err)
+	}
+	if wrap := p.t.snap.wrapConn; wrap != nil {
+		c = wrap(c)
+	}
+	if !p.t.track(c, true) {
+		c.Close()
+		return nil, errors.New("transport closed")
+	}
+	return c, nil
+}
+
+// snapshotConn is the sender's side of a snapshot stream: frames out, the
+// receiver's answers in, and the chunks sent and acknowledged so far.
+type snapshotConn struct {
+	c           net.Conn
+	w           *bufio.Writer
+	r           *bufio.Reader
+	sent, acked uint64
+}
+
+// write sends one frame within its own deadline.
+func (s *snapshotConn) write(payload []byte) error {
+	s.c.SetWriteDeadline(time.Now().Add(snapshotWriteTimeout))
+	s.w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(payload))))
+	s.w.Write(payload) // a bufio.Writer keeps its first error for Flush
+	return s.w.Flush()
+}
+
+// await reads the receiver's next answer within d; a refusal is an error.
+func (s *snapshotConn) await(d time.Duration) (reply, error) {
+	s.c.SetReadDeadline(time.Now().Add(d))
+	b, err := readFrame(s.r, maxAckFrame)
+	if err != nil {
+		return reply{}, fmt.Errorf("read the receiver's answer: %w", err)
+	}
+	rp, err := decodeReply(b)
+	if err != nil {
+		return reply{}, err
+	}
+	if rp.kind == kindRefused {
+		return reply{}, fmt.Errorf("refused by the receiver: %s", rp.reason)
+	}
+	return rp, nil
+}
+
+// unexpected describes an answer out of turn.
+func (s *snapshotConn) unexpected(rp reply) error {
+	return fmt.Errorf("unexpected answer %q %d with %d of %d chunks acknowledged", rp.kind, rp.n, s.acked, s.sent)
+}
+
+// sendChunks sends size bytes of data in chunks of at most chunk bytes,
+// with at most snapshotWindow of them unacknowledged.
+func (s *snapshotConn) sendChunks(data io.Reader, size uint64, chunk int) error {
 	buf := make([]byte, 0, chunk+chunkOverhead)
 	piece := make([]byte, chunk)
 	for off := uint64(0); off < size; off += uint64(chunk) {
-		for sent-acked >= snapshotWindow {
-			rp, err := await(snapshotAckTimeout)
+		for s.sent-s.acked >= snapshotWindow {
+			rp, err := s.await(snapshotAckTimeout)
 			if err != nil {
 				return err
 			}
-			if rp.kind != kindAck || rp.n <= acked || rp.n > sent {
-				return fmt.Errorf("unexpected answer %q %d with %d of %d chunks acknowledged", rp.kind, rp.n, acked, sent)
+			if rp.kind != kindAck || rp.n <= s.acked || rp.n > s.sent {
+				return s.unexpected(rp)
 			}
-			acked = rp.n
+			s.acked = rp.n
 		}
 		n := min(uint64(chunk), size-off)
 		if _, err := io.ReadFull(data, piece[:n]); err != nil {
 			return fmt.Errorf("read the snapshot to send at %d of %d bytes: %w", off, size, err)
 		}
-		buf = encodeChunk(buf[:0], sent, piece[:n])
-		if err := write(buf); err != nil {
-			return fmt.Errorf("write chunk %d: %w", sent, err)
+		buf = encodeChunk(buf[:0], s.sent, piece[:n])
+		if err := s.write(buf); err != nil {
+			return fmt.Errorf("write chunk %d: %w", s.sent, err)
 		}
-		sent++
+		s.sent++
 	}
+	return nil
+}
+
+// awaitDelivered reads the last acknowledgements, then the receiver's word
+// that raft has the size bytes sent.
+func (s *snapshotConn) awaitDelivered(size uint64) error {
 	for {
-		rp, err := await(snapshotDeliverTimeout)
+		rp, err := s.await(snapshotDeliverTimeout)
 		if err != nil {
 			return err
 		}
 		switch {
-		case rp.kind == kindAck && rp.n > acked && rp.n <= sent:
-			acked = rp.n
-		case rp.kind == kindDelivered && acked == sent && rp.n == size:
+		case rp.kind == kindAck && rp.n > s.acked && rp.n <= s.sent:
+			s.acked = rp.n
+		case rp.kind == kindDelivered && s.acked == s.sent && rp.n == size:
 			return nil
 		default:
-			return fmt.Errorf("unexpected answer %q %d with %d of %d chunks acknowledged", rp.kind, rp.n, acked, sent)
+			return s.unexpected(rp)
 		}
 	}
 }
@@ -446,13 +481,7 @@ func (p *peerSender) sendSnapshot(m *raftpb.Message) error {
 // and SHA-256 the header announced; a stream that breaks or lies leaves
 // nothing but a log line (the spool file is removed).
 func (t *TCP) serveSnapshot(c net.Conn, r *bufio.Reader, from uint64) error {
-	t.mu.Lock()
-	busy := t.snapIn[from]
-	if !busy {
-		t.snapIn[from] = true
-	}
-	t.mu.Unlock()
-	if busy {
+	if !t.claimSnapshotIn(from) {
 		return fmt.Errorf("refused a second snapshot stream from member %d while one is open", from)
 	}
 	defer func() {
@@ -460,77 +489,127 @@ func (t *TCP) serveSnapshot(c net.Conn, r *bufio.Reader, from uint64) error {
 		delete(t.snapIn, from)
 		t.mu.Unlock()
 	}()
-	answer := func(rp reply) error {
-		c.SetWriteDeadline(time.Now().Add(snapshotWriteTimeout))
-		_, err := c.Write(AppendFrame(nil, encodeReply(rp)))
+	out := replier{c}
+	h, m, err := t.readSnapshotHeader(r, from, out)
+	if err != nil {
 		return err
 	}
-	refuse := func(err error) error {
-		answer(reply{kind: kindRefused, reason: err.Error()}) // best effort: the close says it too
-		return err
-	}
-
-	frame, err := readFrame(r, t.snap.frameLimit)
-	if err != nil {
-		return fmt.Errorf("read snapshot header from %d: %w", from, err)
-	}
-	h, err := decodeSnapshotHeader(frame)
-	if err != nil {
-		return refuse(fmt.Errorf("snapshot stream from %d: %w", from, err))
-	}
-	m := &raftpb.Message{}
-	if err := proto.Unmarshal(h.msg, m); err != nil {
-		return refuse(fmt.Errorf("decode snapshot header from %d: %w", from, err))
-	}
-	switch {
-	case m.GetType() != raftpb.MessageType_MsgSnap || m.GetSnapshot() == nil:
-		return refuse(fmt.Errorf("snapshot stream from %d carries a %v", from, m.GetType()))
-	case m.GetFrom() != from || m.GetTo() != t.id:
-		return refuse(fmt.Errorf("snapshot %d->%d on the stream %d->%d", m.GetFrom(), m.GetTo(), from, t.id))
-	case len(m.GetSnapshot().GetData()) != 0:
-		return refuse(fmt.Errorf("snapshot header from %d carries data", from))
-	case h.size > uint64(t.snap.maxSize):
-		return refuse(fmt.Errorf("snapshot from %d announces %d bytes, over the limit of %d", from, h.size, t.snap.maxSize))
-	}
-
 	f, err := os.CreateTemp(t.snap.dir, fmt.Sprintf("%s%d-*%s", spoolPrefix, from, spoolSuffix))
 	if err != nil {
-		return refuse(fmt.Errorf("spool a snapshot from %d: %w", from, err))
+		return out.refuse(fmt.Errorf("spool a snapshot from %d: %w", from, err))
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
+	got, sum, err := t.spoolChunks(r, f, h.size, from, out)
+	var broke *streamBroke
+	if errors.As(err, &broke) && !t.snap.checks && got > 0 {
+		// The planted bug: what arrived is delivered as if whole.
+		return t.deliverSnapshot(m, f, got, from)
+	}
+	if err != nil {
+		return err
+	}
+	if t.snap.checks && sum != h.sum {
+		return out.refuse(fmt.Errorf("snapshot from %d at index %d refused: %d bytes whose SHA-256 is not the one announced",
+			from, m.GetSnapshot().GetMetadata().GetIndex(), got))
+	}
+	if err := t.deliverSnapshot(m, f, got, from); err != nil {
+		return out.refuse(err)
+	}
+	if err := out.answer(reply{kind: kindDelivered, n: got}); err != nil {
+		return fmt.Errorf("acknowledge the snapshot to %d: %w", from, err)
+	}
+	return nil
+}
+
+// claimSnapshotIn marks a snapshot stream from member from open; false
+// when one already is.
+func (t *TCP) claimSnapshotIn(from uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.snapIn[from] {
+		return false
+	}
+	t.snapIn[from] = true
+	return true
+}
+
+// replier is the receiver's side of a snapshot stream's answers.
+type replier struct{ c net.Conn }
+
+// answer sends one answer within its own deadline.
+func (o replier) answer(rp reply) error {
+	o.c.SetWriteDeadline(time.Now().Add(snapshotWriteTimeout))
+	_, err := o.c.Write(AppendFrame(nil, encodeReply(rp)))
+	return err
+}
+
+// refuse tells the sender why its stream ends, and returns err.
+func (o replier) refuse(err error) error {
+	o.answer(reply{kind: kindRefused, reason: err.Error()}) // best effort: the close says it too
+	return err
+}
+
+// readSnapshotHeader reads and checks a snapshot stream's header: the
+// raft message without its data, from member from to this one, and the
+// size and SHA-256 of the data to come. A bad one is refused.
+func (t *TCP) readSnapshotHeader(r *bufio.Reader, from uint64, out replier) (snapshotHeader, *raftpb.Message, error) {
+	frame, err := readFrame(r, t.snap.frameLimit)
+	if err != nil {
+		return snapshotHeader{}, nil, fmt.Errorf("read snapshot header from %d: %w", from, err)
+	}
+	h, err := decodeSnapshotHeader(frame)
+	if err != nil {
+		return h, nil, out.refuse(fmt.Errorf("snapshot stream from %d: %w", from, err))
+	}
+	m := &raftpb.Message{}
+	if err := proto.Unmarshal(h.msg, m); err != nil {
+		return h, nil, out.refuse(fmt.Errorf("decode snapshot header from %d: %w", from, err))
+	}
+	switch {
+	case m.GetType() != raftpb.MessageType_MsgSnap || m.GetSnapshot() == nil:
+		err = fmt.Errorf("snapshot stream from %d carries a %v", from, m.GetType())
+	case m.GetFrom() != from || m.GetTo() != t.id:
+		err = fmt.Errorf("snapshot %d->%d on the stream %d->%d", m.GetFrom(), m.GetTo(), from, t.id)
+	case len(m.GetSnapshot().GetData()) != 0:
+		err = fmt.Errorf("snapshot header from %d carries data", from)
+	case h.size > uint64(t.snap.maxSize):
+		err = fmt.Errorf("snapshot from %d announces %d bytes, over the limit of %d", from, h.size, t.snap.maxSize)
+	}
+	if err != nil {
+		return h, nil, out.refuse(err)
+	}
+	return h, m, nil
+}
+
+// streamBroke is a snapshot stream that ended before its last chunk.
+type streamBroke struct{ err error }
+
+func (e *streamBroke) Error() string { return e.err.Error() }
+func (e *streamBroke) Unwrap() error { return e.err }
+
+// spoolChunks writes the stream's chunks to f as they arrive, acknowledging
+// each, until size bytes came; it returns the bytes written and their
+// SHA-256. A stream that breaks first is a *streamBroke.
+func (t *TCP) spoolChunks(r *bufio.Reader, f io.Writer, size, from uint64, out replier) (uint64, [sha256.Size]byte, error) {
 	sum := sha256.New()
 	var got, seq uint64
-	for got < h.size {
-		data, err := t.readChunk(r, seq, h.size-got)
+	for got < size {
+		data, err := t.readChunk(r, seq, size-got)
 		if err == nil {
 			if _, err := f.Write(data); err != nil {
-				return refuse(fmt.Errorf("spool a snapshot from %d: %w", from, err))
+				return got, [sha256.Size]byte{}, out.refuse(fmt.Errorf("spool a snapshot from %d: %w", from, err))
 			}
 			sum.Write(data)
 			got += uint64(len(data))
 			seq++
-			err = answer(reply{kind: kindAck, n: seq})
+			err = out.answer(reply{kind: kindAck, n: seq})
 		}
 		if err != nil {
-			if !t.snap.checks && got > 0 {
-				// The planted bug: what arrived is delivered as if whole.
-				return t.deliverSnapshot(m, f, got, from)
-			}
-			return fmt.Errorf("snapshot stream from %d broke after %d of %d bytes: %w", from, got, h.size, err)
+			return got, [sha256.Size]byte{}, &streamBroke{fmt.Errorf("snapshot stream from %d broke after %d of %d bytes: %w", from, got, size, err)}
 		}
 	}
-	if t.snap.checks && [sha256.Size]byte(sum.Sum(nil)) != h.sum {
-		return refuse(fmt.Errorf("snapshot from %d at index %d refused: %d bytes whose SHA-256 is not the one announced",
-			from, m.GetSnapshot().GetMetadata().GetIndex(), got))
-	}
-	if err := t.deliverSnapshot(m, f, got, from); err != nil {
-		return refuse(err)
-	}
-	if err := answer(reply{kind: kindDelivered, n: got}); err != nil {
-		return fmt.Errorf("acknowledge the snapshot to %d: %w", from, err)
-	}
-	return nil
+	return got, [sha256.Size]byte(sum.Sum(nil)), nil
 }
 
 // readChunk reads chunk seq of a snapshot stream, which may carry at most

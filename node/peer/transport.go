@@ -685,23 +685,7 @@ func (p *peerSender) stream(c net.Conn) error {
 		p.wmu.Unlock()
 		<-readerDone // p.conn != c only once breakLocked closed c
 	}()
-	// Reads on this stream only detect the peer closing it, and the
-	// notice of a peer that knows this member was removed.
-	go func() {
-		defer close(readerDone)
-		buf := make([]byte, len(removedNotice))
-		if n, _ := io.ReadFull(c, buf); n == len(buf) && string(buf) == removedNotice {
-			if rh, ok := p.t.handler.(RemovedHandler); ok {
-				rh.ReportRemoved(p.id)
-			}
-		}
-		io.Copy(io.Discard, c)
-		p.wmu.Lock()
-		if p.conn == c {
-			p.breakLocked()
-		}
-		p.wmu.Unlock()
-	}()
+	go p.watch(c, readerDone)
 	var buf []byte
 	for {
 		var m *raftpb.Message
@@ -712,43 +696,76 @@ func (p *peerSender) stream(c net.Conn) error {
 			return errors.New("stream closed")
 		case m = <-p.queue:
 		}
-		buf = buf[:0]
-		for m != nil {
-			if m.GetType() == raftpb.MessageType_MsgSnap {
-				// Never in a frame of this stream: it may be larger than
-				// any frame, and would hold up the heartbeats behind it.
-				p.startSnapshot(m)
-			} else {
-				data, err := proto.Marshal(m)
-				if err != nil {
-					return fmt.Errorf("encode raft message: %w", err)
-				}
-				buf = AppendFrame(buf, data)
-			}
-			m = nil
-			if len(buf) < 1<<20 {
-				select {
-				case m = <-p.queue:
-				default:
-				}
-			}
+		var err error
+		if buf, err = p.batch(buf[:0], m); err != nil {
+			return err
 		}
 		if len(buf) == 0 {
 			continue
 		}
-		p.wmu.Lock()
-		var err error
-		if p.conn != c {
-			err = errors.New("stream closed")
-		} else {
-			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if _, err = c.Write(buf); err != nil {
-				p.breakLocked()
-			}
-		}
-		p.wmu.Unlock()
-		if err != nil {
+		if err := p.write(c, buf); err != nil {
 			return err
 		}
 	}
+}
+
+// watch reads stream c, which only detects the peer closing it, and the
+// notice of a peer that knows this member was removed; it closes done
+// when c ends.
+func (p *peerSender) watch(c net.Conn, done chan struct{}) {
+	defer close(done)
+	buf := make([]byte, len(removedNotice))
+	if n, _ := io.ReadFull(c, buf); n == len(buf) && string(buf) == removedNotice {
+		if rh, ok := p.t.handler.(RemovedHandler); ok {
+			rh.ReportRemoved(p.id)
+		}
+	}
+	io.Copy(io.Discard, c)
+	p.wmu.Lock()
+	if p.conn == c {
+		p.breakLocked()
+	}
+	p.wmu.Unlock()
+}
+
+// batch appends to buf the frames of m and of the messages queued behind
+// it, up to about 1 MiB; a snapshot goes on a stream of its own instead.
+func (p *peerSender) batch(buf []byte, m *raftpb.Message) ([]byte, error) {
+	for m != nil {
+		if m.GetType() == raftpb.MessageType_MsgSnap {
+			// Never in a frame of this stream: it may be larger than
+			// any frame, and would hold up the heartbeats behind it.
+			p.startSnapshot(m)
+		} else {
+			data, err := proto.Marshal(m)
+			if err != nil {
+				return buf, fmt.Errorf("encode raft message: %w", err)
+			}
+			buf = AppendFrame(buf, data)
+		}
+		m = nil
+		if len(buf) < 1<<20 {
+			select {
+			case m = <-p.queue:
+			default:
+			}
+		}
+	}
+	return buf, nil
+}
+
+// write writes buf on stream c, unless c was broken meanwhile; a failed
+// write breaks it.
+func (p *peerSender) write(c net.Conn, buf []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.conn != c {
+		return errors.New("stream closed")
+	}
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.Write(buf)
+	if err != nil {
+		p.breakLocked()
+	}
+	return err
 }

@@ -46,13 +46,7 @@ func TestConnectionsPastTheLimitAreClosedBeforeTheGreeting(t *testing.T) {
 	n := oneMember(t)
 	s := server.New(n)
 	s.SetLimits(server.Limits{MaxConns: 2})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	addr := ln.Addr().String()
+	addr := server.ServeLocal(t, s)
 	first, ok1 := greeted(t, addr)
 	_, ok2 := greeted(t, addr)
 	if !ok1 || !ok2 {
@@ -116,13 +110,8 @@ func TestWaitingAcquiresPastThePerConnectionLimit(t *testing.T) {
 	n := oneMember(t)
 	s := server.New(n)
 	s.SetLimits(server.Limits{MaxInflightPerConn: 2})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	c, ok := greeted(t, ln.Addr().String())
+	addr := server.ServeLocal(t, s)
+	c, ok := greeted(t, addr)
 	if !ok {
 		t.Fatal("not greeted")
 	}
@@ -175,13 +164,7 @@ func TestClientRetriesPastTheConnectionLimit(t *testing.T) {
 	n := oneMember(t)
 	s := server.New(n)
 	s.SetLimits(server.Limits{MaxConns: 1})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	addr := ln.Addr().String()
+	addr := server.ServeLocal(t, s)
 	first, err := client.New([]string{addr}, client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -32,14 +32,7 @@ func TestRefusalIsReadableByOldAndNewClients(t *testing.T) {
 	defer n.Close()
 	s := New(n)
 	s.SetACL(&ACL{Rules: []Rule{}}) // nobody may do anything
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Close()
-
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", ServeLocal(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -380,8 +380,9 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 			}
 		}
 	case wire.OpStatus:
-		if resp.Status, err = n.Status(ctx); err == nil {
-			resp.Op = wire.OpStatusInfo
+		var st node.Status
+		if st, err = n.Status(ctx); err == nil {
+			resp.Op, resp.Status = wire.OpStatusInfo, wire.Status(st)
 		}
 	case wire.OpAdmin:
 		op = "admin"

@@ -1,15 +1,15 @@
-package member
+package node
 
 import (
-	"fmt"
-	"log/slog"
-
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/raftlock/raftlock/member"
 )
 
 // Metrics are one member's Prometheus metrics, in a registry of its own so
-// that several members can share a process (tests, the simulator).
+// that several members can share a process (tests). It is the member
+// core's member.Meter: the core counts, the node exports.
 type Metrics struct {
 	Registry *prometheus.Registry
 
@@ -25,6 +25,10 @@ type Metrics struct {
 	ClientRequests *prometheus.CounterVec
 	RequestSeconds *prometheus.HistogramVec
 	HasLeader      prometheus.Gauge
+
+	// The core's counters and gauges by their member names.
+	counters [member.NumCounters]prometheus.Counter
+	gauges   [member.NumGauges]prometheus.Gauge
 }
 
 // NewMetrics returns a member's metrics in a registry of their own; with
@@ -77,25 +81,28 @@ func NewMetrics(process bool) *Metrics {
 	if process {
 		m.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
+	m.counters = [member.NumCounters]prometheus.Counter{
+		member.Proposals: m.Proposals, member.EntriesApplied: m.EntriesApplied, member.CommandsApplied: m.CommandsApplied,
+		member.LeaderChanges: m.LeaderChanges, member.GhostReleases: m.GhostReleases,
+		member.SnapshotsInstalled: m.SnapshotsInstalled, member.SnapshotsRefused: m.SnapshotsRefused,
+		member.SnapshotsCorrupt: m.SnapshotsCorrupt,
+	}
+	m.gauges = [member.NumGauges]prometheus.Gauge{
+		member.AppliedIndex: m.Applied, member.CommitIndex: m.Commit, member.ApplyLag: m.ApplyLag,
+		member.LocksHeld: m.LocksHeld, member.Waiters: m.Waiters, member.IsLeader: m.IsLeader,
+		member.HasLeader: m.HasLeader, member.Term: m.Term,
+	}
 	return m
 }
 
-// RaftLogger routes etcd-raft's logging into slog; raft's chatter goes to
-// debug level.
-type RaftLogger struct{ Log *slog.Logger }
+// Add implements member.Meter.
+func (m *Metrics) Add(c member.Counter, n uint64) { m.counters[c].Add(float64(n)) }
 
-func (l RaftLogger) Debug(v ...any)              { l.Log.Debug(fmt.Sprint(v...)) }
-func (l RaftLogger) Debugf(f string, v ...any)   { l.Log.Debug(fmt.Sprintf(f, v...)) }
-func (l RaftLogger) Info(v ...any)               { l.Log.Debug(fmt.Sprint(v...)) }
-func (l RaftLogger) Infof(f string, v ...any)    { l.Log.Debug(fmt.Sprintf(f, v...)) }
-func (l RaftLogger) Warning(v ...any)            { l.Log.Warn(fmt.Sprint(v...)) }
-func (l RaftLogger) Warningf(f string, v ...any) { l.Log.Warn(fmt.Sprintf(f, v...)) }
-func (l RaftLogger) Error(v ...any)              { l.Log.Error(fmt.Sprint(v...)) }
-func (l RaftLogger) Errorf(f string, v ...any)   { l.Log.Error(fmt.Sprintf(f, v...)) }
-func (l RaftLogger) Fatal(v ...any)              { l.Panic(v...) }
-func (l RaftLogger) Fatalf(f string, v ...any)   { l.Panicf(f, v...) }
-func (l RaftLogger) Panic(v ...any)              { s := fmt.Sprint(v...); l.Log.Error(s); panic(s) }
-func (l RaftLogger) Panicf(f string, v ...any)   { s := fmt.Sprintf(f, v...); l.Log.Error(s); panic(s) }
+// Set implements member.Meter.
+func (m *Metrics) Set(g member.Gauge, v float64) { m.gauges[g].Set(v) }
+
+// ObserveBatch implements member.Meter.
+func (m *Metrics) ObserveBatch(commands int) { m.BatchSize.Observe(float64(commands)) }
 
 // CounterValue reads a counter (tests, reports).
 func CounterValue(c prometheus.Counter) float64 {

@@ -1,0 +1,6 @@
+//go:build !invariants
+
+package invariants
+
+// Enabled: this build checks no invariants.
+const Enabled = false
