@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"bufio"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -18,51 +16,31 @@ import (
 // with an answer, counting the admin requests it received.
 func unknownOnce(t *testing.T) (addr string, received func() int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var mu sync.Mutex
 	count := 0
-	go func() {
+	addr = fakeMember(t, func(_ int32, c net.Conn, next func() (wire.Request, error)) {
 		for {
-			c, err := ln.Accept()
+			req, err := next()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				if wire.CheckGreeting(r) != nil {
-					return
-				}
-				io.WriteString(c, wire.Greeting)
-				for {
-					body, err := wire.ReadFrame(r)
-					if err != nil {
-						return
-					}
-					req, err := wire.DecodeRequest(body)
-					if err != nil || req.Op != wire.OpAdmin {
-						continue // the client's announcement of its features
-					}
-					mu.Lock()
-					count++
-					n := count
-					mu.Unlock()
-					resp := wire.Response{ID: req.ID, Op: wire.OpAdminResult, Body: []byte(`{"members":[]}`)}
-					if n == 1 {
-						resp = wire.Response{ID: req.ID, Op: wire.OpOutcomeUnknown, Reason: "leadership lost"}
-					}
-					if _, err := c.Write(wire.AppendResponse(nil, &resp)); err != nil {
-						return
-					}
-				}
-			}()
+			if req.Op != wire.OpAdmin {
+				continue
+			}
+			mu.Lock()
+			count++
+			n := count
+			mu.Unlock()
+			resp := wire.Response{ID: req.ID, Op: wire.OpAdminResult, Body: []byte(`{"members":[]}`)}
+			if n == 1 {
+				resp = wire.Response{ID: req.ID, Op: wire.OpOutcomeUnknown, Reason: "leadership lost"}
+			}
+			if _, err := c.Write(wire.AppendResponse(nil, &resp)); err != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return count }
+	})
+	return addr, func() int { mu.Lock(); defer mu.Unlock(); return count }
 }
 
 // An idempotent admin command (a membership change, which succeeds

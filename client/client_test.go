@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,50 +114,21 @@ func TestThousandConcurrentRequestsOnOneConnection(t *testing.T) {
 	}
 }
 
-// fakeMember accepts connections, reads one request and cuts the connection
+// cutter accepts connections, reads one request and cuts the connection
 // without answering, counting what it received.
-func fakeMember(t *testing.T) (addr string, received func() int) {
+func cutter(t *testing.T) (addr string, received func() int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var mu sync.Mutex
-	count := 0
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			r := bufio.NewReader(c)
-			if wire.CheckGreeting(r) != nil {
-				c.Close()
-				continue
-			}
-			io.WriteString(c, wire.Greeting)
-			for {
-				body, err := wire.ReadFrame(r)
-				if err != nil {
-					break
-				}
-				if req, err := wire.DecodeRequest(body); err == nil && req.Op == wire.OpStatus && req.Features != 0 {
-					continue // the client's announcement of its features, not a request
-				}
-				mu.Lock()
-				count++
-				mu.Unlock()
-				break
-			}
-			c.Close()
+	var count atomic.Int32
+	addr = fakeMember(t, func(_ int32, _ net.Conn, next func() (wire.Request, error)) {
+		if _, err := next(); err == nil {
+			count.Add(1)
 		}
-	}()
-	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return count }
+	})
+	return addr, func() int { return int(count.Load()) }
 }
 
 func TestOutcomeUnknownWhenConnectionCutAfterSend(t *testing.T) {
-	addr, received := fakeMember(t)
+	addr, received := cutter(t)
 	cl := newClient(t, addr)
 	ctx := ctxT(t, 5*time.Second)
 	_, err := cl.Acquire(ctx, "k", time.Second, 0)
@@ -371,7 +343,7 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 // anything is sent, as an invalid argument naming the bounds: never as an
 // outcome unknown.
 func TestInvalidArgumentsRefusedBeforeSending(t *testing.T) {
-	addr, received := fakeMember(t)
+	addr, received := cutter(t)
 	cl := newClient(t, addr)
 	ctx := ctxT(t, 5*time.Second)
 	long := strings.Repeat("k", 5000)

@@ -1,10 +1,8 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -21,57 +19,34 @@ import (
 // unknown outcome), sends nothing more on that connection, hangs up once
 // it is idle, and sends its next call over a new connection.
 func TestGoAwayEndsTheConnectionWithoutLosingAnAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var accepted, hungUp atomic.Int32
-	go func() {
+	addr := fakeMember(t, func(n int32, c net.Conn, next func() (wire.Request, error)) {
+		accepted.Store(n)
+		goneAway := false
 		for {
-			c, err := ln.Accept()
+			req, err := next()
 			if err != nil {
+				if goneAway {
+					hungUp.Add(1)
+				}
 				return
 			}
-			n := accepted.Add(1)
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				if wire.CheckGreeting(r) != nil {
-					return
-				}
-				io.WriteString(c, wire.Greeting)
-				goneAway := false
-				for {
-					body, err := wire.ReadFrame(r)
-					if err != nil {
-						if goneAway {
-							hungUp.Add(1)
-						}
-						return
-					}
-					req, err := wire.DecodeRequest(body)
-					if err != nil || (req.Op == wire.OpStatus && req.Features != 0) {
-						continue
-					}
-					if goneAway {
-						t.Errorf("request %v sent after the goaway", req.Op)
-					}
-					resp := &wire.Response{ID: req.ID, Op: wire.OpReleased}
-					if req.Op == wire.OpAcquire {
-						resp = &wire.Response{ID: req.ID, Op: wire.OpGranted, Token: 7, LeaseMS: 1000}
-					}
-					if n == 1 {
-						c.Write(wire.AppendResponse(nil, &wire.Response{ID: wire.GoAwayID, Op: wire.OpUnavailable, Reason: "member stopping"}))
-						goneAway = true
-						time.Sleep(50 * time.Millisecond) // the answer comes after the goaway
-					}
-					c.Write(wire.AppendResponse(nil, resp))
-				}
-			}()
+			if goneAway {
+				t.Errorf("request %v sent after the goaway", req.Op)
+			}
+			resp := &wire.Response{ID: req.ID, Op: wire.OpReleased}
+			if req.Op == wire.OpAcquire {
+				resp = &wire.Response{ID: req.ID, Op: wire.OpGranted, Token: 7, LeaseMS: 1000}
+			}
+			if n == 1 {
+				c.Write(wire.AppendResponse(nil, &wire.Response{ID: wire.GoAwayID, Op: wire.OpUnavailable, Reason: "member stopping"}))
+				goneAway = true
+				time.Sleep(50 * time.Millisecond) // the answer comes after the goaway
+			}
+			c.Write(wire.AppendResponse(nil, resp))
 		}
-	}()
-	cl := newClient(t, ln.Addr().String())
+	})
+	cl := newClient(t, addr)
 	ctx := ctxT(t, 5*time.Second)
 	g, err := cl.Acquire(ctx, "k", time.Second, 0)
 	if err != nil || g.Token != 7 {
