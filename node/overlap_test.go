@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -40,6 +41,12 @@ func (g *gatedStore) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *r
 // failing test never leaves the loop waiting at it.
 func startGated(t *testing.T, ctx context.Context) (*node.Node, *gatedStore, func()) {
 	t.Helper()
+	return startGatedWith(t, ctx, func(*node.Config) {})
+}
+
+// startGatedWith is startGated with the config as mod leaves it.
+func startGatedWith(t *testing.T, ctx context.Context, mod func(*node.Config)) (*node.Node, *gatedStore, func()) {
+	t.Helper()
 	dir := t.TempDir()
 	peer, err := freeport.Addr()
 	if err != nil {
@@ -50,7 +57,9 @@ func startGated(t *testing.T, ctx context.Context) (*node.Node, *gatedStore, fun
 		t.Fatal(err)
 	}
 	g := &gatedStore{Disk: disk, blocked: make(chan struct{}), gate: make(chan struct{})}
-	n, err := node.New(node.Config{ID: 1, Peers: map[uint64]string{1: peer}, DataDir: dir, Storage: g})
+	cfg := node.Config{ID: 1, Peers: map[uint64]string{1: peer}, DataDir: dir, Storage: g}
+	mod(&cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,5 +111,34 @@ func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
 		if err := <-c; err != nil {
 			t.Fatalf("%s acquire: %v", name, err)
 		}
+	}
+}
+
+// Without the write overlap the loop waits for each write: a health check
+// or status read behind a write that does not return ends with its
+// context (unhealthy, for /healthz) instead of hanging, and answers once
+// the write returned.
+func TestHealthAndStatusEndWithTheirContextBehindAStuckWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, g, open := startGatedWith(t, ctx, func(cfg *node.Config) { cfg.NoWriteOverlap = true })
+	g.armed.Store(true)
+	acquired := make(chan error, 1)
+	go func() { _, err := n.Acquire(ctx, "a", time.Minute, 0, 0); acquired <- err }()
+	<-g.blocked
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	if err := n.Healthy(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("health behind a stuck write: %v, want the context's deadline", err)
+	}
+	if _, err := n.Status(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("status behind a stuck write: %v, want the context's deadline", err)
+	}
+	open()
+	if err := <-acquired; err != nil {
+		t.Fatalf("the acquire behind the write: %v", err)
+	}
+	if err := n.Healthy(ctx); err != nil {
+		t.Fatalf("health once the write returned: %v", err)
 	}
 }
