@@ -4,7 +4,7 @@ BIN := bin/raftlock
 SEED ?= 1
 CHAOS_DURATION ?= 30s
 
-.PHONY: build run test lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload rolling
+.PHONY: build run test test-invariants lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload rolling
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
@@ -17,10 +17,15 @@ run: build
 
 # The test suite CI runs: unit tests, in-process clusters over loopback TCP
 # and real pebble directories, and an end-to-end test against built
-# `raftlock node` processes, all under the race detector, with the member
-# core's invariant checks on (internal/invariants).
+# `raftlock node` processes, all under the race detector. The member core's
+# tests check its invariants after every step in any build.
 test:
-	$(GO) test -race -tags invariants -timeout 9m ./...
+	$(GO) test -race -timeout 9m ./...
+
+# The member core, its drivers and the simulator's tests with the core's own
+# invariant checks on (internal/invariants): after every Ready and Advance.
+test-invariants:
+	$(GO) test -race -tags invariants -timeout 15m ./member/... ./node/... ./chaos/sim/...
 
 lint:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && false)

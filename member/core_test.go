@@ -97,6 +97,11 @@ func (c *testCluster) handle(id uint64) bool {
 	if err := rd.Carry(clusterCarrier{c, id}); err != nil {
 		c.t.Fatalf("member %d: %v", id, err)
 	}
+	// The core checks its invariants itself only in a build with the
+	// invariants tag; its tests check them after every Ready in any.
+	if err := core.lm.violation(leaseChecks); err != nil && !core.lm.planted {
+		c.t.Fatalf("member %d: invariant violated: %v", id, err)
+	}
 	ev.appliedAfterAdvance = core.Applied()
 	hs, _, _ := c.stores[id].InitialState()
 	ev.storedCommitAfter = hs.GetCommit()
