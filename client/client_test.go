@@ -167,21 +167,8 @@ func rawAcquire(t *testing.T, addr, key string, lease, wait time.Duration) net.C
 // dialGreeted opens a raw client connection and exchanges the greeting.
 func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if _, err := io.WriteString(conn, wire.Greeting); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(conn)
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if err := wire.CheckGreeting(r); err != nil {
-		t.Fatalf("greeting from %s: %v", addr, err)
-	}
-	conn.SetReadDeadline(time.Time{})
-	return conn, r
+	raw := nodetest.DialRaw(t, addr)
+	return raw.Conn, raw.R
 }
 
 func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
@@ -373,20 +360,8 @@ func TestInvalidArgumentsRefusedBeforeSending(t *testing.T) {
 // connection.
 func TestOversizedAndBadFieldRequestsAnswered(t *testing.T) {
 	c, leader := startCluster(t, 3)
-	conn, r := dialGreeted(t, c.Clients[leader])
-	read := func() wire.Response {
-		t.Helper()
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		body, err := wire.ReadFrame(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := wire.DecodeResponse(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
+	raw := nodetest.DialRaw(t, c.Clients[leader])
+	conn, read := raw.Conn, raw.Recv
 	big := wire.AppendRequest(nil, &wire.Request{ID: 3, Op: wire.OpAcquire, Key: strings.Repeat("k", 100<<10), LeaseMS: 1000})
 	conn.Write(big)
 	if resp := read(); resp.ID != 3 || resp.Op != wire.OpInvalidArgument || !strings.Contains(resp.Reason, "exceeds") {

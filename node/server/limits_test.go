@@ -111,30 +111,8 @@ func TestWaitingAcquiresPastThePerConnectionLimit(t *testing.T) {
 	s := server.New(n)
 	s.SetLimits(server.Limits{MaxInflightPerConn: 2})
 	addr := server.ServeLocal(t, s)
-	c, ok := greeted(t, addr)
-	if !ok {
-		t.Fatal("not greeted")
-	}
-	r := bufio.NewReader(c)
-	send := func(req *wire.Request) {
-		t.Helper()
-		if _, err := c.Write(wire.AppendRequest(nil, req)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	recv := func() wire.Response {
-		t.Helper()
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		body, err := wire.ReadFrame(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := wire.DecodeResponse(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
+	raw := nodetest.DialRaw(t, addr)
+	send, recv := raw.Send, raw.Recv
 	send(&wire.Request{ID: 1, Op: wire.OpAcquire, Key: "k", LeaseMS: 10000})
 	granted := recv()
 	if granted.Op != wire.OpGranted {
