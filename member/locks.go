@@ -516,13 +516,24 @@ func (lm *LockManager) handOff(key string) {
 	}
 }
 
+// awaitRead holds a linearizable read (get, list) until a quorum read
+// confirms this member still leads and has applied everything committed
+// (rule 9), or answers it when the manager cannot decide; false: req may
+// be answered from the table now (stale, or confirmed).
+func (lm *LockManager) awaitRead(req *request) bool {
+	if req.Stale || !lm.hooks.linearizableReads || req.confirmed {
+		return false
+	}
+	if err := lm.ready(); err != nil {
+		lm.deliver(req, fsm.Result{}, err)
+		return true
+	}
+	lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+	return true
+}
+
 func (lm *LockManager) get(now time.Duration, req *request) {
-	if !req.Stale && lm.hooks.linearizableReads && !req.confirmed {
-		if err := lm.ready(); err != nil {
-			lm.deliver(req, fsm.Result{}, err)
-			return
-		}
-		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+	if lm.awaitRead(req) {
 		return
 	}
 	var info LockInfo
@@ -544,12 +555,7 @@ func (lm *LockManager) remainingMS(key string, now time.Duration) int64 {
 
 // list answers a page of the table, read as get reads one key.
 func (lm *LockManager) list(now time.Duration, req *request) {
-	if !req.Stale && lm.hooks.linearizableReads && !req.confirmed {
-		if err := lm.ready(); err != nil {
-			lm.deliver(req, fsm.Result{}, err)
-			return
-		}
-		lm.fx.Reads = append(lm.fx.Reads, req.Handle)
+	if lm.awaitRead(req) {
 		return
 	}
 	limit := req.Limit
