@@ -2,15 +2,12 @@ package node_test
 
 import (
 	"errors"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -30,38 +27,13 @@ func (f failingCompact) Compact(index uint64, cs *raftpb.ConfState, data []byte,
 	return f.Disk.Compact(index, cs, data, compactTo)
 }
 
-// startSingle runs a one-member node on an in-memory pebble store.
-func startSingle(t *testing.T, cfg node.Config, wrap func(*logstore.Disk) logstore.Store) *node.Node {
-	t.Helper()
-	d, err := logstore.OpenFS("/d", vfs.NewMem(), []uint64{1}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ID, cfg.Peers, cfg.Storage = 1, map[uint64]string{1: addr}, wrap(d)
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
-}
-
 // A command that committed and applied is never answered "stopped" (which
 // the client protocol carries as Unavailable: nothing happened) when the
 // disk fails in the Ready that carries its answer: the answer is true, so
 // it is delivered before the member stops (found in review).
 func TestDiskFailureNeverTurnsACommittedAnswerIntoStopped(t *testing.T) {
 	armed := new(atomic.Bool)
-	n := startSingle(t, node.Config{SnapshotEvery: 1, SnapshotKeep: 1, TickInterval: 5 * time.Millisecond},
+	n := node.StartSingle(t, node.Config{SnapshotEvery: 1, SnapshotKeep: 1, TickInterval: 5 * time.Millisecond},
 		func(d *logstore.Disk) logstore.Store { return failingCompact{d, armed} })
 	ctx := ctxT(t, 10*time.Second)
 	nodetest.WaitFor(t, 10*time.Second, "a member that may decide", func() bool {

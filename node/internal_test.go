@@ -2,14 +2,10 @@ package node
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node/logstore"
 )
@@ -73,27 +69,11 @@ func TestAuditJournalDropsTornTail(t *testing.T) {
 // so a caller could leave in between; the lock stayed held by nobody for its
 // whole lease (found in review).
 func TestAnswerWithoutItsCallerReleasesTheGrant(t *testing.T) {
-	d, err := logstore.OpenFS("/d", vfs.NewMem(), []uint64{1}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := New(Config{ID: 1, Peers: map[uint64]string{1: addr}, Storage: d, TickInterval: 5 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := StartSingle(t, Config{TickInterval: 5 * time.Millisecond}, func(d *logstore.Disk) logstore.Store { return d })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var tok uint64
+	var err error
 	for tok == 0 {
 		if tok, err = n.Acquire(ctx, "k", time.Hour, 0, 0); err != nil && ctx.Err() != nil {
 			t.Fatalf("acquire: %v", err)
