@@ -22,7 +22,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/member"
@@ -113,9 +113,8 @@ func (c *GarbageCounts) String() string {
 }
 
 // garbage starts sending garbage to some members until its heal.
-func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, kinds []string, family string) (func(context.Context), string) {
-	nodes := n.targets(ctx, rng)
-	n.record(family, history.Value{Nodes: nodes})
+func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, g fault.Garbage, kinds []string) (func(context.Context), string) {
+	g.Record(n.Rec)
 	grng := rand.New(rand.NewPCG(n.Seed, rng.Uint64()))
 	gctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -123,7 +122,7 @@ func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, kinds []string, f
 	go func() {
 		defer wg.Done()
 		for gctx.Err() == nil {
-			id := nodes[grng.IntN(len(nodes))]
+			id := g.Nodes[grng.IntN(len(g.Nodes))]
 			kind := kinds[grng.IntN(len(kinds))]
 			n.sendGarbage(gctx, grng, id, kind)
 			sleep(gctx, time.Duration(5+grng.IntN(20))*time.Millisecond)
@@ -132,8 +131,9 @@ func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, kinds []string, f
 	return func(context.Context) {
 		stop()
 		wg.Wait()
-		n.record(family+"-end", history.Value{Nodes: nodes})
-	}, fmt.Sprintf("%s %v", family, nodes)
+		g.End = true
+		g.Record(n.Rec)
+	}, fmt.Sprintf("%s %v", g.Family, g.Nodes)
 }
 
 // sendGarbage opens one connection to member id and sends one attack.

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
@@ -29,7 +30,7 @@ type Config struct {
 	Time    time.Duration // how long the workload runs (raftlock chaos --duration)
 	Clients int
 	Keys    int
-	Nemeses []string
+	Nemeses []fault.Family
 	// FaultInterval is the mean quiet time between faults, FaultDuration
 	// the mean length of one.
 	FaultInterval time.Duration
@@ -333,7 +334,7 @@ func (r *run) start(ctx context.Context) error {
 	}
 	r.sup, err = NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: r.logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Transfer: cfg.Transfer(),
-		Membership: slices.Contains(cfg.Nemeses, "membership")})
+		Membership: slices.Contains(cfg.Nemeses, fault.FamilyMembership)})
 	if err != nil {
 		return err
 	}
@@ -406,15 +407,15 @@ func (r *run) workload(ctx context.Context) error {
 func (r *run) heal(ctx context.Context) error {
 	resumed, started, clocks, err := r.sup.HealAll(ctx)
 	if len(resumed) > 0 {
-		r.rec.Record(history.Nemesis, history.Info, "resume", "", history.Value{Nodes: resumed})
+		fault.Resume{Nodes: resumed}.Record(r.rec)
 	}
 	if len(started) > 0 {
-		r.rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: started})
+		fault.Start{Nodes: started}.Record(r.rec)
 	}
 	for _, id := range clocks {
-		r.rec.Record(history.Nemesis, history.Info, "clock", "", history.Value{Node: history.Ptr(id), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+		fault.TrueClock(id).Record(r.rec)
 	}
-	r.rec.Record(history.Nemesis, history.Info, "heal", "", history.Value{})
+	fault.Heal{}.Record(r.rec)
 	if err != nil {
 		return err
 	}
@@ -440,14 +441,14 @@ func (r *run) heal(ctx context.Context) error {
 // are the ones now, which after membership changes are not 1..N.
 func (r *run) restartAll(ctx context.Context) error {
 	for _, id := range r.sup.IDs() {
-		r.rec.Record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{id}})
+		fault.Kill{Nodes: []int{id}}.Record(r.rec)
 		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 		err := r.sup.RestartNode(rctx, id)
 		rcancel()
 		if err != nil && len(r.sup.Crashes()) == 0 {
 			return fmt.Errorf("final restart of node %d: %w", id, err)
 		}
-		r.rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: []int{id}})
+		fault.Start{Nodes: []int{id}}.Record(r.rec)
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -462,7 +463,7 @@ func (r *run) restartAll(ctx context.Context) error {
 func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Result, error) {
 	cfg, nem := r.cfg, r.nem
 	cfg.Log.Info("nemesis", "counts", nem.Counts.String())
-	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, "snapshot") || slices.Contains(cfg.Nemeses, "membership") || nem.Counts.Double.Load() > 0) {
+	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, fault.FamilySnapshot) || slices.Contains(cfg.Nemeses, fault.FamilyMembership) || nem.Counts.Double.Load() > 0) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
 	}
 	garbage, err := r.garbageReport()
@@ -478,7 +479,7 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 	res := &Result{Events: r.rec.Events(), Digests: digests,
 		Stats: r.sup.Stats(), Crashes: r.sup.Crashes(), Garbage: garbage, Membership: membershipReport(r.sup, nem),
 		Held: r.held, Integrity: snapshotIntegrity(r.sup, nem, garbage != nil)}
-	if slices.Contains(cfg.Nemeses, "membership") {
+	if slices.Contains(cfg.Nemeses, fault.FamilyMembership) {
 		if err := writeJSON(cfg.Out, "membership.json", res.Membership, true); err != nil {
 			return nil, err
 		}
@@ -510,7 +511,7 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 // garbageReport is what the garbage families sent (nil when none ran),
 // written to garbage.json.
 func (r *run) garbageReport() (*GarbageReport, error) {
-	if !slices.ContainsFunc(r.cfg.Nemeses, func(f string) bool { return strings.HasPrefix(f, "garbage") }) {
+	if !slices.Contains(r.cfg.Nemeses, fault.FamilyGarbage) && !slices.Contains(r.cfg.Nemeses, fault.FamilyGarbageHeartbeat) {
 		return nil, nil
 	}
 	g := &r.nem.Garbage

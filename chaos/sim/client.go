@@ -212,7 +212,7 @@ func (c *client) start(f, key string, req member.Request, timeout time.Duration,
 	if !c.filler {
 		s.opsStarted++
 	}
-	inv := s.record(c.proc, history.Invoke, f, key, v)
+	inv := s.Record(c.proc, history.Invoke, f, key, v)
 	reads := f == history.OpGet || f == history.OpList
 	if !reads {
 		req.Tag = uint64(inv.Index) + 1
@@ -408,7 +408,7 @@ func (c *client) complete(o *op, typ string, v history.Value, ans member.Answer)
 		o.then(typ, ans)
 		return
 	}
-	s.record(c.proc, typ, o.f, o.key, v)
+	s.Record(c.proc, typ, o.f, o.key, v)
 	s.stats.Ops++
 	switch typ {
 	case history.OK:
@@ -456,24 +456,24 @@ type fencedStore struct {
 }
 
 func (f *fencedStore) read(p history.Process, key string, token uint64) (int64, bool) {
-	f.s.record(p, history.Invoke, history.OpRead, key, history.Value{Token: &token})
+	f.s.Record(p, history.Invoke, history.OpRead, key, history.Value{Token: &token})
 	if token < f.highest[key] {
-		f.s.record(p, history.Fail, history.OpRead, key, history.Value{Error: "stale-token"})
+		f.s.Record(p, history.Fail, history.OpRead, key, history.Value{Error: "stale-token"})
 		return 0, false
 	}
 	f.highest[key] = token
 	v := f.counter[key]
-	f.s.record(p, history.OK, history.OpRead, key, history.Value{Value: &v})
+	f.s.Record(p, history.OK, history.OpRead, key, history.Value{Value: &v})
 	return v, true
 }
 
 func (f *fencedStore) write(p history.Process, key string, token uint64, v int64) {
-	f.s.record(p, history.Invoke, history.OpWrite, key, history.Value{Token: &token, Value: &v})
+	f.s.Record(p, history.Invoke, history.OpWrite, key, history.Value{Token: &token, Value: &v})
 	if token < f.highest[key] {
-		f.s.record(p, history.Fail, history.OpWrite, key, history.Value{Error: "stale-token"})
+		f.s.Record(p, history.Fail, history.OpWrite, key, history.Value{Error: "stale-token"})
 		return
 	}
 	f.highest[key] = token
 	f.counter[key] = v
-	f.s.record(p, history.OK, history.OpWrite, key, history.Value{Value: &v})
+	f.s.Record(p, history.OK, history.OpWrite, key, history.Value{Value: &v})
 }

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/chaos/fault"
 )
 
 // unawareLeaderRate is the clock rate of a leader the aimed fault below
@@ -44,7 +44,7 @@ func (n *nemesis) isolateUnawareLeader() func() {
 	victim.clk.set(s.sch.now, unawareLeaderRate, 0)
 	s.scheduleTick(victim)
 	id := int(victim.id)
-	n.record("clock", history.Value{Node: &id, Rate: history.Ptr(unawareLeaderRate), OffsetMS: history.Ptr[int64](0)})
+	fault.Clock{Node: id, Rate: unawareLeaderRate}.Record(s)
 	inc := victim.incarnation
 	over := false
 	var poll func()
@@ -67,7 +67,7 @@ func (n *nemesis) isolateUnawareLeader() func() {
 		if victim.incarnation == inc && victim.up() {
 			victim.clk.set(s.sch.now, 1, 0)
 			s.scheduleTick(victim)
-			n.record("clock", history.Value{Node: &id, Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+			fault.TrueClock(id).Record(s)
 		}
 	}
 }

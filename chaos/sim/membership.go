@@ -9,6 +9,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/member"
@@ -198,7 +199,7 @@ func (m *membership) done() {
 }
 
 func (m *membership) record(f string, id uint64) {
-	m.s.record(history.Nemesis, history.Info, f, "", history.Value{Nodes: []int{int(id)}})
+	m.s.Record(history.Nemesis, history.Info, f, "", history.Value{Nodes: []int{int(id)}})
 }
 
 // inConf says whether st's configuration has id, as voter or learner.
@@ -214,7 +215,7 @@ func (m *membership) remove(r *replacement) {
 	if st, ok := s.status(v); ok && st.Role == "leader" {
 		s.stats.LeadersRemoved++
 	}
-	m.record("member-remove", v.id)
+	m.record(history.FaultMemberRemove, v.id)
 	aim := r.aim
 	c := &changeCall{m: m, ch: member.MembershipChange{Type: member.Remove, Member: member.Member{ID: v.id}},
 		deadline: s.sch.now + int64(changeBound),
@@ -263,7 +264,7 @@ func (m *membership) awaitStop(v *node, next func()) {
 			}
 			s.retire(v)
 		}
-		m.record("member-removed", v.id)
+		m.record(history.FaultMemberRemoved, v.id)
 		next()
 	}
 	poll()
@@ -365,7 +366,7 @@ func (m *membership) holdSelfRemoval(v, l *node) {
 			o.clk.set(s.sch.now, 0.25, 0)
 			s.scheduleTick(o)
 			slowed = append(slowed, o)
-			n.record("clock", history.Value{Node: history.Ptr(int(o.id)), Rate: history.Ptr(0.25), OffsetMS: history.Ptr[int64](0)})
+			fault.Clock{Node: int(o.id), Rate: 0.25}.Record(s)
 		}
 	}
 	if s.tr.on() {
@@ -384,7 +385,7 @@ func (m *membership) holdSelfRemoval(v, l *node) {
 			if o.up() {
 				o.clk.set(s.sch.now, 1, 0)
 				s.scheduleTick(o)
-				n.record("clock", history.Value{Node: history.Ptr(int(o.id)), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+				fault.TrueClock(int(o.id)).Record(s)
 			}
 		}
 	}
@@ -435,7 +436,7 @@ func (m *membership) add(r *replacement, replaced uint64) {
 				return
 			}
 			s.stats.MembersAdded++
-			m.record("member-add", n.id)
+			m.record(history.FaultMemberAdd, n.id)
 			if n.incarnation == 0 {
 				begin()
 			}
@@ -459,12 +460,12 @@ func (m *membership) aimJoinerCrash(r *replacement, n *node) {
 			s.tr.printf("membership joiner-crash node=%d mode=%d power-loss=%v applied=%d", n.id, r.crash, r.powerLoss, st.Applied)
 		}
 		s.crash(n, r.powerLoss)
-		m.record("kill", n.id)
+		m.record(history.FaultKill, n.id)
 		inc := n.incarnation
 		s.sch.after(int64(20*time.Millisecond)+m.rng.Int64N(int64(280*time.Millisecond)), func() {
 			if n.incarnation == inc && n.restartable() {
 				s.start(n)
-				m.record("start", n.id)
+				m.record(history.FaultStart, n.id)
 			}
 		})
 		return true
@@ -523,7 +524,7 @@ func (m *membership) promote(n *node, nc *newcomer) {
 			if n.installed > 0 {
 				s.stats.ReplacedBySnapshot++
 			}
-			m.record("member-promote", n.id)
+			m.record(history.FaultMemberPromote, n.id)
 			m.done()
 		}}
 	c.try()

@@ -8,7 +8,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/member"
 )
 
@@ -248,7 +248,7 @@ func (s *sim) stop(n *node, err error) {
 	}
 	s.lose(n)
 	n.stopped = true
-	s.record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{int(n.id)}})
+	fault.Kill{Nodes: []int{int(n.id)}}.Record(s)
 }
 
 // scheduleTick arranges the member's next tick at its clock's next tick
@@ -527,7 +527,7 @@ func (s *sim) restartStopped() {
 		}
 	}
 	if len(started) > 0 {
-		s.record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: started})
+		fault.Start{Nodes: started}.Record(s)
 	}
 }
 

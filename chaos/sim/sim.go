@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
@@ -19,17 +20,17 @@ import (
 
 // Families are the fault families of --faults, in the order it documents
 // them.
-var Families = []string{"kill", "crash", "partition", "net", "clock", "disk", "pause", "membership"}
+var Families = []fault.Family{fault.FamilyKill, fault.FamilyCrash, fault.FamilyPartition, fault.FamilyNet, fault.FamilyClock, fault.FamilyDisk, fault.FamilyPause, fault.FamilyMembership}
 
 // Config is one simulated run. Seed, Duration, MaxOps, MaxFaults and Faults
 // together decide everything that happens; the shrinker searches smaller
 // values of the last four.
 type Config struct {
 	Seed     uint64
-	Nodes    int           // 3 or 5
-	Duration time.Duration // simulated time the workload runs
-	Faults   []string      // enabled families (subset of Families)
-	Bug      string        // planted bug: member.Config.Bug
+	Nodes    int            // 3 or 5
+	Duration time.Duration  // simulated time the workload runs
+	Faults   []fault.Family // enabled families (subset of Families)
+	Bug      string         // planted bug: member.Config.Bug
 	// MaxOps: once that many client operations were invoked, no client
 	// starts another read or acquire cycle (a cycle under way finishes).
 	// MaxFaults: the nemesis stops after that many faults. 0: no bound.
@@ -143,13 +144,13 @@ func (c *Config) Validate() error {
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(Families, f) {
-			return fmt.Errorf("unknown fault family %q (want some of %s)", f, strings.Join(Families, ","))
+			return fmt.Errorf("unknown fault family %q (want some of %s)", f, fault.Join(Families))
 		}
 	}
 	if c.Bug != "" && !slices.Contains(member.Bugs(), c.Bug) {
 		return fmt.Errorf("unknown bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs(), ", "))
 	}
-	if c.Bug == member.BugNoSnapshotOnAdd && !slices.Contains(c.Faults, "membership") {
+	if c.Bug == member.BugNoSnapshotOnAdd && !slices.Contains(c.Faults, fault.FamilyMembership) {
 		// A run that cannot reach the bug would report it missed.
 		return fmt.Errorf("bug %q needs membership changes: add membership to --faults", c.Bug)
 	}
@@ -162,21 +163,21 @@ func (c *Config) Validate() error {
 
 // Stats count what a run did.
 type Stats struct {
-	SimSeconds float64        `json:"sim_seconds"`
-	Invoked    int            `json:"invoked"` // operations started (what --max-ops bounds)
-	Ops        int            `json:"ops"`     // operations completed
-	OK         int            `json:"ok"`
-	Fail       int            `json:"fail"`
-	Info       int            `json:"info"`
-	Faults     map[string]int `json:"faults"`
-	Messages   int            `json:"messages"`
-	Dropped    int            `json:"dropped"`
-	Duplicated int            `json:"duplicated"`
-	Restarts   int            `json:"restarts"`
-	Snapshots  int            `json:"snapshots"`
-	Installed  int            `json:"snapshots_installed"`
-	LostWrites int            `json:"lost_unsynced_writes"`
-	IOErrors   int            `json:"io_errors"`
+	SimSeconds float64              `json:"sim_seconds"`
+	Invoked    int                  `json:"invoked"` // operations started (what --max-ops bounds)
+	Ops        int                  `json:"ops"`     // operations completed
+	OK         int                  `json:"ok"`
+	Fail       int                  `json:"fail"`
+	Info       int                  `json:"info"`
+	Faults     map[fault.Family]int `json:"faults"`
+	Messages   int                  `json:"messages"`
+	Dropped    int                  `json:"dropped"`
+	Duplicated int                  `json:"duplicated"`
+	Restarts   int                  `json:"restarts"`
+	Snapshots  int                  `json:"snapshots"`
+	Installed  int                  `json:"snapshots_installed"`
+	LostWrites int                  `json:"lost_unsynced_writes"`
+	IOErrors   int                  `json:"io_errors"`
 	// crashes that hit their moment: right after a compaction, right
 	// after a snapshot install
 	CrashAfterSnapshot int `json:"crash_after_snapshot"`
@@ -302,7 +303,7 @@ func newSim(cfg Config) *sim {
 	}
 	s.tr = newTracer(cfg.Trace, &s.sch)
 	s.brokenTransfer = s.brokenTransferHook(cfg.Bug)
-	s.stats.Faults = map[string]int{}
+	s.stats.Faults = map[fault.Family]int{}
 	for i := range cfg.Keys {
 		s.keys = append(s.keys, fmt.Sprintf("k%d", i+1))
 	}
@@ -397,11 +398,11 @@ func (s *sim) run() error {
 		if n.dead || n.retired {
 			continue
 		}
-		s.record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{int(n.id)}})
+		fault.Kill{Nodes: []int{int(n.id)}}.Record(s)
 		s.crash(n, true)
 		s.sch.runUntil(s.sch.now+int64(50*time.Millisecond), nil)
 		s.start(n)
-		s.record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: []int{int(n.id)}})
+		fault.Start{Nodes: []int{int(n.id)}}.Record(s)
 		s.waitConverged(5 * time.Second)
 	}
 	if !s.waitConverged(20 * time.Second) {
@@ -417,7 +418,7 @@ func (s *sim) run() error {
 		s.res.SnapshotsCorrupt[int(n.id)] = n.snapshotsCorrupt()
 	}
 	s.res.Log = s.committedLog()
-	if slices.Contains(cfg.Faults, "membership") {
+	if slices.Contains(cfg.Faults, fault.FamilyMembership) {
 		s.res.Newcomers = s.mem.evidence()
 	}
 	s.res.Events = s.events
@@ -478,8 +479,8 @@ func (s *sim) newProc() history.Process {
 	return p
 }
 
-// record appends a history event at the current simulated time.
-func (s *sim) record(p history.Process, typ, f, key string, v history.Value) history.Event {
+// Record appends a history event at the current simulated time.
+func (s *sim) Record(p history.Process, typ, f, key string, v history.Value) history.Event {
 	e := history.Event{Index: int64(len(s.events)), Time: s.sch.now, Process: p, Type: typ, F: f, Key: key, Value: v}
 	s.events = append(s.events, e)
 	if s.tr.on() {

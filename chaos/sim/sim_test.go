@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/chaos/fault"
 )
 
 // TestSwarmIsValidAndEveryFaultFires runs 24 seeds with every
@@ -12,7 +14,7 @@ import (
 // have been met (unsynced writes lost, I/O errors, slow syncs, restarts,
 // snapshots taken and installed, duplicated and dropped messages).
 func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
-	total := Stats{Faults: map[string]int{}}
+	total := Stats{Faults: map[fault.Family]int{}}
 	for seed := uint64(1); seed <= 24; seed++ {
 		res, err := Run(Config{Seed: seed, Duration: 8 * time.Second, Faults: Families,
 			FaultInterval: 300 * time.Millisecond, FaultDuration: 800 * time.Millisecond})
@@ -95,7 +97,7 @@ func TestClockFollowsRateAndNeverRunsBackwards(t *testing.T) {
 func TestBadConfigIsRefused(t *testing.T) {
 	for _, cfg := range []Config{
 		{Seed: 1, Nodes: 4},
-		{Seed: 1, Faults: []string{"meteor"}},
+		{Seed: 1, Faults: []fault.Family{"meteor"}},
 		{Seed: 1, Bug: "no-such-bug"},
 		{Seed: 1, Bug: "no-snapshot-on-add"},
 		{Seed: 1, Bug: "no-peer-input-checks"},

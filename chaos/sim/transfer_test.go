@@ -9,6 +9,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/member"
 )
@@ -164,7 +165,7 @@ func tail(s string) string {
 // count fails the run by the snapshot-integrity check, which names it; a
 // restart keeps the count (summed over incarnations).
 func TestSnapshotIntegrityCheckFailsOnACorruptCount(t *testing.T) {
-	res, err := Run(Config{Seed: 1, Duration: 2 * time.Second, Faults: []string{}})
+	res, err := Run(Config{Seed: 1, Duration: 2 * time.Second, Faults: []fault.Family{}})
 	if err != nil {
 		t.Fatal(err)
 	}
