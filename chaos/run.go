@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
@@ -361,24 +362,19 @@ func (r *run) start(ctx context.Context) error {
 // the nemesis that write to it.
 func (r *run) record() error {
 	cfg := r.cfg
-	r.keys = make([]string, cfg.Keys)
-	for i := range r.keys {
-		r.keys[i] = fmt.Sprintf("k%d", i+1)
-	}
+	r.keys = workload.Keys(cfg.Keys)
 	tr := cfg.Transfer()
+	h := workload.Header{Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Nemeses, Clients: cfg.Clients, Keys: r.keys,
+		LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax, Time: cfg.Time, Bug: cfg.Bug,
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Held: cfg.Held, KeySize: cfg.KeySize}
 	var err error
-	r.rec, err = history.NewRecorder(r.hf, map[string]any{
-		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Nemeses, "clients": cfg.Clients, "keys": r.keys,
-		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
-		"time_s": cfg.Time.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery, "snapshot_keep": cfg.SnapshotKeep,
-		"held": cfg.Held, "key_size": cfg.KeySize, "snapshot_by_entries": tr.ByEntries,
-		"snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit,
-	})
+	r.rec, err = history.NewRecorder(r.hf, h.Map(map[string]any{"snapshot_by_entries": tr.ByEntries,
+		"snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit}))
 	if err != nil {
 		return err
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
-		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: NewFencedStore(r.rec)}
+		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: workload.NewFencedStore(r.rec)}
 	r.nem = &Nemesis{Sup: r.sup, Rec: r.rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log, BigSnapshots: cfg.Held > 0}
 	return nil

@@ -188,6 +188,9 @@ func Links(c Cluster) [][2]int {
 
 // linkList is links as the history writes them.
 func linkList(links [][2]int) [][]int {
+	if links == nil {
+		return nil
+	}
 	out := make([][]int, len(links))
 	for i, l := range links {
 		out[i] = []int{l[0], l[1]}

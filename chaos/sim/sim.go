@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
@@ -249,7 +250,7 @@ type sim struct {
 	onTransfer     func(*transfer)
 	// base link for client traffic (clients are never partitioned)
 	events []history.Event
-	store  fencedStore
+	store  *workload.FencedStore
 
 	nextProc   int
 	nextHandle uint64
@@ -304,10 +305,8 @@ func newSim(cfg Config) *sim {
 	s.tr = newTracer(cfg.Trace, &s.sch)
 	s.brokenTransfer = s.brokenTransferHook(cfg.Bug)
 	s.stats.Faults = map[fault.Family]int{}
-	for i := range cfg.Keys {
-		s.keys = append(s.keys, fmt.Sprintf("k%d", i+1))
-	}
-	s.store = fencedStore{s: s, highest: map[string]uint64{}, counter: map[string]int64{}}
+	s.keys = workload.Keys(cfg.Keys)
+	s.store = workload.NewFencedStore(s)
 	s.mem = newMembership(s)
 	for i := 1; i <= cfg.Nodes; i++ {
 		for j := 1; j <= cfg.Nodes; j++ {
@@ -343,13 +342,11 @@ func (s *sim) voters() []uint64 {
 
 func (s *sim) run() error {
 	cfg := s.cfg
-	s.res.Header = map[string]any{
-		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Faults, "clients": cfg.Clients, "keys": s.keys,
-		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
-		"time_s": cfg.Duration.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery,
-		"snapshot_keep": cfg.SnapshotKeep, "simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
-		"skip_faults": cfg.SkipFaults, "held": cfg.Held, "key_size": cfg.KeySize, "max_uncommitted": cfg.MaxUncommitted,
-	}
+	h := workload.Header{Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Faults, Clients: cfg.Clients, Keys: s.keys,
+		LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax, Time: cfg.Duration, Bug: cfg.Bug,
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Held: cfg.Held, KeySize: cfg.KeySize}
+	s.res.Header = h.Map(map[string]any{"simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
+		"skip_faults": cfg.SkipFaults, "max_uncommitted": cfg.MaxUncommitted})
 	if s.tr.on() {
 		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v held=%d key-size=%d max-uncommitted=%d",
 			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults, cfg.Held, cfg.KeySize, cfg.MaxUncommitted)
