@@ -104,78 +104,106 @@ func stepLock(state, input, output any) []any {
 		heldByCaller := c.Held && c.Token == in.Token && in.Token != 0
 		switch in.F {
 		case history.OpAcquire:
-			switch out.Kind {
-			case outUnknown:
-				next = append(next, c)
-				if !c.Held {
-					next = append(next, lockState{Held: true, Max: c.Max})
-				}
-			case outNoop:
-				next = append(next, c)
-			case outGranted:
-				if !c.Held && out.Token > c.Max {
-					next = append(next, lockState{Held: true, Token: out.Token, Max: out.Token})
-				}
-			case outHeld:
-				if c.Held {
-					next = append(next, c)
-				}
-			}
+			next = append(next, stepAcquire(c, out)...)
 		case history.OpRelease:
 			if in.Force {
 				next = append(next, stepForced(c, out)...)
 				continue
 			}
-			switch out.Kind {
-			case outOK:
-				if heldByCaller {
-					next = append(next, lockState{Max: c.Max})
-				}
-			case outNotFound:
-				if !heldByCaller {
-					next = append(next, c)
-				}
-			case outUnknown:
-				next = append(next, c)
-				if heldByCaller {
-					next = append(next, lockState{Max: c.Max})
-				}
-			default:
-				next = append(next, c)
-			}
+			next = append(next, stepRelease(c, out, heldByCaller)...)
 		case history.OpRenew:
-			switch out.Kind {
-			case outOK:
-				if heldByCaller {
-					next = append(next, c)
-				}
-			case outNotFound:
-				if !heldByCaller {
-					next = append(next, c)
-				}
-			default:
-				next = append(next, c)
-			}
+			next = append(next, stepRenew(c, out, heldByCaller)...)
 		case history.OpGet:
-			switch out.Kind {
-			case outFree:
-				if !c.Held {
-					next = append(next, c)
-				}
-			case outHeldBy:
-				switch {
-				case c.Held && c.Token == out.Token:
-					next = append(next, c)
-				case c.Held && c.Token == 0 && out.Token > c.Max:
-					// The grant nobody saw answered: now we know its token.
-					next = append(next, lockState{Held: true, Token: out.Token, Max: out.Token})
-				}
-			default:
-				next = append(next, c)
-			}
+			next = append(next, stepGet(c, out)...)
 		}
 	}
 	return next
+}
+
+// stepAcquire: a grant needs the key free and a token above every one
+// before; held needs it held; unknown may have granted it or not.
+func stepAcquire(c lockState, out lockOutput) []any {
+	switch out.Kind {
+	case outUnknown:
+		if !c.Held {
+			return []any{c, lockState{Held: true, Max: c.Max}}
+		}
+		return []any{c}
+	case outNoop:
+		return []any{c}
+	case outGranted:
+		if !c.Held && out.Token > c.Max {
+			return []any{lockState{Held: true, Token: out.Token, Max: out.Token}}
+		}
+	case outHeld:
+		if c.Held {
+			return []any{c}
+		}
+	}
+	return nil
+}
+
+// stepRelease: ok frees a key the caller held; not-found needs the caller
+// not to hold it; unknown may have freed it or not.
+func stepRelease(c lockState, out lockOutput, heldByCaller bool) []any {
+	switch out.Kind {
+	case outOK:
+		if heldByCaller {
+			return []any{lockState{Max: c.Max}}
+		}
+	case outNotFound:
+		if !heldByCaller {
+			return []any{c}
+		}
+	case outUnknown:
+		if heldByCaller {
+			return []any{c, lockState{Max: c.Max}}
+		}
+		return []any{c}
+	default:
+		return []any{c}
+	}
+	return nil
+}
+
+// stepRenew: ok needs the caller to hold the key, not-found not to; it
+// changes nothing the model tracks.
+func stepRenew(c lockState, out lockOutput, heldByCaller bool) []any {
+	switch out.Kind {
+	case outOK:
+		if heldByCaller {
+			return []any{c}
+		}
+	case outNotFound:
+		if !heldByCaller {
+			return []any{c}
+		}
+	default:
+		return []any{c}
+	}
+	return nil
+}
+
+// stepGet: free needs the key free; held by a token needs it held by that
+// token, or by a grant nobody saw answered, whose token it tells.
+func stepGet(c lockState, out lockOutput) []any {
+	switch out.Kind {
+	case outFree:
+		if !c.Held {
+			return []any{c}
+		}
+	case outHeldBy:
+		switch {
+		case c.Held && c.Token == out.Token:
+			return []any{c}
+		case c.Held && c.Token == 0 && out.Token > c.Max:
+			// The grant nobody saw answered: now we know its token.
+			return []any{lockState{Held: true, Token: out.Token, Max: out.Token}}
+		}
+	default:
+		return []any{c}
+	}
+	return nil
 }
 
 // stepForced is a forced release from state c: ok frees the key held by

@@ -340,7 +340,22 @@ func (s *sim) voters() []uint64 {
 	return v
 }
 
+// run carries a run out in the chaos harness's phases: boot the members
+// and fill the table, run the workload under the nemesis, heal and settle,
+// then collect what the checks need.
 func (s *sim) run() error {
+	s.boot()
+	end := s.workload()
+	s.settle(end)
+	s.collect()
+	if s.tr.on() {
+		s.tr.printf("end events=%d ops=%d commit=%d converged=%v", s.stats.Events, s.stats.Ops, s.maxIndex, !s.stats.Unconverged)
+	}
+	return s.tr.flush()
+}
+
+// boot writes the history's header and starts the members and clients.
+func (s *sim) boot() {
 	cfg := s.cfg
 	h := workload.Header{Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Faults, Clients: cfg.Clients, Keys: s.keys,
 		LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax, Time: cfg.Duration, Bug: cfg.Bug,
@@ -359,10 +374,16 @@ func (s *sim) run() error {
 	for i := range cfg.Clients {
 		s.clients = append(s.clients, s.newClient(i))
 	}
+}
+
+// workload fills the table, then runs the clients, the backup taker and
+// the nemesis for the configured duration, and returns when it ended.
+func (s *sim) workload() (end int64) {
+	cfg := s.cfg
 	// The workload's time starts after the fill (0 without one, so a run
 	// without held locks is the run it always was).
 	base := s.fill()
-	end := base + int64(cfg.Duration)
+	end = base + int64(cfg.Duration)
 	for _, c := range s.clients {
 		// Clients start once a leader could exist, staggered.
 		s.sch.at(base+int64(300*time.Millisecond)+int64(c.rng.IntN(50))*int64(time.Millisecond), c.next)
@@ -378,12 +399,16 @@ func (s *sim) run() error {
 		nem.stop()
 	})
 	s.sch.runUntil(end, nil)
-	// Every fault is healed: let the operations in flight end (each has a
-	// deadline of a few seconds), restart every member that can be, read
-	// every key, and restart each member once more from its disk, as the
-	// chaos harness does, then let the cluster converge.
-	// A membership change under way runs to its end too (each of its
-	// steps is bounded, 55 s in all).
+	return end
+}
+
+// settle is the post-run sequence, as the chaos harness's: every fault is
+// healed; let the operations in flight end (each has a deadline of a few
+// seconds), restart every member that can be, read every key, and
+// restart each member once more from its disk, then let the cluster
+// converge. A membership change under way runs to its end too (each of
+// its steps is bounded, 55 s in all).
+func (s *sim) settle(end int64) {
 	s.sch.runUntil(end+int64(30*time.Second), func() bool { return s.clientsIdle() && !s.mem.busy() })
 	if s.mem.busy() {
 		s.sch.runUntil(s.sch.now+int64(60*time.Second), func() bool { return !s.mem.busy() })
@@ -405,6 +430,11 @@ func (s *sim) run() error {
 	if !s.waitConverged(20 * time.Second) {
 		s.stats.Unconverged = true
 	}
+}
+
+// collect gathers the result: the members' digests and snapshot counts,
+// the committed log, the membership evidence, the events and the stats.
+func (s *sim) collect() {
 	for _, n := range s.nodes {
 		if st, ok := s.status(n); ok {
 			s.res.Digests = append(s.res.Digests, checker.NodeDigest{Node: int(n.id), Applied: st.Applied, Digest: st.Digest})
@@ -415,7 +445,7 @@ func (s *sim) run() error {
 		s.res.SnapshotsCorrupt[int(n.id)] = n.snapshotsCorrupt()
 	}
 	s.res.Log = s.committedLog()
-	if slices.Contains(cfg.Faults, fault.FamilyMembership) {
+	if slices.Contains(s.cfg.Faults, fault.FamilyMembership) {
 		s.res.Newcomers = s.mem.evidence()
 	}
 	s.res.Events = s.events
@@ -424,10 +454,6 @@ func (s *sim) run() error {
 	s.stats.Invoked = s.opsStarted
 	s.stats.Events = len(s.events)
 	s.res.Stats = s.stats
-	if s.tr.on() {
-		s.tr.printf("end events=%d ops=%d commit=%d converged=%v", s.stats.Events, s.stats.Ops, s.maxIndex, !s.stats.Unconverged)
-	}
-	return s.tr.flush()
 }
 
 // waitConverged runs the simulation until every member is up and has
