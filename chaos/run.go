@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/progress"
 	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
@@ -389,7 +390,7 @@ func (r *run) workload(ctx context.Context) error {
 	if len(r.cfg.Nemeses) > 0 {
 		wg.Go(func() { r.nem.Run(runCtx) })
 	}
-	wg.Go(func() { progress(runCtx, r.cfg, r.rec, r.wl, r.nem) })
+	wg.Go(func() { printProgress(runCtx, r.cfg, r.rec, r.wl, r.nem) })
 	err := r.wl.Run(runCtx)
 	wg.Wait()
 	if err != nil {
@@ -589,23 +590,19 @@ func collectDigests(ctx context.Context, sup *Supervisor) []checker.NodeDigest {
 	return out
 }
 
-func progress(ctx context.Context, cfg Config, rec *history.Recorder, wl *Workload, nem *Nemesis) {
+// printProgress prints a progress line every 3 s until ctx ends.
+func printProgress(ctx context.Context, cfg Config, rec *history.Recorder, wl *Workload, nem *Nemesis) {
 	if cfg.Progress == nil {
 		return
 	}
-	t := time.NewTicker(3 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		fault := nem.Current()
-		if fault == "" {
-			fault = "none"
+	stop := progress.Every(3*time.Second, func() {
+		current := nem.Current()
+		if current == "" {
+			current = "none"
 		}
 		fmt.Fprintf(cfg.Progress, "chaos: %5.1fs/%v ok=%d fail=%d info=%d fault=%s\n",
-			float64(rec.Now())/1e9, cfg.Time, wl.Counts.OK.Load(), wl.Counts.Fail.Load(), wl.Counts.Info.Load(), fault)
-	}
+			float64(rec.Now())/1e9, cfg.Time, wl.Counts.OK.Load(), wl.Counts.Fail.Load(), wl.Counts.Info.Load(), current)
+	})
+	<-ctx.Done()
+	stop()
 }

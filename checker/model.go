@@ -110,9 +110,9 @@ func stepLock(state, input, output any) []any {
 				next = append(next, stepForced(c, out)...)
 				continue
 			}
-			next = append(next, stepRelease(c, out, heldByCaller)...)
+			next = append(next, stepOwned(c, out, heldByCaller, lockState{Max: c.Max})...)
 		case history.OpRenew:
-			next = append(next, stepRenew(c, out, heldByCaller)...)
+			next = append(next, stepOwned(c, out, heldByCaller, c)...)
 		case history.OpGet:
 			next = append(next, stepGet(c, out)...)
 		}
@@ -143,45 +143,28 @@ func stepAcquire(c lockState, out lockOutput) []any {
 	return nil
 }
 
-// stepRelease: ok frees a key the caller held; not-found needs the caller
-// not to hold it; unknown may have freed it or not.
-func stepRelease(c lockState, out lockOutput, heldByCaller bool) []any {
+// stepOwned is a call only the key's holder may make, a release (after:
+// the key free) or a renewal (after: as it was): ok needs the caller to
+// hold the key and leaves after; not-found needs the caller not to hold
+// it; unknown may have done it or not; any other outcome changed nothing.
+func stepOwned(c lockState, out lockOutput, heldByCaller bool, after lockState) []any {
 	switch out.Kind {
 	case outOK:
 		if heldByCaller {
-			return []any{lockState{Max: c.Max}}
+			return []any{after}
 		}
+		return nil
 	case outNotFound:
 		if !heldByCaller {
 			return []any{c}
 		}
+		return nil
 	case outUnknown:
-		if heldByCaller {
-			return []any{c, lockState{Max: c.Max}}
+		if heldByCaller && after != c {
+			return []any{c, after}
 		}
-		return []any{c}
-	default:
-		return []any{c}
 	}
-	return nil
-}
-
-// stepRenew: ok needs the caller to hold the key, not-found not to; it
-// changes nothing the model tracks.
-func stepRenew(c lockState, out lockOutput, heldByCaller bool) []any {
-	switch out.Kind {
-	case outOK:
-		if heldByCaller {
-			return []any{c}
-		}
-	case outNotFound:
-		if !heldByCaller {
-			return []any{c}
-		}
-	default:
-		return []any{c}
-	}
-	return nil
+	return []any{c}
 }
 
 // stepGet: free needs the key free; held by a token needs it held by that

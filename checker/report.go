@@ -431,21 +431,20 @@ type shading struct {
 	minY, maxY float64 // the data's latency range, so a log axis has one
 }
 
-// faultColor shades each nemesis family in its own translucent colour.
+// faultColors shade each nemesis family in its own translucent colour;
+// faultColor gives any other a grey.
+var faultColors = map[string]color.Color{
+	history.FaultKill:      color.NRGBA{214, 39, 40, 50},
+	history.FaultPause:     color.NRGBA{255, 127, 14, 60},
+	history.FaultPartition: color.NRGBA{148, 103, 189, 60},
+	history.FaultDelay:     color.NRGBA{140, 86, 75, 55},
+	history.FaultLoss:      color.NRGBA{227, 119, 194, 55},
+	history.FaultClock:     color.NRGBA{31, 119, 180, 45},
+}
+
 func faultColor(kind string) color.Color {
-	switch kind {
-	case history.FaultKill:
-		return color.NRGBA{214, 39, 40, 50}
-	case history.FaultPause:
-		return color.NRGBA{255, 127, 14, 60}
-	case history.FaultPartition:
-		return color.NRGBA{148, 103, 189, 60}
-	case history.FaultDelay:
-		return color.NRGBA{140, 86, 75, 55}
-	case history.FaultLoss:
-		return color.NRGBA{227, 119, 194, 55}
-	case history.FaultClock:
-		return color.NRGBA{31, 119, 180, 45}
+	if c, ok := faultColors[kind]; ok {
+		return c
 	}
 	return color.NRGBA{127, 127, 127, 45}
 }

@@ -22,11 +22,7 @@ import (
 // back), so clients retrying on the new leader can land in it.
 func (n *nemesis) crashAtGrantCommit() func() {
 	s := n.s
-	victim := s.leader()
-	if victim == nil {
-		return nil
-	}
-	st, ok := s.status(victim)
+	victim, st, ok := s.leaderStatus()
 	if !ok {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -28,11 +29,7 @@ const unawareLeaderRate = 0.01
 // the backup taker, still find it leading.
 func (n *nemesis) isolateUnawareLeader() func() {
 	s := n.s
-	victim := s.leader()
-	if victim == nil {
-		return nil
-	}
-	st, ok := s.status(victim)
+	victim, st, ok := s.leaderStatus()
 	if !ok {
 		return nil
 	}
@@ -76,11 +73,7 @@ func (n *nemesis) isolateUnawareLeader() func() {
 // there ends for its client as if m had died, and m is told its requester
 // left, as the production server tells its member when a connection drops.
 func (s *sim) resetClients(m *node) {
-	hs := make([]uint64, 0, len(m.handles))
-	for h := range m.handles {
-		hs = append(hs, h)
-	}
-	slices.Sort(hs)
+	hs := slices.Sorted(maps.Keys(m.handles))
 	if s.tr.on() {
 		s.tr.printf("reset-clients node=%d requests=%d", m.id, len(hs))
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -129,11 +130,7 @@ func (m *membership) busy() bool { return m.cur != nil || m.aiming }
 // breaks and ends by itself, and the nemesis waits for it.
 func (n *nemesis) membership() func() {
 	s := n.s
-	l := s.leader()
-	if l == nil {
-		return nil
-	}
-	st, ok := s.status(l)
+	l, st, ok := s.leaderStatus()
 	if !ok {
 		return nil
 	}
@@ -722,12 +719,7 @@ func (s *sim) loseAdmin(n *node) {
 	if len(n.admin) == 0 {
 		return
 	}
-	hs := make([]uint64, 0, len(n.admin))
-	for h := range n.admin {
-		hs = append(hs, h)
-	}
-	slices.Sort(hs)
-	for _, h := range hs {
+	for _, h := range slices.Sorted(maps.Keys(n.admin)) {
 		fn := n.admin[h]
 		delete(n.admin, h)
 		s.toClient(n, func() { fn(member.Answer{Handle: h, Err: errConnLost}) })

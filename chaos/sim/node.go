@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -185,12 +186,7 @@ func (s *sim) lose(n *node) {
 	n.tickGen++
 	n.onSnapshot = nil
 	n.onCommit = nil
-	hs := make([]uint64, 0, len(n.handles))
-	for h := range n.handles {
-		hs = append(hs, h)
-	}
-	slices.Sort(hs)
-	for _, h := range hs {
+	for _, h := range slices.Sorted(maps.Keys(n.handles)) {
 		a := n.handles[h]
 		delete(n.handles, h)
 		s.toClient(n, func() { a.c.broken(a) })
@@ -544,6 +540,16 @@ func (s *sim) leader() *node {
 		}
 	}
 	return best
+}
+
+// leaderStatus is the leader and its status; false when no member leads.
+func (s *sim) leaderStatus() (*node, member.Status, bool) {
+	l := s.leader()
+	if l == nil {
+		return nil, member.Status{}, false
+	}
+	st, ok := s.status(l)
+	return l, st, ok
 }
 
 // status is the member's status; false if it is down (or dies asking).
