@@ -148,21 +148,15 @@ func stepAcquire(c lockState, out lockOutput) []any {
 // hold the key and leaves after; not-found needs the caller not to hold
 // it; unknown may have done it or not; any other outcome changed nothing.
 func stepOwned(c lockState, out lockOutput, heldByCaller bool, after lockState) []any {
-	switch out.Kind {
-	case outOK:
-		if heldByCaller {
-			return []any{after}
-		}
+	switch {
+	case out.Kind == outOK && heldByCaller:
+		return []any{after}
+	case out.Kind == outNotFound && !heldByCaller:
+		return []any{c}
+	case out.Kind == outOK, out.Kind == outNotFound:
 		return nil
-	case outNotFound:
-		if !heldByCaller {
-			return []any{c}
-		}
-		return nil
-	case outUnknown:
-		if heldByCaller && after != c {
-			return []any{c, after}
-		}
+	case out.Kind == outUnknown && heldByCaller && after != c:
+		return []any{c, after}
 	}
 	return []any{c}
 }

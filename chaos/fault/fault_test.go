@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"io"
 	"slices"
 	"testing"
 
@@ -19,15 +20,6 @@ func (c cluster) Members() []int {
 }
 func (c cluster) Up() []int   { return c.Members() }
 func (c cluster) Leader() int { return c.l }
-
-// recorder keeps what it is given.
-type recorder struct{ events []history.Event }
-
-func (r *recorder) Record(p history.Process, typ, f, key string, v history.Value) history.Event {
-	e := history.Event{Index: int64(len(r.events)), Process: p, Type: typ, F: f, Key: key, Value: v}
-	r.events = append(r.events, e)
-	return e
-}
 
 func TestPartitionShapesKeepWhatTheyName(t *testing.T) {
 	c := cluster{n: 5, l: 2}
@@ -127,14 +119,14 @@ func TestRoundsDealEveryFamilyLeadFirst(t *testing.T) {
 }
 
 func TestFaultsRecordTheHistoryEvents(t *testing.T) {
-	var r recorder
-	Kill{Nodes: []int{1}}.Record(&r)
-	Net{Links: [][2]int{{1, 2}}, Delay: 5e6, Loss: 0.1, Dup: 0.2}.Record(&r)
-	TrueClock(3).Record(&r)
-	Heal{}.Record(&r)
-	Garbage{Family: FamilyGarbageHeartbeat, Nodes: []int{2}, End: true}.Record(&r)
+	r, _ := history.NewRecorder(io.Discard, nil)
+	Kill{Nodes: []int{1}}.Record(r)
+	Net{Links: [][2]int{{1, 2}}, Delay: 5e6, Loss: 0.1, Dup: 0.2}.Record(r)
+	TrueClock(3).Record(r)
+	Heal{}.Record(r)
+	Garbage{Family: FamilyGarbageHeartbeat, Nodes: []int{2}, End: true}.Record(r)
 	var fs []string
-	for _, e := range r.events {
+	for _, e := range r.Events() {
 		if e.Process != history.Nemesis || e.Type != history.Info {
 			t.Fatalf("event %+v is not a nemesis info", e)
 		}
@@ -144,8 +136,8 @@ func TestFaultsRecordTheHistoryEvents(t *testing.T) {
 	if !slices.Equal(fs, want) {
 		t.Fatalf("recorded %v, want %v", fs, want)
 	}
-	if r.events[5].Value.Links != nil {
-		t.Fatalf("a heal of every link names links %v", r.events[5].Value.Links)
+	if r.Events()[5].Value.Links != nil {
+		t.Fatalf("a heal of every link names links %v", r.Events()[5].Value.Links)
 	}
 	if got := Join(Split("kill,pause")); got != "kill,pause" {
 		t.Fatalf("Join(Split) = %q", got)

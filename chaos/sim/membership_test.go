@@ -43,14 +43,7 @@ func TestMembershipFamilyReplacesMembers(t *testing.T) {
 		s := runWorld(t, cfg)
 		res := &s.res
 		v := Check(res, 30*time.Second)
-		if !v.Valid {
-			t.Errorf("seed %d: %s: first failing check %s", seed, v.Verdict, FailingCheck(v))
-			for _, c := range v.Checks {
-				for _, viol := range c.Violations {
-					t.Logf("  %s: %s", c.Name, viol.Message)
-				}
-			}
-		}
+		expectValid(t, seed, v)
 		ms := res.Stats.MembershipStats
 		if ms.MembersRemoved == 0 || ms.MembersAdded != ms.MembersRemoved || ms.MembersReplaced != ms.MembersAdded {
 			t.Errorf("seed %d: %+v: want every removed member replaced by a promoted newcomer", seed, ms)

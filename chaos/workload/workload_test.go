@@ -1,23 +1,16 @@
 package workload
 
 import (
+	"io"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/checker/history"
 )
 
-type recorder struct{ events []history.Event }
-
-func (r *recorder) Record(p history.Process, typ, f, key string, v history.Value) history.Event {
-	e := history.Event{Index: int64(len(r.events)), Process: p, Type: typ, F: f, Key: key, Value: v}
-	r.events = append(r.events, e)
-	return e
-}
-
 func TestFencedStoreRefusesStaleTokens(t *testing.T) {
-	var r recorder
-	s := NewFencedStore(&r)
+	r, _ := history.NewRecorder(io.Discard, nil)
+	s := NewFencedStore(r)
 	if v, ok := s.Read(1, "k1", 5); !ok || v != 0 {
 		t.Fatalf("first read: %d %v", v, ok)
 	}
@@ -34,7 +27,7 @@ func TestFencedStoreRefusesStaleTokens(t *testing.T) {
 		t.Fatalf("read after the stale write: %d %v, want 1", v, ok)
 	}
 	fails := 0
-	for _, e := range r.events {
+	for _, e := range r.Events() {
 		if e.Type == history.Fail {
 			fails++
 			if e.Value.Error != "stale-token" {
@@ -42,8 +35,8 @@ func TestFencedStoreRefusesStaleTokens(t *testing.T) {
 			}
 		}
 	}
-	if fails != 2 || len(r.events) != 10 {
-		t.Fatalf("%d events, %d failures; want 10 and 2", len(r.events), fails)
+	if fails != 2 || len(r.Events()) != 10 {
+		t.Fatalf("%d events, %d failures; want 10 and 2", len(r.Events()), fails)
 	}
 }
 

@@ -302,15 +302,11 @@ func (v *validator) checkOp(e Event) error {
 // the checks decide.
 func checkInvokeValue(e Event) error {
 	v := e.Value
+	if (e.F == OpAcquire || e.F == OpRenew) && (v.LeaseMS == nil || *v.LeaseMS <= 0) {
+		return fmt.Errorf("%s invocation without a positive lease_ms", e.F)
+	}
 	switch e.F {
-	case OpAcquire:
-		if v.LeaseMS == nil || *v.LeaseMS <= 0 {
-			return errors.New("acquire invocation without a positive lease_ms")
-		}
 	case OpRenew:
-		if v.LeaseMS == nil || *v.LeaseMS <= 0 {
-			return errors.New("renew invocation without a positive lease_ms")
-		}
 		if v.Token == nil {
 			return errors.New("renew invocation without a token")
 		}
