@@ -175,13 +175,7 @@ func (n *Nemesis) Newcomers() []Newcomer {
 // member short would not be the one the final checks expect.
 func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
 	ctx = context.WithoutCancel(ctx)
-	ids := n.Sup.IDs()
-	victim := ids[rng.IntN(len(ids))]
-	if rng.IntN(3) == 0 {
-		if l := n.Sup.Leader(ctx); l != 0 {
-			victim = l
-		}
-	}
+	victim := fault.DrawReplace(rng, view{ctx, n.Sup}).Victim
 	noop := func(context.Context) {}
 	n.setCurrent("remove member %d", victim)
 	fault.Member{Step: history.FaultMemberRemove, Node: victim}.Record(n.Rec)

@@ -245,29 +245,20 @@ func lockModel() porcupine.Model {
 	return nm.ToModel()
 }
 
+// outWords name the outcomes in porcupine's visualisation; a grant and a
+// holder are named with their token.
+var outWords = map[outKind]string{outUnknown: "?", outNoop: "failed", outHeld: "held", outOK: "ok",
+	outNotFound: "not-found", outFree: "free", outFreedSome: "released (found in the log)"}
+
 func describeOp(input, output any) string {
 	in := input.(lockInput)
 	out := output.(lockOutput)
-	var res string
+	res := outWords[out.Kind]
 	switch out.Kind {
-	case outUnknown:
-		res = "?"
-	case outNoop:
-		res = "failed"
 	case outGranted:
 		res = fmt.Sprintf("token %d", out.Token)
-	case outHeld:
-		res = "held"
-	case outOK:
-		res = "ok"
-	case outNotFound:
-		res = "not-found"
-	case outFree:
-		res = "free"
 	case outHeldBy:
 		res = fmt.Sprintf("held by %d", out.Token)
-	case outFreedSome:
-		res = "released (found in the log)"
 	}
 	switch {
 	case in.Force && out.Kind == outOK:

@@ -431,3 +431,36 @@ type Member struct {
 
 // Record writes the step.
 func (m Member) Record(r Recorder) { record(r, m.Step, history.Value{Nodes: []int{m.Node}}) }
+
+// Replace is a membership fault: remove Victim, then add a new member
+// that catches up (by snapshot when the leader compacted past it) and is
+// promoted.
+type Replace struct{ Victim int }
+
+// DrawReplace draws the member to replace: any member, or one time in
+// three the leader.
+func DrawReplace(rng *rand.Rand, c Cluster) Replace {
+	ids := c.Members()
+	victim := ids[rng.IntN(len(ids))]
+	if rng.IntN(3) == 0 {
+		if l := c.Leader(); l != 0 {
+			victim = l
+		}
+	}
+	return Replace{Victim: victim}
+}
+
+// Fixed is a Cluster whose answers are given: every member up.
+type Fixed struct {
+	IDs  []int
+	Lead int
+}
+
+// Members are the IDs.
+func (f Fixed) Members() []int { return slices.Clone(f.IDs) }
+
+// Up are the IDs.
+func (f Fixed) Up() []int { return slices.Clone(f.IDs) }
+
+// Leader is Lead.
+func (f Fixed) Leader() int { return f.Lead }

@@ -38,10 +38,8 @@ func (n *nemesis) isolateUnawareLeader() func() {
 	}
 	s.stats.UnawareLeaders++
 	n.isolate(victim)
-	victim.clk.set(s.sch.now, unawareLeaderRate, 0)
-	s.scheduleTick(victim)
 	id := int(victim.id)
-	fault.Clock{Node: id, Rate: unawareLeaderRate}.Record(s)
+	n.setClock(fault.Clock{Node: id, Rate: unawareLeaderRate})
 	inc := victim.incarnation
 	over := false
 	var poll func()
@@ -62,9 +60,7 @@ func (n *nemesis) isolateUnawareLeader() func() {
 		over = true
 		n.healLinks()
 		if victim.incarnation == inc && victim.up() {
-			victim.clk.set(s.sch.now, 1, 0)
-			s.scheduleTick(victim)
-			fault.TrueClock(id).Record(s)
+			n.setClock(fault.TrueClock(id))
 		}
 	}
 }

@@ -152,12 +152,13 @@ func (n *nemesis) membership() func() {
 				return nil
 			}
 		}
-		victim := st.Voters[n.rng.IntN(len(st.Voters))]
-		if n.rng.IntN(3) == 0 {
-			victim = l.id
+		voters := make([]int, len(st.Voters))
+		for i, id := range st.Voters {
+			voters[i] = int(id)
 		}
+		victim := fault.DrawReplace(n.rng, fault.Fixed{IDs: voters, Lead: int(l.id)}).Victim
 		r.victim = s.nodes[victim-1]
-		r.aim = victim == l.id && n.rng.IntN(2) == 0
+		r.aim = victim == int(l.id) && n.rng.IntN(2) == 0
 	}
 	if r.learner == nil && n.rng.IntN(2) == 0 {
 		r.crash, r.powerLoss, r.frac = n.rng.IntN(3), n.rng.IntN(2) == 0, n.rng.Float64()
@@ -248,13 +249,7 @@ func (m *membership) remove(r *replacement) {
 // and retires it for good.
 func (m *membership) awaitStop(v *node, next func()) {
 	s := m.s
-	deadline := s.sch.now + int64(removedWait)
-	var poll func()
-	poll = func() {
-		if !v.retired && s.sch.now < deadline {
-			s.sch.after(int64(10*time.Millisecond), poll)
-			return
-		}
+	s.whenRetired(v, removedWait, func() {
 		if !v.retired {
 			if s.tr.on() {
 				s.tr.printf("membership removed node=%d did not stop within %v: killed", v.id, removedWait)
@@ -263,6 +258,20 @@ func (m *membership) awaitStop(v *node, next func()) {
 		}
 		m.record(history.FaultMemberRemoved, v.id)
 		next()
+	})
+}
+
+// whenRetired calls then once v is retired or bound has passed, polling
+// every 10ms.
+func (s *sim) whenRetired(v *node, bound time.Duration, then func()) {
+	deadline := s.sch.now + int64(bound)
+	var poll func()
+	poll = func() {
+		if !v.retired && s.sch.now < deadline {
+			s.sch.after(int64(10*time.Millisecond), poll)
+			return
+		}
+		then()
 	}
 	poll()
 }
@@ -360,33 +369,22 @@ func (m *membership) holdSelfRemoval(v, l *node) {
 	var slowed []*node
 	for _, o := range s.nodes {
 		if o != v && o != l && o.up() {
-			o.clk.set(s.sch.now, 0.25, 0)
-			s.scheduleTick(o)
 			slowed = append(slowed, o)
-			fault.Clock{Node: int(o.id), Rate: 0.25}.Record(s)
+			n.setClock(fault.Clock{Node: int(o.id), Rate: 0.25})
 		}
 	}
 	if s.tr.on() {
 		s.tr.printf("membership aim self-removal node=%d cut-off=%d", v.id, l.id)
 	}
-	deadline := s.sch.now + int64(aimBound)
-	var poll func()
-	poll = func() {
-		if !v.retired && s.sch.now < deadline {
-			s.sch.after(int64(10*time.Millisecond), poll)
-			return
-		}
+	s.whenRetired(v, aimBound, func() {
 		m.aiming = false
 		n.healLinks()
 		for _, o := range slowed {
 			if o.up() {
-				o.clk.set(s.sch.now, 1, 0)
-				s.scheduleTick(o)
-				fault.TrueClock(int(o.id)).Record(s)
+				n.setClock(fault.TrueClock(int(o.id)))
 			}
 		}
-	}
-	poll()
+	})
 }
 
 // addNode makes a member that has never run, with the next id and an
