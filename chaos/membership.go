@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node/server"
@@ -174,16 +175,10 @@ func (n *Nemesis) Newcomers() []Newcomer {
 // member short would not be the one the final checks expect.
 func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
 	ctx = context.WithoutCancel(ctx)
-	ids := n.Sup.IDs()
-	victim := ids[rng.IntN(len(ids))]
-	if rng.IntN(3) == 0 {
-		if l := n.Sup.Leader(ctx); l != 0 {
-			victim = l
-		}
-	}
+	victim := fault.DrawReplace(rng, view{ctx, n.Sup}).Victim
 	noop := func(context.Context) {}
 	n.setCurrent("remove member %d", victim)
-	n.record("member-remove", history.Value{Nodes: []int{victim}})
+	fault.Member{Step: history.FaultMemberRemove, Node: victim}.Record(n.Rec)
 	stopped, err := n.Sup.RemoveMember(ctx, victim, 5*time.Second)
 	if err != nil {
 		n.Counts.MembershipFailed.Add(1)
@@ -193,7 +188,7 @@ func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.
 	if stopped {
 		n.Counts.RemovedStopped.Add(1)
 	}
-	n.record("member-removed", history.Value{Nodes: []int{victim}})
+	fault.Member{Step: history.FaultMemberRemoved, Node: victim}.Record(n.Rec)
 	n.setCurrent("add a member to replace %d", victim)
 	id, err := n.Sup.AddMember(ctx)
 	if err != nil {
@@ -201,7 +196,7 @@ func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.
 		n.Log.Warn("membership fault: add failed", "node", id, "err", err)
 		return noop, fmt.Sprintf("removed %d, add failed", victim)
 	}
-	n.record("member-add", history.Value{Nodes: []int{id}})
+	fault.Member{Step: history.FaultMemberAdd, Node: id}.Record(n.Rec)
 	n.setCurrent("wait for member %d to catch up", id)
 	took, err := n.Sup.Promote(ctx, id, NewcomerBound)
 	nc := Newcomer{Node: id, Replaced: victim, Seconds: took.Seconds(), Promoted: err == nil}
@@ -209,7 +204,7 @@ func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.
 		nc.Err = err.Error()
 		n.Log.Warn("membership fault: the newcomer did not catch up", "node", id, "bound", NewcomerBound, "err", err)
 	} else {
-		n.record("member-promote", history.Value{Nodes: []int{id}})
+		fault.Member{Step: history.FaultMemberPromote, Node: id}.Record(n.Rec)
 		n.Counts.Replaced.Add(1)
 	}
 	// The install is counted before the promotion is accepted; one more

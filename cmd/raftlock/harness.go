@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos"
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/internal/reportdir"
@@ -156,7 +157,7 @@ func errHelp(err error) error {
 // length is --duration, as in every command (--time stays as an alias for
 // scripts written before), and the fault schedule's knobs are --fault-*.
 func chaosFlags(cfg *chaos.Config, seed *seedFlag) *flag.FlagSet {
-	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] (opt-in: "+strings.Join(chaos.OptInFamilies, ",")+") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]")
+	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+fault.Join(chaos.Families)+"] (opt-in: "+fault.Join(chaos.OptInFamilies)+") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]")
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.Var(seed, "seed", "`N`, the seed of the fault schedule and the workload; random draws one and prints it, so the run can be replayed")
 	fs.DurationVar(&cfg.Time, "duration", 30*time.Second, "how long the workload runs")
@@ -214,7 +215,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	cfg := chaos.Config{}
 	var seed seedFlag
 	fs := chaosFlags(&cfg, &seed)
-	nemeses := fs.String("nemesis", strings.Join(chaos.Families, ","), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+strings.Join(chaos.OptInFamilies, ",")+")")
+	nemeses := fs.String("nemesis", fault.Join(chaos.Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(chaos.OptInFamilies)+")")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
 	pos, _, err := parse(fs, args, stderr)
 	if err != nil {
@@ -228,7 +229,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.Seed = seed.value()
 	if *nemeses != "none" && *nemeses != "" {
-		cfg.Nemeses = strings.Split(*nemeses, ",")
+		cfg.Nemeses = fault.Split(*nemeses)
 	}
 	// Every flag is checked before the disk is touched: a mistyped re-run
 	// must not cost the previous report.

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/sim"
 	"github.com/raftlock/raftlock/chaos/sim/swarm"
 	"github.com/raftlock/raftlock/checker"
@@ -45,7 +46,7 @@ func newSimFlags(f *simFlags) *flag.FlagSet {
 	fs.StringVar(&f.seeds, "seeds", "", "`A..B`: run every seed from A to B (a swarm), each in its own process")
 	fs.IntVar(&f.cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.DurationVar(&f.cfg.Duration, "duration", 60*time.Second, "simulated time the workload runs, per seed")
-	fs.StringVar(&f.faults, "faults", strings.Join(sim.Families, ","), "fault families (comma-separated; 'none' for none)")
+	fs.StringVar(&f.faults, "faults", fault.Join(sim.Families), "fault families (comma-separated; 'none' for none)")
 	fs.StringVar(&f.cfg.Bug, "unsafe-bug", "", "plant a known bug in every member core (proves the checks catch it)")
 	fs.IntVar(&f.parallel, "parallel", runtime.NumCPU(), "seeds run at once by a swarm (each in a subprocess)")
 	fs.BoolVar(&f.shrink, "shrink", false, "reduce a failing run (operations, clients, faults, duration) and print the command that replays the smallest")
@@ -92,9 +93,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		return simErr("unexpected argument %q", pos[0])
 	}
 	if f.faults != "none" && f.faults != "" {
-		f.cfg.Faults = strings.Split(f.faults, ",")
+		f.cfg.Faults = fault.Split(f.faults)
 	} else {
-		f.cfg.Faults = []string{}
+		f.cfg.Faults = []fault.Family{}
 	}
 	if f.cfg.Duration <= 0 {
 		return simErr("--duration must be positive")

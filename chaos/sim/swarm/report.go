@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/sim"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/internal/reportdir"
@@ -22,20 +23,20 @@ import (
 // SeedReport is one seed's outcome: sim --json prints it, a swarm reads
 // it back from each child process.
 type SeedReport struct {
-	Seed        uint64         `json:"seed"`
-	Verdict     string         `json:"verdict"`
-	Check       string         `json:"check,omitempty"` // the first failing check
-	ExitCode    int            `json:"exit_code"`
-	Error       string         `json:"error,omitempty"` // the simulator failed
-	SimSeconds  float64        `json:"sim_seconds"`
-	WallSeconds float64        `json:"wall_seconds"`
-	Ops         int            `json:"ops"`
-	Faults      int            `json:"faults"`
-	ByFamily    map[string]int `json:"faults_by_family,omitempty"`
-	Stats       sim.Stats      `json:"stats"`
-	Report      string         `json:"report,omitempty"`
-	Replay      string         `json:"replay,omitempty"`
-	Shrunk      *ShrinkReport  `json:"shrunk,omitempty"`
+	Seed        uint64               `json:"seed"`
+	Verdict     string               `json:"verdict"`
+	Check       string               `json:"check,omitempty"` // the first failing check
+	ExitCode    int                  `json:"exit_code"`
+	Error       string               `json:"error,omitempty"` // the simulator failed
+	SimSeconds  float64              `json:"sim_seconds"`
+	WallSeconds float64              `json:"wall_seconds"`
+	Ops         int                  `json:"ops"`
+	Faults      int                  `json:"faults"`
+	ByFamily    map[fault.Family]int `json:"faults_by_family,omitempty"`
+	Stats       sim.Stats            `json:"stats"`
+	Report      string               `json:"report,omitempty"`
+	Replay      string               `json:"replay,omitempty"`
+	Shrunk      *ShrinkReport        `json:"shrunk,omitempty"`
 }
 
 // ShrinkReport is what --shrink found: the smallest run of the seed that
@@ -55,7 +56,7 @@ type ShrinkReport struct {
 
 // Replay is the raftlock sim command line that reruns cfg.
 func Replay(cfg sim.Config) string {
-	faults := strings.Join(cfg.Faults, ",")
+	faults := fault.Join(cfg.Faults)
 	if faults == "" {
 		faults = "none"
 	}
