@@ -76,17 +76,20 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 const minPeerFrameLimit = 64 << 10
 
 func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
-	fs.DurationVar(&m.tick, "tick", 20*time.Millisecond, "raft tick; election timeout is 10 ticks")
-	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
-	fs.BoolVar(&m.snapByEntries, "snapshot-by-entries", false, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
-	fs.Uint64Var(&m.snapshotKeep, "snapshot-keep", 1000, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
+	// The defaults are the node's own, filled in one place.
+	var def node.Config
+	def.SetDefaults()
+	fs.DurationVar(&m.tick, "tick", def.TickInterval, "raft tick; election timeout is 10 ticks")
+	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", def.SnapshotEvery, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
+	fs.BoolVar(&m.snapByEntries, "snapshot-by-entries", def.SnapshotByEntries, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
+	fs.Uint64Var(&m.snapshotKeep, "snapshot-keep", def.SnapshotKeep, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
 	fs.IntVar(&m.snapshotChunk, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
 	fs.IntVar(&m.peerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
-	fs.IntVar(&m.maxInflight, "max-inflight", 256, "raft append messages in flight per follower (1: no pipelining)")
-	fs.IntVar(&m.maxUncommitted, "max-uncommitted", membercore.DefaultMaxUncommitted, "entries a leader keeps proposed and not yet committed; commands decided meanwhile share the next entry (-1: no limit)")
-	fs.BoolVar(&m.noBatch, "no-batch", false, "one command per log entry (ablation)")
-	fs.BoolVar(&m.noWriteOverlap, "no-write-overlap", false, "take no call or message while a log write is being synced (ablation)")
-	fs.BoolVar(&m.noHandoff, "no-handoff", false, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")
+	fs.IntVar(&m.maxInflight, "max-inflight", def.MaxInflight, "raft append messages in flight per follower (1: no pipelining)")
+	fs.IntVar(&m.maxUncommitted, "max-uncommitted", def.MaxUncommitted, "entries a leader keeps proposed and not yet committed; commands decided meanwhile share the next entry (-1: no limit)")
+	fs.BoolVar(&m.noBatch, "no-batch", def.NoBatch, "one command per log entry (ablation)")
+	fs.BoolVar(&m.noWriteOverlap, "no-write-overlap", def.NoWriteOverlap, "take no call or message while a log write is being synced (ablation)")
+	fs.BoolVar(&m.noHandoff, "no-handoff", def.NoHandoff, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")
 	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
@@ -181,11 +184,15 @@ func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *s
 	}
 	return embed.Start(embed.Config{
 		Node: node.Config{
-			ID: m.id, Peers: peers, PeerListen: m.peerListen, DataDir: m.data, ClusterID: clusterID, Join: join,
-			TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep,
-			MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted, NoBatch: m.noBatch, NoHandoff: m.noHandoff,
-			NoWriteOverlap: m.noWriteOverlap, Bug: m.unsafeBug, Limits: m.limits.node(),
-			SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
+			Config:            membercore.Config{ID: m.id, Peers: peers, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted, NoBatch: m.noBatch, NoHandoff: m.noHandoff, Bug: m.unsafeBug, Limits: m.limits.node()},
+			PeerListen:        m.peerListen,
+			DataDir:           m.data,
+			ClusterID:         clusterID,
+			Join:              join,
+			TickInterval:      m.tick,
+			NoWriteOverlap:    m.noWriteOverlap,
+			SnapshotChunkSize: m.snapshotChunk,
+			PeerFrameLimit:    m.peerFrameLimit,
 		},
 		Listen: m.listen, Advertise: m.advertise, HTTP: m.http,
 		TLS: m.sec.files, ACL: m.sec.acl, Insecure: m.sec.insecure,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/peer"
 )
@@ -46,8 +47,12 @@ func TestJoinerThatCrashedBeforeItsIdentityJoinsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{ID: 4, DataDir: dir, Peers: map[uint64]string{4: m4.peer}, ClientAddr: m4.client,
-		Join: &node.Join{ClusterID: cid, Bootstrap: bootstrap, Members: map[uint64]string{4: m4.peer}}})
+	n, err := node.New(node.Config{
+		Config:     membercore.Config{ID: 4, Peers: map[uint64]string{4: m4.peer}},
+		DataDir:    dir,
+		ClientAddr: m4.client,
+		Join:       &node.Join{ClusterID: cid, Bootstrap: bootstrap, Members: map[uint64]string{4: m4.peer}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
