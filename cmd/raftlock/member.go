@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -171,33 +170,38 @@ func (m *memberFlags) validate(peers map[uint64]string) error {
 
 // startMember starts one member (embed.Start) with the flags' settings.
 func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *slog.Logger) (*embed.Member, error) {
-	if err := m.validate(peers); err != nil {
+	cfg, err := memberConfig(m, peers, join)
+	if err != nil {
 		return nil, err
+	}
+	return embed.Start(cfg, log)
+}
+
+// memberConfig checks the flags' settings and makes them a member's.
+func memberConfig(m memberFlags, peers map[uint64]string, join *node.Join) (embed.Config, error) {
+	if err := m.validate(peers); err != nil {
+		return embed.Config{}, err
 	}
 	var clusterID uint64
 	if m.sec.clusterID != "" {
 		id, err := peer.ParseClusterID(m.sec.clusterID)
 		if err != nil {
-			return nil, usageErr("--cluster-id: %v", err)
+			return embed.Config{}, usageErr("--cluster-id: %v", err)
 		}
 		clusterID = id
 	}
-	return embed.Start(embed.Config{
+	return embed.Config{
 		Node: node.Config{
-			Config:            membercore.Config{ID: m.id, Peers: peers, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted, NoBatch: m.noBatch, NoHandoff: m.noHandoff, Bug: m.unsafeBug, Limits: m.limits.node()},
-			PeerListen:        m.peerListen,
-			DataDir:           m.data,
-			ClusterID:         clusterID,
-			Join:              join,
-			TickInterval:      m.tick,
-			NoWriteOverlap:    m.noWriteOverlap,
-			SnapshotChunkSize: m.snapshotChunk,
-			PeerFrameLimit:    m.peerFrameLimit,
+			Config: membercore.Config{ID: m.id, Peers: peers, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries,
+				SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted, NoBatch: m.noBatch,
+				NoHandoff: m.noHandoff, Bug: m.unsafeBug, Limits: m.limits.node()},
+			PeerListen: m.peerListen, DataDir: m.data, ClusterID: clusterID, Join: join, TickInterval: m.tick,
+			NoWriteOverlap: m.noWriteOverlap, SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
 		},
 		Listen: m.listen, Advertise: m.advertise, HTTP: m.http,
 		TLS: m.sec.files, ACL: m.sec.acl, Insecure: m.sec.insecure,
 		FaultInjection: m.faultInjection, Debug: m.limits.debug, Limits: m.limits.server(),
-	}, log)
+	}, nil
 }
 
 func waitForSignal() os.Signal {
@@ -285,149 +289,77 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	ranges := []portRange{{"--peer-port", *peerPort}, {"--client-port", *clientPort}, {"--http-port", *httpPort}}
-	if err := checkPortRanges(ranges, *nodes); err != nil {
-		return err
-	}
-	size, err := clusterSize(*dir)
+	ports := []embed.PortRange{{Name: "--peer-port", Port: *peerPort}, {Name: "--client-port", Port: *clientPort}, {Name: "--http-port", Port: *httpPort}}
+	reused, err := checkCluster(*dir, *nodes, ports)
 	if err != nil {
-		return err
-	}
-	if size > 0 && size != *nodes {
-		return usageErr("%s holds a %d-member cluster; run with --nodes %d, or give another --data", *dir, size, size)
-	}
-	reused := size > 0
-	if err := checkPortsFree(ranges, *nodes); err != nil {
 		return err
 	}
 	peers := map[uint64]string{}
 	for i := 1; i <= *nodes; i++ {
-		peers[uint64(i)] = fmt.Sprintf("127.0.0.1:%d", *peerPort+i-1)
+		peers[uint64(i)] = ports[0].Addr(i)
 	}
 	// The members share every tuning flag: checking member 1's checks all,
 	// before anything is created.
 	first := m
-	first.id, first.data = 1, filepath.Join(*dir, "1")
+	first.id, first.data = 1, embed.LocalDataDir(*dir, 1)
 	if err := first.validate(peers); err != nil {
 		return err
 	}
-	// A member that fails to start takes the members started before it
-	// down with it, and whatever this start created on disk.
-	var undos []func()
-	var members []*embed.Member
-	started := false
+	members, err := embed.StartLocal(*dir, *nodes, func(id int) (embed.Config, error) {
+		mf := m
+		mf.id, mf.listen, mf.http, mf.data = uint64(id), ports[1].Addr(id), ports[2].Addr(id), embed.LocalDataDir(*dir, id)
+		return memberConfig(mf, peers, nil)
+	}, log)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, mb := range members {
 			mb.Close()
 		}
-		for i := len(undos) - 1; i >= 0 && !started; i-- {
-			undos[i]()
-		}
 	}()
-	dirs := []string{*dir}
-	for i := 1; i <= *nodes; i++ {
-		dirs = append(dirs, filepath.Join(*dir, strconv.Itoa(i)))
-	}
-	for _, d := range dirs {
-		undo, err := embed.CreateDataDir(d)
-		if err != nil {
-			return err
-		}
-		undos = append(undos, undo)
-	}
-	var endpoints []string
-	for i := 1; i <= *nodes; i++ {
-		mf := m
-		mf.id = uint64(i)
-		mf.listen = fmt.Sprintf("127.0.0.1:%d", *clientPort+i-1)
-		mf.http = fmt.Sprintf("127.0.0.1:%d", *httpPort+i-1)
-		mf.data = filepath.Join(*dir, strconv.Itoa(i))
-		mb, err := startMember(mf, peers, nil, log)
-		if err != nil {
-			return fmt.Errorf("member %d: %w", i, err)
-		}
-		members = append(members, mb)
-		endpoints = append(endpoints, mf.listen)
-	}
-	started = true
-	sort.Strings(endpoints)
-	abs, err := filepath.Abs(*dir)
-	if err != nil {
-		abs = *dir
-	}
-	state := "new"
-	if reused {
-		state = "reused: locks and tokens carry on; remove it for a fresh cluster"
-	}
-	fmt.Fprintf(stdout, "raftlock cluster: %s, data in %s (%s)\n", plural(*nodes, "member", "members"), abs, state)
-	fmt.Fprintf(stdout, "endpoints: %s\n", strings.Join(endpoints, ","))
-	fmt.Fprintf(stdout, "metrics:   http://127.0.0.1:%d/metrics (%d..%d)\n", *httpPort, *httpPort, *httpPort+*nodes-1)
-	fmt.Fprintln(stdout, "Ctrl-C to stop.")
+	printCluster(stdout, *dir, *nodes, reused, ports)
 	waitForSignal()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
 }
 
-// portRange is one of cluster's port flags: member N uses port+N-1.
-type portRange struct {
-	flag string
-	port int
-}
-
-// checkPortRanges refuses port ranges that leave the port space or
-// overlap: two members, or one member's two servers, cannot share a port.
-func checkPortRanges(ranges []portRange, nodes int) error {
-	for i, a := range ranges {
-		if a.port < 1 || a.port+nodes-1 > 65535 {
-			return usageErr("%s %d: the ports %d..%d must lie in 1..65535", a.flag, a.port, a.port, a.port+nodes-1)
-		}
-		for _, b := range ranges[:i] {
-			if a.port <= b.port+nodes-1 && b.port <= a.port+nodes-1 {
-				return usageErr("%s %d and %s %d overlap: with --nodes %d they use %d..%d and %d..%d; move one",
-					b.flag, b.port, a.flag, a.port, nodes, b.port, b.port+nodes-1, a.port, a.port+nodes-1)
-			}
-		}
+// checkCluster checks cluster's ports and data directory before anything
+// starts; reused says the directory holds the cluster's data already.
+func checkCluster(dir string, nodes int, ports []embed.PortRange) (reused bool, err error) {
+	if err := embed.CheckPortRanges(ports, nodes); err != nil {
+		return false, withCode(exitUsage, err)
 	}
-	return nil
-}
-
-// checkPortsFree binds and releases every port the cluster will use, so a
-// port another process holds is found before anything is started or
-// written.
-func checkPortsFree(ranges []portRange, nodes int) error {
-	for _, r := range ranges {
-		for i := range nodes {
-			addr := fmt.Sprintf("127.0.0.1:%d", r.port+i)
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("member %d cannot use %s (%s): %w; move the range with %s", i+1, addr, r.flag, err, r.flag)
-			}
-			ln.Close()
-		}
-	}
-	return nil
-}
-
-// clusterSize is the number of members whose data a cluster directory
-// holds (its subdirectories 1, 2, ... that are not empty), 0 for a new one.
-func clusterSize(dir string) (int, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
+	size, err := embed.LocalSize(dir)
 	if err != nil {
-		return 0, fmt.Errorf("--data %s: %w", dir, err)
+		return false, err
 	}
-	n := 0
-	for _, e := range entries {
-		if id, err := strconv.Atoi(e.Name()); err != nil || id < 1 || !e.IsDir() {
-			continue
-		}
-		if sub, err := os.ReadDir(filepath.Join(dir, e.Name())); err == nil && len(sub) > 0 {
-			n++
-		}
+	if size > 0 && size != nodes {
+		return false, usageErr("%s holds a %d-member cluster; run with --nodes %d, or give another --data", dir, size, size)
 	}
-	return n, nil
+	return size > 0, embed.CheckPortsFree(ports, nodes)
+}
+
+// printCluster says where the cluster's data and endpoints are.
+func printCluster(stdout io.Writer, dir string, nodes int, reused bool, ports []embed.PortRange) {
+	var endpoints []string
+	for id := 1; id <= nodes; id++ {
+		endpoints = append(endpoints, ports[1].Addr(id))
+	}
+	sort.Strings(endpoints)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	state := "new"
+	if reused {
+		state = "reused: locks and tokens carry on; remove it for a fresh cluster"
+	}
+	http := ports[2].Port
+	fmt.Fprintf(stdout, "raftlock cluster: %s, data in %s (%s)\n", plural(nodes, "member", "members"), abs, state)
+	fmt.Fprintf(stdout, "endpoints: %s\n", strings.Join(endpoints, ","))
+	fmt.Fprintf(stdout, "metrics:   http://127.0.0.1:%d/metrics (%d..%d)\n", http, http, http+nodes-1)
+	fmt.Fprintln(stdout, "Ctrl-C to stop.")
 }
 
 // plural is "1 member", "3 members".
