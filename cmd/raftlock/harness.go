@@ -69,54 +69,14 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return harnessErr(argErr(fs, "want exactly one HISTORY file"))
 	}
-	f, err := os.Open(pos[0])
+	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockOverride: *clockFaults}
+	in := checkInputs{history: pos[0], digests: *digests, log: *logFile, resolved: *resolved}
+	events, err := in.load(&opts)
 	if err != nil {
 		return harnessErr(err)
 	}
-	defer f.Close()
-	_, events, err := history.Read(f)
-	if err != nil {
-		return harnessErr(fmt.Errorf("%s: malformed history: %w", pos[0], err))
-	}
-	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockOverride: *clockFaults}
-	if *digests != "" {
-		b, err := os.ReadFile(*digests)
-		if err != nil {
-			return harnessErr(err)
-		}
-		if err := json.Unmarshal(b, &opts.Digests); err != nil {
-			return harnessErr(fmt.Errorf("%s: %w", *digests, err))
-		}
-	}
-	if *logFile != "" {
-		b, err := os.ReadFile(*logFile)
-		if err != nil {
-			return harnessErr(err)
-		}
-		opts.Log = &checker.CommittedLog{}
-		if err := json.Unmarshal(b, opts.Log); err != nil {
-			return harnessErr(fmt.Errorf("%s: %w", *logFile, err))
-		}
-	}
-	if *resolved != "" {
-		b, err := os.ReadFile(*resolved)
-		if err != nil {
-			return harnessErr(err)
-		}
-		if err := json.Unmarshal(b, &opts.Resolutions); err != nil {
-			return harnessErr(fmt.Errorf("%s: %w", *resolved, err))
-		}
-	}
 	if *out != "" {
-		// As chaos and sim do: replace only a previous report, refuse
-		// anything else, and never the report being checked, whose
-		// history and logs would go with it.
-		for _, in := range []string{pos[0], *digests, *logFile, *resolved} {
-			if in != "" && within(in, *out) {
-				return harnessErr(fmt.Errorf("--out %s holds %s, an input of this check: choose another --out", *out, in))
-			}
-		}
-		if err := reportdir.Prepare(*out); err != nil {
+		if err := in.prepareOut(*out); err != nil {
 			return harnessErr(err)
 		}
 	}
@@ -132,6 +92,53 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return withCode(checker.ExitUnknown, fmt.Errorf("%s: nothing to check: the history has no client operations", pos[0]))
 	}
 	return verdictErr(v)
+}
+
+// checkInputs are the files check reads.
+type checkInputs struct{ history, digests, log, resolved string }
+
+// load reads the history, and the other inputs named into opts.
+func (in checkInputs) load(opts *checker.Options) ([]history.Event, error) {
+	f, err := os.Open(in.history)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, events, err := history.Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: malformed history: %w", in.history, err)
+	}
+	if in.log != "" {
+		opts.Log = &checker.CommittedLog{}
+	}
+	for _, j := range []struct {
+		file string
+		into any
+	}{{in.digests, &opts.Digests}, {in.log, opts.Log}, {in.resolved, &opts.Resolutions}} {
+		if j.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(j.file)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, j.into); err != nil {
+			return nil, fmt.Errorf("%s: %w", j.file, err)
+		}
+	}
+	return events, nil
+}
+
+// prepareOut readies the report directory out: as chaos and sim do, it
+// replaces only a previous report, refuses anything else, and never the
+// report being checked, whose history and logs would go with it.
+func (in checkInputs) prepareOut(out string) error {
+	for _, f := range []string{in.history, in.digests, in.log, in.resolved} {
+		if f != "" && within(f, out) {
+			return fmt.Errorf("--out %s holds %s, an input of this check: choose another --out", out, f)
+		}
+	}
+	return reportdir.Prepare(out)
 }
 
 // within says whether file lies in dir or below it.
