@@ -59,12 +59,9 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check (0 is exact: deadlines are set after the invocation, on the same monotonic clock)")
 	clockFaults := fs.Bool("clock-faults", false, "declare clocks unreliable beyond the history's clock events: lease timing is reported, not decisive (default: decided, with clock fault windows read from the history)")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
-	pos, _, err := parse(fs, args, stderr)
+	pos, err := parseHarness(fs, args, stderr)
 	if err != nil {
-		if errors.Is(err, errHelp(err)) {
-			return err
-		}
-		return harnessErr(err)
+		return err
 	}
 	if len(pos) != 1 {
 		return harnessErr(argErr(fs, "want exactly one HISTORY file"))
@@ -152,6 +149,29 @@ func within(file, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
+// parseHarness parses the flags of a harness command (chaos, check,
+// sim): a bad flag exits 3, as the harness failing does, never as a
+// verdict would.
+func parseHarness(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		if errHelp(err) != nil {
+			return nil, err
+		}
+		return nil, harnessErr(err)
+	}
+	return pos, nil
+}
+
+// parseHarnessNoArgs is parseHarness for a command that takes flags only.
+func parseHarnessNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	pos, err := parseHarness(fs, args, stderr)
+	if err == nil && len(pos) > 0 {
+		err = harnessErr(fmt.Errorf("unexpected argument %q", pos[0]))
+	}
+	return err
+}
+
 func errHelp(err error) error {
 	if err != nil && strings.Contains(err.Error(), "help requested") {
 		return err
@@ -223,15 +243,8 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	fs := chaosFlags(&cfg, &seed)
 	nemeses := fs.String("nemesis", strings.Join(chaos.Families, ","), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+strings.Join(chaos.OptInFamilies, ",")+")")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
-	pos, _, err := parse(fs, args, stderr)
-	if err != nil {
-		if errHelp(err) != nil {
-			return err
-		}
-		return harnessErr(err)
-	}
-	if len(pos) > 0 {
-		return harnessErr(fmt.Errorf("unexpected argument %q", pos[0]))
+	if err := parseHarnessNoArgs(fs, args, stderr); err != nil {
+		return err
 	}
 	cfg.Seed = seed.value()
 	if *nemeses != "none" && *nemeses != "" {
@@ -246,9 +259,11 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 		cfg.Out = filepath.Join("chaos-out", fmt.Sprintf("seed-%d", cfg.Seed))
 	}
 	if cfg.Bin == "" {
-		if cfg.Bin, err = os.Executable(); err != nil {
+		exe, err := os.Executable()
+		if err != nil {
 			return harnessErr(err)
 		}
+		cfg.Bin = exe
 	}
 	if err := reportdir.Prepare(cfg.Out); err != nil {
 		return harnessErr(err)

@@ -147,29 +147,8 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newProcessCluster(t, 3, "--log-level", "info")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	held := map[string]uint64{}
-	waitUntil(ctx, t, "the first lock", func() bool {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		defer acancel()
-		g, err := cl.Acquire(actx, "held-0", time.Hour, 0)
-		held["held-0"] = g.Token
-		return err == nil
-	})
-	for _, k := range []string{"held-1", "held-2"} {
-		g, err := cl.Acquire(ctx, k, time.Hour, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held[k] = g.Token
-	}
+	c, ctx, cl := readyProcessCluster(t, 2*time.Minute)
+	held := holdLocks(ctx, t, cl, "held-0", "held-1", "held-2")
 	loop := startLockLoop(cl, 4, "loop")
 	loop.progress(ctx, t, "before any change")
 	eps := strings.Join(c.endpoints(), ",")

@@ -81,15 +81,8 @@ func parseSeeds(s string) (uint64, uint64, error) {
 func runSim(args []string, stdout, stderr io.Writer) error {
 	var f simFlags
 	fs := newSimFlags(&f)
-	pos, _, err := parse(fs, args, stderr)
-	if err != nil {
-		if errHelp(err) != nil {
-			return err
-		}
-		return harnessErr(err)
-	}
-	if len(pos) > 0 {
-		return simErr("unexpected argument %q", pos[0])
+	if err := parseHarnessNoArgs(fs, args, stderr); err != nil {
+		return err
 	}
 	if f.faults != "none" && f.faults != "" {
 		f.cfg.Faults = strings.Split(f.faults, ",")

@@ -46,14 +46,10 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 		"atomically) with its SHA-256; `raftlock snapshot restore` seeds a new cluster from it.")
 	var cf clientFlags
 	cf.register(fs, true)
-	pos, rest, err := parse(fs, args, stderr)
+	file, err := oneArg(fs, args, stderr, "FILE")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || rest != nil {
-		return argErr(fs, "want exactly one FILE")
-	}
-	file := pos[0]
 	// Before asking the cluster: a backup with nowhere to go is wasted work.
 	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
 		return fmt.Errorf("cannot write %s: %s is not a directory", file, filepath.Dir(file))
@@ -139,14 +135,10 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	peersFlag := fs.String("peers", "", "every member's raft address in the new cluster: 1=HOST:PORT,2=... (required)")
 	bump := fs.Uint64("bump-tokens", defaultBumpTokens, "raise the last token by this many, above any the old cluster granted after the backup")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, rest, err := parse(fs, args, stderr)
+	file, err := oneArg(fs, args, stderr, "FILE")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || rest != nil {
-		return argErr(fs, "want exactly one FILE")
-	}
-	file := pos[0]
 	switch {
 	case *dir == "":
 		return usageErr("--data is required")
