@@ -146,6 +146,26 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	return t, nil
 }
 
+// AblationName is "raftlock" followed by the ablations cfg runs, as
+// their flags spell them ("raftlock --no-batch --tls").
+func (cfg RaftlockConfig) AblationName() string {
+	name := "raftlock"
+	for _, f := range []struct {
+		on   bool
+		flag string
+	}{
+		{cfg.NoBatch, " --no-batch"}, {cfg.NoHandoff, " --no-handoff"}, {cfg.NoWriteOverlap, " --no-write-overlap"},
+		{cfg.MaxInflight > 0, fmt.Sprintf(" --max-inflight %d", cfg.MaxInflight)},
+		{cfg.MaxUncommitted != 0, fmt.Sprintf(" --max-uncommitted %d", cfg.MaxUncommitted)},
+		{cfg.TLS, " --tls"},
+	} {
+		if f.on {
+			name += f.flag
+		}
+	}
+	return name
+}
+
 // tuning is the settings every member of the cluster gets, a joiner's too.
 func (cfg RaftlockConfig) tuning() embed.Args {
 	return embed.Args{LogLevel: "warn", NoBatch: cfg.NoBatch, NoHandoff: cfg.NoHandoff, NoOverlap: cfg.NoWriteOverlap,

@@ -7,11 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -165,18 +165,10 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	if err := node.SeedFromBackup(*dir, *id, peers, meta.Index, meta.Term, table, *bump, nil); err != nil {
 		return err
 	}
-	ids := make([]uint64, 0, len(peers))
-	for p := range peers {
-		ids = append(ids, p)
-	}
-	slices.Sort(ids)
-	list := make([]string, len(ids))
-	for i, p := range ids {
-		list[i] = fmt.Sprintf("%d=%s", p, peers[p])
-	}
-	start := fmt.Sprintf("raftlock node --id %d --peers %s --data %s", *id, strings.Join(list, ","), *dir)
+	a := embed.Args{ID: *id, Peers: peers, Data: *dir}
+	start, list := "raftlock "+strings.Join(a.Argv(), " "), embed.FormatPeers(peers)
 	if *asJSON {
-		return printJSON(stdout, map[string]any{"file": file, "data": *dir, "id": *id, "peers": strings.Join(list, ","),
+		return printJSON(stdout, map[string]any{"file": file, "data": *dir, "id": *id, "peers": list,
 			"index": meta.Index, "term": meta.Term, "locks": meta.Locks, "last_token": meta.LastToken,
 			"next_token": meta.LastToken + *bump + 1, "sha256": meta.SHA256, "start": start})
 	}

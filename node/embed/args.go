@@ -43,51 +43,45 @@ type Args struct {
 // Argv is the command line after the executable's name: "node" and the
 // flags.
 func (a Args) Argv() []string {
+	num := func(v int64) string {
+		if v == 0 {
+			return ""
+		}
+		return strconv.FormatInt(v, 10)
+	}
 	args := []string{"node", "--id", strconv.FormatUint(a.ID, 10)}
-	str := func(flag, v string) {
-		if v != "" {
-			args = append(args, flag, v)
+	for _, f := range [][2]string{
+		{"--peers", FormatPeers(a.Peers)}, {"--join", strings.Join(a.Join, ",")}, {"--cluster-id", a.ClusterID},
+		{"--peer-listen", a.PeerListen}, {"--listen", a.Listen}, {"--http", a.HTTP}, {"--data", a.Data},
+		{"--cert", a.TLS.Cert}, {"--key", a.TLS.Key}, {"--ca", a.TLS.CA}, {"--log-level", a.LogLevel},
+		{"--tick", a.TickInterval}, {"--snapshot-every", num(int64(a.SnapshotEvery))}, {"--snapshot-keep", num(int64(a.SnapshotKeep))},
+		{"--snapshot-chunk-size", num(int64(a.SnapshotChunkSize))}, {"--peer-frame-limit", num(int64(a.PeerFrameLimit))},
+		{"--max-inflight", num(int64(a.MaxInflight))}, {"--max-uncommitted", num(int64(a.MaxUncommitted))}, {"--max-keys", num(int64(a.MaxKeys))},
+	} {
+		if f[1] != "" {
+			args = append(args, f[0], f[1])
 		}
 	}
-	num := func(flag string, v int64) {
-		if v != 0 {
-			args = append(args, flag, strconv.FormatInt(v, 10))
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{
+		{"--fault-injection", a.FaultInjection}, {"--snapshot-by-entries", a.SnapshotByEntries},
+		{"--no-batch", a.NoBatch}, {"--no-handoff", a.NoHandoff}, {"--no-write-overlap", a.NoOverlap},
+	} {
+		if f.on {
+			args = append(args, f.name)
 		}
 	}
-	on := func(flag string, v bool) {
-		if v {
-			args = append(args, flag)
-		}
-	}
-	if len(a.Peers) > 0 {
-		var peers []string
-		for _, id := range slices.Sorted(maps.Keys(a.Peers)) {
-			peers = append(peers, fmt.Sprintf("%d=%s", id, a.Peers[id]))
-		}
-		str("--peers", strings.Join(peers, ","))
-	}
-	str("--join", strings.Join(a.Join, ","))
-	str("--cluster-id", a.ClusterID)
-	str("--peer-listen", a.PeerListen)
-	str("--listen", a.Listen)
-	str("--http", a.HTTP)
-	str("--data", a.Data)
-	str("--cert", a.TLS.Cert)
-	str("--key", a.TLS.Key)
-	str("--ca", a.TLS.CA)
-	on("--fault-injection", a.FaultInjection)
-	str("--log-level", a.LogLevel)
-	str("--tick", a.TickInterval)
-	num("--snapshot-every", int64(a.SnapshotEvery))
-	num("--snapshot-keep", int64(a.SnapshotKeep))
-	num("--snapshot-chunk-size", int64(a.SnapshotChunkSize))
-	num("--peer-frame-limit", int64(a.PeerFrameLimit))
-	on("--snapshot-by-entries", a.SnapshotByEntries)
-	on("--no-batch", a.NoBatch)
-	on("--no-handoff", a.NoHandoff)
-	on("--no-write-overlap", a.NoOverlap)
-	num("--max-inflight", int64(a.MaxInflight))
-	num("--max-uncommitted", int64(a.MaxUncommitted))
-	num("--max-keys", int64(a.MaxKeys))
 	return append(args, a.Extra...)
+}
+
+// FormatPeers spells peers as --peers takes them: ID=HOST:PORT,... in id
+// order.
+func FormatPeers(peers map[uint64]string) string {
+	var list []string
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
+		list = append(list, fmt.Sprintf("%d=%s", id, peers[id]))
+	}
+	return strings.Join(list, ",")
 }
