@@ -26,6 +26,7 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/periodic"
 	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/peer"
 )
@@ -424,16 +425,7 @@ func (s *Supervisor) ReadAllMetrics(ctx context.Context) {
 // PollMetrics reads every member's metrics every period until ctx ends,
 // so that a member paused and then killed still has a recent reading.
 func (s *Supervisor) PollMetrics(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.ReadAllMetrics(ctx)
-	}
+	periodic.Run(ctx, period, func() { s.ReadAllMetrics(ctx) })
 }
 
 // Stats returns the restart and snapshot counts so far.
