@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/raftlock/raftlock/internal/atomicfile"
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/embed"
@@ -66,7 +66,7 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return clientErr(cf.timedOut(err))
 	}
-	if err := writeFileAtomic(file, membercore.EncodeBackup(meta, table)); err != nil {
+	if err := atomicfile.Write(file, membercore.EncodeBackup(meta, table), 0o600); err != nil {
 		return err
 	}
 	if cf.json {
@@ -76,43 +76,6 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "saved snapshot at index %d term %d: %s, last token %d, %s, sha256 %s -> %s\n",
 		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, plural(int(meta.Size), "byte", "bytes"), meta.SHA256, file)
 	return nil
-}
-
-// writeFileAtomic writes data to name so that name is either absent (or
-// its old content) or the whole of data, durably: a temporary file in the
-// same directory, synced, renamed over name, and the directory synced.
-func writeFileAtomic(name string, data []byte) error {
-	dir := filepath.Dir(name)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) { // name the directory, not the temporary file
-			return fmt.Errorf("write %s: directory %s: %w", name, dir, pe.Err)
-		}
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after the rename, nothing to remove
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // defaultBumpTokens is how far a restore raises the last token: above any
