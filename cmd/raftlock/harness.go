@@ -27,11 +27,17 @@ import (
 func harnessErr(err error) error { return withCode(checker.ExitHarness, err) }
 
 func verdictErr(v *checker.Verdict) error {
-	switch v.ExitCode {
+	return verdictExit(v.ExitCode, "violations found", "no verdict: the checker timed out")
+}
+
+// verdictExit is a harness's exit for a verdict's exit code: nil when
+// valid, else the code with the message given for it.
+func verdictExit(code int, violation, unknown string) error {
+	switch code {
 	case checker.ExitViolation:
-		return withCode(checker.ExitViolation, errors.New("violations found"))
+		return withCode(code, errors.New(violation))
 	case checker.ExitUnknown:
-		return withCode(checker.ExitUnknown, errors.New("no verdict: the checker timed out"))
+		return withCode(code, errors.New(unknown))
 	}
 	return nil
 }

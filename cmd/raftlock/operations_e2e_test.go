@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +49,18 @@ func (c *processCluster) stop(m *processMember) {
 }
 
 // newMember allocates the addresses of a member to be added.
+// addJoiner adds member id (fresh addresses) to the cluster through eps
+// with member add, to join with --join eps; it is not started.
+func (c *processCluster) addJoiner(id int, eps string) *processMember {
+	c.t.Helper()
+	m := newMember(c.t, id)
+	m.join = eps
+	if code, out := c.run("member", "add", "--endpoints", eps, "--id", strconv.Itoa(id), "--peer-addr", m.peer, "--client-addr", m.client); code != 0 {
+		c.t.Fatalf("member add: exit %d\n%s", code, out)
+	}
+	return m
+}
+
 func newMember(t *testing.T, id int) *processMember {
 	m := &processMember{id: id}
 	for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {

@@ -54,15 +54,7 @@ func newProcessClusterWith(t *testing.T, size int, listenArgs func(*processMembe
 	t.Helper()
 	c := &processCluster{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra, listenArgs: listenArgs}
 	for id := 1; id <= size; id++ {
-		m := &processMember{id: id}
-		for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {
-			addr, err := freeport.Addr()
-			if err != nil {
-				t.Fatal(err)
-			}
-			*a = addr
-		}
-		c.members = append(c.members, m)
+		c.members = append(c.members, newMember(t, id))
 	}
 	for _, m := range c.members {
 		c.start(m)

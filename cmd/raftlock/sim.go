@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -157,13 +156,7 @@ func runOneSeed(f *simFlags, stdout, stderr io.Writer) error {
 		return harnessErr(err)
 	}
 	printSeed(rep, f.asJSON, stdout)
-	switch rep.ExitCode {
-	case checker.ExitViolation:
-		return withCode(checker.ExitViolation, errors.New(""))
-	case checker.ExitUnknown:
-		return withCode(checker.ExitUnknown, errors.New(""))
-	}
-	return nil
+	return verdictExit(rep.ExitCode, "", "")
 }
 
 func printSeed(rep swarm.SeedReport, asJSON bool, stdout io.Writer) {

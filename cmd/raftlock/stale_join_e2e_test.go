@@ -29,11 +29,7 @@ func TestJoinerThatCrashedBeforeItsIdentityJoinsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	eps := strings.Join(c.endpoints(), ",")
-	m4 := newMember(t, 4)
-	m4.join = eps
-	if code, out := c.run("member", "add", "--endpoints", eps, "--id", "4", "--peer-addr", m4.peer, "--client-addr", m4.client); code != 0 {
-		t.Fatalf("member add: exit %d\n%s", code, out)
-	}
+	m4 := c.addJoiner(4, eps)
 
 	// The crash: the joiner's store is seeded as its first start seeds it,
 	// and the process dies before identity.json is written.
