@@ -23,7 +23,7 @@ import (
 // cluster's id, instead of restarting as a member of no cluster.
 func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Join, error) {
 	if m.join == "" {
-		peers, err := parsePeers(m.peers)
+		peers, err := embed.ParsePeers(m.peers)
 		if err != nil {
 			return nil, nil, usageErr("--peers: %v", err)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -94,29 +93,6 @@ func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
 	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs(), ", "))
 	m.limits.register(fs)
-}
-
-func parsePeers(s string) (map[uint64]string, error) {
-	peers := map[uint64]string{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		idStr, addr, ok := strings.Cut(part, "=")
-		id, err := strconv.ParseUint(idStr, 10, 64)
-		if !ok || err != nil || id == 0 || addr == "" {
-			return nil, fmt.Errorf("bad peer %q: want ID=HOST:PORT with ID > 0", part)
-		}
-		if _, dup := peers[id]; dup {
-			return nil, fmt.Errorf("peer %d listed twice", id)
-		}
-		peers[id] = addr
-	}
-	if len(peers) == 0 {
-		return nil, errors.New("no peers")
-	}
-	return peers, nil
 }
 
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {

@@ -110,7 +110,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	case *peersFlag == "":
 		return usageErr("--peers is required")
 	}
-	peers, err := parsePeers(*peersFlag)
+	peers, err := embed.ParsePeers(*peersFlag)
 	if err != nil {
 		return usageErr("--peers: %v", err)
 	}

@@ -1,6 +1,7 @@
 package embed
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -84,4 +85,29 @@ func FormatPeers(peers map[uint64]string) string {
 		list = append(list, fmt.Sprintf("%d=%s", id, peers[id]))
 	}
 	return strings.Join(list, ",")
+}
+
+// ParsePeers reads peers as --peers spells them (FormatPeers): ID=HOST:PORT,
+// with ids above 0, each once.
+func ParsePeers(s string) (map[uint64]string, error) {
+	peers := map[uint64]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		idStr, addr, ok := strings.Cut(part, "=")
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if !ok || err != nil || id == 0 || addr == "" {
+			return nil, fmt.Errorf("bad peer %q: want ID=HOST:PORT with ID > 0", part)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("peer %d listed twice", id)
+		}
+		peers[id] = addr
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("no peers")
+	}
+	return peers, nil
 }

@@ -27,3 +27,16 @@ func TestArgsSpellRaftlockNode(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePeersReadsWhatFormatPeersWrites(t *testing.T) {
+	peers := map[uint64]string{1: "h:1", 3: "h:3"}
+	got, err := ParsePeers(FormatPeers(peers))
+	if err != nil || len(got) != 2 || got[1] != "h:1" || got[3] != "h:3" {
+		t.Fatalf("ParsePeers(FormatPeers) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0=h:1", "1=", "x=h:1", "1=h:1,1=h:2"} {
+		if _, err := ParsePeers(bad); err == nil {
+			t.Errorf("ParsePeers(%q) took it", bad)
+		}
+	}
+}
