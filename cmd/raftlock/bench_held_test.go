@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,25 +127,18 @@ func TestBenchHeldOnEndpointsLeavesNoLockHeld(t *testing.T) {
 	waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n == 0 })
 
 	cmd := exec.Command(c.bin, "bench", "--endpoints", eps, "--held", "1000000", "--fill-clients", "16", "--clients", "1", "--duration", "300ms")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := startScanning(t, cmd, cmd.StderrPipe)
 	var tail strings.Builder
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for sc := bufio.NewScanner(stderr); sc.Scan(); {
+		for sc.Scan() {
 			tail.WriteString(sc.Text() + "\n")
 		}
 	}()
 	waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n >= 100 })
 	cmd.Process.Signal(syscall.SIGINT)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	<-done
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
