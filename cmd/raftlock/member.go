@@ -17,51 +17,32 @@ import (
 	"syscall"
 	"time"
 
-	membercore "github.com/raftlock/raftlock/member"
-
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
-// memberFlags are the settings of one member.
+// memberFlags are the settings of one member: cfg holds what the flags
+// set directly, with the node's own defaults.
 type memberFlags struct {
-	id             uint64
-	peers          string
-	listen         string
-	peerListen     string
-	advertise      string
-	logFormat      string
-	http           string
-	data           string
-	tick           time.Duration
-	snapshotEvery  uint64
-	snapByEntries  bool
-	snapshotKeep   uint64
-	snapshotChunk  int // bytes of snapshot data per peer frame
-	peerFrameLimit int // the largest peer frame read
-	maxInflight    int
-	maxUncommitted int
-	noBatch        bool
-	noHandoff      bool
-	noWriteOverlap bool
-	logLevel       string
-	faultInjection bool
-	unsafeBug      string
-	join           string        // client endpoints of the cluster to join (join.go)
-	sec            securityFlags // security.go
-	limits         limitFlags
+	cfg       embed.Config
+	peers     string
+	join      string // client endpoints of the cluster to join (join.go)
+	logLevel  string
+	logFormat string
+	sec       securityFlags // security.go
+	limits    limitFlags
 }
 
 func (m *memberFlags) register(fs *flag.FlagSet) {
-	fs.Uint64Var(&m.id, "id", 0, "member id (required, > 0)")
+	fs.Uint64Var(&m.cfg.Node.ID, "id", 0, "member id (required, > 0)")
 	fs.StringVar(&m.peers, "peers", "", "every member's raft address: 1=127.0.0.1:7001,2=...")
-	fs.StringVar(&m.listen, "listen", "127.0.0.1:8001", "client API address to listen on")
-	fs.StringVar(&m.advertise, "advertise-client", "", "client address other members give out in redirects (default: --listen; set it when --listen is 0.0.0.0)")
-	fs.StringVar(&m.peerListen, "peer-listen", "", "raft address to listen on (default: this member's address in --peers, which is what the others dial)")
-	fs.StringVar(&m.http, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
-	fs.StringVar(&m.data, "data", "", "data directory (required)")
-	fs.StringVar(&m.data, "dir", "", "alias of --data")
+	fs.StringVar(&m.cfg.Listen, "listen", "127.0.0.1:8001", "client API address to listen on")
+	fs.StringVar(&m.cfg.Advertise, "advertise-client", "", "client address other members give out in redirects (default: --listen; set it when --listen is 0.0.0.0)")
+	fs.StringVar(&m.cfg.Node.PeerListen, "peer-listen", "", "raft address to listen on (default: this member's address in --peers, which is what the others dial)")
+	fs.StringVar(&m.cfg.HTTP, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
+	fs.StringVar(&m.cfg.Node.DataDir, "data", "", "data directory (required)")
+	fs.StringVar(&m.cfg.Node.DataDir, "dir", "", "alias of --data")
 	fs.StringVar(&m.join, "join", "", "client endpoints of a running cluster to join, after raftlock member add (instead of --peers; ignored once --data holds data)")
 	m.sec.register(fs)
 	m.registerTuning(fs)
@@ -75,23 +56,23 @@ const minPeerFrameLimit = 64 << 10
 
 func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
 	// The defaults are the node's own, filled in one place.
-	var def node.Config
-	def.SetDefaults()
-	fs.DurationVar(&m.tick, "tick", def.TickInterval, "raft tick; election timeout is 10 ticks")
-	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", def.SnapshotEvery, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
-	fs.BoolVar(&m.snapByEntries, "snapshot-by-entries", def.SnapshotByEntries, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
-	fs.Uint64Var(&m.snapshotKeep, "snapshot-keep", def.SnapshotKeep, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
-	fs.IntVar(&m.snapshotChunk, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
-	fs.IntVar(&m.peerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
-	fs.IntVar(&m.maxInflight, "max-inflight", def.MaxInflight, "raft append messages in flight per follower (1: no pipelining)")
-	fs.IntVar(&m.maxUncommitted, "max-uncommitted", def.MaxUncommitted, "entries a leader keeps proposed and not yet committed; commands decided meanwhile share the next entry (-1: no limit)")
-	fs.BoolVar(&m.noBatch, "no-batch", def.NoBatch, "one command per log entry (ablation)")
-	fs.BoolVar(&m.noWriteOverlap, "no-write-overlap", def.NoWriteOverlap, "take no call or message while a log write is being synced (ablation)")
-	fs.BoolVar(&m.noHandoff, "no-handoff", def.NoHandoff, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")
+	n := &m.cfg.Node
+	n.SetDefaults()
+	fs.DurationVar(&n.TickInterval, "tick", n.TickInterval, "raft tick; election timeout is 10 ticks")
+	fs.Uint64Var(&n.SnapshotEvery, "snapshot-every", n.SnapshotEvery, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
+	fs.BoolVar(&n.SnapshotByEntries, "snapshot-by-entries", n.SnapshotByEntries, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
+	fs.Uint64Var(&n.SnapshotKeep, "snapshot-keep", n.SnapshotKeep, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
+	fs.IntVar(&n.SnapshotChunkSize, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
+	fs.IntVar(&n.PeerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
+	fs.IntVar(&n.MaxInflight, "max-inflight", n.MaxInflight, "raft append messages in flight per follower (1: no pipelining)")
+	fs.IntVar(&n.MaxUncommitted, "max-uncommitted", n.MaxUncommitted, "entries a leader keeps proposed and not yet committed; commands decided meanwhile share the next entry (-1: no limit)")
+	fs.BoolVar(&n.NoBatch, "no-batch", n.NoBatch, "one command per log entry (ablation)")
+	fs.BoolVar(&n.NoWriteOverlap, "no-write-overlap", n.NoWriteOverlap, "take no call or message while a log write is being synced (ablation)")
+	fs.BoolVar(&n.NoHandoff, "no-handoff", n.NoHandoff, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")
 	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
-	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
-	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs(), ", "))
+	fs.BoolVar(&m.cfg.FaultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
+	fs.StringVar(&m.cfg.Node.Bug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs(), ", "))
 	m.limits.register(fs)
 }
 
@@ -112,34 +93,34 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 
 // validate checks the member's flags against its peers.
 func (m *memberFlags) validate(peers map[uint64]string) error {
-	if m.id == 0 {
+	if m.cfg.Node.ID == 0 {
 		return usageErr("--id is required")
 	}
-	if m.data == "" {
+	if m.cfg.Node.DataDir == "" {
 		return usageErr("--data is required")
 	}
-	if _, ok := peers[m.id]; !ok {
-		return usageErr("--id %d is not in --peers (members %s)", m.id, joinIDs(slices.Sorted(maps.Keys(peers))))
+	if _, ok := peers[m.cfg.Node.ID]; !ok {
+		return usageErr("--id %d is not in --peers (members %s)", m.cfg.Node.ID, joinIDs(slices.Sorted(maps.Keys(peers))))
 	}
 	if err := m.sec.files.Check(); err != nil {
 		return usageErr("%v", err)
 	}
-	if m.unsafeBug != "" && !m.faultInjection {
+	if m.cfg.Node.Bug != "" && !m.cfg.FaultInjection {
 		return usageErr("--unsafe-bug needs --fault-injection")
 	}
-	if m.unsafeBug != "" && !slices.Contains(node.Bugs(), m.unsafeBug) {
-		return usageErr("unknown --unsafe-bug %q: want one of %s", m.unsafeBug, strings.Join(node.Bugs(), ", "))
+	if m.cfg.Node.Bug != "" && !slices.Contains(node.Bugs(), m.cfg.Node.Bug) {
+		return usageErr("unknown --unsafe-bug %q: want one of %s", m.cfg.Node.Bug, strings.Join(node.Bugs(), ", "))
 	}
 	if err := m.limits.validate(); err != nil {
 		return err
 	}
 	switch {
-	case m.peerFrameLimit < minPeerFrameLimit:
-		return usageErr("--peer-frame-limit %d is below %d: peer streams would close on ordinary appends (keep it above 1 MiB outside tests)", m.peerFrameLimit, minPeerFrameLimit)
-	case m.snapshotChunk <= 0:
-		return usageErr("--snapshot-chunk-size %d must be > 0", m.snapshotChunk)
-	case m.snapshotChunk > m.peerFrameLimit:
-		return usageErr("--snapshot-chunk-size %d must be at most --peer-frame-limit %d (lower --snapshot-chunk-size with it)", m.snapshotChunk, m.peerFrameLimit)
+	case m.cfg.Node.PeerFrameLimit < minPeerFrameLimit:
+		return usageErr("--peer-frame-limit %d is below %d: peer streams would close on ordinary appends (keep it above 1 MiB outside tests)", m.cfg.Node.PeerFrameLimit, minPeerFrameLimit)
+	case m.cfg.Node.SnapshotChunkSize <= 0:
+		return usageErr("--snapshot-chunk-size %d must be > 0", m.cfg.Node.SnapshotChunkSize)
+	case m.cfg.Node.SnapshotChunkSize > m.cfg.Node.PeerFrameLimit:
+		return usageErr("--snapshot-chunk-size %d must be at most --peer-frame-limit %d (lower --snapshot-chunk-size with it)", m.cfg.Node.SnapshotChunkSize, m.cfg.Node.PeerFrameLimit)
 	}
 	return nil
 }
@@ -166,18 +147,11 @@ func memberConfig(m memberFlags, peers map[uint64]string, join *node.Join) (embe
 		}
 		clusterID = id
 	}
-	return embed.Config{
-		Node: node.Config{
-			Config: membercore.Config{ID: m.id, Peers: peers, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries,
-				SnapshotKeep: m.snapshotKeep, MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted, NoBatch: m.noBatch,
-				NoHandoff: m.noHandoff, Bug: m.unsafeBug, Limits: m.limits.node()},
-			PeerListen: m.peerListen, DataDir: m.data, ClusterID: clusterID, Join: join, TickInterval: m.tick,
-			NoWriteOverlap: m.noWriteOverlap, SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
-		},
-		Listen: m.listen, Advertise: m.advertise, HTTP: m.http,
-		TLS: m.sec.files, ACL: m.sec.acl, Insecure: m.sec.insecure,
-		FaultInjection: m.faultInjection, Debug: m.limits.debug, Limits: m.limits.server(),
-	}, nil
+	cfg := m.cfg
+	cfg.Node.Peers, cfg.Node.Join, cfg.Node.ClusterID, cfg.Node.Limits = peers, join, clusterID, m.limits.node()
+	cfg.TLS, cfg.ACL, cfg.Insecure = m.sec.files, m.sec.acl, m.sec.insecure
+	cfg.Debug, cfg.Limits = m.limits.debug, m.limits.server()
+	return cfg, nil
 }
 
 func waitForSignal() os.Signal {
@@ -206,8 +180,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mlog := log.With("member", m.id)
-	mlog.Info("member running", "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data, "tls", mb.TLS())
+	mlog := log.With("member", m.cfg.Node.ID)
+	mlog.Info("member running", "raft", peers[m.cfg.Node.ID], "client", m.cfg.Listen, "http", m.cfg.HTTP, "data", m.cfg.Node.DataDir, "tls", mb.TLS())
 	hupCtx, stopHUP := context.WithCancel(context.Background())
 	defer stopHUP()
 	reloadOnHUP(hupCtx, []*embed.Member{mb})
@@ -277,13 +251,13 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	// The members share every tuning flag: checking member 1's checks all,
 	// before anything is created.
 	first := m
-	first.id, first.data = 1, embed.LocalDataDir(*dir, 1)
+	first.cfg.Node.ID, first.cfg.Node.DataDir = 1, embed.LocalDataDir(*dir, 1)
 	if err := first.validate(peers); err != nil {
 		return err
 	}
 	members, err := embed.StartLocal(*dir, *nodes, func(id int) (embed.Config, error) {
 		mf := m
-		mf.id, mf.listen, mf.http, mf.data = uint64(id), ports[1].Addr(id), ports[2].Addr(id), embed.LocalDataDir(*dir, id)
+		mf.cfg.Node.ID, mf.cfg.Listen, mf.cfg.HTTP, mf.cfg.Node.DataDir = uint64(id), ports[1].Addr(id), ports[2].Addr(id), embed.LocalDataDir(*dir, id)
 		return memberConfig(mf, peers, nil)
 	}, log)
 	if err != nil {
