@@ -46,11 +46,17 @@ type heldJSON struct {
 
 func decodeHeld(t *testing.T, b []byte) heldJSON {
 	t.Helper()
-	var rep heldJSON
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("bench JSON: %v\n%s", err, b)
+	return decodeJSON[heldJSON](t, "bench JSON", b)
+}
+
+// decodeJSON decodes b into a T; what names b in a failure.
+func decodeJSON[T any](t *testing.T, what string, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, b)
 	}
-	return rep
+	return v
 }
 
 // bench --held on a cluster of its own: every point at each size with keys
