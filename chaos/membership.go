@@ -66,18 +66,18 @@ func role(list server.MemberList, id int) string {
 // then leaves IDs; its data directory, log and audit journal stay.
 func (s *Supervisor) RemoveMember(ctx context.Context, id int, wait time.Duration) (stoppedItself bool, err error) {
 	s.mu.Lock()
-	s.retiring[id] = true
+	s.node(id).retiring = true
 	s.mu.Unlock()
 	err = s.adminRetry(ctx, 15*time.Second, wire.AdminMemberRemove, server.MemberArgs{ID: uint64(id)},
 		func(l server.MemberList) bool { return role(l, id) == "" })
 	if err != nil {
 		s.mu.Lock()
-		delete(s.retiring, id)
+		s.node(id).retiring = false
 		s.mu.Unlock()
 		return false, err
 	}
 	s.mu.Lock()
-	cmd, done := s.procs[id], s.exited[id]
+	cmd, done := s.node(id).cmd, s.node(id).exited
 	s.mu.Unlock()
 	if cmd != nil {
 		select {
@@ -90,13 +90,13 @@ func (s *Supervisor) RemoveMember(ctx context.Context, id int, wait time.Duratio
 		}
 	}
 	s.mu.Lock()
-	if cmd != nil && s.procs[id] == cmd {
-		delete(s.procs, id) // it exited by itself: the watcher left it to us
+	m := s.node(id)
+	if cmd != nil && m.cmd == cmd {
+		m.stopped() // it exited by itself: the watcher left it to us
 	}
 	s.members = slices.DeleteFunc(s.idsLocked(), func(j int) bool { return j == id })
 	s.retired = append(s.retired, id)
-	delete(s.paused, id)
-	delete(s.clocked, id)
+	m.paused, m.clocked = false, false
 	s.mu.Unlock()
 	return stoppedItself, nil
 }
@@ -118,7 +118,7 @@ func (s *Supervisor) AddMember(ctx context.Context) (int, error) {
 	s.mu.Unlock()
 	s.addLinks(id)
 	err := s.adminRetry(ctx, 15*time.Second, wire.AdminMemberAdd,
-		server.MemberArgs{ID: uint64(id), PeerAddr: s.gateways[id].Addr(), ClientAddr: s.clients[id]},
+		server.MemberArgs{ID: uint64(id), PeerAddr: s.nodes[id].gateway.Addr(), ClientAddr: s.nodes[id].client},
 		func(l server.MemberList) bool { return role(l, id) != "" })
 	if err != nil {
 		return id, err
@@ -126,7 +126,7 @@ func (s *Supervisor) AddMember(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	s.members = append(s.idsLocked(), id)
 	slices.Sort(s.members)
-	s.joined[id] = true
+	s.nodes[id].joined = true
 	s.mu.Unlock()
 	return id, s.StartNode(id)
 }

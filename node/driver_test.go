@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -61,7 +62,7 @@ func startSingle(t *testing.T, cfg node.Config, wrap func(*logstore.Disk) logsto
 // it is delivered before the member stops (found in review).
 func TestDiskFailureNeverTurnsACommittedAnswerIntoStopped(t *testing.T) {
 	armed := new(atomic.Bool)
-	n := startSingle(t, node.Config{SnapshotEvery: 1, SnapshotKeep: 1, TickInterval: 5 * time.Millisecond},
+	n := startSingle(t, node.Config{Config: member.Config{SnapshotEvery: 1, SnapshotKeep: 1}, TickInterval: 5 * time.Millisecond},
 		func(d *logstore.Disk) logstore.Store { return failingCompact{d, armed} })
 	ctx := ctxT(t, 10*time.Second)
 	nodetest.WaitFor(t, 10*time.Second, "a member that may decide", func() bool {

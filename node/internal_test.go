@@ -81,8 +81,11 @@ func TestAnswerWithoutItsCallerReleasesTheGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(Config{ID: 1, Peers: map[uint64]string{1: addr}, Storage: d, TickInterval: 5 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})
+	n, err := New(Config{
+		Config:       member.Config{ID: 1, Peers: map[uint64]string{1: addr}, Logger: slog.New(slog.DiscardHandler)},
+		Storage:      d,
+		TickInterval: 5 * time.Millisecond,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

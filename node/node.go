@@ -35,35 +35,28 @@ import (
 // Bugs lists the planted bugs by name (see Config.Bug).
 func Bugs() []string { return member.Bugs() }
 
-// Config configures one member.
+// Config configures one member. The embedded member.Config holds the
+// core's settings (ID, Peers, the raft and snapshot tuning, Bug, Limits,
+// Logger) with their defaults (member.Config.SetDefaults); New sets the
+// fields the driver owns (its Storage, Journal, MaxAppendBytes, Metrics,
+// SeqStart) itself.
 type Config struct {
-	ID         uint64
-	Peers      map[uint64]string // raft peer addresses, this member included
-	PeerListen string            // where to listen for peers; default Peers[ID]
-	ClientAddr string            // announced to peers for redirects
+	member.Config
+
+	PeerListen string // where to listen for peers; default Peers[ID]
+	ClientAddr string // announced to peers for redirects
 	DataDir    string
 
-	TickInterval   time.Duration // default 20ms
-	ElectionTicks  int           // default 10
-	HeartbeatTicks int           // default 1
-	SnapshotEvery  uint64        // applied entries between snapshots; default 10000
-	// SnapshotByEntries: every SnapshotEvery entries whatever the table's
-	// size (member.Config.SnapshotByEntries).
-	SnapshotByEntries bool
-	SnapshotKeep      uint64 // entries kept behind a snapshot for slow followers; default 1000
-	MaxInflight       int    // raft MaxInflightMsgs; default 256
-	MaxBatch          int    // commands per log entry; default 1024
-	MaxUncommitted    int    // entries a leader keeps proposed and not committed (member.Config.MaxUncommitted)
-	NoBatch           bool   // one command per entry and one entry per Ready (ablation)
-	NoHandoff         bool   // grant a freed key's next waiter only after the freeing command applied (ablation)
+	TickInterval time.Duration // default DefaultTickInterval
 	// NoWriteOverlap: the loop waits for each Ready's write, taking no
 	// call or message meanwhile (ablation of the write overlap, run).
 	NoWriteOverlap bool
 
 	Clock     clock.Clock    // default: system clock
 	Transport peer.Transport // default: TCP on Peers[ID]
-	Storage   logstore.Store // default: pebble in DataDir
-	Logger    *slog.Logger
+	// Storage is the log store (default: pebble in DataDir); it stands
+	// for member.Config.Storage, which New sets to it.
+	Storage logstore.Store
 
 	// PeerTLS, when set, makes the default TCP transport mutual TLS with
 	// these certificates (see peer.TCP.UseTLS).
@@ -78,20 +71,12 @@ type Config struct {
 	// CommittedLog). Only with fault injection: it grows without bound.
 	AuditJournal string
 
-	// Bug plants one named bug (see Bugs). Never set in production: the
-	// CLI accepts it only with fault injection enabled.
-	Bug string
-
 	// SnapshotChunkSize is the most snapshot data one peer frame carries
 	// (default peer.DefaultSnapshotChunkSize); PeerFrameLimit is the
 	// largest peer frame this member reads (default
 	// peer.DefaultFrameLimit). See peer.TCP.SetSnapshotChunkSize.
 	SnapshotChunkSize int
 	PeerFrameLimit    int
-
-	// Limits bound the calls, waiters and keys the member holds (zero
-	// fields: member's defaults); past one a call gets ErrOverloaded.
-	Limits Limits
 
 	// Join, for the first start of a member added to a running cluster
 	// (raftlock member add), is what it learned from that cluster. A data
@@ -101,31 +86,22 @@ type Config struct {
 	Join *Join
 }
 
-func (c *Config) setDefaults() {
+// DefaultTickInterval is Config.TickInterval's default.
+const DefaultTickInterval = 20 * time.Millisecond
+
+// SetDefaults fills the tuning fields left zero with their defaults (the
+// core's from member.Config.SetDefaults).
+func (c *Config) SetDefaults() {
 	if c.TickInterval <= 0 {
-		c.TickInterval = 20 * time.Millisecond
+		c.TickInterval = DefaultTickInterval
 	}
-	if c.ElectionTicks <= 0 {
-		c.ElectionTicks = 10
-	}
-	if c.HeartbeatTicks <= 0 {
-		c.HeartbeatTicks = 1
-	}
-	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = 10000
-	}
-	if c.SnapshotKeep == 0 {
-		c.SnapshotKeep = 1000
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = 256
-	}
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 1024
-	}
-	if c.NoBatch {
-		c.MaxBatch = 1
-	}
+	c.Config.SetDefaults()
+}
+
+// setDefaults is SetDefaults, and the system clock and a logger of
+// warnings to stderr where none was given.
+func (c *Config) setDefaults() {
+	c.SetDefaults()
 	if c.Clock == nil {
 		c.Clock = clock.NewSystem()
 	}
@@ -339,14 +315,10 @@ func (n *Node) openStorage() error {
 func (n *Node) openCore() error {
 	cfg := n.cfg
 	var err error
-	n.core, err = member.New(member.Config{
-		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotByEntries: cfg.SnapshotByEntries, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
-		MaxBatch: cfg.MaxBatch, MaxUncommitted: cfg.MaxUncommitted, NoBatch: cfg.NoBatch, NoHandoff: cfg.NoHandoff, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
-		MaxAppendBytes: maxAppendBytes(cfg.PeerFrameLimit),
-		Logger:         n.log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
-		Peers: cfg.Peers,
-	}, n.clock.Now())
+	mc := cfg.Config
+	mc.Storage, mc.Journal, mc.MaxAppendBytes = n.storage, cfg.AuditJournal != "", maxAppendBytes(cfg.PeerFrameLimit)
+	mc.Logger, mc.Metrics, mc.SeqStart = n.log, n.metrics, uint64(time.Now().UnixNano())
+	n.core, err = member.New(mc, n.clock.Now())
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -50,7 +51,7 @@ func startGated(t *testing.T, ctx context.Context) (*node.Node, *gatedStore, fun
 		t.Fatal(err)
 	}
 	g := &gatedStore{Disk: disk, blocked: make(chan struct{}), gate: make(chan struct{})}
-	n, err := node.New(node.Config{ID: 1, Peers: map[uint64]string{1: peer}, DataDir: dir, Storage: g})
+	n, err := node.New(node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: peer}}, DataDir: dir, Storage: g})
 	if err != nil {
 		t.Fatal(err)
 	}
