@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -152,9 +151,9 @@ func JoinMember(ctx context.Context, t Target) (res JoinResult, err error) {
 		return JoinResult{}, err
 	}
 	start := time.Now()
-	args := []string{"node", "--id", fmt.Sprint(m.id), "--join", strings.Join(rt.cl.Endpoints(), ","), "--peer-listen", m.peer,
-		"--listen", m.client, "--http", m.http, "--data", memberDir(rt.dir, m.id)}
-	if m.proc, err = rt.procs.add(rt.bin, append(args, rt.tuning...), memberDir(rt.dir, m.id)+".log"); err != nil {
+	a := rt.tuning
+	a.ID, a.Join, a.PeerListen, a.Listen, a.HTTP, a.Data = uint64(m.id), rt.cl.Endpoints(), m.peer, m.client, m.http, memberDir(rt.dir, m.id)
+	if m.proc, err = rt.procs.add(rt.bin, a.Argv(), memberDir(rt.dir, m.id)+".log"); err != nil {
 		return JoinResult{}, err
 	}
 	rt.members = append(rt.members, m)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/periodic"
 )
 
 // Held is a table of locks the bench takes and keeps, so that the
@@ -195,16 +196,7 @@ func reportEvery(ctx context.Context, d time.Duration, report func()) (stop func
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				report()
-			}
-		}
+		periodic.Run(ctx, d, report)
 	}()
 	return func() { cancel(); <-done }
 }

@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/promtext"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
+	"github.com/raftlock/raftlock/node/embed"
 )
 
 // RaftlockConfig starts a local raftlock cluster for the bench.
@@ -59,7 +59,7 @@ type raftlockTarget struct {
 	// client endpoints; with the command line to start one more.
 	members  []*benchMember
 	bin, dir string
-	tuning   []string // the flags every member gets, a joiner's too
+	tuning   embed.Args // the settings every member gets, a joiner's too
 	nextID   int
 	// metrics scrapes the members' /metrics: plain HTTP, or HTTPS with the
 	// bench's client certificate when the cluster runs TLS.
@@ -90,12 +90,13 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		return nil, err
 	}
 	members := make([]*benchMember, cfg.Nodes)
-	var peers, eps []string
+	peers := map[uint64]string{}
+	var eps []string
 	for i := range members {
 		m := &benchMember{id: i + 1, peer: fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
 			client: fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]), http: fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])}
 		members[i] = m
-		peers = append(peers, fmt.Sprintf("%d=%s", m.id, m.peer))
+		peers[uint64(m.id)] = m.peer
 		eps = append(eps, m.client)
 	}
 	var tc *tls.Config
@@ -117,14 +118,13 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		g.env = []string{fmt.Sprintf("GOMAXPROCS=%d", cfg.MemberProcs)}
 	}
 	for _, m := range members {
-		args := []string{"node", "--id", fmt.Sprint(m.id), "--peers", strings.Join(peers, ","),
-			"--listen", m.client, "--http", m.http, "--data", memberDir(cfg.Dir, m.id)}
-		args = append(args, tuning...)
+		a := tuning
+		a.ID, a.Peers, a.Listen, a.HTTP, a.Data = uint64(m.id), peers, m.client, m.http, memberDir(cfg.Dir, m.id)
 		if cfg.TLS {
 			c := filepath.Join(certDir, fmt.Sprintf("member-%d", m.id))
-			args = append(args, "--cert", c+".pem", "--key", c+"-key.pem", "--ca", filepath.Join(certDir, "ca.pem"))
+			a.TLS = tlsconfig.Files{Cert: c + ".pem", Key: c + "-key.pem", CA: filepath.Join(certDir, "ca.pem")}
 		}
-		if m.proc, err = g.add(cfg.Bin, args, memberDir(cfg.Dir, m.id)+".log"); err != nil {
+		if m.proc, err = g.add(cfg.Bin, a.Argv(), memberDir(cfg.Dir, m.id)+".log"); err != nil {
 			g.stop()
 			return nil, err
 		}
@@ -146,34 +146,31 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	return t, nil
 }
 
-// tuning is the flags every member of the cluster gets.
-func (cfg RaftlockConfig) tuning() []string {
-	args := []string{"--log-level", "warn"}
-	if cfg.NoBatch {
-		args = append(args, "--no-batch")
+// AblationName is "raftlock" followed by the ablations cfg runs, as
+// their flags spell them ("raftlock --no-batch --tls").
+func (cfg RaftlockConfig) AblationName() string {
+	name := "raftlock"
+	for _, f := range []struct {
+		on   bool
+		flag string
+	}{
+		{cfg.NoBatch, " --no-batch"}, {cfg.NoHandoff, " --no-handoff"}, {cfg.NoWriteOverlap, " --no-write-overlap"},
+		{cfg.MaxInflight > 0, fmt.Sprintf(" --max-inflight %d", cfg.MaxInflight)},
+		{cfg.MaxUncommitted != 0, fmt.Sprintf(" --max-uncommitted %d", cfg.MaxUncommitted)},
+		{cfg.TLS, " --tls"},
+	} {
+		if f.on {
+			name += f.flag
+		}
 	}
-	if cfg.NoHandoff {
-		args = append(args, "--no-handoff")
-	}
-	if cfg.NoWriteOverlap {
-		args = append(args, "--no-write-overlap")
-	}
-	if cfg.MaxInflight > 0 {
-		args = append(args, "--max-inflight", fmt.Sprint(cfg.MaxInflight))
-	}
-	if cfg.MaxUncommitted != 0 {
-		args = append(args, "--max-uncommitted", fmt.Sprint(cfg.MaxUncommitted))
-	}
-	if cfg.SnapshotEvery > 0 {
-		args = append(args, "--snapshot-every", fmt.Sprint(cfg.SnapshotEvery))
-	}
-	if cfg.SnapshotKeep > 0 {
-		args = append(args, "--snapshot-keep", fmt.Sprint(cfg.SnapshotKeep))
-	}
-	if cfg.MaxKeys > 0 {
-		args = append(args, "--max-keys", fmt.Sprint(cfg.MaxKeys))
-	}
-	return args
+	return name
+}
+
+// tuning is the settings every member of the cluster gets, a joiner's too.
+func (cfg RaftlockConfig) tuning() embed.Args {
+	return embed.Args{LogLevel: "warn", NoBatch: cfg.NoBatch, NoHandoff: cfg.NoHandoff, NoOverlap: cfg.NoWriteOverlap,
+		MaxInflight: max(cfg.MaxInflight, 0), MaxUncommitted: cfg.MaxUncommitted,
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, MaxKeys: max(cfg.MaxKeys, 0)}
 }
 
 func memberDir(dir string, id int) string { return filepath.Join(dir, fmt.Sprintf("raftlock-%d", id)) }

@@ -129,7 +129,7 @@ func readJournalFile(path string) (auditLog, error) {
 // auditLog fetches member id's applied log.
 func (s *Supervisor) auditLog(ctx context.Context, id int) (auditLog, error) {
 	var out auditLog
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.https[id]+"/debug/log", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.node(id).http+"/debug/log", nil)
 	if err != nil {
 		return out, err
 	}

@@ -22,7 +22,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/member"
@@ -42,34 +42,47 @@ import (
 // --cert/--key/--ca) every one of these connections is refused at the
 // handshake.
 
-// garbageKinds are the attacks of the garbage family, drawn uniformly.
-var garbageKinds = []string{
-	"peer-random",    // random bytes on the peer port
-	"peer-oversized", // a peer frame length prefix far over the limit
-	"peer-hello",     // a hello naming no member, another cluster, a bad extension
-	"forge-app",      // forged hello, then MsgApp with absurd index and term
-	"forge-timeout",  // forged hello, then MsgTimeoutNow from the target's leader
-	"forge-vote",     // forged hello, then a vote request with a huge term
+// garbageKind is one attack of the garbage families.
+type garbageKind string
+
+// The attacks.
+const (
+	peerRandom    garbageKind = "peer-random"    // random bytes on the peer port
+	peerOversized garbageKind = "peer-oversized" // a peer frame length prefix far over the limit
+	peerHello     garbageKind = "peer-hello"     // a hello naming no member, another cluster, a bad extension
+	forgeApp      garbageKind = "forge-app"      // forged hello, then MsgApp with absurd index and term
+	forgeTimeout  garbageKind = "forge-timeout"  // forged hello, then MsgTimeoutNow from the target's leader
+	forgeVote     garbageKind = "forge-vote"     // forged hello, then a vote request with a huge term
 	// Forged frames raft itself would panic on, or store unusable, unless
 	// the member's Step refuses them (the planted bug no-peer-input-checks
 	// removes those checks: with it these stop the target):
-	"forge-conflict",  // forged hello, then appends at the target's term whose entries restart at a committed index
-	"forge-snap-conf", // forged hello, then a snapshot whose configuration raft cannot restore
-	"forge-snap-data", // forged hello, then a snapshot whose data does not decode
-	"client-random",   // random bytes on the client port
-	"client-frames",   // the client greeting, then malformed frames
-	"client-greet",    // a wrong greeting, then frames
-	// Not drawn: "forge-heartbeat", a forged MsgHeartbeat at the target's
-	// term from its leader with commit 2^40. It once made raft panic in
-	// raftLog.commitTo ("tocommit(1099511627776) is out of range"), killing
-	// every member: without TLS a hello may claim another member. The
-	// member now refuses a heartbeat that commits past its log
+	forgeConflict garbageKind = "forge-conflict"  // forged hello, then appends at the target's term whose entries restart at a committed index
+	forgeSnapConf garbageKind = "forge-snap-conf" // forged hello, then a snapshot whose configuration raft cannot restore
+	forgeSnapData garbageKind = "forge-snap-data" // forged hello, then a snapshot whose data does not decode
+	clientRandom  garbageKind = "client-random"   // random bytes on the client port
+	clientFrames  garbageKind = "client-frames"   // the client greeting, then malformed frames
+	clientGreet   garbageKind = "client-greet"    // a wrong greeting, then frames
+	// forgeHeartbeat, a forged MsgHeartbeat at the target's term from its
+	// leader with commit 2^40, once made raft panic in raftLog.commitTo
+	// ("tocommit(1099511627776) is out of range"), killing every member:
+	// without TLS a hello may claim another member. The member now
+	// refuses a heartbeat that commits past its log
 	// (member.ErrCommitBeyondLog, TestForgedCommitIndexIsRefused); the
 	// garbage-heartbeat family keeps sending it so a run proves that.
+	forgeHeartbeat garbageKind = "forge-heartbeat"
+)
+
+// client says whether the attack is on the client port.
+func (k garbageKind) client() bool {
+	return k == clientRandom || k == clientFrames || k == clientGreet
 }
 
+// garbageKinds are the attacks of the garbage family, drawn uniformly.
+var garbageKinds = []garbageKind{peerRandom, peerOversized, peerHello, forgeApp, forgeTimeout, forgeVote,
+	forgeConflict, forgeSnapConf, forgeSnapData, clientRandom, clientFrames, clientGreet}
+
 // garbageUnsafeKinds are the attacks that once stopped a member without TLS.
-var garbageUnsafeKinds = []string{"forge-heartbeat"}
+var garbageUnsafeKinds = []garbageKind{forgeHeartbeat}
 
 // GarbageCounts count what the garbage family sent.
 type GarbageCounts struct {
@@ -113,9 +126,8 @@ func (c *GarbageCounts) String() string {
 }
 
 // garbage starts sending garbage to some members until its heal.
-func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, kinds []string, family string) (func(context.Context), string) {
-	nodes := n.targets(ctx, rng)
-	n.record(family, history.Value{Nodes: nodes})
+func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, g fault.Garbage, kinds []garbageKind) (func(context.Context), string) {
+	g.Record(n.Rec)
 	grng := rand.New(rand.NewPCG(n.Seed, rng.Uint64()))
 	gctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -123,7 +135,7 @@ func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, kinds []string, f
 	go func() {
 		defer wg.Done()
 		for gctx.Err() == nil {
-			id := nodes[grng.IntN(len(nodes))]
+			id := g.Nodes[grng.IntN(len(g.Nodes))]
 			kind := kinds[grng.IntN(len(kinds))]
 			n.sendGarbage(gctx, grng, id, kind)
 			sleep(gctx, time.Duration(5+grng.IntN(20))*time.Millisecond)
@@ -132,14 +144,15 @@ func (n *Nemesis) garbage(ctx context.Context, rng *rand.Rand, kinds []string, f
 	return func(context.Context) {
 		stop()
 		wg.Wait()
-		n.record(family+"-end", history.Value{Nodes: nodes})
-	}, fmt.Sprintf("%s %v", family, nodes)
+		g.End = true
+		g.Record(n.Rec)
+	}, fmt.Sprintf("%s %v", g.Family, g.Nodes)
 }
 
 // sendGarbage opens one connection to member id and sends one attack.
-func (n *Nemesis) sendGarbage(ctx context.Context, rng *rand.Rand, id int, kind string) {
+func (n *Nemesis) sendGarbage(ctx context.Context, rng *rand.Rand, id int, kind garbageKind) {
 	addr := n.Sup.PeerAddr(id)
-	if strings.HasPrefix(kind, "client") {
+	if kind.client() {
 		addr = n.Sup.ClientAddr(id)
 	}
 	d := net.Dialer{Timeout: 300 * time.Millisecond}
@@ -152,16 +165,16 @@ func (n *Nemesis) sendGarbage(ctx context.Context, rng *rand.Rand, id int, kind 
 	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
 	var b []byte
 	switch kind {
-	case "peer-random", "client-random":
+	case peerRandom, clientRandom:
 		b = randomBytes(rng, 1+rng.IntN(4096))
-	case "peer-oversized":
+	case peerOversized:
 		b = binary.BigEndian.AppendUint32(nil, uint32(64<<20+1+rng.IntN(1<<30)))
 		b = append(b, randomBytes(rng, rng.IntN(256))...)
-	case "peer-hello":
+	case peerHello:
 		b = n.badHello(rng, id)
-	case "client-frames":
+	case clientFrames:
 		b = append([]byte(wire.Greeting), malformedClientFrames(rng, n)...)
-	case "client-greet":
+	case clientGreet:
 		greets := []string{"RAFTLOCK/9\n", "RAFTLOCK/1\r\n", "GET / HTTP/1.1\r\n\r\n", "RLP1"}
 		b = append([]byte(greets[rng.IntN(len(greets))]), malformedClientFrames(rng, n)...)
 	default: // forge-*
@@ -169,7 +182,7 @@ func (n *Nemesis) sendGarbage(ctx context.Context, rng *rand.Rand, id int, kind 
 		if b == nil {
 			return
 		}
-		if kind == "forge-snap-data" {
+		if kind == forgeSnapData {
 			// Counted before the write: a write that fails may still have
 			// reached the member, and the count must bound what it saw.
 			n.Garbage.noteUndecodable(id)
@@ -180,7 +193,7 @@ func (n *Nemesis) sendGarbage(ctx context.Context, rng *rand.Rand, id int, kind 
 		return
 	}
 	n.Garbage.Bytes.Add(int64(len(b)))
-	if strings.HasPrefix(kind, "client") {
+	if kind.client() {
 		// Read what the member says (its greeting, an error frame) until it
 		// closes: the connection must end, not hang the member.
 		if k, _ := io.Copy(io.Discard, bufio.NewReader(c)); k > 0 {
@@ -263,81 +276,55 @@ func (n *Nemesis) otherMember(rng *rand.Rand, id int) int {
 // has one) with the right cluster id and that member's incarnation, then
 // forged raft messages of the kind. nil when the target does not answer
 // its status (down or paused).
-func (n *Nemesis) forged(ctx context.Context, rng *rand.Rand, id int, kind string) []byte {
+func (n *Nemesis) forged(ctx context.Context, rng *rand.Rand, id int, kind garbageKind) []byte {
 	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	st, err := n.Sup.StatusOf(sctx, id)
 	cancel()
 	if err != nil {
 		return nil
 	}
-	from := int(st.Leader)
-	if from == 0 || from == id {
-		from = n.otherMember(rng, id)
+	f := forgery{rng: rng, st: st, from: int(st.Leader), to: id, term: st.Term}
+	if f.from == 0 || f.from == id {
+		f.from = n.otherMember(rng, id)
 	}
 	// The term at which raft takes an append or a snapshot from from:
 	// the target's own when from is its leader (or it has none); one more
 	// when the target leads, so that it steps down and takes the frame.
-	term := st.Term
 	if int(st.Leader) == id {
-		term++
+		f.term++
 	}
 	ext := binary.AppendUvarint(nil, n.Sup.ClusterID())
-	ext = binary.AppendUvarint(ext, n.Sup.Incarnation(from))
+	ext = binary.AppendUvarint(ext, n.Sup.Incarnation(f.from))
 	ext = binary.AppendUvarint(ext, 0)
-	b := peer.AppendFrame(nil, append(peer.EncodeHello(uint64(from), uint64(id), n.Sup.ClientAddr(from)), ext...))
+	b := peer.AppendFrame(nil, append(peer.EncodeHello(uint64(f.from), uint64(id), n.Sup.ClientAddr(f.from)), ext...))
 	var msgs []*raftpb.Message
-	m := func(t raftpb.MessageType, term uint64) *raftpb.Message {
-		return &raftpb.Message{Type: t.Enum(), From: proto.Uint64(uint64(from)), To: proto.Uint64(uint64(id)), Term: proto.Uint64(term)}
-	}
 	switch kind {
-	case "forge-heartbeat":
-		h := m(raftpb.MessageType_MsgHeartbeat, st.Term)
+	case forgeHeartbeat:
+		h := f.msg(raftpb.MessageType_MsgHeartbeat, st.Term)
 		h.Commit = proto.Uint64(1 << 40)
 		msgs = append(msgs, h)
-	case "forge-app":
-		a := m(raftpb.MessageType_MsgApp, st.Term+1+rng.Uint64N(1<<50))
-		a.Index = proto.Uint64(1<<40 + rng.Uint64N(1<<40))
-		a.LogTerm = proto.Uint64(1 << 45)
-		a.Commit = proto.Uint64(1 << 40)
-		a.Entries = []*raftpb.Entry{{Term: proto.Uint64(1 << 45), Index: proto.Uint64(a.GetIndex() + 1), Type: raftpb.EntryType_EntryNormal.Enum(), Data: randomBytes(rng, 16)}}
-		msgs = append(msgs, a)
-	case "forge-timeout":
-		msgs = append(msgs, m(raftpb.MessageType_MsgTimeoutNow, st.Term))
-	case "forge-conflict":
-		// raft takes an append whose (index, term) matches its log at or
-		// past its commit, then assumes the entries follow: one that
-		// restarts at a committed index (with a term never used) panics
-		// ("entry N conflict with committed entry"). The target's commit
-		// moves on while the frames travel, and the entries past it are of
-		// its leader's term: one append per index from the commit it
-		// reported, so one of them matches.
-		at := 1 + rng.Uint64N(max(st.Commit, 1))
-		ents := []*raftpb.Entry{{Term: proto.Uint64(term + 1), Index: proto.Uint64(at), Type: raftpb.EntryType_EntryNormal.Enum()}}
-		for k := range uint64(16) {
-			a := m(raftpb.MessageType_MsgApp, term)
-			a.Index, a.LogTerm, a.Commit = proto.Uint64(st.Commit+k), proto.Uint64(st.Term), proto.Uint64(st.Commit)
-			a.Entries = ents
-			msgs = append(msgs, a)
-		}
-	case "forge-snap-conf", "forge-snap-data":
-		// Past the target's commit, so raft restores it rather than
-		// ignoring it; naming the target, so raft does not drop it.
-		s := m(raftpb.MessageType_MsgSnap, term)
-		md := &raftpb.SnapshotMetadata{Index: proto.Uint64(st.Commit + 1<<16 + rng.Uint64N(1<<16)), Term: proto.Uint64(term)}
-		if kind == "forge-snap-conf" {
-			// raft panics restoring it ("removed all voters"); the data
-			// decodes, so only the configuration check refuses it.
-			md.ConfState = unrestorableConf(rng, uint64(id))
-			s.Snapshot = &raftpb.Snapshot{Data: member.EncodeSnapshot(fsm.New().Snapshot(), member.Book{}), Metadata: md}
-		} else {
-			// A configuration raft restores; data that does not decode,
-			// which raft has the member store before it fails to apply it.
-			md.ConfState = n.restorableConf(st, uint64(id))
-			s.Snapshot = &raftpb.Snapshot{Data: undecodableSnapshot(rng), Metadata: md}
-		}
+	case forgeApp:
+		msgs = append(msgs, f.app())
+	case forgeTimeout:
+		msgs = append(msgs, f.msg(raftpb.MessageType_MsgTimeoutNow, st.Term))
+	case forgeConflict:
+		msgs = f.conflict()
+	case forgeSnapConf:
+		// raft panics restoring it ("removed all voters"); the data
+		// decodes, so only the configuration check refuses it.
+		s := f.snapshot()
+		s.Snapshot.Metadata.ConfState = unrestorableConf(rng, uint64(id))
+		s.Snapshot.Data = member.EncodeSnapshot(fsm.New().Snapshot(), member.Book{})
 		msgs = append(msgs, s)
-	default: // forge-vote
-		v := m(raftpb.MessageType_MsgVote, st.Term+1<<30+rng.Uint64N(1<<40))
+	case forgeSnapData:
+		// A configuration raft restores; data that does not decode, which
+		// raft has the member store before it fails to apply it.
+		s := f.snapshot()
+		s.Snapshot.Metadata.ConfState = n.restorableConf(st, uint64(id))
+		s.Snapshot.Data = undecodableSnapshot(rng)
+		msgs = append(msgs, s)
+	default: // forgeVote
+		v := f.msg(raftpb.MessageType_MsgVote, st.Term+1<<30+rng.Uint64N(1<<40))
 		v.Index = proto.Uint64(1 << 40)
 		v.LogTerm = proto.Uint64(1 << 45)
 		msgs = append(msgs, v)
@@ -351,6 +338,59 @@ func (n *Nemesis) forged(ctx context.Context, rng *rand.Rand, id int, kind strin
 		n.Garbage.Forged.Add(1)
 	}
 	return b
+}
+
+// forgery is what forged messages to one member are made of: the
+// target's status, the member they claim to come from, and the term at
+// which the target takes an append or a snapshot from it.
+type forgery struct {
+	rng      *rand.Rand
+	st       wire.Status
+	from, to int
+	term     uint64
+}
+
+func (f forgery) msg(t raftpb.MessageType, term uint64) *raftpb.Message {
+	return &raftpb.Message{Type: t.Enum(), From: proto.Uint64(uint64(f.from)), To: proto.Uint64(uint64(f.to)), Term: proto.Uint64(term)}
+}
+
+// app is an append with absurd index and term.
+func (f forgery) app() *raftpb.Message {
+	a := f.msg(raftpb.MessageType_MsgApp, f.st.Term+1+f.rng.Uint64N(1<<50))
+	a.Index = proto.Uint64(1<<40 + f.rng.Uint64N(1<<40))
+	a.LogTerm = proto.Uint64(1 << 45)
+	a.Commit = proto.Uint64(1 << 40)
+	a.Entries = []*raftpb.Entry{{Term: proto.Uint64(1 << 45), Index: proto.Uint64(a.GetIndex() + 1), Type: raftpb.EntryType_EntryNormal.Enum(), Data: randomBytes(f.rng, 16)}}
+	return a
+}
+
+// conflict: raft takes an append whose (index, term) matches its log at
+// or past its commit, then assumes the entries follow: one that restarts
+// at a committed index (with a term never used) panics ("entry N conflict
+// with committed entry"). The target's commit moves on while the frames
+// travel, and the entries past it are of its leader's term: one append
+// per index from the commit it reported, so one of them matches.
+func (f forgery) conflict() []*raftpb.Message {
+	at := 1 + f.rng.Uint64N(max(f.st.Commit, 1))
+	ents := []*raftpb.Entry{{Term: proto.Uint64(f.term + 1), Index: proto.Uint64(at), Type: raftpb.EntryType_EntryNormal.Enum()}}
+	var msgs []*raftpb.Message
+	for k := range uint64(16) {
+		a := f.msg(raftpb.MessageType_MsgApp, f.term)
+		a.Index, a.LogTerm, a.Commit = proto.Uint64(f.st.Commit+k), proto.Uint64(f.st.Term), proto.Uint64(f.st.Commit)
+		a.Entries = ents
+		msgs = append(msgs, a)
+	}
+	return msgs
+}
+
+// snapshot is a snapshot past the target's commit, so raft restores it
+// rather than ignoring it; the caller names the target in its
+// configuration, so raft does not drop it, and gives it its data.
+func (f forgery) snapshot() *raftpb.Message {
+	s := f.msg(raftpb.MessageType_MsgSnap, f.term)
+	md := &raftpb.SnapshotMetadata{Index: proto.Uint64(f.st.Commit + 1<<16 + f.rng.Uint64N(1<<16)), Term: proto.Uint64(f.term)}
+	s.Snapshot = &raftpb.Snapshot{Metadata: md}
+	return s
 }
 
 // unrestorableConf is a single (never joint) configuration naming id that

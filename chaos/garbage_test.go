@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
 )
@@ -32,7 +33,7 @@ func TestGarbageHeartbeatIsOptIn(t *testing.T) {
 		}
 	}
 	cfg := Config{Nodes: 3, Clients: 1, Keys: 1, Time: time.Second, LeaseMin: 10 * time.Millisecond, LeaseMax: time.Second,
-		FaultInterval: time.Second, FaultDuration: time.Second, SnapshotEvery: 1, Nemeses: []string{"kill", "garbage", "garbage-heartbeat"}}
+		FaultInterval: time.Second, FaultDuration: time.Second, SnapshotEvery: 1, Nemeses: []fault.Family{"kill", "garbage", "garbage-heartbeat"}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestGarbageRunStaysValid(t *testing.T) {
 	out := t.TempDir()
 	var progress strings.Builder
 	cfg := Config{Bin: buildRaftlock(t), Out: out, Nodes: 3, Seed: 7, Time: 8 * time.Second, Clients: 4, Keys: 2,
-		Nemeses: []string{"garbage"}, FaultInterval: 500 * time.Millisecond, FaultDuration: 2 * time.Second,
+		Nemeses: []fault.Family{"garbage"}, FaultInterval: 500 * time.Millisecond, FaultDuration: 2 * time.Second,
 		LeaseMin: 200 * time.Millisecond, LeaseMax: time.Second, SnapshotEvery: 100, SnapshotKeep: 20, Progress: &progress}
 	res, err := Run(context.Background(), cfg)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/progress"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 )
@@ -48,7 +49,7 @@ func heldKey(i, size int) string {
 // concurrent callers on one pipelining client, printing a progress line
 // every 3 s. The locks are never released: the cluster is thrown away
 // with the run.
-func fillHeld(ctx context.Context, endpoints []string, n, keySize int, progress io.Writer) (HeldFill, error) {
+func fillHeld(ctx context.Context, endpoints []string, n, keySize int, w io.Writer) (HeldFill, error) {
 	res := HeldFill{KeySize: keySize, Clients: heldClients}
 	if n <= 0 {
 		return res, nil
@@ -62,20 +63,9 @@ func fillHeld(ctx context.Context, endpoints []string, n, keySize int, progress 
 	var next, done atomic.Int64
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := make(chan struct{})
-	var pw sync.WaitGroup
-	pw.Go(func() {
-		t := time.NewTicker(3 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			if progress != nil {
-				fmt.Fprintf(progress, "chaos: held %d/%d locks, %.0f acquires/s\n", done.Load(), n, float64(done.Load())/time.Since(start).Seconds())
-			}
+	stop := progress.Every(3*time.Second, func() {
+		if w != nil {
+			fmt.Fprintf(w, "chaos: held %d/%d locks, %.0f acquires/s\n", done.Load(), n, float64(done.Load())/time.Since(start).Seconds())
 		}
 	})
 	var wg sync.WaitGroup
@@ -95,8 +85,7 @@ func fillHeld(ctx context.Context, endpoints []string, n, keySize int, progress 
 		})
 	}
 	wg.Wait()
-	close(stop)
-	pw.Wait()
+	stop()
 	res.Locks, res.Seconds = int(done.Load()), time.Since(start).Seconds()
 	if err := context.Cause(ctx); err != nil {
 		return res, fmt.Errorf("held locks (%d of %d taken): %w", res.Locks, n, err)

@@ -29,7 +29,7 @@ func TestSnapshotIntegrityFromScrapedMetrics(t *testing.T) {
 	}))
 	defer clean.Close()
 	sup := &Supervisor{spec: ClusterSpec{Nodes: 2}, stats: newStatsTracker(),
-		https: map[int]string{1: clean.Listener.Addr().String(), 2: srv.Listener.Addr().String()}}
+		nodes: map[int]*memberProc{1: {id: 1, http: clean.Listener.Addr().String()}, 2: {id: 2, http: srv.Listener.Addr().String()}}}
 	ctx := context.Background()
 	sup.stats.Started(1)
 	sup.stats.Started(2)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node/server"
@@ -65,18 +66,18 @@ func role(list server.MemberList, id int) string {
 // then leaves IDs; its data directory, log and audit journal stay.
 func (s *Supervisor) RemoveMember(ctx context.Context, id int, wait time.Duration) (stoppedItself bool, err error) {
 	s.mu.Lock()
-	s.retiring[id] = true
+	s.node(id).retiring = true
 	s.mu.Unlock()
 	err = s.adminRetry(ctx, 15*time.Second, wire.AdminMemberRemove, server.MemberArgs{ID: uint64(id)},
 		func(l server.MemberList) bool { return role(l, id) == "" })
 	if err != nil {
 		s.mu.Lock()
-		delete(s.retiring, id)
+		s.node(id).retiring = false
 		s.mu.Unlock()
 		return false, err
 	}
 	s.mu.Lock()
-	cmd, done := s.procs[id], s.exited[id]
+	cmd, done := s.node(id).cmd, s.node(id).exited
 	s.mu.Unlock()
 	if cmd != nil {
 		select {
@@ -89,13 +90,13 @@ func (s *Supervisor) RemoveMember(ctx context.Context, id int, wait time.Duratio
 		}
 	}
 	s.mu.Lock()
-	if cmd != nil && s.procs[id] == cmd {
-		delete(s.procs, id) // it exited by itself: the watcher left it to us
+	m := s.node(id)
+	if cmd != nil && m.cmd == cmd {
+		m.stopped() // it exited by itself: the watcher left it to us
 	}
 	s.members = slices.DeleteFunc(s.idsLocked(), func(j int) bool { return j == id })
 	s.retired = append(s.retired, id)
-	delete(s.paused, id)
-	delete(s.clocked, id)
+	m.paused, m.clocked = false, false
 	s.mu.Unlock()
 	return stoppedItself, nil
 }
@@ -117,7 +118,7 @@ func (s *Supervisor) AddMember(ctx context.Context) (int, error) {
 	s.mu.Unlock()
 	s.addLinks(id)
 	err := s.adminRetry(ctx, 15*time.Second, wire.AdminMemberAdd,
-		server.MemberArgs{ID: uint64(id), PeerAddr: s.gateways[id].Addr(), ClientAddr: s.clients[id]},
+		server.MemberArgs{ID: uint64(id), PeerAddr: s.nodes[id].gateway.Addr(), ClientAddr: s.nodes[id].client},
 		func(l server.MemberList) bool { return role(l, id) != "" })
 	if err != nil {
 		return id, err
@@ -125,7 +126,7 @@ func (s *Supervisor) AddMember(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	s.members = append(s.idsLocked(), id)
 	slices.Sort(s.members)
-	s.joined[id] = true
+	s.nodes[id].joined = true
 	s.mu.Unlock()
 	return id, s.StartNode(id)
 }
@@ -174,16 +175,10 @@ func (n *Nemesis) Newcomers() []Newcomer {
 // member short would not be the one the final checks expect.
 func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
 	ctx = context.WithoutCancel(ctx)
-	ids := n.Sup.IDs()
-	victim := ids[rng.IntN(len(ids))]
-	if rng.IntN(3) == 0 {
-		if l := n.Sup.Leader(ctx); l != 0 {
-			victim = l
-		}
-	}
+	victim := fault.DrawReplace(rng, view{ctx, n.Sup}).Victim
 	noop := func(context.Context) {}
 	n.setCurrent("remove member %d", victim)
-	n.record("member-remove", history.Value{Nodes: []int{victim}})
+	fault.Member{Step: history.FaultMemberRemove, Node: victim}.Record(n.Rec)
 	stopped, err := n.Sup.RemoveMember(ctx, victim, 5*time.Second)
 	if err != nil {
 		n.Counts.MembershipFailed.Add(1)
@@ -193,7 +188,7 @@ func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.
 	if stopped {
 		n.Counts.RemovedStopped.Add(1)
 	}
-	n.record("member-removed", history.Value{Nodes: []int{victim}})
+	fault.Member{Step: history.FaultMemberRemoved, Node: victim}.Record(n.Rec)
 	n.setCurrent("add a member to replace %d", victim)
 	id, err := n.Sup.AddMember(ctx)
 	if err != nil {
@@ -201,7 +196,7 @@ func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.
 		n.Log.Warn("membership fault: add failed", "node", id, "err", err)
 		return noop, fmt.Sprintf("removed %d, add failed", victim)
 	}
-	n.record("member-add", history.Value{Nodes: []int{id}})
+	fault.Member{Step: history.FaultMemberAdd, Node: id}.Record(n.Rec)
 	n.setCurrent("wait for member %d to catch up", id)
 	took, err := n.Sup.Promote(ctx, id, NewcomerBound)
 	nc := Newcomer{Node: id, Replaced: victim, Seconds: took.Seconds(), Promoted: err == nil}
@@ -209,7 +204,7 @@ func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.
 		nc.Err = err.Error()
 		n.Log.Warn("membership fault: the newcomer did not catch up", "node", id, "bound", NewcomerBound, "err", err)
 	} else {
-		n.record("member-promote", history.Value{Nodes: []int{id}})
+		fault.Member{Step: history.FaultMemberPromote, Node: id}.Record(n.Rec)
 		n.Counts.Replaced.Add(1)
 	}
 	// The install is counted before the promotion is accepted; one more

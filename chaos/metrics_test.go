@@ -79,7 +79,7 @@ func TestSupervisorMetricsAcrossRestart(t *testing.T) {
 		fmt.Fprintf(w, "raftlock_snapshots_total %d\nraftlock_snapshots_installed_total 1\n", snapshots.Load())
 	}))
 	defer srv.Close()
-	s := &Supervisor{spec: ClusterSpec{Nodes: 1}, https: map[int]string{1: srv.Listener.Addr().String()}, stats: newStatsTracker()}
+	s := &Supervisor{spec: ClusterSpec{Nodes: 1}, nodes: map[int]*memberProc{1: {id: 1, http: srv.Listener.Addr().String()}}, stats: newStatsTracker()}
 	ctx := context.Background()
 	s.stats.Started(1)
 	snapshots.Store(7)

@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker/history"
 )
 
 // Families are the nemesis families, in the order --nemesis documents them.
-var Families = []string{"kill", "pause", "partition", "clock", "net", "snapshot", "garbage"}
+var Families = []fault.Family{fault.FamilyKill, fault.FamilyPause, fault.FamilyPartition, fault.FamilyClock, fault.FamilyNet, fault.FamilySnapshot, fault.FamilyGarbage}
 
 // OptInFamilies are families a run has only when --nemesis names them:
 // garbage-heartbeat sends the forged frame that once stopped every member
@@ -27,7 +27,7 @@ var Families = []string{"kill", "pause", "partition", "clock", "net", "snapshot"
 // membership replaces a member (remove one, add a new one that catches up
 // by snapshot); it is opt-in so the default suite's mix of faults stays as
 // measured, and CI runs it on its own (.ci/run).
-var OptInFamilies = []string{"garbage-heartbeat", "membership"}
+var OptInFamilies = []fault.Family{fault.FamilyGarbageHeartbeat, fault.FamilyMembership}
 
 // combinable are the families that may run two at once: each touches state
 // of its own (clocks, link faults, cut links, processes, signals), so any
@@ -35,13 +35,13 @@ var OptInFamilies = []string{"garbage-heartbeat", "membership"}
 // its own and runs alone. Two at once are injected in this order and healed
 // in the reverse: a member is set its clock before it is paused, and is
 // resumed before anything else is asked of it.
-var combinable = []string{"clock", "net", "partition", "kill", "pause"}
+var combinable = []fault.Family{fault.FamilyClock, fault.FamilyNet, fault.FamilyPartition, fault.FamilyKill, fault.FamilyPause}
 
 // Nemesis injects faults on a schedule drawn from its seed.
 type Nemesis struct {
 	Sup      *Supervisor
 	Rec      *history.Recorder
-	Families []string
+	Families []fault.Family
 	Interval time.Duration // mean quiet time between faults
 	Duration time.Duration // mean fault length
 	Seed     uint64
@@ -104,41 +104,18 @@ func (n *Nemesis) setCurrent(format string, args ...any) {
 }
 
 // Run injects faults until ctx ends, healing each before the next. The
-// families come in rounds, each a seeded shuffle of all of them, so a run
-// of a few rounds' length sees every family (the snapshot family first).
-// Now and then (one time in
-// four, when two combinable families are enabled) two faults run at once.
+// families come in rounds (fault.Rounds), the snapshot family leading the
+// first; now and then two combinable faults run at once (fault.Pair).
 func (n *Nemesis) Run(ctx context.Context) {
-	rng := rand.New(rand.NewPCG(n.Seed, 0x6e656d65))
-	var round []string
-	var pair []string
-	for _, f := range combinable {
-		if slices.Contains(n.Families, f) {
-			pair = append(pair, f)
-		}
-	}
+	rng := fault.NewRand(n.Seed)
+	rounds := fault.NewRounds(rng, n.Families, fault.FamilySnapshot)
 	for {
-		sleep(ctx, jitter(rng, n.Interval))
+		sleep(ctx, fault.Jitter(rng, n.Interval))
 		if ctx.Err() != nil {
 			return
 		}
-		if len(round) == 0 {
-			first := round == nil
-			round = slices.Clone(n.Families)
-			rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
-			if i := slices.Index(round, "snapshot"); first && i > 0 {
-				// The snapshot faults need the cluster's first seconds of
-				// load and are the ones a short run (CI's 30 s) must not
-				// miss: they lead the first round.
-				round[0], round[i] = round[i], round[0]
-			}
-		}
-		families := round[:1]
-		round = round[1:]
-		if len(pair) >= 2 && rng.IntN(4) == 0 && families[0] != "snapshot" {
-			i := rng.IntN(len(pair))
-			j := (i + 1 + rng.IntN(len(pair)-1)) % len(pair)
-			families = []string{pair[min(i, j)], pair[max(i, j)]}
+		families := fault.Pair(rng, rounds.Next(), n.Families, combinable)
+		if len(families) == 2 {
 			n.Counts.Double.Add(1)
 		}
 		var heals []func(context.Context)
@@ -149,7 +126,7 @@ func (n *Nemesis) Run(ctx context.Context) {
 			what = append(what, desc)
 			n.setCurrent("%s", strings.Join(what, " + "))
 		}
-		sleep(ctx, jitter(rng, n.Duration))
+		sleep(ctx, fault.Jitter(rng, n.Duration))
 		// Heal even when the run is over, the last fault first: the final
 		// reads need a whole cluster.
 		for i := len(heals) - 1; i >= 0; i-- {
@@ -162,83 +139,58 @@ func (n *Nemesis) Run(ctx context.Context) {
 	}
 }
 
-func jitter(rng *rand.Rand, d time.Duration) time.Duration {
-	return d/2 + time.Duration(rng.Int64N(int64(d)+1))
+// view is the cluster as the fault package draws from it, for one draw:
+// every member is a target (the supervisor restarts what it killed).
+type view struct {
+	ctx context.Context
+	sup *Supervisor
 }
 
-func (n *Nemesis) record(f string, v history.Value) {
-	n.Rec.Record(history.Nemesis, history.Info, f, "", v)
-}
+func (v view) Members() []int { return v.sup.IDs() }
+func (v view) Up() []int      { return v.sup.IDs() }
+func (v view) Leader() int    { return v.sup.Leader(v.ctx) }
 
-// targets picks members: one, the leader, a minority or a majority.
-func (n *Nemesis) targets(ctx context.Context, rng *rand.Rand) []int {
-	ids := n.Sup.IDs()
-	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	var out []int
-	switch rng.IntN(4) {
-	case 0:
-		out = ids[:1]
-	case 1:
-		if l := n.Sup.Leader(ctx); l != 0 {
-			out = []int{l}
-		} else {
-			out = ids[:1]
-		}
-	case 2:
-		out = ids[:max(1, (len(ids)-1)/2)]
-	default:
-		out = ids[:len(ids)/2+1]
-	}
-	out = append([]int(nil), out...)
-	slices.Sort(out)
-	return out
-}
-
-// inject starts one fault and returns its heal and a description.
-func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family string) (func(context.Context), string) {
+// inject draws one fault of family, carries it out and returns its heal
+// and a description.
+func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family fault.Family) (func(context.Context), string) {
+	c := view{ctx, n.Sup}
 	switch family {
-	case "kill":
-		nodes := n.targets(ctx, rng)
-		n.record("kill", history.Value{Nodes: nodes})
-		for _, id := range nodes {
+	case fault.FamilyKill:
+		k := fault.DrawKill(rng, c)
+		k.Record(n.Rec)
+		for _, id := range k.Nodes {
 			n.Sup.Kill(ctx, id)
 		}
-		return n.restart(nodes), fmt.Sprintf("kill %v", nodes)
-	case "pause":
-		nodes := n.targets(ctx, rng)
-		if rng.IntN(5) == 0 {
-			nodes = n.Sup.IDs() // the whole cluster: a frozen host or hypervisor
-		}
-		n.record("pause", history.Value{Nodes: nodes})
-		for _, id := range nodes {
+		return n.restart(k.Nodes), fmt.Sprintf("kill %v", k.Nodes)
+	case fault.FamilyPause:
+		p := fault.DrawPause(rng, c)
+		p.Record(n.Rec)
+		for _, id := range p.Nodes {
 			n.Sup.Pause(id)
 		}
 		return func(context.Context) {
-			for _, id := range nodes {
+			for _, id := range p.Nodes {
 				n.Sup.Resume(id)
 			}
-			n.record("resume", history.Value{Nodes: nodes})
-		}, fmt.Sprintf("pause %v", nodes)
-	case "partition":
-		if rng.IntN(3) == 0 {
-			links := n.oneWay(ctx, rng)
-			n.record("partition", history.Value{Links: linkList(links)})
-			n.Sup.CutLinks(links)
-			return n.healLinks, fmt.Sprintf("one-way %v", links)
+			fault.Resume(p).Record(n.Rec)
+		}, fmt.Sprintf("pause %v", p.Nodes)
+	case fault.FamilyPartition:
+		cut := fault.DrawCut(rng, c)
+		cut.Record(n.Rec)
+		n.Sup.SetLinks(cut.Connected)
+		if o, ok := cut.(fault.OneWay); ok {
+			return n.healLinks, fmt.Sprintf("one-way %v", o.Links)
 		}
-		groups, connected := n.partition(ctx, rng)
-		n.record("partition", history.Value{Groups: groups})
-		n.Sup.SetLinks(connected)
-		return n.healLinks, fmt.Sprintf("partition %v", groups)
-	case "clock":
-		return n.clock(ctx, rng)
-	case "net":
-		return n.net(ctx, rng)
-	case "garbage":
-		return n.garbage(ctx, rng, garbageKinds, family)
-	case "garbage-heartbeat":
-		return n.garbage(ctx, rng, garbageUnsafeKinds, family)
-	case "membership":
+		return n.healLinks, fmt.Sprintf("partition %v", cut.(fault.Partition).Groups)
+	case fault.FamilyClock:
+		return n.clock(ctx, fault.DrawClocks(rng, c))
+	case fault.FamilyNet:
+		return n.net(fault.DrawNet(rng, c, false))
+	case fault.FamilyGarbage:
+		return n.garbage(ctx, rng, fault.DrawGarbage(rng, c, family), garbageKinds)
+	case fault.FamilyGarbageHeartbeat:
+		return n.garbage(ctx, rng, fault.DrawGarbage(rng, c, family), garbageUnsafeKinds)
+	case fault.FamilyMembership:
 		return n.membership(ctx, rng)
 	default: // snapshot: the kinds take turns, isolation first, since
 		// it is the only fault that reliably makes a member install a
@@ -256,7 +208,7 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family string) (fu
 
 func (n *Nemesis) healLinks(context.Context) {
 	n.Sup.Heal()
-	n.record("heal", history.Value{})
+	fault.Heal{}.Record(n.Rec)
 }
 
 // restart returns the heal of a kill: start the members again.
@@ -267,124 +219,45 @@ func (n *Nemesis) restart(nodes []int) func(context.Context) {
 				n.Log.Error("restart failed", "node", id, "err", err)
 			}
 		}
-		n.record("start", history.Value{Nodes: nodes})
+		fault.Start{Nodes: nodes}.Record(n.Rec)
 	}
 }
 
-func linkList(links [][2]int) [][]int {
-	out := make([][]int, len(links))
-	for i, l := range links {
-		out[i] = []int{l[0], l[1]}
-	}
-	return out
-}
-
-// oneWay draws directed links to cut, leaving their reverses up: a member
-// that can hear but not speak (or the leader so), one that can speak but
-// not hear, or a single direction between two members.
-func (n *Nemesis) oneWay(ctx context.Context, rng *rand.Rand) [][2]int {
-	ids := n.Sup.IDs()
-	who := ids[rng.IntN(len(ids))]
-	shape := rng.IntN(4)
-	if shape == 0 {
-		if l := n.Sup.Leader(ctx); l != 0 {
-			who = l
-		}
-		shape = 1
-	}
-	var links [][2]int
-	for _, l := range n.Sup.Links() {
-		switch {
-		case shape == 1 && l[0] == who, // mute: its messages are lost
-			shape == 2 && l[1] == who: // deaf: it hears nobody
-			links = append(links, l)
-		}
-	}
-	if shape == 3 {
-		other := ids[(slices.Index(ids, who)+1+rng.IntN(len(ids)-1))%len(ids)]
-		links = [][2]int{{who, other}}
-	}
-	return links
-}
-
-// clock changes the targets' clock rates or makes them jump: forward (a
-// member that expires leases early) or back (its clock stands still until
-// real time catches up, so its deadlines come late).
-func (n *Nemesis) clock(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
-	nodes := n.targets(ctx, rng)
-	rates := []float64{0.25, 0.5, 2, 4}
+// clock sets the clocks drawn; its heal gives them their true clock back.
+func (n *Nemesis) clock(ctx context.Context, clocks []fault.Clock) (func(context.Context), string) {
 	var parts []string
-	for _, id := range nodes {
-		rate, offset := 1.0, int64(0)
-		if rng.IntN(2) == 0 {
-			rate = rates[rng.IntN(len(rates))]
-		} else {
-			offset = 100 + rng.Int64N(2900)
-			if rng.IntN(2) == 0 {
-				offset = -offset
-			}
-		}
-		if err := n.Sup.SetClock(ctx, id, rate, offset); err != nil {
-			n.Log.Warn("clock fault not applied", "node", id, "err", err)
+	for _, c := range clocks {
+		if err := n.Sup.SetClock(ctx, c.Node, c.Rate, c.OffsetMS); err != nil {
+			n.Log.Warn("clock fault not applied", "node", c.Node, "err", err)
 			continue
 		}
-		n.record("clock", history.Value{Node: history.Ptr(id), Rate: history.Ptr(rate), OffsetMS: history.Ptr(offset)})
-		parts = append(parts, fmt.Sprintf("%d@%gx%+dms", id, rate, offset))
+		c.Record(n.Rec)
+		parts = append(parts, fmt.Sprintf("%d@%gx%+dms", c.Node, c.Rate, c.OffsetMS))
 	}
 	return func(ctx context.Context) {
-		for _, id := range nodes {
-			if err := n.Sup.SetClock(ctx, id, 1, 0); err == nil {
-				n.record("clock", history.Value{Node: history.Ptr(id), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+		for _, c := range clocks {
+			if err := n.Sup.SetClock(ctx, c.Node, 1, 0); err == nil {
+				fault.TrueClock(c.Node).Record(n.Rec)
 			}
 		}
 	}, "clock " + strings.Join(parts, " ")
 }
 
-// net slows (delay with jitter) or thins (message loss) some directed
-// links, or both: every link of one member, every link, or a random half.
-// Its end is a heal naming the links.
-func (n *Nemesis) net(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
-	all := n.Sup.Links()
-	var links [][2]int
-	switch rng.IntN(3) {
-	case 0:
-		who := n.Sup.IDs()[rng.IntN(len(n.Sup.IDs()))]
-		for _, l := range all {
-			if l[0] == who || l[1] == who {
-				links = append(links, l)
-			}
-		}
-	case 1:
-		links = all
-	default:
-		for _, l := range all {
-			if rng.IntN(2) == 0 {
-				links = append(links, l)
-			}
-		}
-		if len(links) == 0 {
-			links = all[:1]
-		}
-	}
-	var f LinkFault
+// net slows or thins the links drawn; its end is a heal naming them.
+func (n *Nemesis) net(f fault.Net) (func(context.Context), string) {
 	var desc []string
-	kind := rng.IntN(5) // 0-1 delay, 2-3 loss, 4 both
-	if kind <= 1 || kind == 4 {
-		f.Delay = time.Duration(5+rng.IntN(146)) * time.Millisecond
-		f.Jitter = time.Duration(rng.Int64N(int64(f.Delay) + 1)).Truncate(time.Millisecond)
-		n.record("delay", history.Value{Links: linkList(links), DelayMS: history.Ptr(f.Delay.Milliseconds()), JitterMS: history.Ptr(f.Jitter.Milliseconds())})
+	if f.Delay > 0 {
 		desc = append(desc, fmt.Sprintf("delay %v±%v", f.Delay, f.Jitter))
 	}
-	if kind >= 2 {
-		f.Loss = []float64{0.05, 0.1, 0.2, 0.4}[rng.IntN(4)]
-		n.record("loss", history.Value{Links: linkList(links), Loss: history.Ptr(f.Loss)})
+	if f.Loss > 0 {
 		desc = append(desc, fmt.Sprintf("loss %g", f.Loss))
 	}
-	n.Sup.SetLinkFault(links, f)
+	f.Record(n.Rec)
+	n.Sup.SetLinkFault(f.Links, LinkFault{Delay: f.Delay, Jitter: f.Jitter, Loss: f.Loss})
 	return func(context.Context) {
-		n.Sup.SetLinkFault(links, LinkFault{})
-		n.record("heal", history.Value{Links: linkList(links)})
-	}, fmt.Sprintf("%s on %d links", strings.Join(desc, " + "), len(links))
+		n.Sup.SetLinkFault(f.Links, LinkFault{})
+		fault.Heal{Links: f.Links}.Record(n.Rec)
+	}, fmt.Sprintf("%s on %d links", strings.Join(desc, " + "), len(f.Links))
 }
 
 // snapshotWait bounds how long a snapshot fault waits for its moment.
@@ -412,7 +285,7 @@ func (n *Nemesis) killAfterSnapshot(ctx context.Context, rng *rand.Rand) (func(c
 		n.Counts.SnapshotTimeout.Add(1)
 	}
 	n.Sup.kill(id) // just read: no second reading before the kill
-	n.record("kill", history.Value{Nodes: []int{id}})
+	fault.Kill{Nodes: []int{id}}.Record(n.Rec)
 	return n.restart([]int{id}), fmt.Sprintf("kill %d after a snapshot", id)
 }
 
@@ -457,13 +330,13 @@ func (n *Nemesis) isolatePastCompaction(ctx context.Context, rng *rand.Rand) (fu
 	f, past := n.isolatePastLeader(ctx, rng)
 	before, _ := n.Sup.Metrics(ctx, f)
 	n.Sup.Heal()
-	n.record("heal", history.Value{})
+	fault.Heal{}.Record(n.Rec)
 	n.setCurrent("kill %d during its snapshot install", f)
 	installed := n.watch(ctx, f, killAfter, time.Millisecond, func(_, now MemberMetrics) bool {
 		return now.Installed > before.Installed
 	})
 	n.Sup.kill(f)
-	n.record("kill", history.Value{Nodes: []int{f}})
+	fault.Kill{Nodes: []int{f}}.Record(n.Rec)
 	if past {
 		if installed {
 			n.Counts.AfterInstall.Add(1)
@@ -486,14 +359,9 @@ func (n *Nemesis) isolatePastLeader(ctx context.Context, rng *rand.Rand) (f int,
 		}
 	}
 	f = others[rng.IntN(len(others))]
-	var rest []int
-	for _, id := range n.Sup.IDs() {
-		if id != f {
-			rest = append(rest, id)
-		}
-	}
-	n.record("partition", history.Value{Groups: [][]int{{f}, rest}})
-	n.Sup.SetLinks(func(i, j int) bool { return i != f && j != f })
+	p := fault.Isolate(view{ctx, n.Sup}, f)
+	p.Record(n.Rec)
+	n.Sup.SetLinks(p.Connected)
 	n.setCurrent("isolate %d until the leader compacts past it", f)
 	past = n.compactedPast(ctx, f)
 	if past {
@@ -519,7 +387,7 @@ func (n *Nemesis) cutSnapshotStream(ctx context.Context, rng *rand.Rand) (func(c
 	done := n.Sup.ArmSnapshotCut(f, frac)
 	defer n.Sup.DisarmSnapshotCut(f)
 	n.Sup.Heal()
-	n.record("heal", history.Value{})
+	fault.Heal{}.Record(n.Rec)
 	n.setCurrent("cut the snapshot stream to %d at %.0f%%", f, 100*frac)
 	wait := time.NewTimer(snapshotWait)
 	defer wait.Stop()
@@ -530,7 +398,7 @@ func (n *Nemesis) cutSnapshotStream(ctx context.Context, rng *rand.Rand) (func(c
 				continue // a stream that ended first; another link may still cut
 			}
 			n.Counts.SnapshotCuts.Add(1)
-			n.record("snapshot-cut", history.Value{Links: [][]int{{c.From, c.To}}})
+			fault.SnapshotCut{From: c.From, To: c.To}.Record(n.Rec)
 			return func(context.Context) {}, fmt.Sprintf("cut the snapshot stream %d->%d after %d of %d bytes", c.From, c.To, c.Forwarded, c.Size)
 		case <-wait.C:
 		case <-ctx.Done():
@@ -567,83 +435,6 @@ func (n *Nemesis) compactedPast(ctx context.Context, f int) bool {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
-		}
-	}
-}
-
-// partition draws a shape: isolate one node, isolate the leader, majority
-// and minority halves, a majorities ring, or a bridge.
-func (n *Nemesis) partition(ctx context.Context, rng *rand.Rand) ([][]int, func(i, j int) bool) {
-	ids := n.Sup.IDs()
-	shapes := []string{"one", "leader", "halves"}
-	if len(ids) >= 5 {
-		shapes = append(shapes, "ring", "bridge")
-	}
-	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	split := func(a []int) ([][]int, func(i, j int) bool) {
-		side := map[int]bool{}
-		for _, id := range a {
-			side[id] = true
-		}
-		var b []int
-		for _, id := range n.Sup.IDs() {
-			if !side[id] {
-				b = append(b, id)
-			}
-		}
-		a = append([]int(nil), a...)
-		slices.Sort(a)
-		return [][]int{a, b}, func(i, j int) bool { return side[i] == side[j] }
-	}
-	switch shapes[rng.IntN(len(shapes))] {
-	case "one":
-		return split(ids[:1])
-	case "leader":
-		if l := n.Sup.Leader(ctx); l != 0 {
-			return split([]int{l})
-		}
-		return split(ids[:1])
-	case "halves":
-		return split(ids[:len(ids)/2])
-	case "ring":
-		// Each node sees its two ring neighbours: every node has a majority
-		// (itself and two of five), no two majorities agree.
-		pos := map[int]int{}
-		for i, id := range ids {
-			pos[id] = i
-		}
-		var groups [][]int
-		for i := range ids {
-			g := []int{ids[(i+len(ids)-1)%len(ids)], ids[i], ids[(i+1)%len(ids)]}
-			slices.Sort(g)
-			groups = append(groups, g)
-		}
-		return groups, func(i, j int) bool {
-			d := (pos[i] - pos[j] + len(ids)) % len(ids)
-			return d <= 1 || d == len(ids)-1
-		}
-	default: // bridge: two halves joined by one node that sees both
-		bridge := ids[0]
-		left := map[int]bool{}
-		for _, id := range ids[1 : 1+(len(ids)-1)/2] {
-			left[id] = true
-		}
-		var a, b []int
-		for _, id := range n.Sup.IDs() {
-			switch {
-			case id == bridge:
-			case left[id]:
-				a = append(a, id)
-			default:
-				b = append(b, id)
-			}
-		}
-		ga := append(append([]int(nil), a...), bridge)
-		gb := append(append([]int(nil), b...), bridge)
-		slices.Sort(ga)
-		slices.Sort(gb)
-		return [][]int{ga, gb}, func(i, j int) bool {
-			return i == bridge || j == bridge || left[i] == left[j]
 		}
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/progress"
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
@@ -29,7 +32,7 @@ type Config struct {
 	Time    time.Duration // how long the workload runs (raftlock chaos --duration)
 	Clients int
 	Keys    int
-	Nemeses []string
+	Nemeses []fault.Family
 	// FaultInterval is the mean quiet time between faults, FaultDuration
 	// the mean length of one.
 	FaultInterval time.Duration
@@ -333,7 +336,7 @@ func (r *run) start(ctx context.Context) error {
 	}
 	r.sup, err = NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: r.logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Transfer: cfg.Transfer(),
-		Membership: slices.Contains(cfg.Nemeses, "membership")})
+		Membership: slices.Contains(cfg.Nemeses, fault.FamilyMembership)})
 	if err != nil {
 		return err
 	}
@@ -360,24 +363,19 @@ func (r *run) start(ctx context.Context) error {
 // the nemesis that write to it.
 func (r *run) record() error {
 	cfg := r.cfg
-	r.keys = make([]string, cfg.Keys)
-	for i := range r.keys {
-		r.keys[i] = fmt.Sprintf("k%d", i+1)
-	}
+	r.keys = workload.Keys(cfg.Keys)
 	tr := cfg.Transfer()
+	h := workload.Header{Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Nemeses, Clients: cfg.Clients, Keys: r.keys,
+		LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax, Time: cfg.Time, Bug: cfg.Bug,
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Held: cfg.Held, KeySize: cfg.KeySize}
 	var err error
-	r.rec, err = history.NewRecorder(r.hf, map[string]any{
-		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Nemeses, "clients": cfg.Clients, "keys": r.keys,
-		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
-		"time_s": cfg.Time.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery, "snapshot_keep": cfg.SnapshotKeep,
-		"held": cfg.Held, "key_size": cfg.KeySize, "snapshot_by_entries": tr.ByEntries,
-		"snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit,
-	})
+	r.rec, err = history.NewRecorder(r.hf, h.Map(map[string]any{"snapshot_by_entries": tr.ByEntries,
+		"snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit}))
 	if err != nil {
 		return err
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
-		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: NewFencedStore(r.rec)}
+		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: workload.NewFencedStore(r.rec)}
 	r.nem = &Nemesis{Sup: r.sup, Rec: r.rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log, BigSnapshots: cfg.Held > 0}
 	return nil
@@ -392,7 +390,7 @@ func (r *run) workload(ctx context.Context) error {
 	if len(r.cfg.Nemeses) > 0 {
 		wg.Go(func() { r.nem.Run(runCtx) })
 	}
-	wg.Go(func() { progress(runCtx, r.cfg, r.rec, r.wl, r.nem) })
+	wg.Go(func() { printProgress(runCtx, r.cfg, r.rec, r.wl, r.nem) })
 	err := r.wl.Run(runCtx)
 	wg.Wait()
 	if err != nil {
@@ -406,15 +404,15 @@ func (r *run) workload(ctx context.Context) error {
 func (r *run) heal(ctx context.Context) error {
 	resumed, started, clocks, err := r.sup.HealAll(ctx)
 	if len(resumed) > 0 {
-		r.rec.Record(history.Nemesis, history.Info, "resume", "", history.Value{Nodes: resumed})
+		fault.Resume{Nodes: resumed}.Record(r.rec)
 	}
 	if len(started) > 0 {
-		r.rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: started})
+		fault.Start{Nodes: started}.Record(r.rec)
 	}
 	for _, id := range clocks {
-		r.rec.Record(history.Nemesis, history.Info, "clock", "", history.Value{Node: history.Ptr(id), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+		fault.TrueClock(id).Record(r.rec)
 	}
-	r.rec.Record(history.Nemesis, history.Info, "heal", "", history.Value{})
+	fault.Heal{}.Record(r.rec)
 	if err != nil {
 		return err
 	}
@@ -440,14 +438,14 @@ func (r *run) heal(ctx context.Context) error {
 // are the ones now, which after membership changes are not 1..N.
 func (r *run) restartAll(ctx context.Context) error {
 	for _, id := range r.sup.IDs() {
-		r.rec.Record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{id}})
+		fault.Kill{Nodes: []int{id}}.Record(r.rec)
 		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 		err := r.sup.RestartNode(rctx, id)
 		rcancel()
 		if err != nil && len(r.sup.Crashes()) == 0 {
 			return fmt.Errorf("final restart of node %d: %w", id, err)
 		}
-		r.rec.Record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: []int{id}})
+		fault.Start{Nodes: []int{id}}.Record(r.rec)
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -462,7 +460,7 @@ func (r *run) restartAll(ctx context.Context) error {
 func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Result, error) {
 	cfg, nem := r.cfg, r.nem
 	cfg.Log.Info("nemesis", "counts", nem.Counts.String())
-	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, "snapshot") || slices.Contains(cfg.Nemeses, "membership") || nem.Counts.Double.Load() > 0) {
+	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, fault.FamilySnapshot) || slices.Contains(cfg.Nemeses, fault.FamilyMembership) || nem.Counts.Double.Load() > 0) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
 	}
 	garbage, err := r.garbageReport()
@@ -478,7 +476,7 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 	res := &Result{Events: r.rec.Events(), Digests: digests,
 		Stats: r.sup.Stats(), Crashes: r.sup.Crashes(), Garbage: garbage, Membership: membershipReport(r.sup, nem),
 		Held: r.held, Integrity: snapshotIntegrity(r.sup, nem, garbage != nil)}
-	if slices.Contains(cfg.Nemeses, "membership") {
+	if slices.Contains(cfg.Nemeses, fault.FamilyMembership) {
 		if err := writeJSON(cfg.Out, "membership.json", res.Membership, true); err != nil {
 			return nil, err
 		}
@@ -510,7 +508,7 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 // garbageReport is what the garbage families sent (nil when none ran),
 // written to garbage.json.
 func (r *run) garbageReport() (*GarbageReport, error) {
-	if !slices.ContainsFunc(r.cfg.Nemeses, func(f string) bool { return strings.HasPrefix(f, "garbage") }) {
+	if !slices.Contains(r.cfg.Nemeses, fault.FamilyGarbage) && !slices.Contains(r.cfg.Nemeses, fault.FamilyGarbageHeartbeat) {
 		return nil, nil
 	}
 	g := &r.nem.Garbage
@@ -592,23 +590,19 @@ func collectDigests(ctx context.Context, sup *Supervisor) []checker.NodeDigest {
 	return out
 }
 
-func progress(ctx context.Context, cfg Config, rec *history.Recorder, wl *Workload, nem *Nemesis) {
+// printProgress prints a progress line every 3 s until ctx ends.
+func printProgress(ctx context.Context, cfg Config, rec *history.Recorder, wl *Workload, nem *Nemesis) {
 	if cfg.Progress == nil {
 		return
 	}
-	t := time.NewTicker(3 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		fault := nem.Current()
-		if fault == "" {
-			fault = "none"
+	stop := progress.Every(3*time.Second, func() {
+		current := nem.Current()
+		if current == "" {
+			current = "none"
 		}
 		fmt.Fprintf(cfg.Progress, "chaos: %5.1fs/%v ok=%d fail=%d info=%d fault=%s\n",
-			float64(rec.Now())/1e9, cfg.Time, wl.Counts.OK.Load(), wl.Counts.Fail.Load(), wl.Counts.Info.Load(), fault)
-	}
+			float64(rec.Now())/1e9, cfg.Time, wl.Counts.OK.Load(), wl.Counts.Fail.Load(), wl.Counts.Info.Load(), current)
+	})
+	<-ctx.Done()
+	stop()
 }

@@ -26,6 +26,8 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/periodic"
+	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
@@ -102,28 +104,40 @@ func crashReason(path string) string {
 // nemesis: AddMember and RemoveMember; IDs lists the current members,
 // AllIDs every member the run had.
 type Supervisor struct {
-	spec      ClusterSpec
-	raft      map[int]string // real peer listen address
-	clients   map[int]string
-	https     map[int]string
-	gateways  map[int]*Gateway
+	spec ClusterSpec
+	// nodes are every member the run may have, the spares included: made
+	// by NewSupervisor, never added to or removed from after, so their
+	// addresses are read without the lock; the rest of each under mu.
+	nodes     map[int]*memberProc
 	clusterID string // fixed at the start: joined members learn it from the cluster
 	cl        *client.Client
 	stats     *statsTracker
 
-	mu       sync.Mutex
-	members  []int // current members, sorted; nil: 1..spec.Nodes
-	retired  []int // removed members, in removal order
-	joined   map[int]bool
-	retiring map[int]bool // asked to leave: its exit 0 is no crash
-	next     int          // the next new member's id
-	proxies  map[[2]int]*Proxy
-	procs    map[int]*exec.Cmd
-	exited   map[int]chan struct{}
-	paused   map[int]bool
-	clocked  map[int]bool
-	crashes  []Crash
+	mu      sync.Mutex
+	members []int // current members, sorted; nil: 1..spec.Nodes
+	retired []int // removed members, in removal order
+	next    int   // the next new member's id
+	proxies map[[2]int]*Proxy
+	crashes []Crash
 }
+
+// memberProc is one member of the run: its addresses and gateway, fixed
+// at the start, and its process, under Supervisor.mu.
+type memberProc struct {
+	id                 int
+	raft, client, http string // real peer listen, client and HTTP addresses
+	gateway            *Gateway
+
+	joined   bool          // added by AddMember: it joins the cluster
+	retiring bool          // asked to leave: its exit 0 is no crash
+	cmd      *exec.Cmd     // nil: not running
+	exited   chan struct{} // closed when cmd has exited
+	paused   bool          // stopped by Pause
+	clocked  bool          // its clock is off true
+}
+
+// stopped forgets m's process and what it was doing.
+func (m *memberProc) stopped() { m.cmd, m.paused = nil, false }
 
 // spareMembers is how many members a run may add (a 30 s membership run
 // replaces 5 or 6): their client addresses are drawn at the start, so the
@@ -137,10 +151,8 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 	if spec.Nodes < 1 {
 		return nil, errors.New("need at least one node")
 	}
-	s := &Supervisor{spec: spec, raft: map[int]string{}, clients: map[int]string{}, https: map[int]string{},
-		gateways: map[int]*Gateway{}, joined: map[int]bool{}, retiring: map[int]bool{}, next: spec.Nodes + 1,
-		proxies: map[[2]int]*Proxy{}, procs: map[int]*exec.Cmd{}, exited: map[int]chan struct{}{},
-		paused: map[int]bool{}, clocked: map[int]bool{}, stats: newStatsTracker()}
+	s := &Supervisor{spec: spec, nodes: map[int]*memberProc{}, next: spec.Nodes + 1,
+		proxies: map[[2]int]*Proxy{}, stats: newStatsTracker()}
 	for id := 1; id <= spec.Nodes+s.spare(); id++ {
 		if err := s.addresses(id); err != nil {
 			s.Close()
@@ -150,7 +162,7 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 	s.members = s.IDs()
 	real := map[uint64]string{}
 	for _, j := range s.members {
-		real[uint64(j)] = s.raft[j]
+		real[uint64(j)] = s.nodes[j].raft
 		s.addLinks(j)
 	}
 	s.clusterID = peer.FormatClusterID(peer.ClusterIDFromPeers(real))
@@ -165,12 +177,13 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 // addresses draws member id's real peer, client and HTTP addresses and
 // starts its gateway.
 func (s *Supervisor) addresses(id int) error {
-	for _, m := range []map[int]string{s.raft, s.clients, s.https} {
+	m := &memberProc{id: id}
+	for _, a := range []*string{&m.raft, &m.client, &m.http} {
 		addr, err := freeport.Addr()
 		if err != nil {
 			return err
 		}
-		m[id] = addr
+		*a = addr
 	}
 	g, err := NewGateway(id, func(from int) *Proxy {
 		s.mu.Lock()
@@ -180,7 +193,8 @@ func (s *Supervisor) addresses(id int) error {
 	if err != nil {
 		return err
 	}
-	s.gateways[id] = g
+	m.gateway = g
+	s.nodes[id] = m
 	return nil
 }
 
@@ -195,7 +209,7 @@ func (s *Supervisor) addLinks(id int) {
 		}
 		for _, l := range [][2]int{{id, j}, {j, id}} {
 			if s.proxies[l] == nil {
-				s.proxies[l] = newLink(s.raft[l[1]], s.spec.Seed^uint64(l[0]<<8|l[1]))
+				s.proxies[l] = newLink(s.nodes[l[1]].raft, s.spec.Seed^uint64(l[0]<<8|l[1]))
 			}
 		}
 	}
@@ -249,7 +263,7 @@ func (s *Supervisor) spare() int {
 func (s *Supervisor) ClientAddrs() []string {
 	var out []string
 	for _, id := range s.IDs() {
-		out = append(out, s.clients[id])
+		out = append(out, s.nodes[id].client)
 	}
 	return out
 }
@@ -260,15 +274,23 @@ func (s *Supervisor) ClientAddrs() []string {
 func (s *Supervisor) AllClientAddrs() []string {
 	var out []string
 	for id := 1; id <= s.spec.Nodes+s.spare(); id++ {
-		if a, ok := s.clients[id]; ok {
-			out = append(out, a)
+		if m, ok := s.nodes[id]; ok {
+			out = append(out, m.client)
 		}
 	}
 	return out
 }
 
 // ClientAddr returns member id's client address.
-func (s *Supervisor) ClientAddr(id int) string { return s.clients[id] }
+func (s *Supervisor) ClientAddr(id int) string { return s.node(id).client }
+
+// node is member id, or an empty one for an id the run never had.
+func (s *Supervisor) node(id int) *memberProc {
+	if m := s.nodes[id]; m != nil {
+		return m
+	}
+	return &memberProc{id: id}
+}
 
 // Start launches every member.
 func (s *Supervisor) Start() error {
@@ -285,52 +307,19 @@ func (s *Supervisor) Start() error {
 func (s *Supervisor) StartNode(id int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, running := s.procs[id]; running {
+	m := s.nodes[id]
+	if m == nil {
+		return fmt.Errorf("start node %d: not a member of this run", id)
+	}
+	if m.cmd != nil {
 		return nil
 	}
-	args := []string{"node", "--id", strconv.Itoa(id)}
-	if s.joined[id] {
-		// Added by AddMember: it joins through the current members (once
-		// its data directory holds data it restarts from its log).
-		var eps []string
-		for _, j := range s.idsLocked() {
-			if j != id {
-				eps = append(eps, s.clients[j])
-			}
-		}
-		args = append(args, "--join", strings.Join(eps, ","))
-	} else {
-		var peers []string
-		for j := 1; j <= s.spec.Nodes; j++ {
-			peers = append(peers, fmt.Sprintf("%d=%s", j, s.gateways[j].Addr()))
-		}
-		args = append(args, "--peers", strings.Join(peers, ","), "--cluster-id", s.clusterID)
-	}
-	args = append(args, "--peer-listen", s.raft[id],
-		"--listen", s.clients[id], "--http", s.https[id], "--data", s.DataDir(id),
-		"--fault-injection", "--log-level", "info")
-	if s.spec.SnapshotEvery > 0 {
-		args = append(args, "--snapshot-every", strconv.FormatUint(s.spec.SnapshotEvery, 10))
-	}
-	if s.spec.SnapshotKeep > 0 {
-		args = append(args, "--snapshot-keep", strconv.FormatUint(s.spec.SnapshotKeep, 10))
-	}
-	if t := s.spec.Transfer; t.ChunkSize > 0 {
-		args = append(args, "--snapshot-chunk-size", strconv.Itoa(t.ChunkSize))
-	}
-	if t := s.spec.Transfer; t.FrameLimit > 0 {
-		args = append(args, "--peer-frame-limit", strconv.Itoa(t.FrameLimit))
-	}
-	if s.spec.Transfer.ByEntries {
-		args = append(args, "--snapshot-by-entries")
-	}
-	args = append(args, s.spec.ExtraArgs...)
 	logPath := filepath.Join(s.spec.Dir, fmt.Sprintf("node-%d.log", id))
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("start node %d: %w", id, err)
 	}
-	cmd := exec.Command(s.spec.Bin, args...)
+	cmd := exec.Command(s.spec.Bin, s.argsLocked(m).Argv()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -339,33 +328,60 @@ func (s *Supervisor) StartNode(id int) error {
 	}
 	s.stats.Started(id)
 	done := make(chan struct{})
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		s.mu.Lock()
-		// Kill forgets the process before signalling it: one still known
-		// here died on its own (a panic, a fatal error).
-		crashed := s.procs[id] == cmd
-		if crashed {
-			delete(s.procs, id)
-			delete(s.paused, id)
-		}
-		if s.retiring[id] && err == nil {
-			crashed = false // removed from the configuration, it stopped itself
-		}
-		s.mu.Unlock()
-		if crashed {
-			c := Crash{Node: id, Err: fmt.Sprint(err), Reason: crashReason(logPath), Log: logPath}
-			s.mu.Lock()
-			s.crashes = append(s.crashes, c)
-			s.mu.Unlock()
-		}
-		close(done)
-	}()
-	s.procs[id], s.exited[id] = cmd, done
-	delete(s.paused, id)
-	delete(s.clocked, id) // a new process starts with a true clock
+	go s.watch(m, cmd, logf, logPath, done)
+	m.cmd, m.exited = cmd, done
+	m.paused = false
+	m.clocked = false // a new process starts with a true clock
 	return nil
+}
+
+// argsLocked is member m's command line: a first member bootstraps with
+// every first member's gateway as its peers; one AddMember added joins
+// through the current members (once its data directory holds data it
+// restarts from its log).
+func (s *Supervisor) argsLocked(m *memberProc) embed.Args {
+	t := s.spec.Transfer
+	a := embed.Args{ID: uint64(m.id), PeerListen: m.raft, Listen: m.client, HTTP: m.http, Data: s.DataDir(m.id),
+		FaultInjection: true, LogLevel: "info",
+		SnapshotEvery: s.spec.SnapshotEvery, SnapshotKeep: s.spec.SnapshotKeep,
+		SnapshotChunkSize: max(t.ChunkSize, 0), PeerFrameLimit: max(t.FrameLimit, 0), SnapshotByEntries: t.ByEntries,
+		Extra: s.spec.ExtraArgs}
+	if m.joined {
+		for _, j := range s.idsLocked() {
+			if j != m.id {
+				a.Join = append(a.Join, s.nodes[j].client)
+			}
+		}
+		return a
+	}
+	a.Peers = map[uint64]string{}
+	for j := 1; j <= s.spec.Nodes; j++ {
+		a.Peers[uint64(j)] = s.nodes[j].gateway.Addr()
+	}
+	a.ClusterID = s.clusterID
+	return a
+}
+
+// watch waits for member m's process cmd to exit, and records a crash
+// when nobody killed it.
+func (s *Supervisor) watch(m *memberProc, cmd *exec.Cmd, logf *os.File, logPath string, done chan struct{}) {
+	defer close(done)
+	err := cmd.Wait()
+	logf.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Kill forgets the process before signalling it: one still known
+	// here died on its own (a panic, a fatal error).
+	crashed := m.cmd == cmd
+	if crashed {
+		m.stopped()
+	}
+	if m.retiring && err == nil {
+		crashed = false // removed from the configuration, it stopped itself
+	}
+	if crashed {
+		s.crashes = append(s.crashes, Crash{Node: m.id, Err: fmt.Sprint(err), Reason: crashReason(logPath), Log: logPath})
+	}
 }
 
 // Crashes lists the members that exited without being killed.
@@ -379,7 +395,7 @@ func (s *Supervisor) Crashes() []Crash {
 // the incarnation that answered.
 func (s *Supervisor) Metrics(ctx context.Context, id int) (MemberMetrics, error) {
 	inc := s.stats.Incarnation(id)
-	m, err := fetchMetrics(ctx, s.https[id])
+	m, err := fetchMetrics(ctx, s.node(id).http)
 	if err != nil {
 		return m, fmt.Errorf("metrics of node %d: %w", id, err)
 	}
@@ -409,16 +425,7 @@ func (s *Supervisor) ReadAllMetrics(ctx context.Context) {
 // PollMetrics reads every member's metrics every period until ctx ends,
 // so that a member paused and then killed still has a recent reading.
 func (s *Supervisor) PollMetrics(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.ReadAllMetrics(ctx)
-	}
+	periodic.Run(ctx, period, func() { s.ReadAllMetrics(ctx) })
 }
 
 // Stats returns the restart and snapshot counts so far.
@@ -441,9 +448,9 @@ func (s *Supervisor) Kill(ctx context.Context, id int) {
 // kill sends SIGKILL to member id at once and waits for it to die.
 func (s *Supervisor) kill(id int) {
 	s.mu.Lock()
-	cmd, done := s.procs[id], s.exited[id]
-	delete(s.procs, id)
-	delete(s.paused, id)
+	m := s.node(id)
+	cmd, done := m.cmd, m.exited
+	m.stopped()
 	s.mu.Unlock()
 	if cmd == nil {
 		return
@@ -480,15 +487,14 @@ func (s *Supervisor) RestartNode(ctx context.Context, id int) error {
 func (s *Supervisor) Running(id int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.procs[id]
-	return ok
+	return s.node(id).cmd != nil
 }
 
 // Paused reports whether member id is stopped by Pause.
 func (s *Supervisor) Paused(id int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.paused[id]
+	return s.node(id).paused
 }
 
 // Pause stops member id with SIGSTOP; Resume continues it.
@@ -500,13 +506,9 @@ func (s *Supervisor) Resume(id int) { s.signal(id, syscall.SIGCONT, false) }
 func (s *Supervisor) signal(id int, sig syscall.Signal, paused bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cmd := s.procs[id]; cmd != nil {
-		cmd.Process.Signal(sig)
-		if paused {
-			s.paused[id] = true
-		} else {
-			delete(s.paused, id)
-		}
+	if m := s.node(id); m.cmd != nil {
+		m.cmd.Process.Signal(sig)
+		m.paused = paused
 	}
 }
 
@@ -610,7 +612,7 @@ func (s *Supervisor) SetClock(ctx context.Context, id int, rate float64, offsetM
 		err := s.postClock(ctx, id, body)
 		if err == nil {
 			s.mu.Lock()
-			s.clocked[id] = rate != 1 || offsetMS != 0
+			s.node(id).clocked = rate != 1 || offsetMS != 0
 			s.mu.Unlock()
 			return nil
 		}
@@ -626,7 +628,7 @@ func (s *Supervisor) SetClock(ctx context.Context, id int, rate float64, offsetM
 }
 
 func (s *Supervisor) postClock(ctx context.Context, id int, body string) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+s.https[id]+"/debug/clock", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+s.node(id).http+"/debug/clock", strings.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -652,7 +654,7 @@ func (s *Supervisor) Status(ctx context.Context) map[int]wire.Status {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			defer cancel()
-			if st, err := s.cl.Status(cctx, s.clients[id]); err == nil {
+			if st, err := s.cl.Status(cctx, s.node(id).client); err == nil {
 				mu.Lock()
 				out[id] = st
 				mu.Unlock()
@@ -665,7 +667,7 @@ func (s *Supervisor) Status(ctx context.Context) map[int]wire.Status {
 
 // StatusOf asks member id for its status.
 func (s *Supervisor) StatusOf(ctx context.Context, id int) (wire.Status, error) {
-	return s.cl.Status(ctx, s.clients[id])
+	return s.cl.Status(ctx, s.node(id).client)
 }
 
 // Leader returns the member that says it leads, or 0.
@@ -699,11 +701,11 @@ func (s *Supervisor) WaitReady(ctx context.Context) error {
 // resets clocks and heals the links. It returns what it did, for the history.
 func (s *Supervisor) HealAll(ctx context.Context) (resumed, started, clocks []int, err error) {
 	s.mu.Lock()
-	for id := range s.paused {
-		resumed = append(resumed, id)
-	}
-	for id, c := range s.clocked {
-		if c {
+	for id, m := range s.nodes {
+		if m.paused {
+			resumed = append(resumed, id)
+		}
+		if m.clocked {
 			clocks = append(clocks, id)
 		}
 	}
@@ -735,16 +737,18 @@ func (s *Supervisor) HealAll(ctx context.Context) (resumed, started, clocks []in
 func (s *Supervisor) Close() {
 	s.mu.Lock()
 	var running []int
-	for id := range s.procs {
-		running = append(running, id)
+	for id, m := range s.nodes {
+		if m.cmd != nil {
+			running = append(running, id)
+		}
 	}
 	proxies := maps.Clone(s.proxies)
 	s.mu.Unlock()
 	for _, id := range running {
 		s.kill(id)
 	}
-	for _, g := range s.gateways {
-		g.Close()
+	for _, m := range s.nodes {
+		m.gateway.Close()
 	}
 	for _, p := range proxies {
 		p.Close()
@@ -760,7 +764,7 @@ func (s *Supervisor) DataDir(id int) string {
 }
 
 // PeerAddr returns member id's real peer address (not a proxy's).
-func (s *Supervisor) PeerAddr(id int) string { return s.raft[id] }
+func (s *Supervisor) PeerAddr(id int) string { return s.node(id).raft }
 
 // ClusterID is the cluster id the members are started with.
 func (s *Supervisor) ClusterID() uint64 {

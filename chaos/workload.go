@@ -11,55 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client"
 )
-
-// FencedStore is the resource the locks guard: it rejects any access with a
-// token lower than the highest it has accepted, and holds a counter that
-// each critical section increments. Each access is recorded in the history
-// under the store's lock, so the history shows the store's own order.
-type FencedStore struct {
-	mu      sync.Mutex
-	rec     *history.Recorder
-	highest map[string]uint64
-	counter map[string]int64
-}
-
-// NewFencedStore returns an empty store recording into rec.
-func NewFencedStore(rec *history.Recorder) *FencedStore {
-	return &FencedStore{rec: rec, highest: map[string]uint64{}, counter: map[string]int64{}}
-}
-
-// Read returns the counter of key if token is not stale.
-func (s *FencedStore) Read(p history.Process, key string, token uint64) (int64, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rec.Record(p, history.Invoke, history.OpRead, key, history.Value{Token: &token})
-	if token < s.highest[key] {
-		s.rec.Record(p, history.Fail, history.OpRead, key, history.Value{Error: "stale-token"})
-		return 0, false
-	}
-	s.highest[key] = token
-	v := s.counter[key]
-	s.rec.Record(p, history.OK, history.OpRead, key, history.Value{Value: &v})
-	return v, true
-}
-
-// Write sets the counter of key if token is not stale.
-func (s *FencedStore) Write(p history.Process, key string, token uint64, v int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rec.Record(p, history.Invoke, history.OpWrite, key, history.Value{Token: &token, Value: &v})
-	if token < s.highest[key] {
-		s.rec.Record(p, history.Fail, history.OpWrite, key, history.Value{Error: "stale-token"})
-		return false
-	}
-	s.highest[key] = token
-	s.counter[key] = v
-	s.rec.Record(p, history.OK, history.OpWrite, key, history.Value{Value: &v})
-	return true
-}
 
 // Workload drives a cluster with contended lock traffic.
 type Workload struct {
@@ -73,7 +28,7 @@ type Workload struct {
 	Spare []string
 	Seed  uint64
 	Rec   *history.Recorder
-	Store *FencedStore
+	Store *workload.FencedStore
 
 	nextProc atomic.Int64
 	Counts   Counts
@@ -115,7 +70,7 @@ type worker struct {
 }
 
 func (w *Workload) worker(ctx context.Context, i int) error {
-	rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1))
+	rng := workload.Rand(w.Seed, i)
 	eps := append([]string(nil), w.Endpoints...)
 	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
 	cl, err := client.New(append(slices.Clone(eps), w.Spare...), client.Options{})
@@ -129,23 +84,24 @@ func (w *Workload) worker(ctx context.Context, i int) error {
 	}
 	defer reader.Close()
 	wk := &worker{w: w, rng: rng, cl: cl, reader: reader, proc: w.newProcess()}
+	plan := w.plan()
 	for ctx.Err() == nil {
-		key := w.Keys[rng.IntN(len(w.Keys))]
-		if rng.Float64() < 0.15 {
+		switch kind, key := plan.Next(rng); kind {
+		case workload.Get:
 			wk.get(ctx, key)
-			continue
-		}
-		if rng.Float64() < 0.02 {
+		case workload.ForceRelease:
 			wk.forceRelease(ctx, key)
-			continue
+		case workload.List:
+			wk.list(ctx, plan)
+		default:
+			wk.cycle(ctx, plan, key)
 		}
-		if rng.Float64() < 0.03 {
-			wk.list(ctx)
-			continue
-		}
-		wk.cycle(ctx, key)
 	}
 	return nil
+}
+
+func (w *Workload) plan() workload.Plan {
+	return workload.Plan{Keys: w.Keys, LeaseMin: w.LeaseMin, LeaseMax: w.LeaseMax}
 }
 
 func (wk *worker) record(typ, f, key string, v history.Value) {
@@ -198,7 +154,7 @@ func (wk *worker) complete(f, key string, err error, ok history.Value) bool {
 
 func (wk *worker) get(ctx context.Context, key string) {
 	wk.record(history.Invoke, history.OpGet, key, history.Value{})
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, workload.OpTimeout)
 	info, err := wk.reader.Get(cctx, key)
 	cancel()
 	v := history.Value{Held: history.Ptr(info.Held)}
@@ -216,15 +172,10 @@ func (wk *worker) get(ctx context.Context, key string) {
 // list reads a page of the table, from the first key or after a random
 // one, of a random size (cut pages included), through the reader's member
 // first, as get does.
-func (wk *worker) list(ctx context.Context) {
-	keys := wk.w.Keys
-	after := ""
-	if wk.rng.IntN(2) == 0 {
-		after = keys[wk.rng.IntN(len(keys))]
-	}
-	limit := 1 + wk.rng.IntN(len(keys)+1)
+func (wk *worker) list(ctx context.Context, plan workload.Plan) {
+	after, limit := plan.Page(wk.rng)
 	wk.record(history.Invoke, history.OpList, "", history.Value{After: after, Limit: history.Ptr(int64(limit))})
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, workload.OpTimeout)
 	page, err := wk.reader.List(cctx, client.ListOptions{After: after, Limit: limit})
 	cancel()
 	if err != nil {
@@ -243,7 +194,7 @@ func (wk *worker) list(ctx context.Context) {
 // fenced store keeps refusing its token once the next holder used its own.
 func (wk *worker) forceRelease(ctx context.Context, key string) {
 	inv := wk.w.Rec.Record(wk.proc, history.Invoke, history.OpRelease, key, history.Value{Force: true})
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, workload.OpTimeout)
 	tok, err := wk.cl.ForceReleaseTagged(cctx, key, uint64(inv.Index)+1)
 	cancel()
 	wk.complete(history.OpRelease, key, err, history.Value{Token: history.Ptr(tok)})
@@ -252,18 +203,13 @@ func (wk *worker) forceRelease(ctx context.Context, key string) {
 // cycle acquires key and, holding it, runs a critical section on the fenced
 // store, sometimes pausing past its lease, sometimes renewing, usually
 // releasing.
-func (wk *worker) cycle(ctx context.Context, key string) {
+func (wk *worker) cycle(ctx context.Context, plan workload.Plan, key string) {
 	w, rng := wk.w, wk.rng
-	lease := w.LeaseMin + time.Duration(rng.Int64N(int64(w.LeaseMax-w.LeaseMin)+1))
-	lease = lease.Truncate(time.Millisecond)
-	var wait time.Duration
-	if rng.IntN(2) == 0 {
-		wait = time.Duration(rng.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
-	}
+	lease, wait := plan.Acquire(rng)
 	owner := fmt.Sprintf("chaos-%d", wk.proc)
 	inv := w.Rec.Record(wk.proc, history.Invoke, history.OpAcquire, key,
 		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: owner})
-	cctx, cancel := context.WithTimeout(ctx, wait+2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, wait+workload.OpTimeout)
 	g, err := wk.cl.AcquireWith(cctx, client.AcquireRequest{Key: key, Lease: lease, Wait: wait, Owner: owner, Tag: uint64(inv.Index) + 1})
 	cancel()
 	if !wk.complete(history.OpAcquire, key, err, history.Value{Token: history.Ptr(g.Token)}) {
@@ -272,26 +218,25 @@ func (wk *worker) cycle(ctx context.Context, key string) {
 	token := g.Token
 	proc := wk.proc
 	v, ok := w.Store.Read(proc, key, token)
-	if rng.Float64() < 0.05 {
-		// The GC-pause case: the holder stalls past its lease.
-		sleep(ctx, lease+time.Duration(rng.Int64N(int64(100*time.Millisecond))))
+	if d, stall := plan.Stall(rng, lease); stall {
+		sleep(ctx, d)
 	}
 	if ok {
 		w.Store.Write(proc, key, token, v+1)
 	}
-	if rng.Float64() < 0.3 {
+	if plan.Renew(rng) {
 		// Tagged with the invoke index + 1, as acquires: the audit finds it.
 		inv := w.Rec.Record(wk.proc, history.Invoke, history.OpRenew, key, history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())})
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, workload.OpTimeout)
 		err := wk.cl.RenewTagged(cctx, key, token, lease, uint64(inv.Index)+1)
 		cancel()
 		if !wk.complete(history.OpRenew, key, err, history.Value{}) && !errors.Is(err, client.ErrNotFound) {
 			return
 		}
 	}
-	if rng.Float64() < 0.9 {
+	if plan.Release(rng) {
 		inv := w.Rec.Record(wk.proc, history.Invoke, history.OpRelease, key, history.Value{Token: history.Ptr(token)})
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, workload.OpTimeout)
 		err := wk.cl.ReleaseTagged(cctx, key, token, uint64(inv.Index)+1)
 		cancel()
 		wk.complete(history.OpRelease, key, err, history.Value{})

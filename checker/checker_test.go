@@ -78,6 +78,12 @@ func TestValidHistories(t *testing.T) {
 			add(1, "invoke", "write", "k", write(2, 2)).add(1, "ok", "write", "k", write(2, 2)).
 			add(2, "invoke", "write", "k", write(1, 2)).add(2, "fail", "write", "k", errv("stale-token")),
 	}
+	wantValid(t, cases)
+}
+
+// wantValid checks each history and fails the test for each not valid.
+func wantValid(t *testing.T, cases map[string]*builder) {
+	t.Helper()
 	for name, b := range cases {
 		v := Check(b.events, Options{})
 		if v.ExitCode != ExitValid {
@@ -88,11 +94,28 @@ func TestValidHistories(t *testing.T) {
 	}
 }
 
+// violationCase is a history and the check it must fail.
+type violationCase struct {
+	b     *builder
+	check string
+}
+
+// wantViolations checks each history and fails the test for each that
+// is not a violation of its check.
+func wantViolations(t *testing.T, cases map[string]violationCase) {
+	t.Helper()
+	for name, c := range cases {
+		v := Check(c.b.events, Options{})
+		if v.ExitCode != ExitViolation || statusOf(v, c.check) != StatusViolation {
+			var buf bytes.Buffer
+			v.Summary(&buf)
+			t.Errorf("%s: exit %d, %s = %s; want a %s violation\n%s", name, v.ExitCode, c.check, statusOf(v, c.check), c.check, buf.String())
+		}
+	}
+}
+
 func TestInvalidHistories(t *testing.T) {
-	cases := map[string]struct {
-		b     *builder
-		check string
-	}{
+	cases := map[string]violationCase{
 		"release by a non-holder": {new(builder).
 			add(0, "invoke", "acquire", "k", lease(10)).add(0, "ok", "acquire", "k", tok(1)).
 			at(100).add(1, "invoke", "acquire", "k", lease(100000)).add(1, "ok", "acquire", "k", tok(2)).
@@ -125,14 +148,7 @@ func TestInvalidHistories(t *testing.T) {
 			add(0, "invoke", "write", "k", write(5, 1)).add(0, "ok", "write", "k", write(5, 1)).
 			add(1, "invoke", "write", "k", write(6, 1)).add(1, "ok", "write", "k", write(6, 1)), "fenced-resource"},
 	}
-	for name, c := range cases {
-		v := Check(c.b.events, Options{})
-		if v.ExitCode != ExitViolation || statusOf(v, c.check) != StatusViolation {
-			var buf bytes.Buffer
-			v.Summary(&buf)
-			t.Errorf("%s: exit %d, %s = %s; want a %s violation\n%s", name, v.ExitCode, c.check, statusOf(v, c.check), c.check, buf.String())
-		}
-	}
+	wantViolations(t, cases)
 }
 
 func TestClockOverrideMakesLeaseTimingAdvisory(t *testing.T) {

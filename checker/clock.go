@@ -62,7 +62,7 @@ func newClockModel(events []history.Event) *clockModel {
 			continue
 		}
 		switch e.F {
-		case "clock":
+		case history.FaultClock:
 			id := deref(e.Value.Node)
 			c := member(id)
 			r := deref(e.Value.Rate)
@@ -72,7 +72,7 @@ func newClockModel(events []history.Event) *clockModel {
 			if off := deref(e.Value.OffsetMS); off > 0 {
 				c.jumps = append(c.jumps, clockJump{from: prev, to: e.Time, ms: off})
 			}
-		case "start":
+		case history.FaultStart:
 			for _, id := range e.Value.Nodes {
 				if c, ok := m.members[id]; ok && rate[id] != 1 {
 					c.step(e.Time, 1)

@@ -32,13 +32,7 @@ func TestForcedReleaseEndsAHold(t *testing.T) {
 			add(9, "invoke", "release", "k", forced()).add(9, "ok", "release", "k", tok(4)).
 			add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(5)),
 	}
-	for name, b := range cases {
-		if v := Check(b.events, Options{}); v.ExitCode != ExitValid {
-			var buf bytes.Buffer
-			v.Summary(&buf)
-			t.Errorf("%s: exit %d\n%s", name, v.ExitCode, buf.String())
-		}
-	}
+	wantValid(t, cases)
 }
 
 // What a forced release that did not keep rule 12 looks like in a
@@ -46,10 +40,7 @@ func TestForcedReleaseEndsAHold(t *testing.T) {
 // a token that did not hold the key, or frees a grant and answers
 // not-found.
 func TestForcedReleaseViolations(t *testing.T) {
-	cases := map[string]struct {
-		b     *builder
-		check string
-	}{
+	cases := map[string]violationCase{
 		"ok without a holder's token": {new(builder).
 			add(0, "invoke", "acquire", "k", lease(100000)).add(0, "ok", "acquire", "k", tok(1)).
 			add(9, "invoke", "release", "k", forced()).add(9, "ok", "release", "k", tok(0)), "linearizability"},
@@ -63,14 +54,7 @@ func TestForcedReleaseViolations(t *testing.T) {
 			add(9, "invoke", "release", "k", forced()).add(9, "fail", "release", "k", errv("not-found")).
 			add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(2)), "lease-timing"},
 	}
-	for name, c := range cases {
-		v := Check(c.b.events, Options{})
-		if v.ExitCode != ExitViolation || statusOf(v, c.check) != StatusViolation {
-			var buf bytes.Buffer
-			v.Summary(&buf)
-			t.Errorf("%s: exit %d, %s = %s; want a %s violation\n%s", name, v.ExitCode, c.check, statusOf(v, c.check), c.check, buf.String())
-		}
-	}
+	wantViolations(t, cases)
 }
 
 func TestForcedReleaseFormat(t *testing.T) {

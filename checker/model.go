@@ -104,78 +104,83 @@ func stepLock(state, input, output any) []any {
 		heldByCaller := c.Held && c.Token == in.Token && in.Token != 0
 		switch in.F {
 		case history.OpAcquire:
-			switch out.Kind {
-			case outUnknown:
-				next = append(next, c)
-				if !c.Held {
-					next = append(next, lockState{Held: true, Max: c.Max})
-				}
-			case outNoop:
-				next = append(next, c)
-			case outGranted:
-				if !c.Held && out.Token > c.Max {
-					next = append(next, lockState{Held: true, Token: out.Token, Max: out.Token})
-				}
-			case outHeld:
-				if c.Held {
-					next = append(next, c)
-				}
-			}
+			next = append(next, stepAcquire(c, out)...)
 		case history.OpRelease:
 			if in.Force {
 				next = append(next, stepForced(c, out)...)
 				continue
 			}
-			switch out.Kind {
-			case outOK:
-				if heldByCaller {
-					next = append(next, lockState{Max: c.Max})
-				}
-			case outNotFound:
-				if !heldByCaller {
-					next = append(next, c)
-				}
-			case outUnknown:
-				next = append(next, c)
-				if heldByCaller {
-					next = append(next, lockState{Max: c.Max})
-				}
-			default:
-				next = append(next, c)
-			}
+			next = append(next, stepOwned(c, out, heldByCaller, lockState{Max: c.Max})...)
 		case history.OpRenew:
-			switch out.Kind {
-			case outOK:
-				if heldByCaller {
-					next = append(next, c)
-				}
-			case outNotFound:
-				if !heldByCaller {
-					next = append(next, c)
-				}
-			default:
-				next = append(next, c)
-			}
+			next = append(next, stepOwned(c, out, heldByCaller, c)...)
 		case history.OpGet:
-			switch out.Kind {
-			case outFree:
-				if !c.Held {
-					next = append(next, c)
-				}
-			case outHeldBy:
-				switch {
-				case c.Held && c.Token == out.Token:
-					next = append(next, c)
-				case c.Held && c.Token == 0 && out.Token > c.Max:
-					// The grant nobody saw answered: now we know its token.
-					next = append(next, lockState{Held: true, Token: out.Token, Max: out.Token})
-				}
-			default:
-				next = append(next, c)
-			}
+			next = append(next, stepGet(c, out)...)
 		}
 	}
 	return next
+}
+
+// stepAcquire: a grant needs the key free and a token above every one
+// before; held needs it held; unknown may have granted it or not.
+func stepAcquire(c lockState, out lockOutput) []any {
+	switch out.Kind {
+	case outUnknown:
+		if !c.Held {
+			return []any{c, lockState{Held: true, Max: c.Max}}
+		}
+		return []any{c}
+	case outNoop:
+		return []any{c}
+	case outGranted:
+		if !c.Held && out.Token > c.Max {
+			return []any{lockState{Held: true, Token: out.Token, Max: out.Token}}
+		}
+	case outHeld:
+		if c.Held {
+			return []any{c}
+		}
+	}
+	return nil
+}
+
+// stepOwned is a call only the key's holder may make, a release (after:
+// the key free) or a renewal (after: as it was): ok needs the caller to
+// hold the key and leaves after; not-found needs the caller not to hold
+// it; unknown may have done it or not; any other outcome changed nothing.
+func stepOwned(c lockState, out lockOutput, heldByCaller bool, after lockState) []any {
+	switch {
+	case out.Kind == outOK && heldByCaller:
+		return []any{after}
+	case out.Kind == outNotFound && !heldByCaller:
+		return []any{c}
+	case out.Kind == outOK, out.Kind == outNotFound:
+		return nil
+	case out.Kind == outUnknown && heldByCaller && after != c:
+		return []any{c, after}
+	}
+	return []any{c}
+}
+
+// stepGet: free needs the key free; held by a token needs it held by that
+// token, or by a grant nobody saw answered, whose token it tells.
+func stepGet(c lockState, out lockOutput) []any {
+	switch out.Kind {
+	case outFree:
+		if !c.Held {
+			return []any{c}
+		}
+	case outHeldBy:
+		switch {
+		case c.Held && c.Token == out.Token:
+			return []any{c}
+		case c.Held && c.Token == 0 && out.Token > c.Max:
+			// The grant nobody saw answered: now we know its token.
+			return []any{lockState{Held: true, Token: out.Token, Max: out.Token}}
+		}
+	default:
+		return []any{c}
+	}
+	return nil
 }
 
 // stepForced is a forced release from state c: ok frees the key held by
@@ -240,29 +245,20 @@ func lockModel() porcupine.Model {
 	return nm.ToModel()
 }
 
+// outWords name the outcomes in porcupine's visualisation; a grant and a
+// holder are named with their token.
+var outWords = map[outKind]string{outUnknown: "?", outNoop: "failed", outHeld: "held", outOK: "ok",
+	outNotFound: "not-found", outFree: "free", outFreedSome: "released (found in the log)"}
+
 func describeOp(input, output any) string {
 	in := input.(lockInput)
 	out := output.(lockOutput)
-	var res string
+	res := outWords[out.Kind]
 	switch out.Kind {
-	case outUnknown:
-		res = "?"
-	case outNoop:
-		res = "failed"
 	case outGranted:
 		res = fmt.Sprintf("token %d", out.Token)
-	case outHeld:
-		res = "held"
-	case outOK:
-		res = "ok"
-	case outNotFound:
-		res = "not-found"
-	case outFree:
-		res = "free"
 	case outHeldBy:
 		res = fmt.Sprintf("held by %d", out.Token)
-	case outFreedSome:
-		res = "released (found in the log)"
 	}
 	switch {
 	case in.Force && out.Kind == outOK:

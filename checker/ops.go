@@ -127,6 +127,11 @@ func Pair(events []history.Event) ([]*Op, []Window) {
 // clock) are tracked per member, so that overlapping faults of one family
 // make one window that lasts until the last of them heals; network faults
 // (partition, delay, loss) last until the next heal.
+// windowMembership is the kind of a membership change's window, from the
+// removal of a member to the promotion of the one that replaces it; the
+// other windows are named after the fault events that open them.
+const windowMembership = "membership"
+
 type windowSet struct {
 	members map[string]map[int]bool // kill, pause, clock: members affected
 	since   map[string]int64        // family -> start of its open window
@@ -135,7 +140,7 @@ type windowSet struct {
 }
 
 func newWindowSet() *windowSet {
-	return &windowSet{members: map[string]map[int]bool{"kill": {}, "pause": {}, "clock": {}},
+	return &windowSet{members: map[string]map[int]bool{history.FaultKill: {}, history.FaultPause: {}, history.FaultClock: {}},
 		since: map[string]int64{}, detail: map[string][]string{}}
 }
 
@@ -176,38 +181,38 @@ func (s *windowSet) setMembers(kind string, nodes []int, on bool, t int64, detai
 func (s *windowSet) add(e *history.Event) {
 	v := e.Value
 	switch e.F {
-	case "kill":
-		s.setMembers("kill", v.Nodes, true, e.Time, fmt.Sprintf("kill %v", v.Nodes))
-	case "start":
-		s.setMembers("kill", v.Nodes, false, e.Time, "")
+	case history.FaultKill:
+		s.setMembers(history.FaultKill, v.Nodes, true, e.Time, fmt.Sprintf("kill %v", v.Nodes))
+	case history.FaultStart:
+		s.setMembers(history.FaultKill, v.Nodes, false, e.Time, "")
 		// A restarted member runs a normal clock again.
-		s.setMembers("clock", v.Nodes, false, e.Time, "")
-	case "pause":
-		s.setMembers("pause", v.Nodes, true, e.Time, fmt.Sprintf("pause %v", v.Nodes))
-	case "resume":
-		s.setMembers("pause", v.Nodes, false, e.Time, "")
-	case "partition":
+		s.setMembers(history.FaultClock, v.Nodes, false, e.Time, "")
+	case history.FaultPause:
+		s.setMembers(history.FaultPause, v.Nodes, true, e.Time, fmt.Sprintf("pause %v", v.Nodes))
+	case history.FaultResume:
+		s.setMembers(history.FaultPause, v.Nodes, false, e.Time, "")
+	case history.FaultPartition:
 		if len(v.Links) > 0 {
-			s.open("partition", e.Time, fmt.Sprintf("cut links %v", v.Links))
+			s.open(history.FaultPartition, e.Time, fmt.Sprintf("cut links %v", v.Links))
 		} else {
-			s.open("partition", e.Time, fmt.Sprintf("partition %v", v.Groups))
+			s.open(history.FaultPartition, e.Time, fmt.Sprintf("partition %v", v.Groups))
 		}
-	case "delay":
-		s.open("delay", e.Time, fmt.Sprintf("delay %v by %dms", v.Links, deref(v.DelayMS)))
-	case "loss":
-		s.open("loss", e.Time, fmt.Sprintf("loss %v of %g", v.Links, deref(v.Loss)))
-	case "heal":
-		for _, k := range []string{"partition", "delay", "loss"} {
+	case history.FaultDelay:
+		s.open(history.FaultDelay, e.Time, fmt.Sprintf("delay %v by %dms", v.Links, deref(v.DelayMS)))
+	case history.FaultLoss:
+		s.open(history.FaultLoss, e.Time, fmt.Sprintf("loss %v of %g", v.Links, deref(v.Loss)))
+	case history.FaultHeal:
+		for _, k := range []string{history.FaultPartition, history.FaultDelay, history.FaultLoss} {
 			s.shut(k, e.Time)
 		}
-	case "member-remove":
-		s.open("membership", e.Time, fmt.Sprintf("replace member %v", v.Nodes))
-	case "member-promote":
-		s.shut("membership", e.Time)
-	case "clock":
+	case history.FaultMemberRemove:
+		s.open(windowMembership, e.Time, fmt.Sprintf("replace member %v", v.Nodes))
+	case history.FaultMemberPromote:
+		s.shut(windowMembership, e.Time)
+	case history.FaultClock:
 		n := deref(v.Node)
 		faulty := deref(v.Rate) != 1 || deref(v.OffsetMS) != 0
-		s.setMembers("clock", []int{n}, faulty, e.Time,
+		s.setMembers(history.FaultClock, []int{n}, faulty, e.Time,
 			fmt.Sprintf("node %d at %gx, %+dms", n, deref(v.Rate), deref(v.OffsetMS)))
 	}
 }

@@ -282,23 +282,40 @@ func (v *Verdict) plotLatency(path string) error {
 		minY, maxY = 0.1, 1 // nothing answered: an empty axis, still logarithmic
 	}
 	p.Add(&shading{windows: v.windows, minY: minY, maxY: maxY})
+	for _, w := range v.windows {
+		maxX = max(maxX, float64(w.End)/1e9)
+	}
+	if err := addLatencyPoints(p, points); err != nil {
+		return err
+	}
+	// Some room around the points; and a log axis cannot span one value,
+	// which gonum would widen to a non-positive minimum.
+	p.Y.Min, p.Y.Max = minY/1.5, maxY*1.5
+	// Time from the run's start, to its last operation or heal.
+	p.X.Min, p.X.Max = 0, max(maxX, 1)
+	return writePlot(path, p, v.latencyLegend(count))
+}
+
+// latencyLegend is latency.png's legend: the outcomes with their counts,
+// the operations' shapes, and the fault windows the run had.
+func (v *Verdict) latencyLegend(count map[string]int) plot.Legend {
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
 	legend.Padding = vg.Points(2)
+	swatch := func(c color.Color) *plotter.Polygon {
+		s, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}})
+		s.Color, s.LineStyle.Width = c, 0
+		return s
+	}
 	for _, typ := range []string{history.OK, history.Fail} {
-		swatch, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}})
-		swatch.Color, swatch.LineStyle.Width = outcomeColor(typ), 0
-		legend.Add(fmt.Sprintf("%s: %d", typ, count[typ]), swatch)
+		legend.Add(fmt.Sprintf("%s: %d", typ, count[typ]), swatch(outcomeColor(typ)))
 	}
-	infoMark := func(f string) []plot.Thumbnailer {
-		ring, _ := plotter.NewScatter(plotter.XYs{{}})
-		ring.GlyphStyle = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(5), Color: color.Black}
-		dot, _ := plotter.NewScatter(plotter.XYs{{}})
-		dot.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(3), Color: outcomeColor(history.Info)}
-		return []plot.Thumbnailer{ring, dot}
-	}
-	legend.Add(fmt.Sprintf("info: %d (outcome unknown)", count[history.Info]), infoMark(history.OpAcquire)...)
-	for _, f := range []string{history.OpAcquire, history.OpRelease, history.OpRenew, history.OpGet} {
+	ring, _ := plotter.NewScatter(plotter.XYs{{}})
+	ring.GlyphStyle = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(5), Color: color.Black}
+	dot, _ := plotter.NewScatter(plotter.XYs{{}})
+	dot.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(history.OpAcquire), Radius: vg.Points(3), Color: outcomeColor(history.Info)}
+	legend.Add(fmt.Sprintf("info: %d (outcome unknown)", count[history.Info]), ring, dot)
+	for _, f := range latencyOps {
 		s, _ := plotter.NewScatter(plotter.XYs{{}})
 		s.GlyphStyle = draw.GlyphStyle{Shape: opGlyph(f), Radius: vg.Points(2.5), Color: color.Gray{80}}
 		legend.Add(f, s)
@@ -306,17 +323,27 @@ func (v *Verdict) plotLatency(path string) error {
 	kinds := map[string]bool{}
 	for _, w := range v.windows {
 		kinds[w.Kind] = true
-		maxX = max(maxX, float64(w.End)/1e9)
 	}
-	for _, k := range []string{"kill", "pause", "partition", "delay", "loss", "clock"} {
+	for _, k := range shadedFaults {
 		if kinds[k] {
-			swatch, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}})
-			swatch.Color, swatch.LineStyle.Width = faultColor(k), 0
-			legend.Add("fault: "+k, swatch)
+			legend.Add("fault: "+k, swatch(faultColor(k)))
 		}
 	}
+	return legend
+}
+
+// latencyOps are the operations latency.png draws, in its legend's order.
+var latencyOps = []string{history.OpAcquire, history.OpRelease, history.OpRenew, history.OpGet}
+
+// shadedFaults are the fault windows with a colour of their own, in the
+// legend's order.
+var shadedFaults = []string{history.FaultKill, history.FaultPause, history.FaultPartition, history.FaultDelay, history.FaultLoss, history.FaultClock}
+
+// addLatencyPoints adds each series' points: ok, then fail, then info
+// over them, larger and ringed.
+func addLatencyPoints(p *plot.Plot, points map[latencySeries]plotter.XYs) error {
 	for _, typ := range []string{history.OK, history.Fail, history.Info} {
-		for _, f := range []string{history.OpAcquire, history.OpRelease, history.OpRenew, history.OpGet} {
+		for _, f := range latencyOps {
 			pts := points[latencySeries{f, typ}]
 			if len(pts) == 0 {
 				continue
@@ -338,11 +365,12 @@ func (v *Verdict) plotLatency(path string) error {
 			p.Add(s)
 		}
 	}
-	// Some room around the points; and a log axis cannot span one value,
-	// which gonum would widen to a non-positive minimum.
-	p.Y.Min, p.Y.Max = minY/1.5, maxY*1.5
-	// Time from the run's start, to its last operation or heal.
-	p.X.Min, p.X.Max = 0, max(maxX, 1)
+	return nil
+}
+
+// writePlot writes p as a PNG with legend beside it, where it hides no
+// point.
+func writePlot(path string, p *plot.Plot, legend plot.Legend) error {
 	const width, height, margin = 11 * vg.Inch, 4.5 * vg.Inch, 8 * vg.Inch / 72
 	img := vgimg.New(width, height)
 	dc := draw.New(img)
@@ -403,21 +431,20 @@ type shading struct {
 	minY, maxY float64 // the data's latency range, so a log axis has one
 }
 
-// faultColor shades each nemesis family in its own translucent colour.
+// faultColors shade each nemesis family in its own translucent colour;
+// faultColor gives any other a grey.
+var faultColors = map[string]color.Color{
+	history.FaultKill:      color.NRGBA{214, 39, 40, 50},
+	history.FaultPause:     color.NRGBA{255, 127, 14, 60},
+	history.FaultPartition: color.NRGBA{148, 103, 189, 60},
+	history.FaultDelay:     color.NRGBA{140, 86, 75, 55},
+	history.FaultLoss:      color.NRGBA{227, 119, 194, 55},
+	history.FaultClock:     color.NRGBA{31, 119, 180, 45},
+}
+
 func faultColor(kind string) color.Color {
-	switch kind {
-	case "kill":
-		return color.NRGBA{214, 39, 40, 50}
-	case "pause":
-		return color.NRGBA{255, 127, 14, 60}
-	case "partition":
-		return color.NRGBA{148, 103, 189, 60}
-	case "delay":
-		return color.NRGBA{140, 86, 75, 55}
-	case "loss":
-		return color.NRGBA{227, 119, 194, 55}
-	case "clock":
-		return color.NRGBA{31, 119, 180, 45}
+	if c, ok := faultColors[kind]; ok {
+		return c
 	}
 	return color.NRGBA{127, 127, 127, 45}
 }

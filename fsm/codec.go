@@ -306,6 +306,10 @@ func (f *Frozen) Snapshot() []byte { return f.m.Snapshot() }
 // a big table's snapshot beside the member's.
 func (f *Frozen) WriteSnapshot(w io.Writer, yield func()) error { return f.m.writeSnapshot(w, yield) }
 
+// EncodedSize bounds the bytes of the frozen table's snapshot from above
+// (Machine.EncodedSize).
+func (f *Frozen) EncodedSize() uint64 { return f.m.EncodedSize() }
+
 // Len returns the number of locks in the frozen table.
 func (f *Frozen) Len() int { return f.m.Len() }
 

@@ -34,17 +34,17 @@ type Config struct {
 	// Storage is the raft log as persisted so far. The driver writes it
 	// (Ready, Compaction); the core and raft only read it.
 	Storage        raft.Storage
-	ElectionTicks  int    // default 10
-	HeartbeatTicks int    // default 1
-	SnapshotEvery  uint64 // applied entries between snapshots; default 10000
+	ElectionTicks  int    // default DefaultElectionTicks
+	HeartbeatTicks int    // default DefaultHeartbeatTicks
+	SnapshotEvery  uint64 // applied entries between snapshots; default DefaultSnapshotEvery
 	// SnapshotByEntries takes a snapshot every SnapshotEvery entries
 	// whatever the table's size; by default a snapshot also waits until
 	// the log since the last one is as big as the table (snapshotDue).
 	// For harnesses that want big snapshots often.
 	SnapshotByEntries bool
-	SnapshotKeep      uint64 // entries kept behind a snapshot for slow followers; default 1000
-	MaxInflight       int    // raft MaxInflightMsgs; default 256
-	MaxBatch          int    // commands per log entry; default 1024
+	SnapshotKeep      uint64 // entries kept behind a snapshot for slow followers; default DefaultSnapshotKeep
+	MaxInflight       int    // raft MaxInflightMsgs; default DefaultMaxInflight
+	MaxBatch          int    // commands per log entry; default DefaultMaxBatch
 	// MaxUncommitted is how many entries a leader keeps proposed and not
 	// yet committed; commands decided meanwhile wait and share the next
 	// entry. Default 2; negative: no limit.
@@ -75,34 +75,54 @@ type Config struct {
 	Peers map[uint64]string
 }
 
-func (c *Config) setDefaults() {
+// Defaults of the tuning fields (Config.SetDefaults).
+const (
+	DefaultElectionTicks  = 10
+	DefaultHeartbeatTicks = 1
+	DefaultSnapshotEvery  = 10000
+	DefaultSnapshotKeep   = 1000
+	DefaultMaxInflight    = 256
+	DefaultMaxBatch       = 1024
+	DefaultMaxAppendBytes = 1 << 20
+)
+
+// SetDefaults fills the tuning fields left zero with their defaults: the
+// one place they are set, for the core, the production driver and the
+// flags of `raftlock node` alike.
+func (c *Config) SetDefaults() {
 	if c.ElectionTicks <= 0 {
-		c.ElectionTicks = 10
+		c.ElectionTicks = DefaultElectionTicks
 	}
 	if c.HeartbeatTicks <= 0 {
-		c.HeartbeatTicks = 1
+		c.HeartbeatTicks = DefaultHeartbeatTicks
 	}
 	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = 10000
+		c.SnapshotEvery = DefaultSnapshotEvery
 	}
 	if c.SnapshotKeep == 0 {
-		c.SnapshotKeep = 1000
+		c.SnapshotKeep = DefaultSnapshotKeep
 	}
 	if c.MaxInflight <= 0 {
-		c.MaxInflight = 256
+		c.MaxInflight = DefaultMaxInflight
 	}
 	if c.MaxBatch <= 0 {
-		c.MaxBatch = 1024
+		c.MaxBatch = DefaultMaxBatch
 	}
 	if c.MaxUncommitted == 0 {
 		c.MaxUncommitted = DefaultMaxUncommitted
 	}
 	if c.MaxAppendBytes == 0 {
-		c.MaxAppendBytes = 1 << 20
+		c.MaxAppendBytes = DefaultMaxAppendBytes
 	}
 	if c.NoBatch {
 		c.MaxBatch = 1
 	}
+}
+
+// setDefaults is SetDefaults, and a silent logger and private metrics
+// where none was given.
+func (c *Config) setDefaults() {
+	c.SetDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

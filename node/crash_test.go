@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -162,7 +163,7 @@ func TestReadOnIsolatedLeaderEndsUnavailable(t *testing.T) {
 }
 
 func TestMaxBatchAboveCodecLimitRefused(t *testing.T) {
-	_, err := node.New(node.Config{ID: 1, Peers: map[uint64]string{1: "127.0.0.1:1"}, DataDir: t.TempDir(), MaxBatch: fsm.MaxBatch + 1})
+	_, err := node.New(node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: "127.0.0.1:1"}, MaxBatch: fsm.MaxBatch + 1}, DataDir: t.TempDir()})
 	if err == nil {
 		t.Fatal("New accepted a MaxBatch every member would refuse to apply")
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -33,7 +34,7 @@ func (f failingCompact) Compact(index uint64, cs *raftpb.ConfState, data []byte,
 // it is delivered before the member stops (found in review).
 func TestDiskFailureNeverTurnsACommittedAnswerIntoStopped(t *testing.T) {
 	armed := new(atomic.Bool)
-	n := node.StartSingle(t, node.Config{SnapshotEvery: 1, SnapshotKeep: 1, TickInterval: 5 * time.Millisecond},
+	n := node.StartSingle(t, node.Config{Config: member.Config{SnapshotEvery: 1, SnapshotKeep: 1}, TickInterval: 5 * time.Millisecond},
 		func(d *logstore.Disk) logstore.Store { return failingCompact{d, armed} })
 	ctx := ctxT(t, 10*time.Second)
 	nodetest.WaitFor(t, 10*time.Second, "a member that may decide", func() bool {

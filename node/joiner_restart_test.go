@@ -57,8 +57,13 @@ func TestRestartedJoinerAnnouncesItsRecordedPeerAddress(t *testing.T) {
 	}
 
 	// The restart memberPeers makes: --join ignored, only --peer-listen.
-	n, err := node.New(node.Config{ID: 4, DataDir: dir, Peers: map[uint64]string{4: bind}, PeerListen: bind,
-		ClientAddr: "127.0.0.1:1", Logger: slog.New(slog.DiscardHandler), TickInterval: 5 * time.Millisecond})
+	n, err := node.New(node.Config{
+		Config:       member.Config{ID: 4, Peers: map[uint64]string{4: bind}, Logger: slog.New(slog.DiscardHandler)},
+		DataDir:      dir,
+		PeerListen:   bind,
+		ClientAddr:   "127.0.0.1:1",
+		TickInterval: 5 * time.Millisecond,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,35 +35,28 @@ import (
 // Bugs lists the planted bugs by name (see Config.Bug).
 func Bugs() []string { return member.Bugs() }
 
-// Config configures one member.
+// Config configures one member. The embedded member.Config holds the
+// core's settings (ID, Peers, the raft and snapshot tuning, Bug, Limits,
+// Logger) with their defaults (member.Config.SetDefaults); New sets the
+// fields the driver owns (its Storage, Journal, MaxAppendBytes, Metrics,
+// SeqStart) itself.
 type Config struct {
-	ID         uint64
-	Peers      map[uint64]string // raft peer addresses, this member included
-	PeerListen string            // where to listen for peers; default Peers[ID]
-	ClientAddr string            // announced to peers for redirects
+	member.Config
+
+	PeerListen string // where to listen for peers; default Peers[ID]
+	ClientAddr string // announced to peers for redirects
 	DataDir    string
 
-	TickInterval   time.Duration // default 20ms
-	ElectionTicks  int           // default 10
-	HeartbeatTicks int           // default 1
-	SnapshotEvery  uint64        // applied entries between snapshots; default 10000
-	// SnapshotByEntries: every SnapshotEvery entries whatever the table's
-	// size (member.Config.SnapshotByEntries).
-	SnapshotByEntries bool
-	SnapshotKeep      uint64 // entries kept behind a snapshot for slow followers; default 1000
-	MaxInflight       int    // raft MaxInflightMsgs; default 256
-	MaxBatch          int    // commands per log entry; default 1024
-	MaxUncommitted    int    // entries a leader keeps proposed and not committed (member.Config.MaxUncommitted)
-	NoBatch           bool   // one command per entry and one entry per Ready (ablation)
-	NoHandoff         bool   // grant a freed key's next waiter only after the freeing command applied (ablation)
+	TickInterval time.Duration // default DefaultTickInterval
 	// NoWriteOverlap: the loop waits for each Ready's write, taking no
 	// call or message meanwhile (ablation of the write overlap, run).
 	NoWriteOverlap bool
 
 	Clock     clock.Clock    // default: system clock
 	Transport peer.Transport // default: TCP on Peers[ID]
-	Storage   logstore.Store // default: pebble in DataDir
-	Logger    *slog.Logger
+	// Storage is the log store (default: pebble in DataDir); it stands
+	// for member.Config.Storage, which New sets to it.
+	Storage logstore.Store
 
 	// PeerTLS, when set, makes the default TCP transport mutual TLS with
 	// these certificates (see peer.Config.TLS).
@@ -78,20 +71,12 @@ type Config struct {
 	// CommittedLog). Only with fault injection: it grows without bound.
 	AuditJournal string
 
-	// Bug plants one named bug (see Bugs). Never set in production: the
-	// CLI accepts it only with fault injection enabled.
-	Bug string
-
 	// SnapshotChunkSize is the most snapshot data one peer frame carries
 	// (default peer.DefaultSnapshotChunkSize); PeerFrameLimit is the
 	// largest peer frame this member reads (default
 	// peer.DefaultFrameLimit). See peer.Config.
 	SnapshotChunkSize int
 	PeerFrameLimit    int
-
-	// Limits bound the calls, waiters and keys the member holds (zero
-	// fields: member's defaults); past one a call gets ErrOverloaded.
-	Limits Limits
 
 	// Join, for the first start of a member added to a running cluster
 	// (raftlock member add), is what it learned from that cluster. A data
@@ -101,31 +86,22 @@ type Config struct {
 	Join *Join
 }
 
-func (c *Config) setDefaults() {
+// DefaultTickInterval is Config.TickInterval's default.
+const DefaultTickInterval = 20 * time.Millisecond
+
+// SetDefaults fills the tuning fields left zero with their defaults (the
+// core's from member.Config.SetDefaults).
+func (c *Config) SetDefaults() {
 	if c.TickInterval <= 0 {
-		c.TickInterval = 20 * time.Millisecond
+		c.TickInterval = DefaultTickInterval
 	}
-	if c.ElectionTicks <= 0 {
-		c.ElectionTicks = 10
-	}
-	if c.HeartbeatTicks <= 0 {
-		c.HeartbeatTicks = 1
-	}
-	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = 10000
-	}
-	if c.SnapshotKeep == 0 {
-		c.SnapshotKeep = 1000
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = 256
-	}
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 1024
-	}
-	if c.NoBatch {
-		c.MaxBatch = 1
-	}
+	c.Config.SetDefaults()
+}
+
+// setDefaults is SetDefaults, and the system clock and a logger of
+// warnings to stderr where none was given.
+func (c *Config) setDefaults() {
+	c.SetDefaults()
 	if c.Clock == nil {
 		c.Clock = clock.NewSystem()
 	}
@@ -156,6 +132,7 @@ type Node struct {
 	// one at a time, and the latest one that came meanwhile waits in
 	// nextCompaction (both loop-owned). compactc brings the outcome back.
 	compacting     bool
+	lastCompaction time.Duration // clock time the last compaction began
 	nextCompaction *member.Compaction
 	compactc       chan compactDone
 	compactWG      sync.WaitGroup
@@ -197,7 +174,38 @@ type callInput struct {
 // streamCompactor is a store that takes a snapshot's data as a stream
 // (logstore.Disk.CompactFrom).
 type streamCompactor interface {
-	CompactFrom(index uint64, cs *raftpb.ConfState, write func(io.Writer) error, compactTo uint64) error
+	CompactFrom(ctx context.Context, index uint64, cs *raftpb.ConfState, rate int64, write func(io.Writer) error, compactTo uint64) error
+}
+
+// Pacing of a member's own snapshots (snapshotRate).
+const (
+	// snapshotSpread is the part of the time between two snapshots that
+	// writing one is spread over.
+	snapshotSpread = 0.5
+	// minSnapshotRate bounds how slowly a snapshot is written, so one of
+	// a big table on an idle member still ends within seconds: 270 MB, a
+	// million 250-byte keys, take about 32 s at this rate.
+	minSnapshotRate = 8 << 20
+)
+
+// snapshotRate returns the rate in bytes per second at which a member
+// writes a snapshot of size bytes, the last one having begun since ago.
+//
+// A snapshot of a big table costs its member CPU to encode and the disk
+// its log syncs on. Written as fast as the disk takes it, a million
+// locks' snapshot ran for about 4 s, and the operations of those seconds
+// made the cluster's p99 (results/scale.md). Spread over half the time
+// the log took to grow since the last one, the same work slows every
+// operation a little instead of a few seconds' worth a lot: with a big
+// table a snapshot is due a table's worth of log after the last
+// (member.Core), so the busier the member the faster it writes, and a
+// quiet one writes slowly.
+func snapshotRate(size uint64, since time.Duration) int64 {
+	if since <= 0 {
+		return logstore.MaxSnapshotRate
+	}
+	rate := int64(float64(size) / (since.Seconds() * snapshotSpread))
+	return min(max(rate, minSnapshotRate), logstore.MaxSnapshotRate)
 }
 
 type compactDone struct {
@@ -307,14 +315,10 @@ func (n *Node) openStorage() error {
 func (n *Node) openCore() error {
 	cfg := n.cfg
 	var err error
-	n.core, err = member.New(member.Config{
-		ID: cfg.ID, Storage: n.storage, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotByEntries: cfg.SnapshotByEntries, SnapshotKeep: cfg.SnapshotKeep, MaxInflight: cfg.MaxInflight,
-		MaxBatch: cfg.MaxBatch, MaxUncommitted: cfg.MaxUncommitted, NoBatch: cfg.NoBatch, NoHandoff: cfg.NoHandoff, Bug: cfg.Bug, Journal: cfg.AuditJournal != "",
-		MaxAppendBytes: maxAppendBytes(cfg.PeerFrameLimit),
-		Logger:         n.log, Metrics: n.metrics, SeqStart: uint64(time.Now().UnixNano()), Limits: cfg.Limits,
-		Peers: cfg.Peers,
-	}, n.clock.Now())
+	mc := cfg.Config
+	mc.Storage, mc.Journal, mc.MaxAppendBytes = n.storage, cfg.AuditJournal != "", maxAppendBytes(cfg.PeerFrameLimit)
+	mc.Logger, mc.Metrics, mc.SeqStart = n.log, n.metrics, uint64(time.Now().UnixNano())
+	n.core, err = member.New(mc, n.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -794,15 +798,29 @@ func (n *Node) compact(cp *member.Compaction) {
 		return
 	}
 	n.compacting = true
+	now := n.clock.Now()
+	rate := snapshotRate(cp.Table.EncodedSize(), now-n.lastCompaction)
+	n.lastCompaction = now
 	n.compactWG.Add(1)
 	go func() {
 		defer n.compactWG.Done()
+		// A stop drops the snapshot being written: the log it would
+		// have replaced is still whole.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-n.stopc:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		start := time.Now()
 		var err error
 		if sc, ok := n.storage.(streamCompactor); ok {
 			// Streamed to its file, yielding often: on one core the loop
 			// must not wait for a table of a million locks to encode.
-			err = sc.CompactFrom(cp.Index, cp.ConfState, func(w io.Writer) error { return cp.WriteTo(w, runtime.Gosched) }, cp.CompactTo)
+			err = sc.CompactFrom(ctx, cp.Index, cp.ConfState, rate, func(w io.Writer) error { return cp.WriteTo(w, runtime.Gosched) }, cp.CompactTo)
 		} else {
 			err = n.storage.Compact(cp.Index, cp.ConfState, cp.Data(), cp.CompactTo)
 		}

@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -57,7 +58,7 @@ func startGatedWith(t *testing.T, ctx context.Context, mod func(*node.Config)) (
 		t.Fatal(err)
 	}
 	g := &gatedStore{Disk: disk, blocked: make(chan struct{}), gate: make(chan struct{})}
-	cfg := node.Config{ID: 1, Peers: map[uint64]string{1: peer}, DataDir: dir, Storage: g}
+	cfg := node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: peer}}, DataDir: dir, Storage: g}
 	mod(&cfg)
 	n, err := node.New(cfg)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -25,8 +26,12 @@ func TestJoinOverWhatAnInterruptedJoinLeft(t *testing.T) {
 	self := addr()
 	boot := map[uint64]string{1: addr(), 2: addr(), 3: addr()}
 	join := func(dir string, bootstrap map[uint64]string) (*node.Node, error) {
-		return node.New(node.Config{ID: 4, DataDir: dir, Peers: map[uint64]string{4: self}, ClientAddr: "127.0.0.1:1",
-			Join: &node.Join{ClusterID: 0xc1, Bootstrap: bootstrap, Members: map[uint64]string{4: self}}})
+		return node.New(node.Config{
+			Config:     member.Config{ID: 4, Peers: map[uint64]string{4: self}},
+			DataDir:    dir,
+			ClientAddr: "127.0.0.1:1",
+			Join:       &node.Join{ClusterID: 0xc1, Bootstrap: bootstrap, Members: map[uint64]string{4: self}},
+		})
 	}
 	interrupted := func(t *testing.T) string {
 		dir := t.TempDir()

@@ -42,7 +42,7 @@ func TestMemberWhoseSnapshotCoversItsRemovalStops(t *testing.T) {
 	}
 	s.Close()
 
-	n, err := node.New(node.Config{ID: 3, DataDir: dir, Peers: peers, Logger: slog.New(slog.DiscardHandler)})
+	n, err := node.New(node.Config{Config: member.Config{ID: 3, Peers: peers, Logger: slog.New(slog.DiscardHandler)}, DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

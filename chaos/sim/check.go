@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker"
 )
 
@@ -96,7 +97,7 @@ func WriteSummary(w io.Writer, cfg Config, res *Result, v *checker.Verdict, repl
 		fmt.Fprintf(bw, "Verdict: **%s** (first failing check: `%s`)\n\n", v.Verdict, check)
 	}
 	fmt.Fprintf(bw, "Replay: `%s`\n\n", replay)
-	faults := strings.Join(cfg.Faults, ",")
+	faults := fault.Join(cfg.Faults)
 	if faults == "" {
 		faults = "none"
 	}
@@ -126,7 +127,7 @@ func WriteSummary(w io.Writer, cfg Config, res *Result, v *checker.Verdict, repl
 }
 
 // faultString lists fault counts by family, in Families order.
-func faultString(m map[string]int) string {
+func faultString(m map[fault.Family]int) string {
 	var parts []string
 	for _, f := range Families {
 		if m[f] > 0 {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/member"
 )
@@ -67,7 +68,7 @@ type attempt struct {
 // newClient makes client idx, with its own random stream, so that one
 // client's choices do not shift when another's change.
 func (s *sim) newClient(idx int) *client {
-	return &client{s: s, idx: idx, rng: rand.New(rand.NewPCG(s.cfg.Seed, uint64(idx)+1)), proc: s.newProc(),
+	return &client{s: s, idx: idx, rng: workload.Rand(s.cfg.Seed, idx), proc: s.newProc(),
 		pref: uint64(idx%s.cfg.Nodes) + 1, lastArrival: map[uint64]int64{}}
 }
 
@@ -92,34 +93,27 @@ func (c *client) next() {
 		return
 	}
 	c.busy = true
-	r := c.r()
-	key := s.keys[r.IntN(len(s.keys))]
-	if r.Float64() < 0.15 {
+	switch kind, key := s.plan().Next(c.r()); kind {
+	case workload.Get:
 		c.get(key)
-		return
-	}
-	if r.Float64() < 0.02 {
+	case workload.ForceRelease:
 		c.forceRelease(key)
-		return
+	case workload.List:
+		c.list()
+	default:
+		c.cycle(key)
 	}
-	if r.Float64() < 0.03 {
-		c.list(r)
-		return
-	}
-	c.cycle(key)
 }
 
-// list reads a page of the table: from the first key or after a random
-// one, of a random size, so pages are sometimes cut (more) and sometimes
-// not.
-func (c *client) list(r *rand.Rand) {
-	s := c.s
-	after := ""
-	if r.IntN(2) == 0 {
-		after = s.keys[r.IntN(len(s.keys))]
-	}
-	limit := 1 + r.IntN(len(s.keys)+1)
-	c.start(history.OpList, "", member.Request{Op: member.OpList, After: after, Limit: limit}, 2*time.Second,
+// plan is the workload's plan, which the chaos harness's clients follow too.
+func (s *sim) plan() workload.Plan {
+	return workload.Plan{Keys: s.keys, LeaseMin: s.cfg.LeaseMin, LeaseMax: s.cfg.LeaseMax}
+}
+
+// list reads a page of the table.
+func (c *client) list() {
+	after, limit := c.s.plan().Page(c.r())
+	c.start(history.OpList, "", member.Request{Op: member.OpList, After: after, Limit: limit}, workload.OpTimeout,
 		history.Value{After: after, Limit: history.Ptr(int64(limit))}, func(string, member.Answer) { c.later() })
 }
 
@@ -128,7 +122,7 @@ func (c *client) owner() string { return fmt.Sprintf("sim-%d", c.idx) }
 
 // forceRelease is an operator freeing key whatever holds it (rule 12).
 func (c *client) forceRelease(key string) {
-	c.start(history.OpRelease, key, member.Request{Op: member.OpRelease, Key: key, Force: true}, 2*time.Second,
+	c.start(history.OpRelease, key, member.Request{Op: member.OpRelease, Key: key, Force: true}, workload.OpTimeout,
 		history.Value{Force: true}, func(string, member.Answer) { c.later() })
 }
 
@@ -141,7 +135,7 @@ func (c *client) later() {
 }
 
 func (c *client) get(key string) {
-	c.start(history.OpGet, key, member.Request{Op: member.OpGet, Key: key}, 2*time.Second,
+	c.start(history.OpGet, key, member.Request{Op: member.OpGet, Key: key}, workload.OpTimeout,
 		history.Value{}, func(typ string, a member.Answer) { c.later() })
 }
 
@@ -149,14 +143,9 @@ func (c *client) get(key string) {
 // fenced store, sometimes pausing past its lease, sometimes renewing,
 // usually releasing.
 func (c *client) cycle(key string) {
-	s, r := c.s, c.r()
-	lease := s.cfg.LeaseMin + time.Duration(r.Int64N(int64(s.cfg.LeaseMax-s.cfg.LeaseMin)+1))
-	lease = lease.Truncate(time.Millisecond)
-	var wait time.Duration
-	if r.IntN(2) == 0 {
-		wait = time.Duration(r.Int64N(int64(500 * time.Millisecond))).Truncate(time.Millisecond)
-	}
-	c.start(history.OpAcquire, key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Owner: c.owner()}, wait+2*time.Second,
+	s, r, plan := c.s, c.r(), c.s.plan()
+	lease, wait := plan.Acquire(r)
+	c.start(history.OpAcquire, key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Owner: c.owner()}, wait+workload.OpTimeout,
 		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: c.owner()},
 		func(typ string, a member.Answer) {
 			if typ != history.OK {
@@ -164,34 +153,33 @@ func (c *client) cycle(key string) {
 				return
 			}
 			token, proc := a.Token, c.proc
-			v, ok := s.store.read(proc, key, token)
+			v, ok := s.store.Read(proc, key, token)
 			rest := func() {
 				if ok {
-					s.store.write(proc, key, token, v+1)
+					s.store.Write(proc, key, token, v+1)
 				}
-				c.renewAndRelease(key, token, lease)
+				c.renewAndRelease(plan, key, token, lease)
 			}
-			if r.Float64() < 0.05 {
-				// The GC-pause case: the holder stalls past its lease.
-				s.sch.after(int64(lease)+r.Int64N(int64(100*time.Millisecond)), rest)
+			if d, stall := plan.Stall(r, lease); stall {
+				s.sch.after(int64(d), rest)
 				return
 			}
 			rest()
 		})
 }
 
-func (c *client) renewAndRelease(key string, token uint64, lease time.Duration) {
+func (c *client) renewAndRelease(plan workload.Plan, key string, token uint64, lease time.Duration) {
 	r := c.r()
 	release := func() {
-		if r.Float64() >= 0.9 {
+		if !plan.Release(r) {
 			c.later() // let the lease run out
 			return
 		}
-		c.start(history.OpRelease, key, member.Request{Op: member.OpRelease, Key: key, Token: token}, 2*time.Second,
+		c.start(history.OpRelease, key, member.Request{Op: member.OpRelease, Key: key, Token: token}, workload.OpTimeout,
 			history.Value{Token: history.Ptr(token)}, func(string, member.Answer) { c.later() })
 	}
-	if r.Float64() < 0.3 {
-		c.start(history.OpRenew, key, member.Request{Op: member.OpRenew, Key: key, Token: token, Lease: lease}, 2*time.Second,
+	if plan.Renew(r) {
+		c.start(history.OpRenew, key, member.Request{Op: member.OpRenew, Key: key, Token: token, Lease: lease}, workload.OpTimeout,
 			history.Value{Token: history.Ptr(token), LeaseMS: history.Ptr(lease.Milliseconds())},
 			func(typ string, a member.Answer) {
 				if typ == history.OK || errors.Is(a.Err, member.ErrNotFound) {
@@ -212,7 +200,7 @@ func (c *client) start(f, key string, req member.Request, timeout time.Duration,
 	if !c.filler {
 		s.opsStarted++
 	}
-	inv := s.record(c.proc, history.Invoke, f, key, v)
+	inv := s.Record(c.proc, history.Invoke, f, key, v)
 	reads := f == history.OpGet || f == history.OpList
 	if !reads {
 		req.Tag = uint64(inv.Index) + 1
@@ -408,7 +396,7 @@ func (c *client) complete(o *op, typ string, v history.Value, ans member.Answer)
 		o.then(typ, ans)
 		return
 	}
-	s.record(c.proc, typ, o.f, o.key, v)
+	s.Record(c.proc, typ, o.f, o.key, v)
 	s.stats.Ops++
 	switch typ {
 	case history.OK:
@@ -443,37 +431,4 @@ func (s *sim) finalReads() {
 	c.next()
 	deadline := s.sch.now + int64(20*time.Second)
 	s.sch.runUntil(deadline, func() bool { return !c.busy })
-}
-
-// fencedStore is the resource the locks guard (chaos.FencedStore, in
-// simulated time): it rejects any access with a token lower than the
-// highest it has accepted and holds a counter each critical section
-// increments.
-type fencedStore struct {
-	s       *sim
-	highest map[string]uint64
-	counter map[string]int64
-}
-
-func (f *fencedStore) read(p history.Process, key string, token uint64) (int64, bool) {
-	f.s.record(p, history.Invoke, history.OpRead, key, history.Value{Token: &token})
-	if token < f.highest[key] {
-		f.s.record(p, history.Fail, history.OpRead, key, history.Value{Error: "stale-token"})
-		return 0, false
-	}
-	f.highest[key] = token
-	v := f.counter[key]
-	f.s.record(p, history.OK, history.OpRead, key, history.Value{Value: &v})
-	return v, true
-}
-
-func (f *fencedStore) write(p history.Process, key string, token uint64, v int64) {
-	f.s.record(p, history.Invoke, history.OpWrite, key, history.Value{Token: &token, Value: &v})
-	if token < f.highest[key] {
-		f.s.record(p, history.Fail, history.OpWrite, key, history.Value{Error: "stale-token"})
-		return
-	}
-	f.highest[key] = token
-	f.counter[key] = v
-	f.s.record(p, history.OK, history.OpWrite, key, history.Value{Value: &v})
 }

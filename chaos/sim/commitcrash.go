@@ -5,7 +5,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/member"
 )
@@ -22,11 +22,7 @@ import (
 // back), so clients retrying on the new leader can land in it.
 func (n *nemesis) crashAtGrantCommit() func() {
 	s := n.s
-	victim := s.leader()
-	if victim == nil {
-		return nil
-	}
-	st, ok := s.status(victim)
+	victim, st, ok := s.leaderStatus()
 	if !ok {
 		return nil
 	}
@@ -36,7 +32,7 @@ func (n *nemesis) crashAtGrantCommit() func() {
 	}
 	inc := victim.incarnation
 	delay := int64(20+n.rng.IntN(61)) * int64(time.Millisecond)
-	var slowed [][]int
+	var slowed [][2]int
 	victim.onCommit = func(rd member.Ready) bool {
 		commit := rd.HardState.GetCommit()
 		if rd.HardState == nil || commit <= last {
@@ -50,12 +46,12 @@ func (n *nemesis) crashAtGrantCommit() func() {
 		victim.onCommit = nil
 		s.stats.CrashAtGrantCommit++
 		s.crash(victim, false)
-		n.record("kill", history.Value{Nodes: []int{int(victim.id)}})
+		fault.Kill{Nodes: []int{int(victim.id)}}.Record(s)
 		for _, l := range s.sortedLinks() {
 			s.link(l[0], l[1]).delay = delay
-			slowed = append(slowed, []int{int(l[0]), int(l[1])})
+			slowed = append(slowed, [2]int{int(l[0]), int(l[1])})
 		}
-		n.record("delay", history.Value{Links: slowed, DelayMS: history.Ptr(delay / 1e6), JitterMS: history.Ptr(int64(0))})
+		fault.Net{Links: slowed, Delay: time.Duration(delay)}.Record(s)
 		return true
 	}
 	return func() {
@@ -64,11 +60,10 @@ func (n *nemesis) crashAtGrantCommit() func() {
 			for _, l := range s.sortedLinks() {
 				s.link(l[0], l[1]).delay = 0
 			}
-			n.record("heal", history.Value{Links: slowed})
+			fault.Heal{Links: slowed}.Record(s)
 		}
-		if victim.incarnation == inc && victim.restartable() {
-			s.start(victim)
-			n.record("start", history.Value{Nodes: []int{int(victim.id)}})
+		if victim.incarnation == inc {
+			n.restart(int(victim.id))
 		}
 	}
 }

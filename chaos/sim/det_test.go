@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -21,23 +22,31 @@ func runBytes(t *testing.T, cfg Config) (hist, trace []byte) {
 	return h.Bytes(), tr.Bytes()
 }
 
+// runTwice runs cfg twice and fails the test unless both runs wrote the
+// same history.jsonl and trace.log, byte for byte; it returns them.
+func runTwice(t *testing.T, what string, cfg Config) (hist, trace []byte) {
+	t.Helper()
+	h1, t1 := runBytes(t, cfg)
+	h2, t2 := runBytes(t, cfg)
+	if !bytes.Equal(h1, h2) {
+		t.Fatalf("%s: history.jsonl differs between two runs (%d vs %d bytes)", what, len(h1), len(h2))
+	}
+	if !bytes.Equal(t1, t2) {
+		i := 0
+		for i < len(t1) && i < len(t2) && t1[i] == t2[i] {
+			i++
+		}
+		t.Fatalf("%s: trace.log differs at byte %d: %q vs %q", what, i, excerpt(t1, i), excerpt(t2, i))
+	}
+	return h1, t1
+}
+
 // TestSameSeedSameBytes: the same seed and flags give byte-identical
 // history.jsonl and trace.log, with every fault family on.
 func TestSameSeedSameBytes(t *testing.T) {
 	for _, seed := range []uint64{3, 11} {
 		cfg := Config{Seed: seed, Duration: 6 * time.Second, Faults: Families, FaultInterval: 500 * time.Millisecond}
-		h1, t1 := runBytes(t, cfg)
-		h2, t2 := runBytes(t, cfg)
-		if !bytes.Equal(h1, h2) {
-			t.Fatalf("seed %d: history.jsonl differs between two runs (%d vs %d bytes)", seed, len(h1), len(h2))
-		}
-		if !bytes.Equal(t1, t2) {
-			i := 0
-			for i < len(t1) && i < len(t2) && t1[i] == t2[i] {
-				i++
-			}
-			t.Fatalf("seed %d: trace.log differs at byte %d: %q vs %q", seed, i, excerpt(t1, i), excerpt(t2, i))
-		}
+		h1, t1 := runTwice(t, fmt.Sprintf("seed %d", seed), cfg)
 		if len(t1) < 1000 || bytes.Count(h1, []byte("\n")) < 50 {
 			t.Fatalf("seed %d: suspiciously small run: %d trace bytes, %d history lines", seed, len(t1), bytes.Count(h1, []byte("\n")))
 		}
@@ -57,18 +66,7 @@ func TestSameSeedSameBytesWithHeldLocks(t *testing.T) {
 	for _, bug := range []string{"", "snapshot-partial"} {
 		cfg := Config{Seed: 8, Duration: 6 * time.Second, Faults: Families, Held: 2000, KeySize: 100,
 			FaultInterval: 500 * time.Millisecond, Bug: bug}
-		h1, t1 := runBytes(t, cfg)
-		h2, t2 := runBytes(t, cfg)
-		if !bytes.Equal(h1, h2) {
-			t.Fatalf("bug %q: history.jsonl differs between two runs (%d vs %d bytes)", bug, len(h1), len(h2))
-		}
-		if !bytes.Equal(t1, t2) {
-			i := 0
-			for i < len(t1) && i < len(t2) && t1[i] == t2[i] {
-				i++
-			}
-			t.Fatalf("bug %q: trace.log differs at byte %d: %q vs %q", bug, i, excerpt(t1, i), excerpt(t2, i))
-		}
+		h1, t1 := runTwice(t, fmt.Sprintf("bug %q", bug), cfg)
 		if n := bytes.Count(h1, []byte(`"held/`)); n < 2*2000 {
 			t.Fatalf("bug %q: %d history events on held keys, want the fill's 2000 invokes and answers", bug, n)
 		}
@@ -88,18 +86,7 @@ func excerpt(b []byte, i int) string {
 // restarts a joiner before it applied its own add (seed 10 meets both).
 func TestSameSeedSameBytesWithMembership(t *testing.T) {
 	cfg := Config{Seed: 10, Duration: 6 * time.Second, Faults: Families, FaultInterval: 300 * time.Millisecond}
-	h1, t1 := runBytes(t, cfg)
-	h2, t2 := runBytes(t, cfg)
-	if !bytes.Equal(h1, h2) {
-		t.Fatalf("history.jsonl differs between two runs (%d vs %d bytes)", len(h1), len(h2))
-	}
-	if !bytes.Equal(t1, t2) {
-		i := 0
-		for i < len(t1) && i < len(t2) && t1[i] == t2[i] {
-			i++
-		}
-		t.Fatalf("trace.log differs at byte %d: %q vs %q", i, excerpt(t1, i), excerpt(t2, i))
-	}
+	h1, t1 := runTwice(t, "membership", cfg)
 	for _, want := range []string{`"f":"member-remove"`, `"f":"member-add"`, `"f":"member-promote"`} {
 		if !bytes.Contains(h1, []byte(want)) {
 			t.Errorf("no %s in the history", want)

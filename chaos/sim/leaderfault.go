@@ -1,10 +1,11 @@
 package sim
 
 import (
+	"maps"
 	"slices"
 	"time"
 
-	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/chaos/fault"
 )
 
 // unawareLeaderRate is the clock rate of a leader the aimed fault below
@@ -28,11 +29,7 @@ const unawareLeaderRate = 0.01
 // the backup taker, still find it leading.
 func (n *nemesis) isolateUnawareLeader() func() {
 	s := n.s
-	victim := s.leader()
-	if victim == nil {
-		return nil
-	}
-	st, ok := s.status(victim)
+	victim, st, ok := s.leaderStatus()
 	if !ok {
 		return nil
 	}
@@ -41,10 +38,8 @@ func (n *nemesis) isolateUnawareLeader() func() {
 	}
 	s.stats.UnawareLeaders++
 	n.isolate(victim)
-	victim.clk.set(s.sch.now, unawareLeaderRate, 0)
-	s.scheduleTick(victim)
 	id := int(victim.id)
-	n.record("clock", history.Value{Node: &id, Rate: history.Ptr(unawareLeaderRate), OffsetMS: history.Ptr[int64](0)})
+	n.setClock(fault.Clock{Node: id, Rate: unawareLeaderRate})
 	inc := victim.incarnation
 	over := false
 	var poll func()
@@ -65,9 +60,7 @@ func (n *nemesis) isolateUnawareLeader() func() {
 		over = true
 		n.healLinks()
 		if victim.incarnation == inc && victim.up() {
-			victim.clk.set(s.sch.now, 1, 0)
-			s.scheduleTick(victim)
-			n.record("clock", history.Value{Node: &id, Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+			n.setClock(fault.TrueClock(id))
 		}
 	}
 }
@@ -76,11 +69,7 @@ func (n *nemesis) isolateUnawareLeader() func() {
 // there ends for its client as if m had died, and m is told its requester
 // left, as the production server tells its member when a connection drops.
 func (s *sim) resetClients(m *node) {
-	hs := make([]uint64, 0, len(m.handles))
-	for h := range m.handles {
-		hs = append(hs, h)
-	}
-	slices.Sort(hs)
+	hs := slices.Sorted(maps.Keys(m.handles))
 	if s.tr.on() {
 		s.tr.printf("reset-clients node=%d requests=%d", m.id, len(hs))
 	}

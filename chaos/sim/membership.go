@@ -3,12 +3,14 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/member"
@@ -128,11 +130,7 @@ func (m *membership) busy() bool { return m.cur != nil || m.aiming }
 // breaks and ends by itself, and the nemesis waits for it.
 func (n *nemesis) membership() func() {
 	s := n.s
-	l := s.leader()
-	if l == nil {
-		return nil
-	}
-	st, ok := s.status(l)
+	l, st, ok := s.leaderStatus()
 	if !ok {
 		return nil
 	}
@@ -154,12 +152,13 @@ func (n *nemesis) membership() func() {
 				return nil
 			}
 		}
-		victim := st.Voters[n.rng.IntN(len(st.Voters))]
-		if n.rng.IntN(3) == 0 {
-			victim = l.id
+		voters := make([]int, len(st.Voters))
+		for i, id := range st.Voters {
+			voters[i] = int(id)
 		}
+		victim := fault.DrawReplace(n.rng, fault.Fixed{IDs: voters, Lead: int(l.id)}).Victim
 		r.victim = s.nodes[victim-1]
-		r.aim = victim == l.id && n.rng.IntN(2) == 0
+		r.aim = victim == int(l.id) && n.rng.IntN(2) == 0
 	}
 	if r.learner == nil && n.rng.IntN(2) == 0 {
 		r.crash, r.powerLoss, r.frac = n.rng.IntN(3), n.rng.IntN(2) == 0, n.rng.Float64()
@@ -198,7 +197,7 @@ func (m *membership) done() {
 }
 
 func (m *membership) record(f string, id uint64) {
-	m.s.record(history.Nemesis, history.Info, f, "", history.Value{Nodes: []int{int(id)}})
+	m.s.Record(history.Nemesis, history.Info, f, "", history.Value{Nodes: []int{int(id)}})
 }
 
 // inConf says whether st's configuration has id, as voter or learner.
@@ -214,7 +213,7 @@ func (m *membership) remove(r *replacement) {
 	if st, ok := s.status(v); ok && st.Role == "leader" {
 		s.stats.LeadersRemoved++
 	}
-	m.record("member-remove", v.id)
+	m.record(history.FaultMemberRemove, v.id)
 	aim := r.aim
 	c := &changeCall{m: m, ch: member.MembershipChange{Type: member.Remove, Member: member.Member{ID: v.id}},
 		deadline: s.sch.now + int64(changeBound),
@@ -250,21 +249,29 @@ func (m *membership) remove(r *replacement) {
 // and retires it for good.
 func (m *membership) awaitStop(v *node, next func()) {
 	s := m.s
-	deadline := s.sch.now + int64(removedWait)
-	var poll func()
-	poll = func() {
-		if !v.retired && s.sch.now < deadline {
-			s.sch.after(int64(10*time.Millisecond), poll)
-			return
-		}
+	s.whenRetired(v, removedWait, func() {
 		if !v.retired {
 			if s.tr.on() {
 				s.tr.printf("membership removed node=%d did not stop within %v: killed", v.id, removedWait)
 			}
 			s.retire(v)
 		}
-		m.record("member-removed", v.id)
+		m.record(history.FaultMemberRemoved, v.id)
 		next()
+	})
+}
+
+// whenRetired calls then once v is retired or bound has passed, polling
+// every 10ms.
+func (s *sim) whenRetired(v *node, bound time.Duration, then func()) {
+	deadline := s.sch.now + int64(bound)
+	var poll func()
+	poll = func() {
+		if !v.retired && s.sch.now < deadline {
+			s.sch.after(int64(10*time.Millisecond), poll)
+			return
+		}
+		then()
 	}
 	poll()
 }
@@ -362,33 +369,22 @@ func (m *membership) holdSelfRemoval(v, l *node) {
 	var slowed []*node
 	for _, o := range s.nodes {
 		if o != v && o != l && o.up() {
-			o.clk.set(s.sch.now, 0.25, 0)
-			s.scheduleTick(o)
 			slowed = append(slowed, o)
-			n.record("clock", history.Value{Node: history.Ptr(int(o.id)), Rate: history.Ptr(0.25), OffsetMS: history.Ptr[int64](0)})
+			n.setClock(fault.Clock{Node: int(o.id), Rate: 0.25})
 		}
 	}
 	if s.tr.on() {
 		s.tr.printf("membership aim self-removal node=%d cut-off=%d", v.id, l.id)
 	}
-	deadline := s.sch.now + int64(aimBound)
-	var poll func()
-	poll = func() {
-		if !v.retired && s.sch.now < deadline {
-			s.sch.after(int64(10*time.Millisecond), poll)
-			return
-		}
+	s.whenRetired(v, aimBound, func() {
 		m.aiming = false
 		n.healLinks()
 		for _, o := range slowed {
 			if o.up() {
-				o.clk.set(s.sch.now, 1, 0)
-				s.scheduleTick(o)
-				n.record("clock", history.Value{Node: history.Ptr(int(o.id)), Rate: history.Ptr(1.0), OffsetMS: history.Ptr[int64](0)})
+				n.setClock(fault.TrueClock(int(o.id)))
 			}
 		}
-	}
-	poll()
+	})
 }
 
 // addNode makes a member that has never run, with the next id and an
@@ -435,7 +431,7 @@ func (m *membership) add(r *replacement, replaced uint64) {
 				return
 			}
 			s.stats.MembersAdded++
-			m.record("member-add", n.id)
+			m.record(history.FaultMemberAdd, n.id)
 			if n.incarnation == 0 {
 				begin()
 			}
@@ -459,12 +455,12 @@ func (m *membership) aimJoinerCrash(r *replacement, n *node) {
 			s.tr.printf("membership joiner-crash node=%d mode=%d power-loss=%v applied=%d", n.id, r.crash, r.powerLoss, st.Applied)
 		}
 		s.crash(n, r.powerLoss)
-		m.record("kill", n.id)
+		m.record(history.FaultKill, n.id)
 		inc := n.incarnation
 		s.sch.after(int64(20*time.Millisecond)+m.rng.Int64N(int64(280*time.Millisecond)), func() {
 			if n.incarnation == inc && n.restartable() {
 				s.start(n)
-				m.record("start", n.id)
+				m.record(history.FaultStart, n.id)
 			}
 		})
 		return true
@@ -523,7 +519,7 @@ func (m *membership) promote(n *node, nc *newcomer) {
 			if n.installed > 0 {
 				s.stats.ReplacedBySnapshot++
 			}
-			m.record("member-promote", n.id)
+			m.record(history.FaultMemberPromote, n.id)
 			m.done()
 		}}
 	c.try()
@@ -721,12 +717,7 @@ func (s *sim) loseAdmin(n *node) {
 	if len(n.admin) == 0 {
 		return
 	}
-	hs := make([]uint64, 0, len(n.admin))
-	for h := range n.admin {
-		hs = append(hs, h)
-	}
-	slices.Sort(hs)
-	for _, h := range hs {
+	for _, h := range slices.Sorted(maps.Keys(n.admin)) {
 		fn := n.admin[h]
 		delete(n.admin, h)
 		s.toClient(n, func() { fn(member.Answer{Handle: h, Err: errConnLost}) })

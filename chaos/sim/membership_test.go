@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 )
@@ -38,18 +39,11 @@ func TestMembershipFamilyReplacesMembers(t *testing.T) {
 	var total MembershipStats
 	newcomerLed := false
 	for seed := uint64(1); seed <= 8; seed++ {
-		cfg := Config{Seed: seed, Duration: 8 * time.Second, Faults: []string{"membership"}}
+		cfg := Config{Seed: seed, Duration: 8 * time.Second, Faults: []fault.Family{"membership"}}
 		s := runWorld(t, cfg)
 		res := &s.res
 		v := Check(res, 30*time.Second)
-		if !v.Valid {
-			t.Errorf("seed %d: %s: first failing check %s", seed, v.Verdict, FailingCheck(v))
-			for _, c := range v.Checks {
-				for _, viol := range c.Violations {
-					t.Logf("  %s: %s", c.Name, viol.Message)
-				}
-			}
-		}
+		expectValid(t, seed, v)
 		ms := res.Stats.MembershipStats
 		if ms.MembersRemoved == 0 || ms.MembersAdded != ms.MembersRemoved || ms.MembersReplaced != ms.MembersAdded {
 			t.Errorf("seed %d: %+v: want every removed member replaced by a promoted newcomer", seed, ms)
@@ -131,7 +125,7 @@ func TestMembershipFamilyReplacesMembers(t *testing.T) {
 // newcomer-stuck check fails. Without the membership family the bug is
 // refused (TestBadConfigIsRefused).
 func TestNoSnapshotOnAddIsCaught(t *testing.T) {
-	res, err := Run(Config{Seed: 1, Duration: 5 * time.Second, Faults: []string{"membership"}, Bug: "no-snapshot-on-add"})
+	res, err := Run(Config{Seed: 1, Duration: 5 * time.Second, Faults: []fault.Family{"membership"}, Bug: "no-snapshot-on-add"})
 	if err != nil {
 		t.Fatal(err)
 	}

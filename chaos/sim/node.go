@@ -3,12 +3,13 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/member"
 )
 
@@ -185,12 +186,7 @@ func (s *sim) lose(n *node) {
 	n.tickGen++
 	n.onSnapshot = nil
 	n.onCommit = nil
-	hs := make([]uint64, 0, len(n.handles))
-	for h := range n.handles {
-		hs = append(hs, h)
-	}
-	slices.Sort(hs)
-	for _, h := range hs {
+	for _, h := range slices.Sorted(maps.Keys(n.handles)) {
 		a := n.handles[h]
 		delete(n.handles, h)
 		s.toClient(n, func() { a.c.broken(a) })
@@ -248,7 +244,7 @@ func (s *sim) stop(n *node, err error) {
 	}
 	s.lose(n)
 	n.stopped = true
-	s.record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{int(n.id)}})
+	fault.Kill{Nodes: []int{int(n.id)}}.Record(s)
 }
 
 // scheduleTick arranges the member's next tick at its clock's next tick
@@ -548,7 +544,7 @@ func (s *sim) restartStopped() {
 		}
 	}
 	if len(started) > 0 {
-		s.record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: started})
+		fault.Start{Nodes: started}.Record(s)
 	}
 }
 
@@ -565,6 +561,16 @@ func (s *sim) leader() *node {
 		}
 	}
 	return best
+}
+
+// leaderStatus is the leader and its status; false when no member leads.
+func (s *sim) leaderStatus() (*node, member.Status, bool) {
+	l := s.leader()
+	if l == nil {
+		return nil, member.Status{}, false
+	}
+	st, ok := s.status(l)
+	return l, st, ok
 }
 
 // status is the member's status; false if it is down (or dies asking).

@@ -2,181 +2,37 @@ package sim
 
 import (
 	crand "crypto/rand"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
-	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
 )
 
-// Families are the fault families of --faults, in the order it documents
-// them.
-var Families = []string{"kill", "crash", "partition", "net", "clock", "disk", "pause", "membership"}
-
-// Config is one simulated run. Seed, Duration, MaxOps, MaxFaults and Faults
-// together decide everything that happens; the shrinker searches smaller
-// values of the last four.
-type Config struct {
-	Seed     uint64
-	Nodes    int           // 3 or 5
-	Duration time.Duration // simulated time the workload runs
-	Faults   []string      // enabled families (subset of Families)
-	Bug      string        // planted bug: member.Config.Bug
-	// MaxOps: once that many client operations were invoked, no client
-	// starts another read or acquire cycle (a cycle under way finishes).
-	// MaxFaults: the nemesis stops after that many faults. 0: no bound.
-	// Shrinking lowers them.
-	MaxOps    int
-	MaxFaults int
-	// SkipFaults lists faults (1 for the first) the nemesis does not
-	// inject, keeping their turn in the schedule; shrinking sets it.
-	SkipFaults []int
-	Clients    int // default 6
-	Keys       int // default 3
-	// Tick is a member's raft tick on its own clock (default 10ms).
-	Tick          time.Duration
-	SnapshotEvery uint64 // default 30: snapshots meet crashes often
-	SnapshotKeep  uint64 // default 5
-	LeaseMin      time.Duration
-	LeaseMax      time.Duration
-	// FaultInterval is the mean quiet time between faults, FaultDuration
-	// the mean length of one.
-	FaultInterval time.Duration
-	FaultDuration time.Duration
-	// Held locks are taken before the workload, with leases of HeldLease
-	// and keys of KeySize bytes that the workload never touches, so the
-	// workload runs against a big table and snapshots are big (default 0,
-	// key size 250). With Held > 0 members snapshot every SnapshotEvery
-	// entries whatever the table's size (member.Config.SnapshotByEntries).
-	Held    int
-	KeySize int
-	// MaxUncommitted is member.Config.MaxUncommitted. 0 draws it from the
-	// seed (SeedMaxUncommitted), so a swarm covers the default bound, a
-	// tighter one, looser ones and none: a bound of 2 or less commits an
-	// old term's tail before a new leader decides anything, which hides
-	// what the term barrier is for.
-	MaxUncommitted int
-	// Trace receives trace.log; nil: no trace (the fast path of a swarm).
-	Trace io.Writer
-}
-
-// HeldLease is the lease of the locks a run takes before its workload
-// (Config.Held): long enough that none runs out in a run.
-const HeldLease = time.Hour
-
-// SeedMaxUncommitted is the bound on a leader's uncommitted entries a run
-// of seed draws when Config.MaxUncommitted is 0: the default bound for
-// two seeds in five, a tighter one, a looser one or none. It has its own
-// stream, so that the draw changes no other choice.
-func SeedMaxUncommitted(seed uint64) int {
-	bounds := [...]int{member.DefaultMaxUncommitted, member.DefaultMaxUncommitted, 1, 4, -1}
-	return bounds[rand.New(rand.NewPCG(seed, 0x706970)).IntN(len(bounds))]
-}
-
-// Defaults fills zero fields.
-func (c *Config) Defaults() {
-	if c.Nodes == 0 {
-		c.Nodes = 3
-	}
-	if c.Duration == 0 {
-		c.Duration = 60 * time.Second
-	}
-	if c.Clients == 0 {
-		c.Clients = 6
-	}
-	if c.Keys == 0 {
-		c.Keys = 3
-	}
-	if c.Tick == 0 {
-		c.Tick = 10 * time.Millisecond
-	}
-	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = 30
-	}
-	if c.SnapshotKeep == 0 {
-		c.SnapshotKeep = 5
-	}
-	if c.LeaseMin == 0 {
-		c.LeaseMin = 200 * time.Millisecond
-	}
-	if c.LeaseMax == 0 {
-		c.LeaseMax = time.Second
-	}
-	if c.FaultInterval == 0 {
-		c.FaultInterval = time.Second
-	}
-	if c.FaultDuration == 0 {
-		c.FaultDuration = 1500 * time.Millisecond
-	}
-	if c.KeySize == 0 {
-		c.KeySize = 250
-	}
-}
-
-// Validate checks a Config (after Defaults).
-func (c *Config) Validate() error {
-	switch {
-	case c.Nodes != 3 && c.Nodes != 5:
-		return errors.New("--nodes must be 3 or 5")
-	case c.Duration <= 0:
-		return errors.New("--duration must be positive")
-	case c.Clients < 1 || c.Keys < 1:
-		return errors.New("clients and keys must be at least 1")
-	case c.MaxOps < 0 || c.MaxFaults < 0:
-		return errors.New("--max-ops and --max-faults must not be negative")
-	case slices.ContainsFunc(c.SkipFaults, func(i int) bool { return i < 1 }):
-		return errors.New("--skip-faults counts faults from 1")
-	case c.LeaseMin < 10*time.Millisecond || c.LeaseMax < c.LeaseMin:
-		return errors.New("leases must satisfy 10ms <= lease-min <= lease-max")
-	case c.Held < 0 || c.Held+c.Keys > member.DefaultMaxKeys:
-		return fmt.Errorf("--held must be from 0 to %d", member.DefaultMaxKeys-c.Keys)
-	case c.KeySize < minHeldKeySize || c.KeySize > wire.MaxKeyLen:
-		return fmt.Errorf("--key-size must be from %d to %d bytes", minHeldKeySize, wire.MaxKeyLen)
-	}
-	for _, f := range c.Faults {
-		if !slices.Contains(Families, f) {
-			return fmt.Errorf("unknown fault family %q (want some of %s)", f, strings.Join(Families, ","))
-		}
-	}
-	if c.Bug != "" && !slices.Contains(member.Bugs(), c.Bug) {
-		return fmt.Errorf("unknown bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs(), ", "))
-	}
-	if c.Bug == member.BugNoSnapshotOnAdd && !slices.Contains(c.Faults, "membership") {
-		// A run that cannot reach the bug would report it missed.
-		return fmt.Errorf("bug %q needs membership changes: add membership to --faults", c.Bug)
-	}
-	if c.Bug == member.BugNoPeerInputChecks {
-		// Its network delivers only what members sent: no forged frame.
-		return fmt.Errorf("bug %q needs forged peer frames, which the simulator does not send: use raftlock chaos --nemesis garbage", c.Bug)
-	}
-	return nil
-}
-
 // Stats count what a run did.
 type Stats struct {
-	SimSeconds float64        `json:"sim_seconds"`
-	Invoked    int            `json:"invoked"` // operations started (what --max-ops bounds)
-	Ops        int            `json:"ops"`     // operations completed
-	OK         int            `json:"ok"`
-	Fail       int            `json:"fail"`
-	Info       int            `json:"info"`
-	Faults     map[string]int `json:"faults"`
-	Messages   int            `json:"messages"`
-	Dropped    int            `json:"dropped"`
-	Duplicated int            `json:"duplicated"`
-	Restarts   int            `json:"restarts"`
-	Snapshots  int            `json:"snapshots"`
-	Installed  int            `json:"snapshots_installed"`
-	LostWrites int            `json:"lost_unsynced_writes"`
-	IOErrors   int            `json:"io_errors"`
+	SimSeconds float64              `json:"sim_seconds"`
+	Invoked    int                  `json:"invoked"` // operations started (what --max-ops bounds)
+	Ops        int                  `json:"ops"`     // operations completed
+	OK         int                  `json:"ok"`
+	Fail       int                  `json:"fail"`
+	Info       int                  `json:"info"`
+	Faults     map[fault.Family]int `json:"faults"`
+	Messages   int                  `json:"messages"`
+	Dropped    int                  `json:"dropped"`
+	Duplicated int                  `json:"duplicated"`
+	Restarts   int                  `json:"restarts"`
+	Snapshots  int                  `json:"snapshots"`
+	Installed  int                  `json:"snapshots_installed"`
+	LostWrites int                  `json:"lost_unsynced_writes"`
+	IOErrors   int                  `json:"io_errors"`
 	// crashes that hit their moment: right after a compaction, right
 	// after a snapshot install
 	CrashAfterSnapshot int `json:"crash_after_snapshot"`
@@ -248,7 +104,7 @@ type sim struct {
 	onTransfer     func(*transfer)
 	// base link for client traffic (clients are never partitioned)
 	events []history.Event
-	store  fencedStore
+	store  *workload.FencedStore
 
 	nextProc   int
 	nextHandle uint64
@@ -302,11 +158,9 @@ func newSim(cfg Config) *sim {
 	}
 	s.tr = newTracer(cfg.Trace, &s.sch)
 	s.brokenTransfer = s.brokenTransferHook(cfg.Bug)
-	s.stats.Faults = map[string]int{}
-	for i := range cfg.Keys {
-		s.keys = append(s.keys, fmt.Sprintf("k%d", i+1))
-	}
-	s.store = fencedStore{s: s, highest: map[string]uint64{}, counter: map[string]int64{}}
+	s.stats.Faults = map[fault.Family]int{}
+	s.keys = workload.Keys(cfg.Keys)
+	s.store = workload.NewFencedStore(s)
 	s.mem = newMembership(s)
 	for i := 1; i <= cfg.Nodes; i++ {
 		for j := 1; j <= cfg.Nodes; j++ {
@@ -340,15 +194,28 @@ func (s *sim) voters() []uint64 {
 	return v
 }
 
+// run carries a run out in the chaos harness's phases: boot the members
+// and fill the table, run the workload under the nemesis, heal and settle,
+// then collect what the checks need.
 func (s *sim) run() error {
-	cfg := s.cfg
-	s.res.Header = map[string]any{
-		"seed": cfg.Seed, "nodes": cfg.Nodes, "nemeses": cfg.Faults, "clients": cfg.Clients, "keys": s.keys,
-		"lease_min_ms": cfg.LeaseMin.Milliseconds(), "lease_max_ms": cfg.LeaseMax.Milliseconds(),
-		"time_s": cfg.Duration.Seconds(), "bug": cfg.Bug, "snapshot_every": cfg.SnapshotEvery,
-		"snapshot_keep": cfg.SnapshotKeep, "simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
-		"skip_faults": cfg.SkipFaults, "held": cfg.Held, "key_size": cfg.KeySize, "max_uncommitted": cfg.MaxUncommitted,
+	s.boot()
+	end := s.workload()
+	s.settle(end)
+	s.collect()
+	if s.tr.on() {
+		s.tr.printf("end events=%d ops=%d commit=%d converged=%v", s.stats.Events, s.stats.Ops, s.maxIndex, !s.stats.Unconverged)
 	}
+	return s.tr.flush()
+}
+
+// boot writes the history's header and starts the members and clients.
+func (s *sim) boot() {
+	cfg := s.cfg
+	h := workload.Header{Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Faults, Clients: cfg.Clients, Keys: s.keys,
+		LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax, Time: cfg.Duration, Bug: cfg.Bug,
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Held: cfg.Held, KeySize: cfg.KeySize}
+	s.res.Header = h.Map(map[string]any{"simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
+		"skip_faults": cfg.SkipFaults, "max_uncommitted": cfg.MaxUncommitted})
 	if s.tr.on() {
 		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v held=%d key-size=%d max-uncommitted=%d",
 			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults, cfg.Held, cfg.KeySize, cfg.MaxUncommitted)
@@ -361,10 +228,16 @@ func (s *sim) run() error {
 	for i := range cfg.Clients {
 		s.clients = append(s.clients, s.newClient(i))
 	}
+}
+
+// workload fills the table, then runs the clients, the backup taker and
+// the nemesis for the configured duration, and returns when it ended.
+func (s *sim) workload() (end int64) {
+	cfg := s.cfg
 	// The workload's time starts after the fill (0 without one, so a run
 	// without held locks is the run it always was).
 	base := s.fill()
-	end := base + int64(cfg.Duration)
+	end = base + int64(cfg.Duration)
 	for _, c := range s.clients {
 		// Clients start once a leader could exist, staggered.
 		s.sch.at(base+int64(300*time.Millisecond)+int64(c.rng.IntN(50))*int64(time.Millisecond), c.next)
@@ -380,12 +253,16 @@ func (s *sim) run() error {
 		nem.stop()
 	})
 	s.sch.runUntil(end, nil)
-	// Every fault is healed: let the operations in flight end (each has a
-	// deadline of a few seconds), restart every member that can be, read
-	// every key, and restart each member once more from its disk, as the
-	// chaos harness does, then let the cluster converge.
-	// A membership change under way runs to its end too (each of its
-	// steps is bounded, 55 s in all).
+	return end
+}
+
+// settle is the post-run sequence, as the chaos harness's: every fault is
+// healed; let the operations in flight end (each has a deadline of a few
+// seconds), restart every member that can be, read every key, and
+// restart each member once more from its disk, then let the cluster
+// converge. A membership change under way runs to its end too (each of
+// its steps is bounded, 55 s in all).
+func (s *sim) settle(end int64) {
 	s.sch.runUntil(end+int64(30*time.Second), func() bool { return s.clientsIdle() && !s.mem.busy() })
 	if s.mem.busy() {
 		s.sch.runUntil(s.sch.now+int64(60*time.Second), func() bool { return !s.mem.busy() })
@@ -397,16 +274,21 @@ func (s *sim) run() error {
 		if n.dead || n.retired {
 			continue
 		}
-		s.record(history.Nemesis, history.Info, "kill", "", history.Value{Nodes: []int{int(n.id)}})
+		fault.Kill{Nodes: []int{int(n.id)}}.Record(s)
 		s.crash(n, true)
 		s.sch.runUntil(s.sch.now+int64(50*time.Millisecond), nil)
 		s.start(n)
-		s.record(history.Nemesis, history.Info, "start", "", history.Value{Nodes: []int{int(n.id)}})
+		fault.Start{Nodes: []int{int(n.id)}}.Record(s)
 		s.waitConverged(5 * time.Second)
 	}
 	if !s.waitConverged(20 * time.Second) {
 		s.stats.Unconverged = true
 	}
+}
+
+// collect gathers the result: the members' digests and snapshot counts,
+// the committed log, the membership evidence, the events and the stats.
+func (s *sim) collect() {
 	for _, n := range s.nodes {
 		if st, ok := s.status(n); ok {
 			s.res.Digests = append(s.res.Digests, checker.NodeDigest{Node: int(n.id), Applied: st.Applied, Digest: st.Digest})
@@ -417,7 +299,7 @@ func (s *sim) run() error {
 		s.res.SnapshotsCorrupt[int(n.id)] = n.snapshotsCorrupt()
 	}
 	s.res.Log = s.committedLog()
-	if slices.Contains(cfg.Faults, "membership") {
+	if slices.Contains(s.cfg.Faults, fault.FamilyMembership) {
 		s.res.Newcomers = s.mem.evidence()
 	}
 	s.res.Events = s.events
@@ -426,10 +308,6 @@ func (s *sim) run() error {
 	s.stats.Invoked = s.opsStarted
 	s.stats.Events = len(s.events)
 	s.res.Stats = s.stats
-	if s.tr.on() {
-		s.tr.printf("end events=%d ops=%d commit=%d converged=%v", s.stats.Events, s.stats.Ops, s.maxIndex, !s.stats.Unconverged)
-	}
-	return s.tr.flush()
 }
 
 // waitConverged runs the simulation until every member is up and has
@@ -478,8 +356,8 @@ func (s *sim) newProc() history.Process {
 	return p
 }
 
-// record appends a history event at the current simulated time.
-func (s *sim) record(p history.Process, typ, f, key string, v history.Value) history.Event {
+// Record appends a history event at the current simulated time.
+func (s *sim) Record(p history.Process, typ, f, key string, v history.Value) history.Event {
 	e := history.Event{Index: int64(len(s.events)), Time: s.sch.now, Process: p, Type: typ, F: f, Key: key, Value: v}
 	s.events = append(s.events, e)
 	if s.tr.on() {

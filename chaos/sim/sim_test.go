@@ -4,7 +4,47 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/checker"
 )
+
+// expectValid fails the test, listing the violations, unless seed's
+// verdict is valid.
+func expectValid(t *testing.T, seed uint64, v *checker.Verdict) {
+	t.Helper()
+	if v.Valid {
+		return
+	}
+	t.Errorf("seed %d: %s: first failing check %s", seed, v.Verdict, FailingCheck(v))
+	for _, c := range v.Checks {
+		for _, viol := range c.Violations {
+			t.Logf("  %s: %s", c.Name, viol.Message)
+		}
+	}
+}
+
+// caughtWithBug runs cfg without the planted bug and with it: the first
+// run must be valid, the second must fail want first. then looks at each
+// result further.
+func caughtWithBug(t *testing.T, cfg Config, bug, want string, then func(bug string, res *Result)) {
+	t.Helper()
+	for _, b := range []string{"", bug} {
+		cfg.Bug = b
+		res, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ""
+		if b != "" {
+			w = want
+		}
+		if got := FailingCheck(Check(res, 30*time.Second)); got != w {
+			t.Errorf("bug %q: first failing check %q, want %q (stats %+v)", b, got, w, res.Stats)
+		}
+		then(b, res)
+	}
+}
 
 // TestSwarmIsValidAndEveryFaultFires runs 24 seeds with every
 // fault family, faults coming often: every run must be valid, and over
@@ -12,7 +52,7 @@ import (
 // have been met (unsynced writes lost, I/O errors, slow syncs, restarts,
 // snapshots taken and installed, duplicated and dropped messages).
 func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
-	total := Stats{Faults: map[string]int{}}
+	total := Stats{Faults: map[fault.Family]int{}}
 	for seed := uint64(1); seed <= 24; seed++ {
 		res, err := Run(Config{Seed: seed, Duration: 8 * time.Second, Faults: Families,
 			FaultInterval: 300 * time.Millisecond, FaultDuration: 800 * time.Millisecond})
@@ -20,14 +60,7 @@ func TestSwarmIsValidAndEveryFaultFires(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := Check(res, 30*time.Second)
-		if !v.Valid {
-			t.Errorf("seed %d: %s: first failing check %s", seed, v.Verdict, FailingCheck(v))
-			for _, c := range v.Checks {
-				for _, viol := range c.Violations {
-					t.Logf("  %s: %s", c.Name, viol.Message)
-				}
-			}
-		}
+		expectValid(t, seed, v)
 		st := res.Stats
 		if st.OK == 0 {
 			t.Errorf("seed %d: no operation succeeded", seed)
@@ -95,7 +128,7 @@ func TestClockFollowsRateAndNeverRunsBackwards(t *testing.T) {
 func TestBadConfigIsRefused(t *testing.T) {
 	for _, cfg := range []Config{
 		{Seed: 1, Nodes: 4},
-		{Seed: 1, Faults: []string{"meteor"}},
+		{Seed: 1, Faults: []fault.Family{"meteor"}},
 		{Seed: 1, Bug: "no-such-bug"},
 		{Seed: 1, Bug: "no-snapshot-on-add"},
 		{Seed: 1, Bug: "no-peer-input-checks"},

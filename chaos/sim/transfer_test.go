@@ -9,6 +9,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/member"
 )
@@ -164,7 +165,7 @@ func tail(s string) string {
 // count fails the run by the snapshot-integrity check, which names it; a
 // restart keeps the count (summed over incarnations).
 func TestSnapshotIntegrityCheckFailsOnACorruptCount(t *testing.T) {
-	res, err := Run(Config{Seed: 1, Duration: 2 * time.Second, Faults: []string{}})
+	res, err := Run(Config{Seed: 1, Duration: 2 * time.Second, Faults: []fault.Family{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,22 +199,9 @@ func TestSnapshotIntegrityCheckFailsOnACorruptCount(t *testing.T) {
 // without it is valid.
 func TestSnapshotPartialIsCaught(t *testing.T) {
 	cfg := Config{Seed: 12, Duration: 10 * time.Second, Faults: Families, Held: 2000}
-	for _, bug := range []string{"", member.BugSnapshotPartial} {
-		cfg.Bug = bug
-		res, err := Run(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := Check(res, 30*time.Second)
-		want := ""
-		if bug != "" {
-			want = IntegrityCheck
-		}
-		if got := FailingCheck(v); got != want {
-			t.Errorf("bug %q: first failing check %q, want %q (stats %+v)", bug, got, want, res.Stats)
-		}
+	caughtWithBug(t, cfg, member.BugSnapshotPartial, IntegrityCheck, func(bug string, res *Result) {
 		if bug != "" && res.Stats.SnapPartial == 0 {
 			t.Errorf("bug %q: no partial delivery", bug)
 		}
-	}
+	})
 }

@@ -3,7 +3,7 @@ package sim
 import (
 	"time"
 
-	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/chaos/fault"
 )
 
 // breakTransfer is a fault aimed at a snapshot in flight, as etcd's
@@ -14,7 +14,7 @@ import (
 // it the stream is broken at a seeded point of its chunks: the partition
 // family cuts the link again, kill and crash stop one end (either one).
 // If the moment does not come before the fault's end, nothing breaks.
-func (n *nemesis) breakTransfer(family string) func() {
+func (n *nemesis) breakTransfer(family fault.Family) func() {
 	s := n.s
 	leader := s.leader()
 	if leader == nil {
@@ -65,7 +65,7 @@ type transferFault struct {
 
 // aim arranges the break of t, a stream to the victim, partway through
 // its chunks.
-func (f *transferFault) aim(t *transfer, family string, frac float64, stopSender bool) {
+func (f *transferFault) aim(t *transfer, family fault.Family, frac float64, stopSender bool) {
 	s := f.n.s
 	if t.to != f.victim {
 		return
@@ -78,19 +78,19 @@ func (f *transferFault) aim(t *transfer, family string, frac float64, stopSender
 			return
 		}
 		s.stats.TransferFaults++
-		if family == "partition" {
+		if family == fault.FamilyPartition {
 			s.link(t.from.id, t.to.id).cut, s.link(t.to.id, t.from.id).cut = true, true
 			f.cut = true
-			f.n.record("partition", history.Value{Links: [][]int{{int(t.from.id), int(t.to.id)}, {int(t.to.id), int(t.from.id)}}})
+			fault.OneWay{Links: [][2]int{{int(t.from.id), int(t.to.id)}, {int(t.to.id), int(t.from.id)}}}.Record(s)
 			return
 		}
 		end := t.to
 		if stopSender {
 			end = t.from
 		}
-		s.crash(end, family == "crash")
+		s.crash(end, family == fault.FamilyCrash)
 		f.killed = end
-		f.n.record("kill", history.Value{Nodes: []int{int(end.id)}})
+		fault.Kill{Nodes: []int{int(end.id)}}.Record(s)
 	})
 }
 
@@ -102,25 +102,14 @@ func (f *transferFault) heal() {
 	if f.cut {
 		f.n.healLinks()
 	}
-	if k := f.killed; k != nil && k.restartable() {
-		s.start(k)
-		f.n.record("start", history.Value{Nodes: []int{int(k.id)}})
+	if k := f.killed; k != nil {
+		f.n.restart(int(k.id))
 	}
 }
 
 // isolate cuts every link of m, both ways.
 func (n *nemesis) isolate(m *node) {
-	s := n.s
-	var rest []int
-	for _, id := range n.ids() {
-		if id != int(m.id) {
-			rest = append(rest, id)
-		}
-	}
-	for _, l := range s.sortedLinks() {
-		s.link(l[0], l[1]).cut = l[0] == m.id || l[1] == m.id
-	}
-	n.record("partition", history.Value{Groups: [][]int{{int(m.id)}, rest}})
+	n.cut(fault.Isolate(view{n.s}, int(m.id)))
 }
 
 // compactedPast says whether the leader's log starts above what m

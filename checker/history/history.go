@@ -37,6 +37,35 @@ const (
 	OpWrite   = "write"
 )
 
+// Fault events: a nemesis event's f. A fault is recorded when it takes
+// effect and again when it is undone: kill and start, pause and resume,
+// partition (groups, or cut links) and heal, delay, loss and duplicate
+// (on links) and heal, clock (a rate and offset; rate 1 and offset 0 undo
+// it), disk and heal, a garbage family and its end, and a membership
+// change's steps.
+const (
+	FaultKill                = "kill"
+	FaultStart               = "start"
+	FaultPause               = "pause"
+	FaultResume              = "resume"
+	FaultPartition           = "partition"
+	FaultHeal                = "heal"
+	FaultClock               = "clock"
+	FaultDelay               = "delay"
+	FaultLoss                = "loss"
+	FaultDuplicate           = "duplicate"
+	FaultDisk                = "disk"
+	FaultSnapshotCut         = "snapshot-cut"
+	FaultGarbage             = "garbage"
+	FaultGarbageEnd          = "garbage-end"
+	FaultGarbageHeartbeat    = "garbage-heartbeat"
+	FaultGarbageHeartbeatEnd = "garbage-heartbeat-end"
+	FaultMemberRemove        = "member-remove"
+	FaultMemberRemoved       = "member-removed"
+	FaultMemberAdd           = "member-add"
+	FaultMemberPromote       = "member-promote"
+)
+
 // Nemesis is the process id of fault events; it is written as "nemesis".
 const Nemesis Process = -1
 
@@ -273,15 +302,11 @@ func (v *validator) checkOp(e Event) error {
 // the checks decide.
 func checkInvokeValue(e Event) error {
 	v := e.Value
+	if (e.F == OpAcquire || e.F == OpRenew) && (v.LeaseMS == nil || *v.LeaseMS <= 0) {
+		return fmt.Errorf("%s invocation without a positive lease_ms", e.F)
+	}
 	switch e.F {
-	case OpAcquire:
-		if v.LeaseMS == nil || *v.LeaseMS <= 0 {
-			return errors.New("acquire invocation without a positive lease_ms")
-		}
 	case OpRenew:
-		if v.LeaseMS == nil || *v.LeaseMS <= 0 {
-			return errors.New("renew invocation without a positive lease_ms")
-		}
 		if v.Token == nil {
 			return errors.New("renew invocation without a token")
 		}
@@ -340,19 +365,19 @@ func checkNemesis(e Event) error {
 	}
 	v := e.Value
 	switch e.F {
-	case "kill", "start", "pause", "resume", "garbage", "garbage-end", "garbage-heartbeat", "garbage-heartbeat-end":
+	case FaultKill, FaultStart, FaultPause, FaultResume, FaultGarbage, FaultGarbageEnd, FaultGarbageHeartbeat, FaultGarbageHeartbeatEnd:
 		if len(v.Nodes) == 0 {
 			return fmt.Errorf("nemesis %s without nodes", e.F)
 		}
-	case "partition":
+	case FaultPartition:
 		if len(v.Groups) == 0 && len(v.Links) == 0 {
 			return errors.New("nemesis partition without groups or links")
 		}
-	case "delay", "loss":
+	case FaultDelay, FaultLoss:
 		if len(v.Links) == 0 {
 			return fmt.Errorf("nemesis %s without links", e.F)
 		}
-	case "clock":
+	case FaultClock:
 		if v.Node == nil || v.Rate == nil {
 			return errors.New("nemesis clock without node and rate")
 		}

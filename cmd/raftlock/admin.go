@@ -25,86 +25,102 @@ func runMember(args []string, stdout, stderr io.Writer) error {
 		}
 		return usageErr("want a subcommand: list, add, promote or remove")
 	}
-	sub, args := args[0], args[1:]
-	var cf clientFlags
-	switch sub {
+	switch sub, args := args[0], args[1:]; sub {
 	case "list":
-		fs := newFlagSet("member list", "member list [--json]")
-		cf.register(fs, true)
-		if err := parseNoArgs(fs, args, stderr); err != nil {
-			return err
-		}
-		var out server.MemberList
-		if err := adminCall(&cf, stdout, wire.AdminMemberList, nil, &out, true); err != nil {
-			return err
-		}
-		return printMembers(stdout, &cf, out, "")
+		return runMemberList(args, stdout, stderr)
 	case "add":
-		fs := newFlagSet("member add", "member add --id N --peer-addr HOST:PORT --client-addr HOST:PORT [--json]")
-		cf.register(fs, true)
-		var a server.MemberArgs
-		fs.Uint64Var(&a.ID, "id", 0, "the new member's id (never one used before in this cluster)")
-		fs.StringVar(&a.PeerAddr, "peer-addr", "", "the new member's raft address, which the others dial")
-		fs.StringVar(&a.ClientAddr, "client-addr", "", "the new member's client address")
-		if err := parseNoArgs(fs, args, stderr); err != nil {
-			return err
-		}
-		switch {
-		case a.ID == 0:
-			return usageErr("--id is required")
-		case a.PeerAddr == "":
-			return usageErr("--peer-addr is required")
-		case a.ClientAddr == "":
-			return usageErr("--client-addr is required")
-		}
-		// A change is safe to repeat: asked again after it applied (its
-		// answer lost), it succeeds unchanged.
-		var out server.MemberList
-		if err := adminCall(&cf, stdout, wire.AdminMemberAdd, a, &out, true); err != nil {
-			return err
-		}
-		msg := fmt.Sprintf("added member %d as a learner; start it on an empty data directory with:\n  raftlock node --id %d --join %s --peer-listen %s --listen %s [--http HOST:PORT] --data DIR\nthen promote it once it has caught up: raftlock member promote %d\n",
-			a.ID, a.ID, cf.endpoints, a.PeerAddr, a.ClientAddr, a.ID)
-		if out.Unchanged {
-			msg = fmt.Sprintf("member %d is already in the configuration at %s (an earlier add applied); nothing changed\n", a.ID, a.PeerAddr)
-		}
-		return printMembers(stdout, &cf, out, msg)
+		return runMemberAdd(args, stdout, stderr)
 	case "promote", "remove":
-		fs := newFlagSet("member "+sub, "member "+sub+" N [--json]")
-		cf.register(fs, true)
-		pos, rest, err := parse(fs, args, stderr)
-		if err != nil {
-			return err
-		}
-		if len(pos) != 1 || rest != nil {
-			return usageErr("want exactly one member id")
-		}
-		id, err := strconv.ParseUint(pos[0], 10, 64)
-		if err != nil || id == 0 {
-			return usageErr("bad member id %q: want a number > 0", pos[0])
-		}
-		name := wire.AdminMemberPromote
-		if sub == "remove" {
-			name = wire.AdminMemberRemove
-		}
-		var out server.MemberList
-		if err := adminCall(&cf, stdout, name, server.MemberArgs{ID: id}, &out, true); err != nil {
-			return err
-		}
-		var msg string
-		switch {
-		case sub == "promote" && out.Unchanged:
-			msg = fmt.Sprintf("member %d is already a voter; nothing changed\n", id)
-		case sub == "promote":
-			msg = fmt.Sprintf("promoted member %d to voter\n", id)
-		case out.Unchanged:
-			msg = fmt.Sprintf("member %d was already removed (an earlier remove applied); nothing changed\n", id)
-		default:
-			msg = fmt.Sprintf("removed member %d; it stops itself once it learns so (stop its process if it is unreachable)\n", id)
-		}
-		return printMembers(stdout, &cf, out, msg)
+		return runMemberChange(sub, args, stdout, stderr)
 	}
-	return usageErr("unknown member subcommand %q: want list, add, promote or remove", sub)
+	return usageErr("unknown member subcommand %q: want list, add, promote or remove", args[0])
+}
+
+// runMemberList is member list.
+func runMemberList(args []string, stdout, stderr io.Writer) error {
+	var cf clientFlags
+	fs := newFlagSet("member list", "member list [--json]")
+	cf.register(fs, true)
+	if err := parseNoArgs(fs, args, stderr); err != nil {
+		return err
+	}
+	var out server.MemberList
+	if err := adminCall(&cf, stdout, wire.AdminMemberList, nil, &out, true); err != nil {
+		return err
+	}
+	return printMembers(stdout, &cf, out, "")
+}
+
+// runMemberAdd is member add: a new member, as a learner.
+func runMemberAdd(args []string, stdout, stderr io.Writer) error {
+	var cf clientFlags
+	fs := newFlagSet("member add", "member add --id N --peer-addr HOST:PORT --client-addr HOST:PORT [--json]")
+	cf.register(fs, true)
+	var a server.MemberArgs
+	fs.Uint64Var(&a.ID, "id", 0, "the new member's id (never one used before in this cluster)")
+	fs.StringVar(&a.PeerAddr, "peer-addr", "", "the new member's raft address, which the others dial")
+	fs.StringVar(&a.ClientAddr, "client-addr", "", "the new member's client address")
+	if err := parseNoArgs(fs, args, stderr); err != nil {
+		return err
+	}
+	switch {
+	case a.ID == 0:
+		return usageErr("--id is required")
+	case a.PeerAddr == "":
+		return usageErr("--peer-addr is required")
+	case a.ClientAddr == "":
+		return usageErr("--client-addr is required")
+	}
+	// A change is safe to repeat: asked again after it applied (its
+	// answer lost), it succeeds unchanged.
+	var out server.MemberList
+	if err := adminCall(&cf, stdout, wire.AdminMemberAdd, a, &out, true); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("added member %d as a learner; start it on an empty data directory with:\n  raftlock node --id %d --join %s --peer-listen %s --listen %s [--http HOST:PORT] --data DIR\nthen promote it once it has caught up: raftlock member promote %d\n",
+		a.ID, a.ID, cf.endpoints, a.PeerAddr, a.ClientAddr, a.ID)
+	if out.Unchanged {
+		msg = fmt.Sprintf("member %d is already in the configuration at %s (an earlier add applied); nothing changed\n", a.ID, a.PeerAddr)
+	}
+	return printMembers(stdout, &cf, out, msg)
+}
+
+// runMemberChange is member promote and member remove.
+func runMemberChange(sub string, args []string, stdout, stderr io.Writer) error {
+	var cf clientFlags
+	fs := newFlagSet("member "+sub, "member "+sub+" N [--json]")
+	cf.register(fs, true)
+	pos, rest, err := parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || rest != nil {
+		return usageErr("want exactly one member id")
+	}
+	id, err := strconv.ParseUint(pos[0], 10, 64)
+	if err != nil || id == 0 {
+		return usageErr("bad member id %q: want a number > 0", pos[0])
+	}
+	name := wire.AdminMemberPromote
+	if sub == "remove" {
+		name = wire.AdminMemberRemove
+	}
+	var out server.MemberList
+	if err := adminCall(&cf, stdout, name, server.MemberArgs{ID: id}, &out, true); err != nil {
+		return err
+	}
+	var msg string
+	switch {
+	case sub == "promote" && out.Unchanged:
+		msg = fmt.Sprintf("member %d is already a voter; nothing changed\n", id)
+	case sub == "promote":
+		msg = fmt.Sprintf("promoted member %d to voter\n", id)
+	case out.Unchanged:
+		msg = fmt.Sprintf("member %d was already removed (an earlier remove applied); nothing changed\n", id)
+	default:
+		msg = fmt.Sprintf("removed member %d; it stops itself once it learns so (stop its process if it is unreachable)\n", id)
+	}
+	return printMembers(stdout, &cf, out, msg)
 }
 
 // runLeader moves leadership (leader transfer [--to N]).

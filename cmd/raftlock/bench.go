@@ -306,31 +306,13 @@ func (c *benchConfig) report(rep *bench.Report, stdout io.Writer) error {
 // raftlockConfig is the cluster the bench starts, named after the
 // ablations it runs.
 func (c *benchConfig) raftlockConfig() bench.RaftlockConfig {
-	name := "raftlock"
-	if c.noBatch {
-		name += " --no-batch"
-	}
-	if c.noHandoff {
-		name += " --no-handoff"
-	}
-	if c.noOverlap {
-		name += " --no-write-overlap"
-	}
-	if c.maxInflight > 0 {
-		name += fmt.Sprintf(" --max-inflight %d", c.maxInflight)
-	}
-	if c.maxUncommitted != 0 {
-		name += fmt.Sprintf(" --max-uncommitted %d", c.maxUncommitted)
-	}
-	if c.useTLS {
-		name += " --tls"
-	}
 	cfg := bench.RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch, NoHandoff: c.noHandoff, NoWriteOverlap: c.noOverlap,
-		MaxInflight: c.maxInflight, MaxUncommitted: c.maxUncommitted, Lease: c.lease, Name: name, TLS: c.useTLS,
+		MaxInflight: c.maxInflight, MaxUncommitted: c.maxUncommitted, Lease: c.lease, TLS: c.useTLS,
 		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs}
 	if c.snapshotEvery == 0 {
 		cfg.SnapshotKeep = 0
 	}
+	cfg.Name = cfg.AblationName()
 	if len(c.held) > 0 {
 		// Room for the held locks beside every point's own keys.
 		cfg.MaxKeys = max(node.DefaultMaxKeys, c.held[len(c.held)-1]+1<<16)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,11 +46,17 @@ type heldJSON struct {
 
 func decodeHeld(t *testing.T, b []byte) heldJSON {
 	t.Helper()
-	var rep heldJSON
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("bench JSON: %v\n%s", err, b)
+	return decodeJSON[heldJSON](t, "bench JSON", b)
+}
+
+// decodeJSON decodes b into a T; what names b in a failure.
+func decodeJSON[T any](t *testing.T, what string, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, b)
 	}
-	return rep
+	return v
 }
 
 // bench --held on a cluster of its own: every point at each size with keys
@@ -128,25 +133,18 @@ func TestBenchHeldOnEndpointsLeavesNoLockHeld(t *testing.T) {
 	waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n == 0 })
 
 	cmd := exec.Command(c.bin, "bench", "--endpoints", eps, "--held", "1000000", "--fill-clients", "16", "--clients", "1", "--duration", "300ms")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := startScanning(t, cmd, cmd.StderrPipe)
 	var tail strings.Builder
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for sc := bufio.NewScanner(stderr); sc.Scan(); {
+		for sc.Scan() {
 			tail.WriteString(sc.Text() + "\n")
 		}
 	}()
 	waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n >= 100 })
 	cmd.Process.Signal(syscall.SIGINT)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	<-done
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {

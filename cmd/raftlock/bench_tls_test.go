@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,11 +23,7 @@ func readBenchJSON(t *testing.T, dir string) benchJSON {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep benchJSON
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("bench.json: %v\n%s", err, b)
-	}
-	return rep
+	return decodeJSON[benchJSON](t, "bench.json", b)
 }
 
 // bench --tls starts its cluster with fresh certificates, the members serve

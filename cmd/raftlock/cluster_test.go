@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,15 +41,7 @@ func TestClusterReusesDefaultDataDirectory(t *testing.T) {
 		cmd := exec.Command(bin, "cluster", "--nodes", "1", "--peer-port", peer, "--client-port", cport, "--http-port", hport)
 		cmd.Dir = work
 		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill() })
-		sc := bufio.NewScanner(out)
+		sc := startScanning(t, cmd, cmd.StdoutPipe)
 		var banner string
 		for sc.Scan() {
 			banner += sc.Text() + "\n"
@@ -117,15 +110,7 @@ func TestBenchInterruptedWritesPartialResults(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "results")
 	cmd := exec.Command(bin, "bench", "--clients", "1,2", "--workload", "uncontended", "--duration", "2s",
 		"--warmup", "0s", "--out", out)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	sc := bufio.NewScanner(stderr)
+	sc := startScanning(t, cmd, cmd.StderrPipe)
 	for sc.Scan() {
 		// The first run's result line (progress lines have no p50), then
 		// the second run starts.
@@ -139,7 +124,7 @@ func TestBenchInterruptedWritesPartialResults(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond) // into the second run
 	cmd.Process.Signal(syscall.SIGINT)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
 		t.Fatalf("interrupted bench: %v, want exit %d", err, exitInterrupted)
@@ -155,4 +140,19 @@ func TestBenchInterruptedWritesPartialResults(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil || !rep.Partial || len(rep.Runs) != 1 {
 		t.Fatalf("bench.json: partial=%v runs=%d (%v), want partial with the one finished run", rep.Partial, len(rep.Runs), err)
 	}
+}
+
+// startScanning starts cmd and scans the output pipe gives (its
+// StdoutPipe or StderrPipe); the process is killed when the test ends.
+func startScanning(t *testing.T, cmd *exec.Cmd, pipe func() (io.ReadCloser, error)) *bufio.Scanner {
+	t.Helper()
+	r, err := pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return bufio.NewScanner(r)
 }

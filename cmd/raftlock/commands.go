@@ -186,12 +186,17 @@ func printJSON(w io.Writer, v any) error {
 
 // oneKey parses a command that takes exactly one KEY argument.
 func oneKey(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
+	return oneArg(fs, args, stderr, "KEY")
+}
+
+// oneArg parses a command that takes exactly one argument, named what.
+func oneArg(fs *flag.FlagSet, args []string, stderr io.Writer, what string) (string, error) {
 	pos, rest, err := parse(fs, args, stderr)
 	if err != nil {
 		return "", err
 	}
 	if len(pos) != 1 || rest != nil {
-		return "", argErr(fs, "want exactly one KEY")
+		return "", argErr(fs, "want exactly one %s", what)
 	}
 	return pos[0], nil
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos"
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/internal/reportdir"
@@ -27,11 +28,17 @@ import (
 func harnessErr(err error) error { return withCode(checker.ExitHarness, err) }
 
 func verdictErr(v *checker.Verdict) error {
-	switch v.ExitCode {
+	return verdictExit(v.ExitCode, "violations found", "no verdict: the checker timed out")
+}
+
+// verdictExit is a harness's exit for a verdict's exit code: nil when
+// valid, else the code with the message given for it.
+func verdictExit(code int, violation, unknown string) error {
+	switch code {
 	case checker.ExitViolation:
-		return withCode(checker.ExitViolation, errors.New("violations found"))
+		return withCode(code, errors.New(violation))
 	case checker.ExitUnknown:
-		return withCode(checker.ExitUnknown, errors.New("no verdict: the checker timed out"))
+		return withCode(code, errors.New(unknown))
 	}
 	return nil
 }
@@ -59,64 +66,21 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	tolerance := fs.Duration("lease-tolerance", 0, "slack allowed by the lease timing check (0 is exact: deadlines are set after the invocation, on the same monotonic clock)")
 	clockFaults := fs.Bool("clock-faults", false, "declare clocks unreliable beyond the history's clock events: lease timing is reported, not decisive (default: decided, with clock fault windows read from the history)")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
-	pos, _, err := parse(fs, args, stderr)
+	pos, err := parseHarness(fs, args, stderr)
 	if err != nil {
-		if errors.Is(err, errHelp(err)) {
-			return err
-		}
-		return harnessErr(err)
+		return err
 	}
 	if len(pos) != 1 {
 		return harnessErr(argErr(fs, "want exactly one HISTORY file"))
 	}
-	f, err := os.Open(pos[0])
+	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockOverride: *clockFaults}
+	in := checkInputs{history: pos[0], digests: *digests, log: *logFile, resolved: *resolved}
+	events, err := in.load(&opts)
 	if err != nil {
 		return harnessErr(err)
 	}
-	defer f.Close()
-	_, events, err := history.Read(f)
-	if err != nil {
-		return harnessErr(fmt.Errorf("%s: malformed history: %w", pos[0], err))
-	}
-	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockOverride: *clockFaults}
-	if *digests != "" {
-		b, err := os.ReadFile(*digests)
-		if err != nil {
-			return harnessErr(err)
-		}
-		if err := json.Unmarshal(b, &opts.Digests); err != nil {
-			return harnessErr(fmt.Errorf("%s: %w", *digests, err))
-		}
-	}
-	if *logFile != "" {
-		b, err := os.ReadFile(*logFile)
-		if err != nil {
-			return harnessErr(err)
-		}
-		opts.Log = &checker.CommittedLog{}
-		if err := json.Unmarshal(b, opts.Log); err != nil {
-			return harnessErr(fmt.Errorf("%s: %w", *logFile, err))
-		}
-	}
-	if *resolved != "" {
-		b, err := os.ReadFile(*resolved)
-		if err != nil {
-			return harnessErr(err)
-		}
-		if err := json.Unmarshal(b, &opts.Resolutions); err != nil {
-			return harnessErr(fmt.Errorf("%s: %w", *resolved, err))
-		}
-	}
 	if *out != "" {
-		// As chaos and sim do: replace only a previous report, refuse
-		// anything else, and never the report being checked, whose
-		// history and logs would go with it.
-		for _, in := range []string{pos[0], *digests, *logFile, *resolved} {
-			if in != "" && within(in, *out) {
-				return harnessErr(fmt.Errorf("--out %s holds %s, an input of this check: choose another --out", *out, in))
-			}
-		}
-		if err := reportdir.Prepare(*out); err != nil {
+		if err := in.prepareOut(*out); err != nil {
 			return harnessErr(err)
 		}
 	}
@@ -134,6 +98,53 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	return verdictErr(v)
 }
 
+// checkInputs are the files check reads.
+type checkInputs struct{ history, digests, log, resolved string }
+
+// load reads the history, and the other inputs named into opts.
+func (in checkInputs) load(opts *checker.Options) ([]history.Event, error) {
+	f, err := os.Open(in.history)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, events, err := history.Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: malformed history: %w", in.history, err)
+	}
+	if in.log != "" {
+		opts.Log = &checker.CommittedLog{}
+	}
+	for _, j := range []struct {
+		file string
+		into any
+	}{{in.digests, &opts.Digests}, {in.log, opts.Log}, {in.resolved, &opts.Resolutions}} {
+		if j.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(j.file)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, j.into); err != nil {
+			return nil, fmt.Errorf("%s: %w", j.file, err)
+		}
+	}
+	return events, nil
+}
+
+// prepareOut readies the report directory out: as chaos and sim do, it
+// replaces only a previous report, refuses anything else, and never the
+// report being checked, whose history and logs would go with it.
+func (in checkInputs) prepareOut(out string) error {
+	for _, f := range []string{in.history, in.digests, in.log, in.resolved} {
+		if f != "" && within(f, out) {
+			return fmt.Errorf("--out %s holds %s, an input of this check: choose another --out", out, f)
+		}
+	}
+	return reportdir.Prepare(out)
+}
+
 // within says whether file lies in dir or below it.
 func within(file, dir string) bool {
 	f, err1 := filepath.Abs(file)
@@ -143,6 +154,29 @@ func within(file, dir string) bool {
 	}
 	rel, err := filepath.Rel(d, f)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// parseHarness parses the flags of a harness command (chaos, check,
+// sim): a bad flag exits 3, as the harness failing does, never as a
+// verdict would.
+func parseHarness(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
+	pos, _, err := parse(fs, args, stderr)
+	if err != nil {
+		if errHelp(err) != nil {
+			return nil, err
+		}
+		return nil, harnessErr(err)
+	}
+	return pos, nil
+}
+
+// parseHarnessNoArgs is parseHarness for a command that takes flags only.
+func parseHarnessNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	pos, err := parseHarness(fs, args, stderr)
+	if err == nil && len(pos) > 0 {
+		err = harnessErr(fmt.Errorf("unexpected argument %q", pos[0]))
+	}
+	return err
 }
 
 func errHelp(err error) error {
@@ -156,7 +190,7 @@ func errHelp(err error) error {
 // length is --duration, as in every command (--time stays as an alias for
 // scripts written before), and the fault schedule's knobs are --fault-*.
 func chaosFlags(cfg *chaos.Config, seed *seedFlag) *flag.FlagSet {
-	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+strings.Join(chaos.Families, ",")+"] (opt-in: "+strings.Join(chaos.OptInFamilies, ",")+") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]")
+	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+fault.Join(chaos.Families)+"] (opt-in: "+fault.Join(chaos.OptInFamilies)+") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]")
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.Var(seed, "seed", "`N`, the seed of the fault schedule and the workload; random draws one and prints it, so the run can be replayed")
 	fs.DurationVar(&cfg.Time, "duration", 30*time.Second, "how long the workload runs")
@@ -214,21 +248,14 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	cfg := chaos.Config{}
 	var seed seedFlag
 	fs := chaosFlags(&cfg, &seed)
-	nemeses := fs.String("nemesis", strings.Join(chaos.Families, ","), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+strings.Join(chaos.OptInFamilies, ",")+")")
+	nemeses := fs.String("nemesis", fault.Join(chaos.Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(chaos.OptInFamilies)+")")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
-	pos, _, err := parse(fs, args, stderr)
-	if err != nil {
-		if errHelp(err) != nil {
-			return err
-		}
-		return harnessErr(err)
-	}
-	if len(pos) > 0 {
-		return harnessErr(fmt.Errorf("unexpected argument %q", pos[0]))
+	if err := parseHarnessNoArgs(fs, args, stderr); err != nil {
+		return err
 	}
 	cfg.Seed = seed.value()
 	if *nemeses != "none" && *nemeses != "" {
-		cfg.Nemeses = strings.Split(*nemeses, ",")
+		cfg.Nemeses = fault.Split(*nemeses)
 	}
 	// Every flag is checked before the disk is touched: a mistyped re-run
 	// must not cost the previous report.
@@ -239,9 +266,11 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 		cfg.Out = filepath.Join("chaos-out", fmt.Sprintf("seed-%d", cfg.Seed))
 	}
 	if cfg.Bin == "" {
-		if cfg.Bin, err = os.Executable(); err != nil {
+		exe, err := os.Executable()
+		if err != nil {
 			return harnessErr(err)
 		}
+		cfg.Bin = exe
 	}
 	if err := reportdir.Prepare(cfg.Out); err != nil {
 		return harnessErr(err)

@@ -23,7 +23,7 @@ import (
 // cluster's id, instead of restarting as a member of no cluster.
 func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Join, error) {
 	if m.join == "" {
-		peers, err := parsePeers(m.peers)
+		peers, err := embed.ParsePeers(m.peers)
 		if err != nil {
 			return nil, nil, usageErr("--peers: %v", err)
 		}
@@ -32,25 +32,25 @@ func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Joi
 	switch {
 	case m.peers != "":
 		return nil, nil, usageErr("--join and --peers exclude each other: --peers bootstraps a new cluster, --join enters a running one")
-	case m.id == 0:
+	case m.cfg.Node.ID == 0:
 		return nil, nil, usageErr("--id is required")
-	case m.data == "":
+	case m.cfg.Node.DataDir == "":
 		return nil, nil, usageErr("--data is required")
 	}
 	eps, err := parseEndpoints(m.join)
 	if err != nil {
 		return nil, nil, usageErr("--join: %v", strings.TrimPrefix(err.Error(), "--endpoints: "))
 	}
-	isMember, err := peer.HasIdentity(m.data)
+	isMember, err := peer.HasIdentity(m.cfg.Node.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	if isMember {
-		if m.peerListen == "" {
+		if m.cfg.Node.PeerListen == "" {
 			return nil, nil, usageErr("--peer-listen is required with --join")
 		}
-		log.Info("the data directory is a member's: --join is ignored and the member restarts from its log", "member", m.id, "data", m.data)
-		return map[uint64]string{m.id: m.peerListen}, nil, nil
+		log.Info("the data directory is a member's: --join is ignored and the member restarts from its log", "member", m.cfg.Node.ID, "data", m.cfg.Node.DataDir)
+		return map[uint64]string{m.cfg.Node.ID: m.cfg.Node.PeerListen}, nil, nil
 	}
 	tf := tlsFlags{files: m.sec.files}
 	tc, err := tf.config()
@@ -64,13 +64,13 @@ func memberPeers(m *memberFlags, log *slog.Logger) (map[uint64]string, *node.Joi
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	plan, err := embed.PlanJoin(ctx, cl, m.id)
+	plan, err := embed.PlanJoin(ctx, cl, m.cfg.Node.ID)
 	if err != nil {
 		return nil, nil, clientErr(fmt.Errorf("join through %s: %w", m.join, err))
 	}
-	if m.peerListen == "" {
-		m.peerListen = plan.PeerAddr
+	if m.cfg.Node.PeerListen == "" {
+		m.cfg.Node.PeerListen = plan.PeerAddr
 	}
-	log.Info("joining the cluster", "member", m.id, "as", plan.Role, "peer_addr", plan.PeerAddr, "members", plan.Members)
-	return map[uint64]string{m.id: plan.PeerAddr}, plan.Join, nil
+	log.Info("joining the cluster", "member", m.cfg.Node.ID, "as", plan.Role, "peer_addr", plan.PeerAddr, "members", plan.Members)
+	return map[uint64]string{m.cfg.Node.ID: plan.PeerAddr}, plan.Join, nil
 }

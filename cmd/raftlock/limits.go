@@ -18,24 +18,37 @@ type limitFlags struct {
 	debug              bool
 }
 
+// intFlag is one limit's flag: its name, value, default and usage.
+type intFlag struct {
+	name  string
+	v     *int
+	def   int
+	usage string
+}
+
+// ints are the limits' flags, in the order --help lists them.
+func (l *limitFlags) ints() []intFlag {
+	return []intFlag{
+		{"max-connections", &l.maxConnections, server.DefaultMaxConns, "open client connections; one more is closed before the greeting (the client retries)"},
+		{"max-inflight-per-conn", &l.maxInflightPerConn, server.DefaultMaxInflightPerConn, "waiting acquires open on one client connection (one more is answered overloaded), and as many other requests (past them the member stops reading that connection)"},
+		{"max-pending", &l.maxPending, node.DefaultMaxPending, "calls open in the member (queued, proposed, waiting); one more is answered overloaded"},
+		{"max-waiters", &l.maxWaiters, node.DefaultMaxWaiters, "waiting acquires over all keys; one more is answered overloaded"},
+		{"max-waiters-per-key", &l.maxWaitersPerKey, node.DefaultMaxWaitersPerKey, "waiting acquires on one key; one more is answered overloaded"},
+		{"max-keys", &l.maxKeys, node.DefaultMaxKeys, "keys held; an acquire of one more key is answered overloaded"},
+	}
+}
+
 func (l *limitFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&l.maxConnections, "max-connections", server.DefaultMaxConns, "open client connections; one more is closed before the greeting (the client retries)")
-	fs.IntVar(&l.maxInflightPerConn, "max-inflight-per-conn", server.DefaultMaxInflightPerConn, "waiting acquires open on one client connection (one more is answered overloaded), and as many other requests (past them the member stops reading that connection)")
-	fs.IntVar(&l.maxPending, "max-pending", node.DefaultMaxPending, "calls open in the member (queued, proposed, waiting); one more is answered overloaded")
-	fs.IntVar(&l.maxWaiters, "max-waiters", node.DefaultMaxWaiters, "waiting acquires over all keys; one more is answered overloaded")
-	fs.IntVar(&l.maxWaitersPerKey, "max-waiters-per-key", node.DefaultMaxWaitersPerKey, "waiting acquires on one key; one more is answered overloaded")
-	fs.IntVar(&l.maxKeys, "max-keys", node.DefaultMaxKeys, "keys held; an acquire of one more key is answered overloaded")
+	for _, f := range l.ints() {
+		fs.IntVar(f.v, f.name, f.def, f.usage)
+	}
 	fs.BoolVar(&l.debug, "debug", false, "serve Go's /debug/pprof profiles on the --http port")
 }
 
 func (l *limitFlags) validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"max-connections", l.maxConnections}, {"max-inflight-per-conn", l.maxInflightPerConn}, {"max-pending", l.maxPending},
-		{"max-waiters", l.maxWaiters}, {"max-waiters-per-key", l.maxWaitersPerKey}, {"max-keys", l.maxKeys}} {
-		if f.v <= 0 {
-			return usageErr("--%s must be > 0, got %d", f.name, f.v)
+	for _, f := range l.ints() {
+		if *f.v <= 0 {
+			return usageErr("--%s must be > 0, got %d", f.name, *f.v)
 		}
 	}
 	return nil

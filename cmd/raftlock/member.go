@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,51 +17,32 @@ import (
 	"syscall"
 	"time"
 
-	membercore "github.com/raftlock/raftlock/member"
-
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
-// memberFlags are the settings of one member.
+// memberFlags are the settings of one member: cfg holds what the flags
+// set directly, with the node's own defaults.
 type memberFlags struct {
-	id             uint64
-	peers          string
-	listen         string
-	peerListen     string
-	advertise      string
-	logFormat      string
-	http           string
-	data           string
-	tick           time.Duration
-	snapshotEvery  uint64
-	snapByEntries  bool
-	snapshotKeep   uint64
-	snapshotChunk  int // bytes of snapshot data per peer frame
-	peerFrameLimit int // the largest peer frame read
-	maxInflight    int
-	maxUncommitted int
-	noBatch        bool
-	noHandoff      bool
-	noWriteOverlap bool
-	logLevel       string
-	faultInjection bool
-	unsafeBug      string
-	join           string        // client endpoints of the cluster to join (join.go)
-	sec            securityFlags // security.go
-	limits         limitFlags
+	cfg       embed.Config
+	peers     string
+	join      string // client endpoints of the cluster to join (join.go)
+	logLevel  string
+	logFormat string
+	sec       securityFlags // security.go
+	limits    limitFlags
 }
 
 func (m *memberFlags) register(fs *flag.FlagSet) {
-	fs.Uint64Var(&m.id, "id", 0, "member id (required, > 0)")
+	fs.Uint64Var(&m.cfg.Node.ID, "id", 0, "member id (required, > 0)")
 	fs.StringVar(&m.peers, "peers", "", "every member's raft address: 1=127.0.0.1:7001,2=...")
-	fs.StringVar(&m.listen, "listen", "127.0.0.1:8001", "client API address to listen on")
-	fs.StringVar(&m.advertise, "advertise-client", "", "client address other members give out in redirects (default: --listen; set it when --listen is 0.0.0.0)")
-	fs.StringVar(&m.peerListen, "peer-listen", "", "raft address to listen on (default: this member's address in --peers, which is what the others dial)")
-	fs.StringVar(&m.http, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
-	fs.StringVar(&m.data, "data", "", "data directory (required)")
-	fs.StringVar(&m.data, "dir", "", "alias of --data")
+	fs.StringVar(&m.cfg.Listen, "listen", "127.0.0.1:8001", "client API address to listen on")
+	fs.StringVar(&m.cfg.Advertise, "advertise-client", "", "client address other members give out in redirects (default: --listen; set it when --listen is 0.0.0.0)")
+	fs.StringVar(&m.cfg.Node.PeerListen, "peer-listen", "", "raft address to listen on (default: this member's address in --peers, which is what the others dial)")
+	fs.StringVar(&m.cfg.HTTP, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
+	fs.StringVar(&m.cfg.Node.DataDir, "data", "", "data directory (required)")
+	fs.StringVar(&m.cfg.Node.DataDir, "dir", "", "alias of --data")
 	fs.StringVar(&m.join, "join", "", "client endpoints of a running cluster to join, after raftlock member add (instead of --peers; ignored once --data holds data)")
 	m.sec.register(fs)
 	m.registerTuning(fs)
@@ -76,45 +55,25 @@ func (m *memberFlags) register(fs *flag.FlagSet) {
 const minPeerFrameLimit = 64 << 10
 
 func (m *memberFlags) registerTuning(fs *flag.FlagSet) {
-	fs.DurationVar(&m.tick, "tick", 20*time.Millisecond, "raft tick; election timeout is 10 ticks")
-	fs.Uint64Var(&m.snapshotEvery, "snapshot-every", 10000, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
-	fs.BoolVar(&m.snapByEntries, "snapshot-by-entries", false, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
-	fs.Uint64Var(&m.snapshotKeep, "snapshot-keep", 1000, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
-	fs.IntVar(&m.snapshotChunk, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
-	fs.IntVar(&m.peerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
-	fs.IntVar(&m.maxInflight, "max-inflight", 256, "raft append messages in flight per follower (1: no pipelining)")
-	fs.IntVar(&m.maxUncommitted, "max-uncommitted", membercore.DefaultMaxUncommitted, "entries a leader keeps proposed and not yet committed; commands decided meanwhile share the next entry (-1: no limit)")
-	fs.BoolVar(&m.noBatch, "no-batch", false, "one command per log entry (ablation)")
-	fs.BoolVar(&m.noWriteOverlap, "no-write-overlap", false, "take no call or message while a log write is being synced (ablation)")
-	fs.BoolVar(&m.noHandoff, "no-handoff", false, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")
+	// The defaults are the node's own, filled in one place.
+	n := &m.cfg.Node
+	n.SetDefaults()
+	fs.DurationVar(&n.TickInterval, "tick", n.TickInterval, "raft tick; election timeout is 10 ticks")
+	fs.Uint64Var(&n.SnapshotEvery, "snapshot-every", n.SnapshotEvery, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
+	fs.BoolVar(&n.SnapshotByEntries, "snapshot-by-entries", n.SnapshotByEntries, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
+	fs.Uint64Var(&n.SnapshotKeep, "snapshot-keep", n.SnapshotKeep, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
+	fs.IntVar(&n.SnapshotChunkSize, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
+	fs.IntVar(&n.PeerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
+	fs.IntVar(&n.MaxInflight, "max-inflight", n.MaxInflight, "raft append messages in flight per follower (1: no pipelining)")
+	fs.IntVar(&n.MaxUncommitted, "max-uncommitted", n.MaxUncommitted, "entries a leader keeps proposed and not yet committed; commands decided meanwhile share the next entry (-1: no limit)")
+	fs.BoolVar(&n.NoBatch, "no-batch", n.NoBatch, "one command per log entry (ablation)")
+	fs.BoolVar(&n.NoWriteOverlap, "no-write-overlap", n.NoWriteOverlap, "take no call or message while a log write is being synced (ablation)")
+	fs.BoolVar(&n.NoHandoff, "no-handoff", n.NoHandoff, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")
 	fs.StringVar(&m.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.logFormat, "log-format", "text", "text or json")
-	fs.BoolVar(&m.faultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
-	fs.StringVar(&m.unsafeBug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs(), ", "))
+	fs.BoolVar(&m.cfg.FaultInjection, "fault-injection", false, "enable the chaos harness's clock control (never in production)")
+	fs.StringVar(&m.cfg.Node.Bug, "unsafe-bug", "", "plant a known bug (needs --fault-injection): "+strings.Join(node.Bugs(), ", "))
 	m.limits.register(fs)
-}
-
-func parsePeers(s string) (map[uint64]string, error) {
-	peers := map[uint64]string{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		idStr, addr, ok := strings.Cut(part, "=")
-		id, err := strconv.ParseUint(idStr, 10, 64)
-		if !ok || err != nil || id == 0 || addr == "" {
-			return nil, fmt.Errorf("bad peer %q: want ID=HOST:PORT with ID > 0", part)
-		}
-		if _, dup := peers[id]; dup {
-			return nil, fmt.Errorf("peer %d listed twice", id)
-		}
-		peers[id] = addr
-	}
-	if len(peers) == 0 {
-		return nil, errors.New("no peers")
-	}
-	return peers, nil
 }
 
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
@@ -134,63 +93,65 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 
 // validate checks the member's flags against its peers.
 func (m *memberFlags) validate(peers map[uint64]string) error {
-	if m.id == 0 {
+	if m.cfg.Node.ID == 0 {
 		return usageErr("--id is required")
 	}
-	if m.data == "" {
+	if m.cfg.Node.DataDir == "" {
 		return usageErr("--data is required")
 	}
-	if _, ok := peers[m.id]; !ok {
-		return usageErr("--id %d is not in --peers (members %s)", m.id, joinIDs(slices.Sorted(maps.Keys(peers))))
+	if _, ok := peers[m.cfg.Node.ID]; !ok {
+		return usageErr("--id %d is not in --peers (members %s)", m.cfg.Node.ID, joinIDs(slices.Sorted(maps.Keys(peers))))
 	}
 	if err := m.sec.files.Check(); err != nil {
 		return usageErr("%v", err)
 	}
-	if m.unsafeBug != "" && !m.faultInjection {
+	if m.cfg.Node.Bug != "" && !m.cfg.FaultInjection {
 		return usageErr("--unsafe-bug needs --fault-injection")
 	}
-	if m.unsafeBug != "" && !slices.Contains(node.Bugs(), m.unsafeBug) {
-		return usageErr("unknown --unsafe-bug %q: want one of %s", m.unsafeBug, strings.Join(node.Bugs(), ", "))
+	if m.cfg.Node.Bug != "" && !slices.Contains(node.Bugs(), m.cfg.Node.Bug) {
+		return usageErr("unknown --unsafe-bug %q: want one of %s", m.cfg.Node.Bug, strings.Join(node.Bugs(), ", "))
 	}
 	if err := m.limits.validate(); err != nil {
 		return err
 	}
 	switch {
-	case m.peerFrameLimit < minPeerFrameLimit:
-		return usageErr("--peer-frame-limit %d is below %d: peer streams would close on ordinary appends (keep it above 1 MiB outside tests)", m.peerFrameLimit, minPeerFrameLimit)
-	case m.snapshotChunk <= 0:
-		return usageErr("--snapshot-chunk-size %d must be > 0", m.snapshotChunk)
-	case m.snapshotChunk > m.peerFrameLimit:
-		return usageErr("--snapshot-chunk-size %d must be at most --peer-frame-limit %d (lower --snapshot-chunk-size with it)", m.snapshotChunk, m.peerFrameLimit)
+	case m.cfg.Node.PeerFrameLimit < minPeerFrameLimit:
+		return usageErr("--peer-frame-limit %d is below %d: peer streams would close on ordinary appends (keep it above 1 MiB outside tests)", m.cfg.Node.PeerFrameLimit, minPeerFrameLimit)
+	case m.cfg.Node.SnapshotChunkSize <= 0:
+		return usageErr("--snapshot-chunk-size %d must be > 0", m.cfg.Node.SnapshotChunkSize)
+	case m.cfg.Node.SnapshotChunkSize > m.cfg.Node.PeerFrameLimit:
+		return usageErr("--snapshot-chunk-size %d must be at most --peer-frame-limit %d (lower --snapshot-chunk-size with it)", m.cfg.Node.SnapshotChunkSize, m.cfg.Node.PeerFrameLimit)
 	}
 	return nil
 }
 
 // startMember starts one member (embed.Start) with the flags' settings.
 func startMember(m memberFlags, peers map[uint64]string, join *node.Join, log *slog.Logger) (*embed.Member, error) {
-	if err := m.validate(peers); err != nil {
+	cfg, err := memberConfig(m, peers, join)
+	if err != nil {
 		return nil, err
+	}
+	return embed.Start(cfg, log)
+}
+
+// memberConfig checks the flags' settings and makes them a member's.
+func memberConfig(m memberFlags, peers map[uint64]string, join *node.Join) (embed.Config, error) {
+	if err := m.validate(peers); err != nil {
+		return embed.Config{}, err
 	}
 	var clusterID uint64
 	if m.sec.clusterID != "" {
 		id, err := peer.ParseClusterID(m.sec.clusterID)
 		if err != nil {
-			return nil, usageErr("--cluster-id: %v", err)
+			return embed.Config{}, usageErr("--cluster-id: %v", err)
 		}
 		clusterID = id
 	}
-	return embed.Start(embed.Config{
-		Node: node.Config{
-			ID: m.id, Peers: peers, PeerListen: m.peerListen, DataDir: m.data, ClusterID: clusterID, Join: join,
-			TickInterval: m.tick, SnapshotEvery: m.snapshotEvery, SnapshotByEntries: m.snapByEntries, SnapshotKeep: m.snapshotKeep,
-			MaxInflight: m.maxInflight, MaxUncommitted: m.maxUncommitted, NoBatch: m.noBatch, NoHandoff: m.noHandoff,
-			NoWriteOverlap: m.noWriteOverlap, Bug: m.unsafeBug, Limits: m.limits.node(),
-			SnapshotChunkSize: m.snapshotChunk, PeerFrameLimit: m.peerFrameLimit,
-		},
-		Listen: m.listen, Advertise: m.advertise, HTTP: m.http,
-		TLS: m.sec.files, ACL: m.sec.acl, Insecure: m.sec.insecure,
-		FaultInjection: m.faultInjection, Debug: m.limits.debug, Limits: m.limits.server(),
-	}, log)
+	cfg := m.cfg
+	cfg.Node.Peers, cfg.Node.Join, cfg.Node.ClusterID, cfg.Node.Limits = peers, join, clusterID, m.limits.node()
+	cfg.TLS, cfg.ACL, cfg.Insecure = m.sec.files, m.sec.acl, m.sec.insecure
+	cfg.Debug, cfg.Limits = m.limits.debug, m.limits.server()
+	return cfg, nil
 }
 
 func waitForSignal() os.Signal {
@@ -219,8 +180,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mlog := log.With("member", m.id)
-	mlog.Info("member running", "raft", peers[m.id], "client", m.listen, "http", m.http, "data", m.data, "tls", mb.TLS())
+	mlog := log.With("member", m.cfg.Node.ID)
+	mlog.Info("member running", "raft", peers[m.cfg.Node.ID], "client", m.cfg.Listen, "http", m.cfg.HTTP, "data", m.cfg.Node.DataDir, "tls", mb.TLS())
 	hupCtx, stopHUP := context.WithCancel(context.Background())
 	defer stopHUP()
 	reloadOnHUP(hupCtx, []*embed.Member{mb})
@@ -278,149 +239,77 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	ranges := []portRange{{"--peer-port", *peerPort}, {"--client-port", *clientPort}, {"--http-port", *httpPort}}
-	if err := checkPortRanges(ranges, *nodes); err != nil {
-		return err
-	}
-	size, err := clusterSize(*dir)
+	ports := []embed.PortRange{{Name: "--peer-port", Port: *peerPort}, {Name: "--client-port", Port: *clientPort}, {Name: "--http-port", Port: *httpPort}}
+	reused, err := checkCluster(*dir, *nodes, ports)
 	if err != nil {
-		return err
-	}
-	if size > 0 && size != *nodes {
-		return usageErr("%s holds a %d-member cluster; run with --nodes %d, or give another --data", *dir, size, size)
-	}
-	reused := size > 0
-	if err := checkPortsFree(ranges, *nodes); err != nil {
 		return err
 	}
 	peers := map[uint64]string{}
 	for i := 1; i <= *nodes; i++ {
-		peers[uint64(i)] = fmt.Sprintf("127.0.0.1:%d", *peerPort+i-1)
+		peers[uint64(i)] = ports[0].Addr(i)
 	}
 	// The members share every tuning flag: checking member 1's checks all,
 	// before anything is created.
 	first := m
-	first.id, first.data = 1, filepath.Join(*dir, "1")
+	first.cfg.Node.ID, first.cfg.Node.DataDir = 1, embed.LocalDataDir(*dir, 1)
 	if err := first.validate(peers); err != nil {
 		return err
 	}
-	// A member that fails to start takes the members started before it
-	// down with it, and whatever this start created on disk.
-	var undos []func()
-	var members []*embed.Member
-	started := false
+	members, err := embed.StartLocal(*dir, *nodes, func(id int) (embed.Config, error) {
+		mf := m
+		mf.cfg.Node.ID, mf.cfg.Listen, mf.cfg.HTTP, mf.cfg.Node.DataDir = uint64(id), ports[1].Addr(id), ports[2].Addr(id), embed.LocalDataDir(*dir, id)
+		return memberConfig(mf, peers, nil)
+	}, log)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, mb := range members {
 			mb.Close()
 		}
-		for i := len(undos) - 1; i >= 0 && !started; i-- {
-			undos[i]()
-		}
 	}()
-	dirs := []string{*dir}
-	for i := 1; i <= *nodes; i++ {
-		dirs = append(dirs, filepath.Join(*dir, strconv.Itoa(i)))
-	}
-	for _, d := range dirs {
-		undo, err := embed.CreateDataDir(d)
-		if err != nil {
-			return err
-		}
-		undos = append(undos, undo)
-	}
-	var endpoints []string
-	for i := 1; i <= *nodes; i++ {
-		mf := m
-		mf.id = uint64(i)
-		mf.listen = fmt.Sprintf("127.0.0.1:%d", *clientPort+i-1)
-		mf.http = fmt.Sprintf("127.0.0.1:%d", *httpPort+i-1)
-		mf.data = filepath.Join(*dir, strconv.Itoa(i))
-		mb, err := startMember(mf, peers, nil, log)
-		if err != nil {
-			return fmt.Errorf("member %d: %w", i, err)
-		}
-		members = append(members, mb)
-		endpoints = append(endpoints, mf.listen)
-	}
-	started = true
-	sort.Strings(endpoints)
-	abs, err := filepath.Abs(*dir)
-	if err != nil {
-		abs = *dir
-	}
-	state := "new"
-	if reused {
-		state = "reused: locks and tokens carry on; remove it for a fresh cluster"
-	}
-	fmt.Fprintf(stdout, "raftlock cluster: %s, data in %s (%s)\n", plural(*nodes, "member", "members"), abs, state)
-	fmt.Fprintf(stdout, "endpoints: %s\n", strings.Join(endpoints, ","))
-	fmt.Fprintf(stdout, "metrics:   http://127.0.0.1:%d/metrics (%d..%d)\n", *httpPort, *httpPort, *httpPort+*nodes-1)
-	fmt.Fprintln(stdout, "Ctrl-C to stop.")
+	printCluster(stdout, *dir, *nodes, reused, ports)
 	waitForSignal()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
 }
 
-// portRange is one of cluster's port flags: member N uses port+N-1.
-type portRange struct {
-	flag string
-	port int
-}
-
-// checkPortRanges refuses port ranges that leave the port space or
-// overlap: two members, or one member's two servers, cannot share a port.
-func checkPortRanges(ranges []portRange, nodes int) error {
-	for i, a := range ranges {
-		if a.port < 1 || a.port+nodes-1 > 65535 {
-			return usageErr("%s %d: the ports %d..%d must lie in 1..65535", a.flag, a.port, a.port, a.port+nodes-1)
-		}
-		for _, b := range ranges[:i] {
-			if a.port <= b.port+nodes-1 && b.port <= a.port+nodes-1 {
-				return usageErr("%s %d and %s %d overlap: with --nodes %d they use %d..%d and %d..%d; move one",
-					b.flag, b.port, a.flag, a.port, nodes, b.port, b.port+nodes-1, a.port, a.port+nodes-1)
-			}
-		}
+// checkCluster checks cluster's ports and data directory before anything
+// starts; reused says the directory holds the cluster's data already.
+func checkCluster(dir string, nodes int, ports []embed.PortRange) (reused bool, err error) {
+	if err := embed.CheckPortRanges(ports, nodes); err != nil {
+		return false, withCode(exitUsage, err)
 	}
-	return nil
-}
-
-// checkPortsFree binds and releases every port the cluster will use, so a
-// port another process holds is found before anything is started or
-// written.
-func checkPortsFree(ranges []portRange, nodes int) error {
-	for _, r := range ranges {
-		for i := range nodes {
-			addr := fmt.Sprintf("127.0.0.1:%d", r.port+i)
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("member %d cannot use %s (%s): %w; move the range with %s", i+1, addr, r.flag, err, r.flag)
-			}
-			ln.Close()
-		}
-	}
-	return nil
-}
-
-// clusterSize is the number of members whose data a cluster directory
-// holds (its subdirectories 1, 2, ... that are not empty), 0 for a new one.
-func clusterSize(dir string) (int, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
+	size, err := embed.LocalSize(dir)
 	if err != nil {
-		return 0, fmt.Errorf("--data %s: %w", dir, err)
+		return false, err
 	}
-	n := 0
-	for _, e := range entries {
-		if id, err := strconv.Atoi(e.Name()); err != nil || id < 1 || !e.IsDir() {
-			continue
-		}
-		if sub, err := os.ReadDir(filepath.Join(dir, e.Name())); err == nil && len(sub) > 0 {
-			n++
-		}
+	if size > 0 && size != nodes {
+		return false, usageErr("%s holds a %d-member cluster; run with --nodes %d, or give another --data", dir, size, size)
 	}
-	return n, nil
+	return size > 0, embed.CheckPortsFree(ports, nodes)
+}
+
+// printCluster says where the cluster's data and endpoints are.
+func printCluster(stdout io.Writer, dir string, nodes int, reused bool, ports []embed.PortRange) {
+	var endpoints []string
+	for id := 1; id <= nodes; id++ {
+		endpoints = append(endpoints, ports[1].Addr(id))
+	}
+	sort.Strings(endpoints)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	state := "new"
+	if reused {
+		state = "reused: locks and tokens carry on; remove it for a fresh cluster"
+	}
+	http := ports[2].Port
+	fmt.Fprintf(stdout, "raftlock cluster: %s, data in %s (%s)\n", plural(nodes, "member", "members"), abs, state)
+	fmt.Fprintf(stdout, "endpoints: %s\n", strings.Join(endpoints, ","))
+	fmt.Fprintf(stdout, "metrics:   http://127.0.0.1:%d/metrics (%d..%d)\n", http, http, http+nodes-1)
+	fmt.Fprintln(stdout, "Ctrl-C to stop.")
 }
 
 // plural is "1 member", "3 members".

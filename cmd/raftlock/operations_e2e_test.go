@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +49,18 @@ func (c *processCluster) stop(m *processMember) {
 }
 
 // newMember allocates the addresses of a member to be added.
+// addJoiner adds member id (fresh addresses) to the cluster through eps
+// with member add, to join with --join eps; it is not started.
+func (c *processCluster) addJoiner(id int, eps string) *processMember {
+	c.t.Helper()
+	m := newMember(c.t, id)
+	m.join = eps
+	if code, out := c.run("member", "add", "--endpoints", eps, "--id", strconv.Itoa(id), "--peer-addr", m.peer, "--client-addr", m.client); code != 0 {
+		c.t.Fatalf("member add: exit %d\n%s", code, out)
+	}
+	return m
+}
+
 func newMember(t *testing.T, id int) *processMember {
 	m := &processMember{id: id}
 	for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {
@@ -147,29 +160,8 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newProcessCluster(t, 3, "--log-level", "info")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	held := map[string]uint64{}
-	waitUntil(ctx, t, "the first lock", func() bool {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		defer acancel()
-		g, err := cl.Acquire(actx, "held-0", time.Hour, 0)
-		held["held-0"] = g.Token
-		return err == nil
-	})
-	for _, k := range []string{"held-1", "held-2"} {
-		g, err := cl.Acquire(ctx, k, time.Hour, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held[k] = g.Token
-	}
+	c, ctx, cl := readyProcessCluster(t, 2*time.Minute)
+	held := holdLocks(ctx, t, cl, "held-0", "held-1", "held-2")
 	loop := startLockLoop(cl, 4, "loop")
 	loop.progress(ctx, t, "before any change")
 	eps := strings.Join(c.endpoints(), ",")

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/promtext"
 	"github.com/raftlock/raftlock/internal/testbin"
+	"github.com/raftlock/raftlock/node/embed"
 )
 
 // processMember is one `raftlock node` child process and its addresses.
@@ -54,15 +54,7 @@ func newProcessClusterWith(t *testing.T, size int, listenArgs func(*processMembe
 	t.Helper()
 	c := &processCluster{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra, listenArgs: listenArgs}
 	for id := 1; id <= size; id++ {
-		m := &processMember{id: id}
-		for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {
-			addr, err := freeport.Addr()
-			if err != nil {
-				t.Fatal(err)
-			}
-			*a = addr
-		}
-		c.members = append(c.members, m)
+		c.members = append(c.members, newMember(t, id))
 	}
 	for _, m := range c.members {
 		c.start(m)
@@ -85,29 +77,25 @@ func (c *processCluster) endpoints() []string {
 
 func (c *processCluster) start(m *processMember) {
 	c.t.Helper()
-	var peers []string
-	for _, p := range c.members {
-		if p.join != "" {
-			continue // joined later: not in the bootstrap configuration
-		}
-		peers = append(peers, fmt.Sprintf("%d=%s", p.id, p.peer))
-	}
-	listen := []string{"--listen", m.client}
+	a := embed.Args{ID: uint64(m.id), Listen: m.client, HTTP: m.httpAddr, Data: filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id)), Extra: c.extra}
 	if c.listenArgs != nil {
-		listen = c.listenArgs(m)
+		a.Listen, a.Extra = "", append(c.listenArgs(m), c.extra...)
 	}
-	boot := []string{"--peers", strings.Join(peers, ",")}
 	if m.join != "" {
-		boot = []string{"--join", m.join, "--peer-listen", m.peer}
+		a.Join, a.PeerListen = []string{m.join}, m.peer
+	} else {
+		a.Peers = map[uint64]string{}
+		for _, p := range c.members {
+			if p.join == "" { // one joined later is not in the bootstrap configuration
+				a.Peers[uint64(p.id)] = p.peer
+			}
+		}
 	}
-	args := append(append(append([]string{"node", "--id", strconv.Itoa(m.id)}, boot...),
-		"--http", m.httpAddr, "--data", filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id))), listen...)
-	args = append(args, c.extra...)
 	logf, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	m.cmd = exec.Command(c.bin, args...)
+	m.cmd = exec.Command(c.bin, a.Argv()...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
@@ -160,7 +148,14 @@ func (c *processCluster) fullLog(m *processMember) string {
 // that bounds the test to d; both end with the test.
 func readyProcessCluster(t *testing.T, d time.Duration) (*processCluster, context.Context, *client.Client) {
 	t.Helper()
-	c := newProcessCluster(t, 3, "--log-level", "info")
+	return readyProcessClusterWith(t, d, "--log-level", "info")
+}
+
+// readyProcessClusterWith is readyProcessCluster with the members' flags
+// given.
+func readyProcessClusterWith(t *testing.T, d time.Duration, extra ...string) (*processCluster, context.Context, *client.Client) {
+	t.Helper()
+	c := newProcessCluster(t, 3, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	cl, err := client.New(c.endpoints(), client.Options{})
@@ -175,6 +170,23 @@ func readyProcessCluster(t *testing.T, d time.Duration) (*processCluster, contex
 		return err == nil
 	})
 	return c, ctx, cl
+}
+
+// holdLocks acquires each key with a one-hour lease, each tried until it
+// is granted (a leader may still change hands), and returns the tokens.
+func holdLocks(ctx context.Context, t *testing.T, cl *client.Client, keys ...string) map[string]uint64 {
+	t.Helper()
+	held := map[string]uint64{}
+	for _, key := range keys {
+		waitUntil(ctx, t, "the lock on "+key, func() bool {
+			actx, acancel := context.WithTimeout(ctx, time.Second)
+			defer acancel()
+			g, err := cl.Acquire(actx, key, time.Hour, 0)
+			held[key] = g.Token
+			return err == nil
+		})
+	}
+	return held
 }
 
 // logs is the log tail of every member, named with its client address,
@@ -222,31 +234,8 @@ func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newProcessCluster(t, 3, "--snapshot-every", "50", "--snapshot-keep", "20", "--log-level", "warn")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	held := map[string]uint64{}
-	waitUntil(ctx, t, "the first lock", func() bool {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		defer acancel()
-		g, err := cl.Acquire(actx, "held-0", time.Hour, 0)
-		if err == nil {
-			held["held-0"] = g.Token
-		}
-		return err == nil
-	})
-	for i := 1; i < 3; i++ {
-		g, err := cl.Acquire(ctx, fmt.Sprintf("held-%d", i), time.Hour, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held[fmt.Sprintf("held-%d", i)] = g.Token
-	}
+	c, ctx, cl := readyProcessClusterWith(t, 4*time.Minute, "--snapshot-every", "50", "--snapshot-keep", "20", "--log-level", "warn")
+	held := holdLocks(ctx, t, cl, "held-0", "held-1", "held-2")
 
 	// Load for the whole test, through every kill and restart (it sees
 	// errors while members restart; it only has to keep the log moving).

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -17,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/sim"
 	"github.com/raftlock/raftlock/chaos/sim/swarm"
 	"github.com/raftlock/raftlock/checker"
@@ -45,7 +44,7 @@ func newSimFlags(f *simFlags) *flag.FlagSet {
 	fs.StringVar(&f.seeds, "seeds", "", "`A..B`: run every seed from A to B (a swarm), each in its own process")
 	fs.IntVar(&f.cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.DurationVar(&f.cfg.Duration, "duration", 60*time.Second, "simulated time the workload runs, per seed")
-	fs.StringVar(&f.faults, "faults", strings.Join(sim.Families, ","), "fault families (comma-separated; 'none' for none)")
+	fs.StringVar(&f.faults, "faults", fault.Join(sim.Families), "fault families (comma-separated; 'none' for none)")
 	fs.StringVar(&f.cfg.Bug, "unsafe-bug", "", "plant a known bug in every member core (proves the checks catch it)")
 	fs.IntVar(&f.parallel, "parallel", runtime.NumCPU(), "seeds run at once by a swarm (each in a subprocess)")
 	fs.BoolVar(&f.shrink, "shrink", false, "reduce a failing run (operations, clients, faults, duration) and print the command that replays the smallest")
@@ -81,20 +80,13 @@ func parseSeeds(s string) (uint64, uint64, error) {
 func runSim(args []string, stdout, stderr io.Writer) error {
 	var f simFlags
 	fs := newSimFlags(&f)
-	pos, _, err := parse(fs, args, stderr)
-	if err != nil {
-		if errHelp(err) != nil {
-			return err
-		}
-		return harnessErr(err)
-	}
-	if len(pos) > 0 {
-		return simErr("unexpected argument %q", pos[0])
+	if err := parseHarnessNoArgs(fs, args, stderr); err != nil {
+		return err
 	}
 	if f.faults != "none" && f.faults != "" {
-		f.cfg.Faults = strings.Split(f.faults, ",")
+		f.cfg.Faults = fault.Split(f.faults)
 	} else {
-		f.cfg.Faults = []string{}
+		f.cfg.Faults = []fault.Family{}
 	}
 	if f.cfg.Duration <= 0 {
 		return simErr("--duration must be positive")
@@ -157,40 +149,15 @@ func (l *intList) Set(s string) error {
 }
 
 func runOneSeed(f *simFlags, stdout, stderr io.Writer) error {
-	start := time.Now()
-	cfg := f.cfg
-	res, v, err := swarm.Simulate(cfg, f.timeout)
-	rep := swarm.SeedReport{Seed: cfg.Seed, Replay: swarm.Replay(cfg)}
-	if err != nil {
-		rep.Verdict, rep.ExitCode, rep.Error = "error", checker.ExitHarness, err.Error()
+	rep, err := swarm.CheckSeed(f.cfg, f.timeout, f.out, f.shrink, stderr)
+	if rep.Error != "" {
 		printSeed(rep, f.asJSON, stdout)
+	}
+	if err != nil {
 		return harnessErr(err)
 	}
-	rep.Verdict, rep.ExitCode, rep.Check = v.Verdict, v.ExitCode, sim.FailingCheck(v)
-	rep.WallSeconds = time.Since(start).Seconds()
-	swarm.FillStats(&rep, res)
-	if v.ExitCode != checker.ExitValid {
-		dir := filepath.Join(f.out, fmt.Sprintf("seed-%d", cfg.Seed))
-		if err := swarm.WriteReport(dir, cfg, res, v, f.timeout); err != nil {
-			return harnessErr(err)
-		}
-		rep.Report = dir
-		if f.shrink {
-			sr, err := swarm.Shrink(cfg, rep.Check, f.timeout, f.out, stderr)
-			if err != nil {
-				return harnessErr(err)
-			}
-			rep.Shrunk = sr
-		}
-	}
 	printSeed(rep, f.asJSON, stdout)
-	switch v.ExitCode {
-	case checker.ExitViolation:
-		return withCode(checker.ExitViolation, errors.New(""))
-	case checker.ExitUnknown:
-		return withCode(checker.ExitUnknown, errors.New(""))
-	}
-	return nil
+	return verdictExit(rep.ExitCode, "", "")
 }
 
 func printSeed(rep swarm.SeedReport, asJSON bool, stdout io.Writer) {
@@ -198,50 +165,7 @@ func printSeed(rep swarm.SeedReport, asJSON bool, stdout io.Writer) {
 		json.NewEncoder(stdout).Encode(rep)
 		return
 	}
-	switch {
-	case rep.Error != "":
-		fmt.Fprintf(stdout, "seed %d: simulator failed: %s\n", rep.Seed, rep.Error)
-	case rep.Check == "":
-		fmt.Fprintf(stdout, "seed %d: %s (%s, %s, %.1f s simulated in %.2f s)\n",
-			rep.Seed, rep.Verdict, plural(rep.Ops, "op", "ops"), plural(rep.Faults, "fault", "faults"), rep.SimSeconds, rep.WallSeconds)
-	default:
-		fmt.Fprintf(stdout, "seed %d: %s\n", rep.Seed, rep.Check)
-		fmt.Fprintf(stdout, "  %s; report in %s\n  replay: %s\n", rep.Verdict, rep.Report, rep.Replay)
-		if s := rep.Shrunk; s != nil {
-			skipped := ""
-			if len(s.Skip) > 0 {
-				skipped = fmt.Sprintf(" but %d skipped", len(s.Skip))
-			}
-			fmt.Fprintf(stdout, "  shrunk (%s) to %s, %s%s (%s), %s, %s: still %s\n  replay the shrunk run: %s\n",
-				plural(s.Runs, "run", "runs"), plural(s.MaxOps, "op", "ops"), plural(s.MaxFaults, "fault", "faults"), skipped, s.Faults,
-				plural(s.Clients, "client", "clients"), s.Duration, s.Check, s.Replay)
-			if s.Report != "" {
-				fmt.Fprintf(stdout, "  its report: %s\n", s.Report)
-			}
-		}
-	}
-}
-
-func printSwarmSummary(s swarm.Summary, w io.Writer) {
-	fmt.Fprintf(w, "\n%-8s %-8s %-8s %-12s %-9s %-8s %-9s %-9s %s\n", "SEEDS", "VALID", "FAILING", "SIMULATED", "OPS", "FAULTS", "WALL", "SEEDS/S", "SPEEDUP")
-	fmt.Fprintf(w, "%-8d %-8d %-8d %-12s %-9d %-8d %-9s %-9.1f %.0fx\n", s.Seeds, s.Valid, len(s.Failing)+len(s.Unknown)+len(s.Errors),
-		fmt.Sprintf("%.0f s", s.SimSeconds), s.Ops, s.Faults, fmt.Sprintf("%.1f s", s.WallSeconds), s.SeedsPerSec, s.Speedup)
-	if s.MembersRemoved+s.MembersAdded > 0 {
-		fmt.Fprintf(w, "membership: %s removed, %d added, %d promoted\n", plural(s.MembersRemoved, "member", "members"), s.MembersAdded, s.MembersReplaced)
-	}
-	if s.FirstFail != nil {
-		fmt.Fprintf(w, "first failing seed: %d (%s)\n", *s.FirstFail, s.FirstCheck)
-	}
-	if len(s.Interrupted) == 0 && s.NotStarted > 0 && s.FirstFail != nil {
-		fmt.Fprintf(w, "stopped at the first failing seed: %d not started\n", s.NotStarted)
-	} else if len(s.Interrupted) > 0 || s.NotStarted > 0 {
-		cut := make([]string, len(s.Interrupted))
-		for i, seed := range s.Interrupted {
-			cut[i] = strconv.FormatInt(seed, 10)
-		}
-		fmt.Fprintf(w, "interrupted: %s cut short (%s), %d not started; neither valid nor failing\n",
-			plural(len(s.Interrupted), "seed", "seeds"), strings.Join(cut, " "), s.NotStarted)
-	}
+	rep.WriteText(stdout)
 }
 
 // runSwarm runs seeds lo..hi, each in a child process, up to f.parallel at
@@ -269,7 +193,7 @@ func runSwarm(f *simFlags, fs *flag.FlagSet, lo, hi uint64, stdout, stderr io.Wr
 		}
 		enc.Encode(map[string]any{"summary": sum})
 	} else {
-		printSwarmSummary(sum, stdout)
+		sum.WriteText(stdout)
 	}
 	// A violation found before Ctrl-C is a finding; an interruption alone
 	// is not (130, as a shell reports SIGINT), nor are the seeds it cut.

@@ -97,18 +97,13 @@ func testSimCtrlCCountsNoSeedAsFailing(t *testing.T, bin string) {
 // planted no-snapshot-on-add fails seed 1 (10 s) by newcomer-stuck, whose
 // report names the changes.
 func testSimMembershipCatchesNoSnapshotOnAdd(t *testing.T, bin string) {
-	stdout, stderr, code := runBin(t, bin, "sim", "--seeds", "1..2", "--duration", "5s", "--faults", "membership",
-		"--json", "--out", t.TempDir())
-	if code != 0 {
-		t.Fatalf("exit %d; stdout %s stderr %s", code, stdout, stderr)
-	}
-	lines := jsonLines(t, stdout)
+	lines := swarmJSON(t, bin, "--seeds", "1..2", "--duration", "5s", "--faults", "membership")
 	sum, _ := lines[len(lines)-1]["summary"].(map[string]any)
 	if sum == nil || sum["members_removed"].(float64) < 1 || sum["members_added"] != sum["members_removed"] ||
 		sum["members_replaced"] != sum["members_added"] {
 		t.Fatalf("summary %v", lines[len(lines)-1])
 	}
-	stdout, stderr, code = runBin(t, bin, "sim", "--seeds", "1..2", "--duration", "5s", "--faults", "membership", "--out", t.TempDir())
+	stdout, stderr, code := runBin(t, bin, "sim", "--seeds", "1..2", "--duration", "5s", "--faults", "membership", "--out", t.TempDir())
 	if code != 0 || !strings.Contains(stdout, "membership: ") || !strings.Contains(stdout, " members removed, ") {
 		t.Fatalf("exit %d; stdout %s stderr %s", code, stdout, stderr)
 	}
@@ -244,14 +239,9 @@ func testSimShrinksAFailingSeed(t *testing.T, bin string) {
 // testSimSwarmIsValidAndSummarised: a small swarm of subprocesses, one
 // JSON object per seed and a summary.
 func testSimSwarmIsValidAndSummarised(t *testing.T, bin string) {
-	stdout, stderr, code := runBin(t, bin, "sim", "--seeds", "1..4", "--duration", "4s", "--parallel", "2",
-		"--json", "--out", t.TempDir())
-	if code != 0 {
-		t.Fatalf("exit %d; stdout %s stderr %s", code, stdout, stderr)
-	}
-	lines := jsonLines(t, stdout)
+	lines := swarmJSON(t, bin, "--seeds", "1..4", "--duration", "4s", "--parallel", "2")
 	if len(lines) != 5 {
-		t.Fatalf("want 4 seeds and a summary, got %d lines: %s", len(lines), stdout)
+		t.Fatalf("want 4 seeds and a summary, got %d lines: %v", len(lines), lines)
 	}
 	for i, l := range lines[:4] {
 		if l["seed"] != float64(i+1) || l["verdict"] != "valid" {
@@ -263,7 +253,7 @@ func testSimSwarmIsValidAndSummarised(t *testing.T, bin string) {
 		t.Fatalf("summary %v", lines[4])
 	}
 	// A swarm set up in the environment does not make its children swarms.
-	stdout, stderr, code = runBinEnv(t, []string{"RAFTLOCK_SEEDS=5..6", "RAFTLOCK_DURATION=2s"}, bin, "sim", "--out", t.TempDir())
+	stdout, stderr, code := runBinEnv(t, []string{"RAFTLOCK_SEEDS=5..6", "RAFTLOCK_DURATION=2s"}, bin, "sim", "--out", t.TempDir())
 	if code != 0 || !strings.Contains(stdout, "SEEDS") {
 		t.Fatalf("swarm from the environment: exit %d; stdout %s stderr %s", code, stdout, stderr)
 	}
@@ -301,4 +291,15 @@ func testSimRefusesBadFlagsAndForeignOut(t *testing.T, bin string) {
 	if _, err := os.Stat(mine); err != nil {
 		t.Fatalf("the user's file is gone: %v", err)
 	}
+}
+
+// swarmJSON runs a valid swarm (sim with args, --json, a fresh --out) and
+// returns its JSON lines: one per seed, then the summary.
+func swarmJSON(t *testing.T, bin string, args ...string) []map[string]any {
+	t.Helper()
+	stdout, stderr, code := runBin(t, bin, append(append([]string{"sim"}, args...), "--json", "--out", t.TempDir())...)
+	if code != 0 {
+		t.Fatalf("exit %d; stdout %s stderr %s", code, stdout, stderr)
+	}
+	return jsonLines(t, stdout)
 }

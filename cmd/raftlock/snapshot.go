@@ -1,17 +1,17 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
+	"github.com/raftlock/raftlock/internal/atomicfile"
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -46,14 +46,10 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 		"atomically) with its SHA-256; `raftlock snapshot restore` seeds a new cluster from it.")
 	var cf clientFlags
 	cf.register(fs, true)
-	pos, rest, err := parse(fs, args, stderr)
+	file, err := oneArg(fs, args, stderr, "FILE")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || rest != nil {
-		return argErr(fs, "want exactly one FILE")
-	}
-	file := pos[0]
 	// Before asking the cluster: a backup with nowhere to go is wasted work.
 	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
 		return fmt.Errorf("cannot write %s: %s is not a directory", file, filepath.Dir(file))
@@ -70,7 +66,7 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return clientErr(cf.timedOut(err))
 	}
-	if err := writeFileAtomic(file, membercore.EncodeBackup(meta, table)); err != nil {
+	if err := atomicfile.Write(file, membercore.EncodeBackup(meta, table), 0o600); err != nil {
 		return err
 	}
 	if cf.json {
@@ -80,43 +76,6 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "saved snapshot at index %d term %d: %s, last token %d, %s, sha256 %s -> %s\n",
 		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, plural(int(meta.Size), "byte", "bytes"), meta.SHA256, file)
 	return nil
-}
-
-// writeFileAtomic writes data to name so that name is either absent (or
-// its old content) or the whole of data, durably: a temporary file in the
-// same directory, synced, renamed over name, and the directory synced.
-func writeFileAtomic(name string, data []byte) error {
-	dir := filepath.Dir(name)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) { // name the directory, not the temporary file
-			return fmt.Errorf("write %s: directory %s: %w", name, dir, pe.Err)
-		}
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after the rename, nothing to remove
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // defaultBumpTokens is how far a restore raises the last token: above any
@@ -139,14 +98,10 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	peersFlag := fs.String("peers", "", "every member's raft address in the new cluster: 1=HOST:PORT,2=... (required)")
 	bump := fs.Uint64("bump-tokens", defaultBumpTokens, "raise the last token by this many, above any the old cluster granted after the backup")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, rest, err := parse(fs, args, stderr)
+	file, err := oneArg(fs, args, stderr, "FILE")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || rest != nil {
-		return argErr(fs, "want exactly one FILE")
-	}
-	file := pos[0]
 	switch {
 	case *dir == "":
 		return usageErr("--data is required")
@@ -155,7 +110,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	case *peersFlag == "":
 		return usageErr("--peers is required")
 	}
-	peers, err := parsePeers(*peersFlag)
+	peers, err := embed.ParsePeers(*peersFlag)
 	if err != nil {
 		return usageErr("--peers: %v", err)
 	}
@@ -173,18 +128,10 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	if err := node.SeedFromBackup(*dir, *id, peers, meta.Index, meta.Term, table, *bump, nil); err != nil {
 		return err
 	}
-	ids := make([]uint64, 0, len(peers))
-	for p := range peers {
-		ids = append(ids, p)
-	}
-	slices.Sort(ids)
-	list := make([]string, len(ids))
-	for i, p := range ids {
-		list[i] = fmt.Sprintf("%d=%s", p, peers[p])
-	}
-	start := fmt.Sprintf("raftlock node --id %d --peers %s --data %s", *id, strings.Join(list, ","), *dir)
+	a := embed.Args{ID: *id, Peers: peers, Data: *dir}
+	start, list := "raftlock "+strings.Join(a.Argv(), " "), embed.FormatPeers(peers)
 	if *asJSON {
-		return printJSON(stdout, map[string]any{"file": file, "data": *dir, "id": *id, "peers": strings.Join(list, ","),
+		return printJSON(stdout, map[string]any{"file": file, "data": *dir, "id": *id, "peers": list,
 			"index": meta.Index, "term": meta.Term, "locks": meta.Locks, "last_token": meta.LastToken,
 			"next_token": meta.LastToken + *bump + 1, "sha256": meta.SHA256, "start": start})
 	}

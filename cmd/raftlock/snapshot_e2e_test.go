@@ -24,33 +24,9 @@ func TestSnapshotSaveRestoreEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newProcessCluster(t, 3, "--log-level", "warn")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c, ctx, cl := readyProcessClusterWith(t, 60*time.Second, "--log-level", "warn")
 	eps := strings.Join(c.endpoints(), ",")
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	held := map[string]uint64{}
-	waitUntil(ctx, t, "the first lock", func() bool {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		defer acancel()
-		g, err := cl.Acquire(actx, "job-0", time.Hour, 0)
-		if err == nil {
-			held["job-0"] = g.Token
-		}
-		return err == nil
-	})
-	for i := 1; i < 5; i++ {
-		key := fmt.Sprintf("job-%d", i)
-		g, err := cl.Acquire(ctx, key, time.Hour, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held[key] = g.Token
-	}
+	held := holdLocks(ctx, t, cl, "job-0", "job-1", "job-2", "job-3", "job-4")
 	// A released lock: the last token issued is above every held one.
 	g, err := cl.Acquire(ctx, "gone", time.Hour, 0)
 	if err != nil {

@@ -144,11 +144,7 @@ func TestSnapshotLargerThanThePeerFrameLimitReachesFollowerAndNewMember(t *testi
 	caughtUp(follower)
 
 	eps := strings.Join(c.endpoints(), ",")
-	m4 := newMember(t, 4)
-	if code, out := c.run("member", "add", "--endpoints", eps, "--id", "4", "--peer-addr", m4.peer, "--client-addr", m4.client); code != 0 {
-		t.Fatalf("member add: exit %d\n%s", code, out)
-	}
-	m4.join = eps
+	m4 := c.addJoiner(4, eps)
 	c.members = append(c.members, m4)
 	c.start(m4)
 	caughtUp(m4)

@@ -25,11 +25,7 @@ func TestStaleVoterCatchesUpWithLeaderAddedWhileItWasDown(t *testing.T) {
 	m3 := c.members[2]
 	c.stop(m3)
 	eps := strings.Join([]string{c.members[0].client, c.members[1].client}, ",")
-	m4 := newMember(t, 4)
-	m4.join = eps
-	if code, out := c.run("member", "add", "--endpoints", eps, "--id", "4", "--peer-addr", m4.peer, "--client-addr", m4.client); code != 0 {
-		t.Fatalf("member add: exit %d\n%s", code, out)
-	}
+	m4 := c.addJoiner(4, eps)
 	c.members = append(c.members, m4)
 	c.start(m4)
 	waitUntil(ctx, t, "promotion", func() bool {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/peer"
 )
@@ -28,11 +29,7 @@ func TestJoinerThatCrashedBeforeItsIdentityJoinsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	eps := strings.Join(c.endpoints(), ",")
-	m4 := newMember(t, 4)
-	m4.join = eps
-	if code, out := c.run("member", "add", "--endpoints", eps, "--id", "4", "--peer-addr", m4.peer, "--client-addr", m4.client); code != 0 {
-		t.Fatalf("member add: exit %d\n%s", code, out)
-	}
+	m4 := c.addJoiner(4, eps)
 
 	// The crash: the joiner's store is seeded as its first start seeds it,
 	// and the process dies before identity.json is written.
@@ -46,8 +43,12 @@ func TestJoinerThatCrashedBeforeItsIdentityJoinsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{ID: 4, DataDir: dir, Peers: map[uint64]string{4: m4.peer}, ClientAddr: m4.client,
-		Join: &node.Join{ClusterID: cid, Bootstrap: bootstrap, Members: map[uint64]string{4: m4.peer}}})
+	n, err := node.New(node.Config{
+		Config:     membercore.Config{ID: 4, Peers: map[uint64]string{4: m4.peer}},
+		DataDir:    dir,
+		ClientAddr: m4.client,
+		Join:       &node.Join{ClusterID: cid, Bootstrap: bootstrap, Members: map[uint64]string{4: m4.peer}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,6 +143,17 @@ func (tc *tlsCluster) leader(t *testing.T) uint64 {
 	return 0
 }
 
+// hangUp sends every member SIGHUP and waits until each logs what.
+func (tc *tlsCluster) hangUp(t *testing.T, what string) {
+	t.Helper()
+	for _, m := range tc.members {
+		m.cmd.Process.Signal(syscall.SIGHUP)
+	}
+	for _, m := range tc.members {
+		tc.waitLog(t, m, what)
+	}
+}
+
 func (tc *tlsCluster) waitLog(t *testing.T, m *processMember, what string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -269,22 +280,12 @@ func TestTLSClusterEndToEnd(t *testing.T) {
 	// the ACL in force.
 	os.WriteFile(tc.acl, []byte(`{"rules":[{"identity":"batch","prefixes":["jobs/","other/"],"rights":["lock","read"]},`+
 		`{"identity":"admin","prefixes":[""],"rights":["lock","read","admin"]}]}`), 0o644)
-	for _, m := range tc.members {
-		m.cmd.Process.Signal(syscall.SIGHUP)
-	}
-	for _, m := range tc.members {
-		tc.waitLog(t, m, "SIGHUP: ACL reloaded")
-	}
+	tc.hangUp(t, "SIGHUP: ACL reloaded")
 	if r := runCLI(t, tc.bin, tc.as("batch"), "acquire", "other/x"); r.code != 0 {
 		t.Fatalf("batch acquiring other/x after the reload: exit %d: %s", r.code, r.stderr)
 	}
 	os.WriteFile(tc.acl, []byte(`{"rules":[{"identity":"batch"}]}`), 0o644)
-	for _, m := range tc.members {
-		m.cmd.Process.Signal(syscall.SIGHUP)
-	}
-	for _, m := range tc.members {
-		tc.waitLog(t, m, "SIGHUP: ACL not reloaded")
-	}
+	tc.hangUp(t, "SIGHUP: ACL not reloaded")
 	if r := runCLI(t, tc.bin, tc.as("batch"), "acquire", "other/y"); r.code != 0 {
 		t.Fatalf("a broken ACL file replaced the one in force: exit %d: %s", r.code, r.stderr)
 	}

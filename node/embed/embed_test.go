@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/internal/tlsconfig"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -23,14 +24,14 @@ func TestSecurityChecks(t *testing.T) {
 		_, err := mb.loadSecurity()
 		return mb, err
 	}
-	if _, err := check(Config{Node: node.Config{ID: 1, Peers: map[uint64]string{1: "10.0.0.1:7001"}}, Listen: "0.0.0.0:8001", Insecure: true}); err != nil {
+	if _, err := check(Config{Node: node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: "10.0.0.1:7001"}}}, Listen: "0.0.0.0:8001", Insecure: true}); err != nil {
 		t.Fatalf("--insecure: %v", err)
 	}
 	if !strings.Contains(logs.String(), "INSECURE") || !strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("--insecure logged no loud warning: %q", logs.String())
 	}
 	logs.Reset()
-	if _, err := check(Config{Node: node.Config{ID: 1, Peers: map[uint64]string{1: "127.0.0.1:7001", 2: "10.0.0.2:7001"}}, Listen: "127.0.0.1:8001", HTTP: "localhost:9001"}); err != nil {
+	if _, err := check(Config{Node: node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: "127.0.0.1:7001", 2: "10.0.0.2:7001"}}}, Listen: "127.0.0.1:8001", HTTP: "localhost:9001"}); err != nil {
 		t.Fatalf("loopback-only member: %v", err)
 	}
 	if logs.Len() != 0 {
@@ -42,7 +43,7 @@ func TestSecurityChecks(t *testing.T) {
 	if _, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: certs, Members: 2}); err != nil {
 		t.Fatal(err)
 	}
-	c := Config{Node: node.Config{ID: 1, Peers: map[uint64]string{1: "10.0.0.1:7001"}}, Listen: "0.0.0.0:8001", TLS: tlsconfig.Files{Cert: filepath.Join(certs, "member-1.pem")}}
+	c := Config{Node: node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: "10.0.0.1:7001"}}}, Listen: "0.0.0.0:8001", TLS: tlsconfig.Files{Cert: filepath.Join(certs, "member-1.pem")}}
 	if _, err := check(c); err == nil {
 		t.Error("--cert without --key and --ca was accepted")
 	}
@@ -51,7 +52,7 @@ func TestSecurityChecks(t *testing.T) {
 		t.Errorf("member 1 with its certificate: %v", err)
 	}
 	c2 := c
-	c2.Node = node.Config{ID: 2, Peers: map[uint64]string{2: "10.0.0.1:7001"}}
+	c2.Node = node.Config{Config: member.Config{ID: 2, Peers: map[uint64]string{2: "10.0.0.1:7001"}}}
 	if _, err := check(c2); err == nil || !strings.Contains(err.Error(), "member 1's certificate") {
 		t.Errorf("member 2 with member 1's certificate: %v", err)
 	}

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -37,13 +38,13 @@ const (
 	// members writing a million locks' snapshots at once stalled their
 	// log syncs for tens of milliseconds each time.)
 	snapSyncEvery = 1 << 20
-	// snapWriteRate paces the snapshot a member writes of its own table,
-	// in bytes per second: written as fast as it encodes, a table of a
-	// million locks saturated the disk its log syncs on for seconds. A
-	// snapshot received from the leader is not paced (the member waits
-	// for it). 270 MB, a million 250-byte keys, take 4 s at this rate.
-	snapWriteRate = 64 << 20
-	// snapPaceSlack is how far ahead of snapWriteRate a writer may get
+	// MaxSnapshotRate is the fastest a member writes a snapshot of its own
+	// table, in bytes per second: written as fast as it encodes, a table
+	// of a million locks saturated the disk its log syncs on for seconds.
+	// A snapshot received from the leader is not paced (the member waits
+	// for it).
+	MaxSnapshotRate = 64 << 20
+	// snapPaceSlack is how far ahead of its rate a paced writer may get
 	// before it sleeps: a snapshot smaller than this is never slowed.
 	snapPaceSlack = 10 * time.Millisecond
 )
@@ -82,15 +83,17 @@ func decodeRef(ref []byte) (name string, sum [sha256.Size]byte, err error) {
 // write stores data in a new file named for index and seq, synced and in
 // place, and returns its reference.
 func (f snapFiles) write(index, seq uint64, data []byte) (name string, ref []byte, err error) {
-	return f.writeFrom(index, seq, 0, func(w io.Writer) error {
+	return f.writeFrom(context.Background(), index, seq, 0, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
 }
 
 // writeFrom is write with the data streamed by produce, which never holds
-// it whole, paced to rate bytes per second (0: as fast as it comes).
-func (f snapFiles) writeFrom(index, seq uint64, rate int64, produce func(io.Writer) error) (name string, ref []byte, err error) {
+// it whole, paced to rate bytes per second (0: as fast as it comes). When
+// ctx ends first the file is removed and ctx's error returned: nothing of
+// it was ever referenced.
+func (f snapFiles) writeFrom(ctx context.Context, index, seq uint64, rate int64, produce func(io.Writer) error) (name string, ref []byte, err error) {
 	if err := f.ensureDir(); err != nil {
 		return "", nil, err
 	}
@@ -101,7 +104,7 @@ func (f snapFiles) writeFrom(index, seq uint64, rate int64, produce func(io.Writ
 		return "", nil, fmt.Errorf("create snapshot file: %w", err)
 	}
 	sum := sha256.New()
-	sw := &syncingWriter{f: file, buf: make([]byte, 0, 256<<10), rate: rate, start: time.Now()}
+	sw := &syncingWriter{ctx: ctx, f: file, buf: make([]byte, 0, 256<<10), rate: rate, start: time.Now()}
 	werr := produce(io.MultiWriter(sw, sum))
 	if werr == nil {
 		werr = sw.flush(true)
@@ -127,8 +130,10 @@ func (f snapFiles) writeFrom(index, seq uint64, rate int64, produce func(io.Writ
 // their invariants builds, and the caller's bytes may be raft's) and syncs
 // every snapSyncEvery bytes, so no sync is long and the member's own
 // commits never queue behind megabytes of dirty pages. With a rate, it
-// sleeps whenever it is more than snapPaceSlack ahead of it.
+// sleeps whenever it is more than snapPaceSlack ahead of it. Once ctx has
+// ended every write fails with ctx's error.
 type syncingWriter struct {
+	ctx      context.Context
 	f        vfs.File
 	buf      []byte
 	unsynced int
@@ -155,6 +160,9 @@ func (w *syncingWriter) Write(p []byte) (int, error) {
 // flush writes the buffer out, syncing when asked or when enough is
 // unsynced.
 func (w *syncingWriter) flush(sync bool) error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
 	if len(w.buf) > 0 {
 		if _, err := w.f.Write(w.buf); err != nil {
 			return err
@@ -172,7 +180,13 @@ func (w *syncingWriter) flush(sync bool) error {
 	if w.rate > 0 {
 		due := w.start.Add(time.Duration(float64(w.written) / float64(w.rate) * float64(time.Second)))
 		if ahead := time.Until(due); ahead > snapPaceSlack {
-			time.Sleep(ahead)
+			t := time.NewTimer(ahead)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-w.ctx.Done():
+				return w.ctx.Err()
+			}
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -141,7 +142,7 @@ func TestOwnSnapshotFileIsPacedAndSyncedInPieces(t *testing.T) {
 	write := func(w io.Writer) error { _, err := w.Write(data); return err }
 
 	start := time.Now()
-	name, _, err := files.writeFrom(7, 1, 8<<20, write)
+	name, _, err := files.writeFrom(context.Background(), 7, 1, 8<<20, write)
 	if err != nil {
 		t.Fatal(err)
 	}

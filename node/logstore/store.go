@@ -3,6 +3,7 @@
 package logstore
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -369,19 +370,21 @@ func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 // the data's file is written beside the Ready loop's commits, and only the
 // small batch that records it and drops the log waits for them.
 func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
-	return s.CompactFrom(index, cs, func(w io.Writer) error {
+	return s.CompactFrom(context.Background(), index, cs, MaxSnapshotRate, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}, compactTo)
 }
 
 // CompactFrom is Compact with the snapshot's data streamed by write into
-// its file, never held whole in memory.
-func (s *Disk) CompactFrom(index uint64, cs *raftpb.ConfState, write func(io.Writer) error, compactTo uint64) error {
+// its file, never held whole in memory, at rate bytes per second at most
+// (0: unpaced). When ctx ends first nothing is stored and the log is left
+// whole.
+func (s *Disk) CompactFrom(ctx context.Context, index uint64, cs *raftpb.ConfState, rate int64, write func(io.Writer) error, compactTo uint64) error {
 	if cur, err := s.MemoryStorage.Snapshot(); err == nil && cur.GetMetadata().GetIndex() >= index {
 		return nil // a newer snapshot is stored already (one received)
 	}
-	file, ref, err := s.files.writeFrom(index, s.seq.Add(1), snapWriteRate, write)
+	file, ref, err := s.files.writeFrom(ctx, index, s.seq.Add(1), rate, write)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,16 @@
 package logstore
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -161,4 +168,64 @@ func TestDataDirectoryInUseSaysSo(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second open of a data directory: %v, want 'in use by another process'", err)
 	}
+}
+
+// A member that stops while it writes a snapshot (a big table's takes
+// tens of seconds, paced) must stop at once and leave nothing half done:
+// the write ends with the context, no file stays behind, and the log,
+// snapshot and entries are as they were, also after a reopen.
+func TestCancelledSnapshotLeavesTheLogWhole(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStorage(t, dir)
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(30))}, ents(1, 1, 30), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wrote := make(chan struct{})
+	// 64 MiB at 1 MiB/s would take a minute.
+	write := func(w io.Writer) error {
+		chunk := bytes.Repeat([]byte{'x'}, 1<<20)
+		for i := range 64 {
+			if _, err := w.Write(chunk); err != nil {
+				return err
+			}
+			if i == 1 {
+				close(wrote)
+			}
+		}
+		return nil
+	}
+	go func() { <-wrote; cancel() }()
+	start := time.Now()
+	err := s.CompactFrom(ctx, 25, &raftpb.ConfState{Voters: []uint64{1, 2, 3}}, 1<<20, write, 20)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("compact with its context cancelled: %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("a cancelled snapshot write took %v to end", took)
+	}
+	check := func(when string) {
+		t.Helper()
+		if first, _ := s.FirstIndex(); first != 1 {
+			t.Fatalf("%s: first index %d, want 1 (log not compacted)", when, first)
+		}
+		if es, err := s.Entries(1, 31, 1<<30); err != nil || len(es) != 30 {
+			t.Fatalf("%s: entries 1..30: %d entries, %v", when, len(es), err)
+		}
+		if snap, _ := s.Snapshot(); snap.GetMetadata().GetIndex() != 0 {
+			t.Fatalf("%s: snapshot at %d, want none", when, snap.GetMetadata().GetIndex())
+		}
+		left, err := os.ReadDir(filepath.Join(dir, snapDir))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if len(left) != 0 {
+			t.Fatalf("%s: snapshot folder holds %v, want nothing", when, left)
+		}
+	}
+	check("before reopen")
+	s.Close()
+	s = openTestStorage(t, dir)
+	defer s.Close()
+	check("after reopen")
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/internal/freeport"
+	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/clock"
 	"github.com/raftlock/raftlock/node/server"
@@ -166,9 +167,12 @@ func (c *Cluster) StartMember(id uint64) error {
 	if os.Getenv("RAFTLOCK_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	cfg := node.Config{ID: id, Peers: c.Peers, ClientAddr: c.Clients[id], DataDir: c.DataDir(id),
-		Clock:  c.clocks[id],
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	cfg := node.Config{
+		Config:     membercore.Config{ID: id, Peers: c.Peers, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))},
+		ClientAddr: c.Clients[id],
+		DataDir:    c.DataDir(id),
+		Clock:      c.clocks[id],
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("member %d: %w", id, err)
 	}

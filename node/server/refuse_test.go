@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -22,7 +23,7 @@ func TestRefusalIsReadableByOldAndNewClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{ID: 1, Peers: map[uint64]string{1: peer}, DataDir: t.TempDir()})
+	n, err := node.New(node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: peer}}, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,9 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/sim"
 )
 
@@ -36,7 +36,7 @@ func Shrink(cfg sim.Config, check string, timeout time.Duration, out string, log
 		best.SkipFaults = nil
 	}
 	sr := &ShrinkReport{Check: check, Duration: best.Duration.String(), MaxOps: best.MaxOps, MaxFaults: best.MaxFaults, Skip: best.SkipFaults,
-		Clients: best.Clients, Faults: strings.Join(best.Faults, ","), Runs: s.runs, Replay: Replay(best)}
+		Clients: best.Clients, Faults: fault.Join(best.Faults), Runs: s.runs, Replay: Replay(best)}
 	if sr.Faults == "" {
 		sr.Faults = "none"
 	}
@@ -109,7 +109,7 @@ func (s *shrinker) pin(cfg sim.Config) error {
 func (s *shrinker) dropFamilies() error {
 	for _, fam := range slices.Clone(s.best.Faults) {
 		c := s.best
-		c.Faults = slices.DeleteFunc(slices.Clone(s.best.Faults), func(f string) bool { return f == fam })
+		c.Faults = slices.DeleteFunc(slices.Clone(s.best.Faults), func(f fault.Family) bool { return f == fam })
 		if _, err := s.try(c); err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func (s *shrinker) dropFamilies() error {
 		return nil
 	}
 	c := s.best
-	c.Faults, c.MaxFaults = []string{}, 0
+	c.Faults, c.MaxFaults = []fault.Family{}, 0
 	_, err := s.try(c)
 	return err
 }
@@ -190,7 +190,7 @@ func (s *shrinker) noFaultsLeft() error {
 		return nil
 	}
 	c := s.best
-	c.Faults, c.MaxFaults, c.SkipFaults = []string{}, 0, nil
+	c.Faults, c.MaxFaults, c.SkipFaults = []fault.Family{}, 0, nil
 	_, err := s.try(c)
 	return err
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/progress"
 	"github.com/raftlock/raftlock/checker"
 )
 
@@ -149,32 +150,20 @@ func (p *pool) progress(start time.Time, total int) (stop func()) {
 	if p.opt.Progress == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
+	return progress.Every(2*time.Second, func() {
+		p.mu.Lock()
+		finished, bad := len(p.results), 0
+		var simS float64
+		for _, r := range p.results {
+			simS += r.SimSeconds
+			if r.Failing() {
+				bad++
 			}
-			p.mu.Lock()
-			finished, bad := len(p.results), 0
-			var simS float64
-			for _, r := range p.results {
-				simS += r.SimSeconds
-				if r.Failing() {
-					bad++
-				}
-			}
-			p.mu.Unlock()
-			el := time.Since(start).Seconds()
-			fmt.Fprintf(p.opt.Progress, "sim: %d/%d seeds, %d failing, %.1f seeds/s, %.0fx real time\n", finished, total, bad, float64(finished)/el, simS/el)
 		}
+		p.mu.Unlock()
+		el := time.Since(start).Seconds()
+		fmt.Fprintf(p.opt.Progress, "sim: %d/%d seeds, %d failing, %.1f seeds/s, %.0fx real time\n", finished, total, bad, float64(finished)/el, simS/el)
 	})
-	return func() { close(done); wg.Wait() }
 }
 
 // summarize adds up the reports of a swarm of total seeds that took wall

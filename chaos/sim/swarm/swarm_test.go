@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/sim"
 	"github.com/raftlock/raftlock/checker"
 )
@@ -12,7 +13,7 @@ import (
 // A replay line names the pipeline bound only when the seed would not
 // draw it by itself, so that the line reruns exactly the run it came from.
 func TestReplayNamesABoundTheSeedWouldNotDraw(t *testing.T) {
-	cfg := sim.Config{Seed: 8, Nodes: 3, Duration: 10 * time.Second, Faults: []string{"kill"}}
+	cfg := sim.Config{Seed: 8, Nodes: 3, Duration: 10 * time.Second, Faults: []fault.Family{"kill"}}
 	if got := Replay(cfg); strings.Contains(got, "--max-uncommitted") {
 		t.Errorf("drawn bound: %s", got)
 	}
