@@ -113,26 +113,3 @@ func TestStartedWithAddressesWinOverTheBook(t *testing.T) {
 		t.Fatalf("peersOf = %v, want %v", got, want)
 	}
 }
-
-// A member's own snapshot is written over half the time its log took to
-// grow since the last one, within a floor that ends an idle member's
-// snapshot of a big table in seconds and a ceiling the disk takes.
-func TestSnapshotIsSpreadOverHalfTheTimeBetweenSnapshots(t *testing.T) {
-	const mib = 1 << 20
-	for _, tc := range []struct {
-		size  uint64
-		since time.Duration
-		want  int64
-	}{
-		{size: 270 * mib, since: 30 * time.Second, want: 18 * mib},
-		{size: 270 * mib, since: 54 * time.Second, want: 10 * mib},
-		{size: 270 * mib, since: 2 * time.Second, want: logstore.MaxSnapshotRate},
-		{size: 270 * mib, since: 10 * time.Minute, want: minSnapshotRate},
-		{size: 270 * mib, since: 0, want: logstore.MaxSnapshotRate},
-		{size: mib, since: time.Second, want: minSnapshotRate},
-	} {
-		if got := snapshotRate(tc.size, tc.since); got != tc.want {
-			t.Errorf("snapshotRate(%d MiB, %v) = %.1f MiB/s, want %.1f", tc.size/mib, tc.since, float64(got)/mib, float64(tc.want)/mib)
-		}
-	}
-}

@@ -132,7 +132,6 @@ type Node struct {
 	// one at a time, and the latest one that came meanwhile waits in
 	// nextCompaction (both loop-owned). compactc brings the outcome back.
 	compacting     bool
-	lastCompaction time.Duration // clock time the last compaction began
 	nextCompaction *member.Compaction
 	compactc       chan compactDone
 	compactWG      sync.WaitGroup
@@ -175,37 +174,6 @@ type callInput struct {
 // (logstore.Disk.CompactFrom).
 type streamCompactor interface {
 	CompactFrom(ctx context.Context, index uint64, cs *raftpb.ConfState, rate int64, write func(io.Writer) error, compactTo uint64) error
-}
-
-// Pacing of a member's own snapshots (snapshotRate).
-const (
-	// snapshotSpread is the part of the time between two snapshots that
-	// writing one is spread over.
-	snapshotSpread = 0.5
-	// minSnapshotRate bounds how slowly a snapshot is written, so one of
-	// a big table on an idle member still ends within seconds: 270 MB, a
-	// million 250-byte keys, take about 32 s at this rate.
-	minSnapshotRate = 8 << 20
-)
-
-// snapshotRate returns the rate in bytes per second at which a member
-// writes a snapshot of size bytes, the last one having begun since ago.
-//
-// A snapshot of a big table costs its member CPU to encode and the disk
-// its log syncs on. Written as fast as the disk takes it, a million
-// locks' snapshot ran for about 4 s, and the operations of those seconds
-// made the cluster's p99 (results/scale.md). Spread over half the time
-// the log took to grow since the last one, the same work slows every
-// operation a little instead of a few seconds' worth a lot: with a big
-// table a snapshot is due a table's worth of log after the last
-// (member.Core), so the busier the member the faster it writes, and a
-// quiet one writes slowly.
-func snapshotRate(size uint64, since time.Duration) int64 {
-	if since <= 0 {
-		return logstore.MaxSnapshotRate
-	}
-	rate := int64(float64(size) / (since.Seconds() * snapshotSpread))
-	return min(max(rate, minSnapshotRate), logstore.MaxSnapshotRate)
 }
 
 type compactDone struct {
@@ -798,9 +766,6 @@ func (n *Node) compact(cp *member.Compaction) {
 		return
 	}
 	n.compacting = true
-	now := n.clock.Now()
-	rate := snapshotRate(cp.Table.EncodedSize(), now-n.lastCompaction)
-	n.lastCompaction = now
 	n.compactWG.Add(1)
 	go func() {
 		defer n.compactWG.Done()
@@ -820,7 +785,7 @@ func (n *Node) compact(cp *member.Compaction) {
 		if sc, ok := n.storage.(streamCompactor); ok {
 			// Streamed to its file, yielding often: on one core the loop
 			// must not wait for a table of a million locks to encode.
-			err = sc.CompactFrom(ctx, cp.Index, cp.ConfState, rate, func(w io.Writer) error { return cp.WriteTo(w, runtime.Gosched) }, cp.CompactTo)
+			err = sc.CompactFrom(ctx, cp.Index, cp.ConfState, logstore.MaxSnapshotRate, func(w io.Writer) error { return cp.WriteTo(w, runtime.Gosched) }, cp.CompactTo)
 		} else {
 			err = n.storage.Compact(cp.Index, cp.ConfState, cp.Data(), cp.CompactTo)
 		}
