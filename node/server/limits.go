@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -117,7 +118,7 @@ func (cs connSlots) take(ctx context.Context, req *wire.Request) (func(), error)
 // answerOverloaded answers request id with err (a limit of this
 // connection), counted like every other overloaded answer.
 func (s *Server) answerOverloaded(out *wire.Writer, id uint64, err error) {
-	s.node.Metrics().ClientRequests.WithLabelValues("acquire", "overloaded").Inc()
+	s.node.Metrics().ClientRequests.WithLabelValues(member.OpAcquire.String(), "overloaded").Inc()
 	resp := &wire.Response{ID: id, Op: wire.OpOverloaded, Reason: err.Error()}
 	out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
 }

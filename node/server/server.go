@@ -340,7 +340,7 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 	defer func() { n.Metrics().RequestSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds()) }()
 	switch req.Op {
 	case wire.OpAcquire:
-		op = "acquire"
+		op = member.OpAcquire.String()
 		var tok uint64
 		lease := time.Duration(min(req.LeaseMS, node.MaxLeaseMS+1)) * time.Millisecond
 		wait := time.Duration(min(req.WaitMS, uint64(24*time.Hour/time.Millisecond))) * time.Millisecond
@@ -348,7 +348,7 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 			resp.Op, resp.Token, resp.LeaseMS = wire.OpGranted, tok, req.LeaseMS
 		}
 	case wire.OpRelease:
-		op = "release"
+		op = member.OpRelease.String()
 		if req.Force {
 			var tok uint64
 			if tok, err = n.ForceRelease(ctx, req.Key, req.Tag); err == nil {
@@ -358,19 +358,19 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 			resp.Op = wire.OpReleased
 		}
 	case wire.OpRenew:
-		op = "renew"
+		op = member.OpRenew.String()
 		lease := time.Duration(min(req.LeaseMS, node.MaxLeaseMS+1)) * time.Millisecond
 		if err = n.Renew(ctx, req.Key, req.Token, lease, req.Tag); err == nil {
 			resp.Op = wire.OpRenewed
 		}
 	case wire.OpGet:
-		op = "get"
+		op = member.OpGet.String()
 		var info node.LockInfo
 		if info, err = n.Get(ctx, req.Key, req.Stale); err == nil {
 			resp.Op, resp.Held, resp.Token, resp.RemainingMS, resp.Owner = wire.OpValue, info.Held, info.Token, uint64(info.RemainingMS), info.Owner
 		}
 	case wire.OpList:
-		op = "list"
+		op = member.OpList.String()
 		var page member.LockList
 		if page, err = n.List(ctx, req.Prefix, req.After, int(min(req.Limit, member.MaxList+1)), req.Stale); err == nil {
 			resp.Op, resp.More = wire.OpLocks, page.More
