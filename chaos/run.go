@@ -59,6 +59,28 @@ type Config struct {
 	Log               *slog.Logger
 }
 
+// Defaults returns the settings of a run nobody tuned, as `raftlock
+// chaos` starts with them: three members, eight clients on three keys for
+// 30 s, a fault every 3 s or so lasting 2 s, leases of 200 ms to 1 s, and
+// snapshots every 100 entries keeping 20, so that kills land around
+// snapshots and an isolated follower soon needs one. Its Nemeses is empty
+// (Families is the default set) and Seed zero.
+func Defaults() Config {
+	return Config{
+		Nodes:         3,
+		Time:          30 * time.Second,
+		Clients:       8,
+		Keys:          3,
+		FaultInterval: 3 * time.Second,
+		FaultDuration: 2 * time.Second,
+		LeaseMin:      200 * time.Millisecond,
+		LeaseMax:      time.Second,
+		SnapshotEvery: 100,
+		SnapshotKeep:  20,
+		KeySize:       250,
+	}
+}
+
 // HarnessError is a failure of the harness itself (the cluster never came
 // up, a bad setting): never a verdict on raftlock.
 type HarnessError struct{ Err error }

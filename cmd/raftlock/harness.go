@@ -186,27 +186,28 @@ func errHelp(err error) error {
 	return nil
 }
 
-// chaosFlags defines raftlock chaos's flags on a new flag set: the run
-// length is --duration, as in every command (--time stays as an alias for
+// chaosFlags defines raftlock chaos's flags on a new flag set, their
+// defaults chaos.Defaults: the run length is --duration, as in every command (--time stays as an alias for
 // scripts written before), and the fault schedule's knobs are --fault-*.
 func chaosFlags(cfg *chaos.Config, seed *seedFlag) *flag.FlagSet {
+	d := chaos.Defaults()
 	fs := newFlagSet("chaos", "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis "+fault.Join(chaos.Families)+"] (opt-in: "+fault.Join(chaos.OptInFamilies)+") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]")
-	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
+	fs.IntVar(&cfg.Nodes, "nodes", d.Nodes, "cluster size: 3 or 5")
 	fs.Var(seed, "seed", "`N`, the seed of the fault schedule and the workload; random draws one and prints it, so the run can be replayed")
-	fs.DurationVar(&cfg.Time, "duration", 30*time.Second, "how long the workload runs")
-	fs.DurationVar(&cfg.Time, "time", 30*time.Second, "alias of --duration")
-	fs.IntVar(&cfg.Clients, "clients", 8, "concurrent clients")
-	fs.IntVar(&cfg.Keys, "keys", 3, "keys they contend on")
-	fs.DurationVar(&cfg.FaultInterval, "fault-interval", 3*time.Second, "mean quiet time between faults")
-	fs.DurationVar(&cfg.FaultDuration, "fault-duration", 2*time.Second, "mean fault length")
-	fs.DurationVar(&cfg.LeaseMin, "lease-min", 200*time.Millisecond, "shortest lease a client asks for")
-	fs.DurationVar(&cfg.LeaseMax, "lease-max", time.Second, "longest lease a client asks for")
-	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 100, "every member's --snapshot-every: applied entries between snapshots")
-	fs.Uint64Var(&cfg.SnapshotKeep, "snapshot-keep", 20, "every member's --snapshot-keep: entries kept behind a snapshot (small, so an isolated follower soon needs one)")
-	fs.IntVar(&cfg.Held, "held", 0, "`N` locks taken before the workload (1 h leases, keys it never touches), so snapshots are big; members then snapshot by entries, in small chunks")
-	fs.IntVar(&cfg.KeySize, "key-size", 250, "`bytes` of each held key (1..256)")
-	fs.IntVar(&cfg.SnapshotChunkSize, "snapshot-chunk-size", 0, "every member's --snapshot-chunk-size in `bytes` (0: 16384 with --held, else the member's default)")
-	fs.IntVar(&cfg.PeerFrameLimit, "peer-frame-limit", 0, "every member's --peer-frame-limit in `bytes` (0: 2 MiB with --held, else the member's default; at least 1.125 MiB)")
+	fs.DurationVar(&cfg.Time, "duration", d.Time, "how long the workload runs")
+	fs.DurationVar(&cfg.Time, "time", d.Time, "alias of --duration")
+	fs.IntVar(&cfg.Clients, "clients", d.Clients, "concurrent clients")
+	fs.IntVar(&cfg.Keys, "keys", d.Keys, "keys they contend on")
+	fs.DurationVar(&cfg.FaultInterval, "fault-interval", d.FaultInterval, "mean quiet time between faults")
+	fs.DurationVar(&cfg.FaultDuration, "fault-duration", d.FaultDuration, "mean fault length")
+	fs.DurationVar(&cfg.LeaseMin, "lease-min", d.LeaseMin, "shortest lease a client asks for")
+	fs.DurationVar(&cfg.LeaseMax, "lease-max", d.LeaseMax, "longest lease a client asks for")
+	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", d.SnapshotEvery, "every member's --snapshot-every: applied entries between snapshots")
+	fs.Uint64Var(&cfg.SnapshotKeep, "snapshot-keep", d.SnapshotKeep, "every member's --snapshot-keep: entries kept behind a snapshot (small, so an isolated follower soon needs one)")
+	fs.IntVar(&cfg.Held, "held", d.Held, "`N` locks taken before the workload (1 h leases, keys it never touches), so snapshots are big; members then snapshot by entries, in small chunks")
+	fs.IntVar(&cfg.KeySize, "key-size", d.KeySize, "`bytes` of each held key (1..256)")
+	fs.IntVar(&cfg.SnapshotChunkSize, "snapshot-chunk-size", d.SnapshotChunkSize, "every member's --snapshot-chunk-size in `bytes` (0: 16384 with --held, else the member's default)")
+	fs.IntVar(&cfg.PeerFrameLimit, "peer-frame-limit", d.PeerFrameLimit, "every member's --peer-frame-limit in `bytes` (0: 2 MiB with --held, else the member's default; at least 1.125 MiB)")
 	fs.StringVar(&cfg.Bug, "unsafe-bug", "", "plant a known bug in every node (proves the checker catches it)")
 	fs.StringVar(&cfg.Out, "out", "", "report directory (default chaos-out/seed-N); replaced if it holds a previous report, refused if it holds anything else")
 	fs.StringVar(&cfg.Bin, "bin", "", "raftlock executable for the nodes (default: this one)")
