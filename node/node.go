@@ -789,6 +789,11 @@ func (n *Node) compact(cp *member.Compaction) {
 		} else {
 			err = n.storage.Compact(cp.Index, cp.ConfState, cp.Data(), cp.CompactTo)
 		}
+		if ctx.Err() != nil {
+			// Stopped: the cancelled write stored nothing, and a stopping
+			// member has no failure to report.
+			return
+		}
 		if err != nil {
 			err = fmt.Errorf("compact log at %d: %w", cp.Index, err)
 		}
