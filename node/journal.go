@@ -24,6 +24,7 @@ import (
 type journal struct {
 	path string
 	f    *os.File
+	size int64 // of the file, as far as writes succeeded
 	buf  []byte
 }
 
@@ -38,7 +39,12 @@ func openJournal(path string) (*journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("open audit journal: %w", err)
 	}
-	return &journal{path: path, f: f}, nil
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open audit journal: %w", err)
+	}
+	return &journal{path: path, f: f, size: st.Size()}, nil
 }
 
 // dropTornTail cuts a line a kill left half-written, which would otherwise
@@ -76,15 +82,34 @@ func (j *journal) add(e journalEntry) {
 	j.buf = append(append(j.buf, b...), '\n')
 }
 
-// flush writes what add buffered in one write.
+// flush writes what add buffered in one write. A failed write keeps the
+// buffer for the next flush, and what it wrote in part is cut off: the
+// entries are then journalled late but never lost, and no torn line hides
+// the one after it. (The caller postpones the snapshot meanwhile: a
+// snapshot covering entries the journal lacks would keep a restart from
+// ever replaying them into it.)
 func (j *journal) flush() error {
 	if len(j.buf) == 0 {
 		return nil
 	}
-	_, err := j.f.Write(j.buf)
-	j.buf = j.buf[:0]
+	n, err := j.f.Write(j.buf)
 	if err != nil {
+		if n > 0 {
+			j.f.Truncate(j.size)
+		}
 		return fmt.Errorf("write audit journal: %w", err)
+	}
+	j.size += int64(n)
+	j.buf = j.buf[:0]
+	return nil
+}
+
+// sync makes what was journalled durable: before a snapshot is stored,
+// whose synced record would otherwise outlive, across a power loss, the
+// journal lines of the entries it covers.
+func (j *journal) sync() error {
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("sync audit journal: %w", err)
 	}
 	return nil
 }

@@ -701,8 +701,15 @@ func (l *loop) Journal(applied []member.AppliedEntry) bool {
 }
 
 // Compact implements member.Carrier: the snapshot is stored off the loop
-// (Node.compact), so it never fails here.
+// (Node.compact), so it never fails here. The audit journal is synced
+// first; when it cannot be, the snapshot is postponed to the next one due.
 func (l *loop) Compact(cp *member.Compaction) error {
+	if j := l.n.journal; j != nil {
+		if err := j.sync(); err != nil {
+			l.n.log.Error("audit journal sync failed; snapshot postponed", "err", err)
+			return nil
+		}
+	}
 	l.n.compact(cp)
 	return nil
 }
