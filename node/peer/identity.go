@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/internal/atomicfile"
 )
 
 // Cluster identity, and a member's incarnation.
@@ -315,32 +317,8 @@ func (t *TCP) noteAck(from, incarnation uint64, m *raftpb.Message) error {
 	return t.identity.noteAck(from, incarnation, m)
 }
 
-// writeSynced writes name in dir atomically: a synced temporary file
-// renamed into place, then the directory synced.
+// writeSynced writes name in dir atomically and durably, readable by its
+// owner only (atomicfile.Write).
 func writeSynced(dir, name string, b []byte) error {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(filepath.Join(dir, name), b, 0o600)
 }
