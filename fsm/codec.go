@@ -378,5 +378,6 @@ func Restore(data []byte) (*Machine, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	m.forgetChanges()
 	return m, nil
 }
