@@ -18,8 +18,9 @@ import (
 // million locks then stores a snapshot that costs what its clients
 // changed, not its whole table.
 //
-// Encoding: deltaMagic, deltaFormat, uvarint last token, uvarint count,
-// then per key in sorted order the length it shares with the key before
+// Encoding: deltaMagic, deltaFormat, the table's state at the delta's
+// start and at its end (tableState: digest sum lanes, last token, lock
+// count, as uvarints), uvarint count, then per key in sorted order the length it shares with the key before
 // it, the rest of the key, and either deltaRemoved or deltaPut followed by
 // the token, the lease and the owner; then the CRC-32 of all of it.
 const (
@@ -33,6 +34,7 @@ const (
 // whether the table held it at that point. It grows with the keys changed,
 // never with the table.
 type Changes struct {
+	from       tableState // the table's at the point
 	heldBefore map[string]bool
 	bytes      uint64 // the keys' lengths plus lockOverhead each: a bound on the delta's size
 }
@@ -69,7 +71,33 @@ func (c *Changes) Absorb(earlier *Changes) {
 		}
 		c.heldBefore[k] = held // what the table held at earlier's point
 	}
+	c.from = earlier.from
 	earlier.heldBefore, earlier.bytes = nil, 0
+}
+
+// tableState sums a table up: two tables with equal states hold the same
+// locks (up to a hash collision). A delta records the states it starts
+// and ends at, so one applied to any other table than its own start, or
+// with a change missing, is refused rather than restored.
+type tableState struct {
+	sum       digestSum
+	lastToken uint64
+	n         uint64
+}
+
+func (m *Machine) state() tableState {
+	return tableState{sum: m.sum, lastToken: m.lastToken, n: uint64(m.locks.n)}
+}
+
+func (s tableState) append(b []byte) []byte {
+	for _, v := range []uint64{s.sum.a, s.sum.b, s.lastToken, s.n} {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+func (r *reader) tableState() tableState {
+	return tableState{sum: digestSum{a: r.uvarint(), b: r.uvarint()}, lastToken: r.uvarint(), n: r.uvarint()}
 }
 
 // note records that key changed; held says whether the table held it just
@@ -94,12 +122,16 @@ func (m *Machine) FreezeChanges() (*Frozen, *Changes) {
 	if ch == nil {
 		ch = &Changes{}
 	}
-	m.changes = &Changes{}
+	m.forgetChanges()
 	return m.Freeze(), ch
 }
 
+// ChangedSize is Changes.EncodedSize of the changes recorded since the
+// last FreezeChanges.
+func (m *Machine) ChangedSize() uint64 { return m.changes.EncodedSize() }
+
 // forgetChanges starts recording anew: the state now is the point.
-func (m *Machine) forgetChanges() { m.changes = &Changes{} }
+func (m *Machine) forgetChanges() { m.changes = &Changes{from: m.state()} }
 
 // WriteDelta streams to w the delta from the point ch starts at to the
 // frozen table, calling yield (when not nil) every few hundred keys. ch
@@ -121,7 +153,12 @@ func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
 	uvarint := func(v uint64) { bw.Write(binary.AppendUvarint(vb[:0], v)) }
 	bw.WriteString(deltaMagic)
 	bw.WriteByte(deltaFormat)
-	uvarint(f.m.lastToken)
+	var from tableState
+	if ch != nil {
+		from = ch.from
+	}
+	bw.Write(from.append(nil))
+	bw.Write(f.m.state().append(nil))
 	uvarint(uint64(len(keys)))
 	prev := ""
 	for i, key := range keys {
@@ -175,19 +212,21 @@ func (m *Machine) ApplyDelta(data []byte) error {
 		return fmt.Errorf("%w: not a format %d delta", ErrCorrupt, deltaFormat)
 	}
 	r := reader{buf: body[len(deltaMagic)+1:], owners: true}
-	last := r.uvarint()
+	from, to := r.tableState(), r.tableState()
 	n := r.uvarint()
 	switch {
 	case r.err != nil:
-	case last < m.lastToken:
-		r.fail("last token %d below the table's %d", last, m.lastToken)
+	case from != m.state():
+		r.fail("the delta starts at another table (%d locks, last token %d) than this one (%d, %d)", from.n, from.lastToken, m.locks.n, m.lastToken)
+	case to.lastToken < m.lastToken:
+		r.fail("last token %d below the table's %d", to.lastToken, m.lastToken)
 	case n > uint64(len(r.buf)):
 		r.fail("key count %d exceeds input", n)
 	}
 	if r.err != nil {
 		return r.err
 	}
-	m.lastToken = last
+	m.lastToken = to.lastToken
 	var kb []byte
 	prev := ""
 	for i := uint64(0); i < n && r.err == nil; i++ {
@@ -230,6 +269,9 @@ func (m *Machine) ApplyDelta(data []byte) error {
 	}
 	if r.err == nil && len(r.buf) != 0 {
 		r.fail("%d trailing bytes", len(r.buf))
+	}
+	if r.err == nil && m.state() != to {
+		r.fail("the delta does not end at the table it was written from (%d locks, want %d)", m.locks.n, to.n)
 	}
 	if r.err != nil {
 		return r.err

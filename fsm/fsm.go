@@ -128,7 +128,7 @@ type Machine struct {
 
 // New returns an empty lock table whose first grant will get token 1.
 func New() *Machine {
-	return &Machine{locks: newTable(), changes: &Changes{}}
+	return &Machine{locks: newTable(), changes: &Changes{}} // the empty table's state is the zero tableState
 }
 
 // Apply applies one committed command and returns its result. It is total:

@@ -197,7 +197,7 @@ func TestCancelledSnapshotLeavesTheLogWhole(t *testing.T) {
 	}
 	go func() { <-wrote; cancel() }()
 	start := time.Now()
-	err := s.CompactFrom(ctx, 25, &raftpb.ConfState{Voters: []uint64{1, 2, 3}}, 1<<20, write, 20)
+	err := s.CompactFrom(ctx, Compaction{Index: 25, ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}, Rate: 1 << 20, Write: write, CompactTo: 20})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("compact with its context cancelled: %v, want context.Canceled", err)
 	}

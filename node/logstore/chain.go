@@ -1,0 +1,277 @@
+package logstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/raftlock/raftlock/internal/snapchain"
+)
+
+// A snapshot this store writes itself is a chain (internal/snapchain): a
+// base file with the whole table, then delta files, each with what
+// changed since the file before it (the caller's Compaction.WriteDelta).
+// The snapshot's data is the stream the files make joined, so a big table
+// is written whole only once its deltas add up to more than it, and each
+// snapshot between costs what changed. Pebble keeps the chain's reference:
+//
+//	chainRefMagic, uvarint part count, then per part: uvarint index,
+//	uvarint name length, name, uvarint size; then uvarint length of the
+//	SHA-256 state, the state, the SHA-256 of the stream
+//
+// The SHA-256 state after the last part lets a delta extend the stream's
+// hash without reading the parts again. A snapshot received from the
+// leader is one file, whatever it holds (snapRefMagic): nothing is
+// appended to it, and the next snapshot of this member is a new base.
+const chainRefMagic = "RLSC\x01"
+
+// part is one file of a chain: the snapshot at index, or the delta to it.
+type part struct {
+	index uint64
+	name  string
+	size  uint64
+}
+
+// chain is the stored snapshot's files. The zero chain is a snapshot
+// kept in pebble (the seed) or none.
+type chain struct {
+	parts []part
+	// own: written by this store as a chain, its data the parts joined;
+	// otherwise one file whose bytes are the data.
+	own   bool
+	state []byte // of the SHA-256 after the last part (own only)
+	sum   [sha256.Size]byte
+}
+
+func (c chain) empty() bool { return len(c.parts) == 0 }
+
+// last returns the chain's last part; the chain must not be empty.
+func (c chain) last() part { return c.parts[len(c.parts)-1] }
+
+// deltaBytes returns the bytes of the chain's deltas.
+func (c chain) deltaBytes() uint64 {
+	var n uint64
+	for _, p := range c.parts[min(1, len(c.parts)):] {
+		n += p.size
+	}
+	return n
+}
+
+// has says whether name is one of the chain's files.
+func (c chain) has(name string) bool {
+	for _, p := range c.parts {
+		if p.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ref returns the reference pebble keeps for the chain.
+func (c chain) ref() []byte {
+	if !c.own {
+		return encodeRef(c.parts[0].name, c.sum)
+	}
+	b := append([]byte(chainRefMagic), binary.AppendUvarint(nil, uint64(len(c.parts)))...)
+	for _, p := range c.parts {
+		b = binary.AppendUvarint(b, p.index)
+		b = binary.AppendUvarint(b, uint64(len(p.name)))
+		b = append(b, p.name...)
+		b = binary.AppendUvarint(b, p.size)
+	}
+	b = binary.AppendUvarint(b, uint64(len(c.state)))
+	b = append(b, c.state...)
+	return append(b, c.sum[:]...)
+}
+
+// isStoredRef says whether stored snapshot data is a reference to files.
+func isStoredRef(data []byte) bool {
+	return isRef(data) || bytes.HasPrefix(data, []byte(chainRefMagic))
+}
+
+// parseRef decodes either kind of reference.
+func parseRef(ref []byte) (chain, error) {
+	if isRef(ref) {
+		name, sum, err := decodeRef(ref)
+		if err != nil {
+			return chain{}, err
+		}
+		return chain{parts: []part{{name: name}}, sum: sum}, nil
+	}
+	if !bytes.HasPrefix(ref, []byte(chainRefMagic)) {
+		return chain{}, errors.New("not a snapshot file reference")
+	}
+	r := refReader{buf: ref[len(chainRefMagic):]}
+	c := chain{own: true}
+	n := r.uvarint()
+	if n == 0 || n > snapchain.MaxParts {
+		r.fail()
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		p := part{index: r.uvarint(), name: string(r.bytes(255)), size: r.uvarint()}
+		if strings.ContainsAny(p.name, `/\`) || !strings.HasSuffix(p.name, snapSuffix) {
+			return chain{}, fmt.Errorf("snapshot chain reference names %q", p.name)
+		}
+		c.parts = append(c.parts, p)
+	}
+	c.state = bytes.Clone(r.bytes(256))
+	if r.err == nil && len(r.buf) != sha256.Size {
+		r.fail()
+	}
+	if r.err != nil {
+		return chain{}, r.err
+	}
+	copy(c.sum[:], r.buf)
+	return c, nil
+}
+
+type refReader struct {
+	buf []byte
+	err error
+}
+
+func (r *refReader) fail() {
+	if r.err == nil {
+		r.err = errors.New("malformed snapshot chain reference")
+	}
+}
+
+func (r *refReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, k := binary.Uvarint(r.buf)
+	if k <= 0 {
+		r.fail()
+		return 0
+	}
+	r.buf = r.buf[k:]
+	return v
+}
+
+func (r *refReader) bytes(max uint64) []byte {
+	n := r.uvarint()
+	if r.err != nil || n > max || n > uint64(len(r.buf)) {
+		r.fail()
+		return nil
+	}
+	b := r.buf[:n]
+	r.buf = r.buf[n:]
+	return b
+}
+
+// appendPart writes a new part of the chain prev (a new base when prev is
+// empty or not this store's own): the snapshot at index, its bytes
+// streamed by produce, paced to rate. It returns the chain with the part;
+// nothing refers to the file until the caller stores that chain.
+func (f snapFiles) appendPart(ctx context.Context, prev chain, index, seq uint64, rate int64, produce func(io.Writer) error) (chain, error) {
+	h := sha256.New()
+	next := chain{own: true}
+	if prev.own && !prev.empty() {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(prev.state); err != nil {
+			return chain{}, fmt.Errorf("resume the snapshot chain's hash: %w", err)
+		}
+		next.parts = append(next.parts, prev.parts...)
+	} else {
+		h.Write([]byte(snapchain.Magic))
+	}
+	name := fmt.Sprintf("%020d-%d%s", index, seq, snapSuffix)
+	var n countingWriter
+	if err := f.writeFile(ctx, name, rate, produce, io.MultiWriter(h, &n)); err != nil {
+		return chain{}, err
+	}
+	h.Write(snapchain.Trailer(uint64(n)))
+	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		f.remove(name)
+		return chain{}, fmt.Errorf("save the snapshot chain's hash: %w", err)
+	}
+	next.parts = append(next.parts, part{index: index, name: name, size: uint64(n)})
+	next.state = state
+	copy(next.sum[:], h.Sum(nil))
+	return next, nil
+}
+
+type countingWriter int64
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	*w += countingWriter(len(p))
+	return len(p), nil
+}
+
+// readChain returns a chain's data, checked against its SHA-256.
+func (f snapFiles) readChain(c chain) ([]byte, error) {
+	if !c.own {
+		return f.read(c.ref())
+	}
+	var sizes []uint64
+	for _, p := range c.parts {
+		sizes = append(sizes, p.size)
+	}
+	data := make([]byte, 0, snapchain.Size(sizes...))
+	data = append(data, snapchain.Magic...)
+	for _, p := range c.parts {
+		b, err := f.readFile(p.name)
+		if err != nil {
+			return nil, err
+		}
+		if uint64(len(b)) != p.size {
+			return nil, fmt.Errorf("snapshot file %s has %d bytes, its chain says %d", p.name, len(b), p.size)
+		}
+		data = append(data, b...)
+		data = append(data, snapchain.Trailer(p.size)...)
+	}
+	if sha256.Sum256(data) != c.sum {
+		return nil, fmt.Errorf("snapshot chain of %d files does not match its SHA-256 (%d bytes)", len(c.parts), len(data))
+	}
+	return data, nil
+}
+
+// openChain opens a chain's data for streaming, with its size.
+func (f snapFiles) openChain(c chain) (io.ReadCloser, int64, error) {
+	var files multiCloser
+	readers := []io.Reader{strings.NewReader(snapchain.Magic)}
+	size := int64(len(snapchain.Magic))
+	for _, p := range c.parts {
+		file, err := f.fs.Open(f.path(p.name))
+		if err != nil {
+			// A newer snapshot replaced it meanwhile: raft asks again.
+			files.Close()
+			return nil, 0, fmt.Errorf("open snapshot file: %w", err)
+		}
+		files = append(files, file)
+		n := int64(p.size)
+		if !c.own {
+			st, err := file.Stat()
+			if err != nil {
+				files.Close()
+				return nil, 0, fmt.Errorf("stat snapshot file %s: %w", p.name, err)
+			}
+			return file, st.Size(), nil
+		}
+		readers = append(readers, io.LimitReader(file, n), bytes.NewReader(snapchain.Trailer(p.size)))
+		size += n + snapchain.TrailerLen
+	}
+	return readCloser{Reader: io.MultiReader(readers...), Closer: files}, size, nil
+}
+
+type multiCloser []io.Closer
+
+func (m multiCloser) Close() error {
+	var errs []error
+	for _, c := range m {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
