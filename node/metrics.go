@@ -20,6 +20,7 @@ type Metrics struct {
 	FsyncSeconds, BatchSize, SnapshotSeconds            prometheus.Histogram
 	Applied, LocksHeld, Waiters, IsLeader, Term         prometheus.Gauge
 	Commit, ApplyLag, FirstIndex                        prometheus.Gauge
+	SnapshotParts, SnapshotDeltaBytes                   prometheus.Gauge
 	// ClientRequests counts client calls by operation and result, and
 	// RequestSeconds times them; the client server records both.
 	ClientRequests *prometheus.CounterVec
@@ -68,6 +69,8 @@ func NewMetrics(process bool) *Metrics {
 	m.Commit = gauge("commit_index", "Highest log index known committed.")
 	m.FirstIndex = gauge("first_index", "First log index still stored; a follower behind it needs a snapshot.")
 	m.ApplyLag = gauge("apply_lag_entries", "Committed entries not yet applied.")
+	m.SnapshotParts = gauge("snapshot_parts", "Files the stored snapshot is kept in: a base with the whole table, then the deltas since (1: one whole snapshot).")
+	m.SnapshotDeltaBytes = gauge("snapshot_delta_bytes", "Bytes of the stored snapshot's deltas; the base is written again once they reach twice the table or more.")
 	m.LocksHeld = gauge("locks_held", "Locks in the applied table.")
 	m.Waiters = gauge("waiters", "Acquires queued on this leader.")
 	m.IsLeader = gauge("is_leader", "1 when this member is the leader.")

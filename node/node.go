@@ -832,7 +832,13 @@ func (n *Node) compacted(d compactDone) error {
 	n.metrics.Snapshots.Inc()
 	n.metrics.SnapshotSeconds.Observe(d.took.Seconds())
 	n.noteFirstIndex()
-	n.log.Debug("stored snapshot", "index", d.index, "took", d.took)
+	parts, deltaBytes := 0, uint64(0)
+	if c, ok := n.storage.(interface{ SnapshotChain() (int, uint64) }); ok {
+		parts, deltaBytes = c.SnapshotChain()
+		n.metrics.SnapshotParts.Set(float64(parts))
+		n.metrics.SnapshotDeltaBytes.Set(float64(deltaBytes))
+	}
+	n.log.Debug("stored snapshot", "index", d.index, "took", d.took, "parts", parts, "delta_bytes", deltaBytes)
 	if next := n.nextCompaction; next != nil {
 		n.nextCompaction = nil
 		n.compact(next)

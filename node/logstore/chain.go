@@ -90,6 +90,14 @@ func (c chain) ref() []byte {
 	return append(b, c.sum[:]...)
 }
 
+// SnapshotChain returns the number of files the stored snapshot is kept
+// in (0: none, its data in pebble) and the bytes of its deltas.
+func (s *Disk) SnapshotChain() (parts int, deltaBytes uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.chain.parts), s.chain.deltaBytes()
+}
+
 // isStoredRef says whether stored snapshot data is a reference to files.
 func isStoredRef(data []byte) bool {
 	return isRef(data) || bytes.HasPrefix(data, []byte(chainRefMagic))
