@@ -1077,9 +1077,11 @@ func (c *Core) maxDeltaBytes(table uint64) uint64 {
 }
 
 // maxParts is the longest chain a store may keep: a base and deltas, each
-// a file to open when the member restarts. 128 to 240 by member id, for
-// the reason of maxDeltaBytes.
-func (c *Core) maxParts() int { return 128 + 16*int(c.cfg.ID%staggerSlots) }
+// a file to read when the member restarts (a delta of a quiet interval is
+// a few kilobytes). 1,024 to 1,920 by member id, for the reason of
+// maxDeltaBytes: at a snapshot every 1,000 entries of a busy member, the
+// whole table is written every half hour or less often.
+func (c *Core) maxParts() int { return 1024 + 128*int(c.cfg.ID%staggerSlots) }
 
 // smallTable is the encoded size under which a table is snapshotted every
 // SnapshotEvery entries whatever the log's size.

@@ -11,6 +11,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/raftlock/raftlock/internal/snapchain"
 )
 
@@ -241,45 +243,99 @@ func (f snapFiles) readChain(c chain) ([]byte, error) {
 	return data, nil
 }
 
-// openChain opens a chain's data for streaming, with its size.
+// openChain opens a chain's data for streaming, with its size. The parts'
+// files are opened one at a time as the stream reaches them, so a chain
+// of a thousand deltas holds one descriptor; a file removed meanwhile (a
+// new base replaced the chain) breaks the stream, and raft sends the new
+// snapshot instead.
 func (f snapFiles) openChain(c chain) (io.ReadCloser, int64, error) {
-	var files multiCloser
-	readers := []io.Reader{strings.NewReader(snapchain.Magic)}
-	size := int64(len(snapchain.Magic))
-	for _, p := range c.parts {
-		file, err := f.fs.Open(f.path(p.name))
+	if !c.own {
+		file, err := f.fs.Open(f.path(c.parts[0].name))
 		if err != nil {
-			// A newer snapshot replaced it meanwhile: raft asks again.
-			files.Close()
 			return nil, 0, fmt.Errorf("open snapshot file: %w", err)
 		}
-		files = append(files, file)
-		n := int64(p.size)
-		if !c.own {
-			st, err := file.Stat()
-			if err != nil {
-				files.Close()
-				return nil, 0, fmt.Errorf("stat snapshot file %s: %w", p.name, err)
-			}
-			return file, st.Size(), nil
+		st, err := file.Stat()
+		if err != nil {
+			file.Close()
+			return nil, 0, fmt.Errorf("stat snapshot file %s: %w", c.parts[0].name, err)
 		}
-		readers = append(readers, io.LimitReader(file, n), bytes.NewReader(snapchain.Trailer(p.size)))
-		size += n + snapchain.TrailerLen
+		return file, st.Size(), nil
 	}
-	return readCloser{Reader: io.MultiReader(readers...), Closer: files}, size, nil
+	// The first file is opened now: a snapshot replaced before it is sent
+	// fails here, where raft expects it to.
+	first, err := f.fs.Open(f.path(c.parts[0].name))
+	if err != nil {
+		return nil, 0, fmt.Errorf("open snapshot file: %w", err)
+	}
+	r := &chainReader{f: f, c: c, first: first, cur: strings.NewReader(snapchain.Magic)}
+	var sizes []uint64
+	for _, p := range c.parts {
+		sizes = append(sizes, p.size)
+	}
+	return r, int64(snapchain.Size(sizes...)), nil
 }
 
-type multiCloser []io.Closer
-
-func (m multiCloser) Close() error {
-	var errs []error
-	for _, c := range m {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
+// chainReader reads a chain's stream: the magic, then each part's file
+// (its recorded size) and trailer.
+type chainReader struct {
+	f     snapFiles
+	c     chain
+	first vfs.File  // the first part's file, opened by openChain
+	file  vfs.File  // the part being read's
+	next  int       // the part to read after cur
+	cur   io.Reader // the magic, or a part's bytes then its trailer
+	err   error     // once set, every Read's
 }
 
-type readCloser struct {
-	io.Reader
-	io.Closer
+func (r *chainReader) Read(p []byte) (int, error) {
+	for r.err == nil {
+		n, err := r.cur.Read(p)
+		if n > 0 {
+			return n, nil
+		}
+		if err != nil && err != io.EOF {
+			r.err = err
+			break
+		}
+		r.err = r.open()
+	}
+	return 0, r.err
+}
+
+// open closes the part read and opens the next one as cur; io.EOF after
+// the last.
+func (r *chainReader) open() error {
+	if r.file != nil {
+		r.file.Close()
+		r.file = nil
+	}
+	if r.next == len(r.c.parts) {
+		return io.EOF
+	}
+	p := r.c.parts[r.next]
+	file := r.first
+	if r.next > 0 {
+		var err error
+		if file, err = r.f.fs.Open(r.f.path(p.name)); err != nil {
+			return fmt.Errorf("open snapshot file: %w", err)
+		}
+	}
+	r.file, r.first = file, nil
+	r.cur = io.MultiReader(io.LimitReader(file, int64(p.size)), bytes.NewReader(snapchain.Trailer(p.size)))
+	r.next++
+	return nil
+}
+
+func (r *chainReader) Close() error {
+	if r.err == nil {
+		r.err = errors.New("snapshot chain reader closed")
+	}
+	var err error
+	for _, f := range []vfs.File{r.first, r.file} {
+		if f != nil {
+			err = errors.Join(err, f.Close())
+		}
+	}
+	r.first, r.file = nil, nil
+	return err
 }
