@@ -171,30 +171,12 @@ func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return raw.Conn, raw.R
 }
 
-func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
-	c, leader := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
-	g, err := cl.Acquire(ctx, "k", time.Hour, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := rawAcquire(t, c.Clients[leader], "k", time.Hour, 30*time.Second)
-	n := c.Node(leader)
-	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
-	nodetest.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
-	gone.Close() // the waiting client dies
-	nodetest.WaitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
-	if err := cl.Release(ctx, "k", g.Token); err != nil {
-		t.Fatal(err)
-	}
-	info, err := cl.Get(ctx, "k")
-	if err != nil || info.Held {
-		t.Fatalf("after release with only a dead waiter: %+v, %v; want free", info, err)
-	}
-}
-
-func TestCancelledWaiterLeavesQueue(t *testing.T) {
+// checkWaiterLeaves holds k, queues a waiter with queue, lets it leave by
+// the function queue returned, then releases k: k must be free, with no
+// grant left to a waiter that is gone. waiters reads the leader's waiter
+// gauge.
+func checkWaiterLeaves(t *testing.T, who string, queue func(ctx context.Context, cl *client.Client, leaderAddr string, waiters func() float64) (leave func())) {
+	t.Helper()
 	c, leader := startCluster(t, 3)
 	cl := newClient(t, c.Endpoints()...)
 	ctx := ctxT(t, 20*time.Second)
@@ -202,25 +184,46 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A waiter gives up (context cancelled) just as the lock is handed over.
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		_, err := cl.Acquire(wctx, "k", time.Hour, 20*time.Second)
-		done <- err
-	}()
-	nodetest.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return gaugeValue(t, c.Node(leader), "raftlock_waiters") == 1 })
-	cancel()
-	if err := <-done; err == nil {
-		t.Fatal("cancelled acquire succeeded")
-	}
+	n := c.Node(leader)
+	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
+	leave := queue(ctx, cl, c.Clients[leader], waiters)
+	nodetest.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
+	leave()
 	if err := cl.Release(ctx, "k", holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	info, err := cl.Get(ctx, "k")
 	if err != nil || info.Held {
-		t.Fatalf("after release with only a cancelled waiter: %+v, %v; want free", info, err)
+		t.Fatalf("after release with only a %s: %+v, %v; want free", who, info, err)
 	}
+}
+
+func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
+	checkWaiterLeaves(t, "dead waiter", func(_ context.Context, _ *client.Client, leaderAddr string, waiters func() float64) func() {
+		gone := rawAcquire(t, leaderAddr, "k", time.Hour, 30*time.Second)
+		return func() {
+			gone.Close() // the waiting client dies
+			nodetest.WaitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
+		}
+	})
+}
+
+func TestCancelledWaiterLeavesQueue(t *testing.T) {
+	checkWaiterLeaves(t, "cancelled waiter", func(ctx context.Context, cl *client.Client, _ string, _ func() float64) func() {
+		// A waiter gives up (context cancelled) just as the lock is handed over.
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := cl.Acquire(wctx, "k", time.Hour, 20*time.Second)
+			done <- err
+		}()
+		return func() {
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("cancelled acquire succeeded")
+			}
+		}
+	})
 }
 
 func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
