@@ -76,13 +76,7 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 	// A second client port on the leader, the one that shuts down; the
 	// cluster's own stays up as the member to retry on.
 	s := server.New(c.Node(leader))
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := watchnet.Held(inner)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
+	ln := watchnet.Serve(t, s, watchnet.Held)
 	cl := newClient(t, ln.Addr().String(), c.Clients[leader]) // the stopping member first
 
 	ctx := ctxT(t, 10*time.Second)

@@ -88,11 +88,26 @@ func Wait(t testing.TB, ch <-chan struct{}, what string) {
 	}
 }
 
-// Server is what BeginShutdown stops: a server with a graceful Shutdown
-// that refuses Serve once Shutdown began.
+// Server is a server Serve runs and BeginShutdown stops: one with a
+// graceful Shutdown that refuses Serve once Shutdown began.
 type Server interface {
 	Serve(net.Listener) error
 	Shutdown(context.Context) error
+	Close() error
+}
+
+// Serve serves s, until t ends, on a new loopback listener that wrap
+// (Watch or Held) wraps, and returns that listener.
+func Serve(t testing.TB, s Server, wrap func(net.Listener) *Listener) *Listener {
+	t.Helper()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := wrap(inner)
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close() })
+	return l
 }
 
 // BeginShutdown starts s's Shutdown, with a 10 s deadline, on s's

@@ -27,15 +27,8 @@ import (
 // retrying it on another member. A goaway never sent leaves the client on
 // the connection until Shutdown gives up on it.
 func TestGoAwayComesAfterTheGreeting(t *testing.T) {
-	c := nodetest.New(t, 1, nil)
-	s := server.New(c.WaitLeader())
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := watchnet.Watch(inner)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
+	s := server.New(oneMember(t))
+	ln := watchnet.Serve(t, s, watchnet.Watch)
 
 	nc, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
