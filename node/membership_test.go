@@ -31,9 +31,7 @@ import (
 // rule `leader transfer --to <the leader>` left the leader draining, and
 // every call ended Unavailable until the next election.
 func TestHandOverToItselfKeepsTakingCalls(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 20*time.Second)
+	_, l, ctx := leading(t, 3, 20*time.Second)
 	to, err := l.HandOver(ctx, l.ID())
 	if err != nil || to != l.ID() {
 		t.Fatalf("HandOver to itself = %d, %v; want %d, nil", to, err, l.ID())
