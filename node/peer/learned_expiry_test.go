@@ -34,6 +34,15 @@ func withReadTimeout(d time.Duration) func(*Config) {
 	return func(cfg *Config) { cfg.ReadTimeout = d }
 }
 
+// startMember3 starts member 3 of a three-member cluster whose members'
+// addresses it returns, beside the transport and its removal recorder.
+func startMember3(t *testing.T, clusterID uint64, opts ...func(*Config)) (map[uint64]string, *TCP, *removalRecorder) {
+	t.Helper()
+	a := addrs(t, 1, 2, 3)
+	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, clusterID, opts...)
+	return a, m3, rec3
+}
+
 // dialCounter is an address a learned peer may announce: it counts the
 // streams dialled to it and closes each at once (so the sender dials again
 // every redial period for as long as it runs).
@@ -108,11 +117,9 @@ func learnedCount(tr *TCP) int {
 // dialled. One that keeps its stream open is kept and answered, however
 // long that lasts. Real time and the transport's own sweep.
 func TestLearnedPeerIsForgottenOnceItsStreamCloses(t *testing.T) {
-	a := addrs(t, 1, 2, 3)
 	const cluster = 0xc1
 	const expiry = 100 * time.Millisecond
-	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster,
-		withLearnedExpiry(expiry), withReadTimeout(time.Minute))
+	_, m3, rec3 := startMember3(t, cluster, withLearnedExpiry(expiry), withReadTimeout(time.Minute))
 	gone, kept := countDials(t), countDials(t)
 
 	c9 := helloAs(t, m3, rec3, 9, cluster, gone.addr)
@@ -152,11 +159,9 @@ func TestLearnedPeerIsForgottenOnceItsStreamCloses(t *testing.T) {
 // all maxLearnedPeers slots held by members whose streams closed, a new
 // member is refused until the expiry, and taken after it.
 func TestLearnedSlotsFreedByExpiryAreTaken(t *testing.T) {
-	a := addrs(t, 1, 2, 3)
 	const cluster = 0xc1
 	clk := newStepClock()
-	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster,
-		withClock(clk), withLearnedExpiry(time.Minute))
+	_, m3, rec3 := startMember3(t, cluster, withClock(clk), withLearnedExpiry(time.Minute))
 	dc := countDials(t)
 
 	for id := uint64(100); id < 100+maxLearnedPeers; id++ {
@@ -192,11 +197,9 @@ func TestLearnedSlotsFreedByExpiryAreTaken(t *testing.T) {
 // however long it stays silent; a learned one with its stream open is
 // kept; one that went away and comes back is learned again.
 func TestExpiryForgetsOnlyIdleLearnedPeers(t *testing.T) {
-	a := addrs(t, 1, 2, 3)
 	const cluster = 0xc1
 	clk := newStepClock()
-	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster,
-		withClock(clk), withLearnedExpiry(time.Minute), withReadTimeout(time.Hour))
+	a, m3, rec3 := startMember3(t, cluster, withClock(clk), withLearnedExpiry(time.Minute), withReadTimeout(time.Hour))
 	dc := countDials(t)
 
 	closeStream(t, m3, helloAs(t, m3, rec3, 4, cluster, dc.addr), 4)

@@ -172,9 +172,8 @@ func TestHelloFromMemberNotInTheBookIsAnswered(t *testing.T) {
 // address (a member from before the address was announced) is refused
 // and never dialled.
 func TestHelloFromStrangerIsNotLearned(t *testing.T) {
-	a := addrs(t, 1, 2, 3)
 	const cluster = 0xc1
-	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster)
+	a, m3, rec3 := startMember3(t, cluster)
 	m3.SetPeers(map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, []uint64{6})
 	hello := func(from, clusterID uint64, peerAddr string) []byte { return rawHello(from, 3, clusterID, peerAddr) }
 	for _, tc := range []struct {
