@@ -42,6 +42,15 @@ func newClient(t *testing.T, endpoints ...string) *client.Client {
 	return cl
 }
 
+// startWithClient starts a three-member cluster and returns it, its
+// leader's id, a client of every member and a context of 20 s for the
+// test's calls.
+func startWithClient(t *testing.T) (*nodetest.Cluster, uint64, *client.Client, context.Context) {
+	t.Helper()
+	c, leader := startCluster(t, 3)
+	return c, leader, newClient(t, c.Endpoints()...), ctxT(t, 20*time.Second)
+}
+
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -177,9 +186,7 @@ func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 // gauge.
 func checkWaiterLeaves(t *testing.T, who string, queue func(ctx context.Context, cl *client.Client, leaderAddr string, waiters func() float64) (leave func())) {
 	t.Helper()
-	c, leader := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
+	c, leader, cl, ctx := startWithClient(t)
 	holder, err := cl.Acquire(ctx, "k", time.Hour, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -227,9 +234,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 }
 
 func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
-	c, leader := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
+	c, leader, cl, ctx := startWithClient(t)
 	if _, err := cl.Acquire(ctx, "before", time.Minute, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -270,9 +275,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestLockerRenewsAndReleases(t *testing.T) {
-	c, _ := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
+	_, _, cl, ctx := startWithClient(t)
 	lk, err := cl.Lock(ctx, "k", time.Second, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -302,9 +305,7 @@ func TestLockerRenewsAndReleases(t *testing.T) {
 // say which request it is for); the earlier request is cancelled as a
 // requester gone, and the second never runs.
 func TestDuplicateRequestIDRefused(t *testing.T) {
-	c, leader := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
+	c, leader, cl, ctx := startWithClient(t)
 	tok, err := cl.Acquire(ctx, "k", time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
