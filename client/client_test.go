@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/watchnet"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/nodetest"
 )
@@ -391,27 +392,16 @@ func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
 	srv := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(httpLn)
 	t.Cleanup(func() { srv.Close() })
-	otherLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { otherLn.Close() })
-	go func() {
-		for {
-			c, err := otherLn.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "RAFTLOCK/9\n")
-			c.Close()
-		}
-	}()
+	other := watchnet.Accept(t, func(c net.Conn) {
+		io.WriteString(c, "RAFTLOCK/9\n")
+		c.Close()
+	})
 	c, leader := startCluster(t, 1)
 	peer := c.Peers[leader]
 	for _, tc := range []struct{ addr, want string }{
 		{httpLn.Addr().String(), httpLn.Addr().String() + " is not a raftlock client port"},
 		{peer, peer + " is not a raftlock client port"},
-		{otherLn.Addr().String(), "RAFTLOCK/9"},
+		{other, "RAFTLOCK/9"},
 	} {
 		cl := newClient(t, tc.addr)
 		start := time.Now()
@@ -423,5 +413,56 @@ func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
 		if took := time.Since(start); took > 3*time.Second {
 			t.Fatalf("%s: took %v to say so", tc.addr, took)
 		}
+	}
+}
+
+func gaugeValue(t *testing.T, n *node.Node, name string) float64 {
+	t.Helper()
+	mfs, err := n.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// A call the member answers Overloaded is retried with backoff within the
+// caller's deadline: it fails as ErrOverloaded when the limit holds until
+// the deadline, and succeeds once the limit frees up in time.
+func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
+	c := nodetest.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
+	if _, err := c.Leader(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, c.Endpoints()...)
+	tok, err := cl.Acquire(ctxT(t, 5*time.Second), "a", 10*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	_, err = cl.Acquire(ctxT(t, 300*time.Millisecond), "b", 10*time.Second, 0)
+	if !errors.Is(err, client.ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire past --max-keys: got %v, want ErrOverloaded at the deadline", err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("gave up after %v, before its deadline", took)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.Acquire(ctxT(t, 5*time.Second), "c", 10*time.Second, 0)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // "c" is answered overloaded meanwhile
+	if err := cl.Release(ctxT(t, 5*time.Second), "a", tok.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("acquire retried after the key was released: %v", err)
 	}
 }

@@ -1,7 +1,9 @@
 // Package watchnet wraps a listener so a test can see what a server does
 // with the connections it accepts: its first read, its first write, and
 // the listener's close; it can also hold the server's reads until the test
-// lets them through, to put a race's two sides in a chosen order.
+// lets them through, to put a race's two sides in a chosen order. It
+// also serves a server under test (Serve, BeginShutdown) and stands in
+// for one (Accept).
 package watchnet
 
 import (
@@ -154,4 +156,29 @@ func (l *Listener) giveEarlyWriteAMoment() {
 	case <-l.Wrote:
 	case <-time.After(100 * time.Millisecond):
 	}
+}
+
+// Accept listens on a loopback port until t ends, hands every connection
+// it accepts to handle, in turn on one goroutine, and returns the port's
+// address. The listener is closed, and its goroutine has returned, when
+// t's cleanup is done.
+func Accept(t testing.TB, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
 }

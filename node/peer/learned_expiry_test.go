@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/watchnet"
 )
 
 // stepClock is a clock a test moves by hand.
@@ -53,24 +55,11 @@ type dialCounter struct {
 
 func countDials(t *testing.T) *dialCounter {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &dialCounter{addr: ln.Addr().String()}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			d.dials.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
+	d := &dialCounter{}
+	d.addr = watchnet.Accept(t, func(c net.Conn) {
+		d.dials.Add(1)
+		c.Close()
+	})
 	return d
 }
 
