@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/syncio"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/logstore"
@@ -64,9 +63,9 @@ func TestHandOverWithExpiredContextKeepsLeading(t *testing.T) {
 // tries nor warns that the handover failed, and still answers the calls
 // it proposed.
 func TestShutdownOfASingleMemberTriesNoHandover(t *testing.T) {
-	var logs lockedBuffer
+	logs := syncio.NewBuffer()
 	c := nodetest.New(t, 1, func(cfg *node.Config) {
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	l := c.WaitLeader()
 	ctx := ctxT(t, 20*time.Second)
@@ -81,24 +80,6 @@ func TestShutdownOfASingleMemberTriesNoHandover(t *testing.T) {
 			t.Errorf("a single member's clean stop logged: %s", line)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer the member's goroutines may log to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Rule guarded: a joiner's first start is all or nothing. What a first
