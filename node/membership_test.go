@@ -87,15 +87,8 @@ func TestShutdownOfASingleMemberTriesNoHandover(t *testing.T) {
 // is taken by the next join as if the directory were empty; a directory
 // holding anything else is refused rather than joined over.
 func TestJoinOverWhatAnInterruptedJoinLeft(t *testing.T) {
-	addr := func() string {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	self := addr()
-	boot := map[uint64]string{1: addr(), 2: addr(), 3: addr()}
+	self := freeport.For(t)
+	boot := freeport.ForIDs(t, 1, 2, 3)
 	join := func(dir string, bootstrap map[uint64]string) (*node.Node, error) {
 		return node.New(node.Config{
 			Config:     member.Config{ID: 4, Peers: map[uint64]string{4: self}},
@@ -128,7 +121,7 @@ func TestJoinOverWhatAnInterruptedJoinLeft(t *testing.T) {
 		}
 	})
 	t.Run("another bootstrap", func(t *testing.T) {
-		other := map[uint64]string{1: boot[1], 2: boot[2], 5: addr()}
+		other := map[uint64]string{1: boot[1], 2: boot[2], 5: freeport.For(t)}
 		n, err := join(interrupted(t), other)
 		if err == nil {
 			n.Close()
@@ -144,14 +137,7 @@ func TestJoinOverWhatAnInterruptedJoinLeft(t *testing.T) {
 // snapshot already covers its removal stops at start with ErrRemoved, as
 // it does when it applies its removal.
 func TestMemberWhoseSnapshotCoversItsRemovalStops(t *testing.T) {
-	peers := map[uint64]string{}
-	for id := uint64(1); id <= 3; id++ {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers[id] = a
-	}
+	peers := freeport.ForIDs(t, 1, 2, 3)
 	book := member.NewBook(peers)
 	book.Members = book.Members[:2]
 	book.Removed = []uint64{3}
@@ -197,10 +183,7 @@ func TestRestartedJoinerAnnouncesItsRecordedPeerAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln1.Close()
-	a4, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a4 := freeport.For(t)
 	_, port, _ := net.SplitHostPort(a4)
 	bind := "0.0.0.0:" + port
 

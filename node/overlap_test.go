@@ -49,10 +49,7 @@ func startGated(t *testing.T, ctx context.Context) (*node.Node, *gatedStore, fun
 func startGatedWith(t *testing.T, ctx context.Context, mod func(*node.Config)) (*node.Node, *gatedStore, func()) {
 	t.Helper()
 	dir := t.TempDir()
-	peer, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	peer := freeport.For(t)
 	disk, err := logstore.Open(filepath.Join(dir, "raft"), []uint64{1}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/watchnet"
 )
 
@@ -40,7 +41,7 @@ func withReadTimeout(d time.Duration) func(*Config) {
 // addresses it returns, beside the transport and its removal recorder.
 func startMember3(t *testing.T, clusterID uint64, opts ...func(*Config)) (map[uint64]string, *TCP, *removalRecorder) {
 	t.Helper()
-	a := addrs(t, 1, 2, 3)
+	a := freeport.ForIDs(t, 1, 2, 3)
 	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, clusterID, opts...)
 	return a, m3, rec3
 }

@@ -60,11 +60,7 @@ func TestStatusJSONIsTheProtocols(t *testing.T) {
 // reason that reads "permission denied", which every client version
 // prints. The connection stays open either way.
 func TestRefusalIsReadableByOldAndNewClients(t *testing.T) {
-	peer, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.New(node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: peer}}, DataDir: t.TempDir()})
+	n, err := node.New(node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: freeport.For(t)}}, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
