@@ -71,15 +71,10 @@ func TestGoAwayComesAfterTheGreeting(t *testing.T) {
 	}
 }
 
+// oneMember is the member of a one-member cluster, once it leads.
 func oneMember(t *testing.T) *node.Node {
 	t.Helper()
-	c := nodetest.New(t, 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Leader(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c.Nodes()[0]
+	return nodetest.New(t, 1, nil).WaitLeader()
 }
 
 // greeted dials addr and says whether the member answered the greeting.
