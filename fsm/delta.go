@@ -226,6 +226,7 @@ func (m *Machine) ApplyDelta(data []byte) error {
 	if r.err != nil {
 		return r.err
 	}
+	m.changes = nil // recorded anew from the delta's end (forgetChanges below)
 	m.lastToken = to.lastToken
 	var kb []byte
 	prev := ""

@@ -3,6 +3,7 @@ package member
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -104,4 +105,35 @@ func FuzzDecodeSnapshotChain(f *testing.F) {
 			t.Fatalf("re-encoding changed the snapshot: %v", err)
 		}
 	})
+}
+
+// A compaction that absorbs one its driver dropped carries both's
+// changes from the earlier's base, unless they add up to the table's
+// size: then it writes the table.
+func TestAbsorbKeepsTheEarlierBaseOrGivesUpTheDelta(t *testing.T) {
+	m := fsm.New()
+	for i := range 100 {
+		m.Apply(fsm.Command{Op: fsm.OpGrant, Key: fmt.Sprintf("held/%03d", i), LeaseMS: 1})
+	}
+	m.FreezeChanges()
+	compaction := func(index, base uint64) *Compaction {
+		table, ch := m.FreezeChanges()
+		return &Compaction{Index: index, Table: table, Changes: ch, Base: base}
+	}
+	m.Apply(fsm.Command{Op: fsm.OpGrant, Key: "a", LeaseMS: 1})
+	earlier := compaction(20, 10)
+	m.Apply(fsm.Command{Op: fsm.OpGrant, Key: "b", LeaseMS: 1})
+	later := compaction(30, 20)
+	later.Absorb(earlier)
+	if later.Base != 10 || later.Changes.Len() != 2 {
+		t.Fatalf("absorbed: base %d, %d keys changed; want 10 and 2", later.Base, later.Changes.Len())
+	}
+	for i := range 100 {
+		m.Apply(fsm.Command{Op: fsm.OpRelease, Key: fmt.Sprintf("held/%03d", i)})
+	}
+	big := compaction(40, 30)
+	big.Absorb(later)
+	if big.Changes != nil {
+		t.Fatalf("changes of %d bytes on a table of %d kept as a delta", big.Changes.EncodedSize(), big.Table.EncodedSize())
+	}
 }

@@ -231,6 +231,11 @@ func (c *Compaction) Absorb(earlier *Compaction) {
 	}
 	c.Changes.Absorb(earlier.Changes)
 	c.Base = earlier.Base
+	if c.Changes.EncodedSize() >= c.Table.EncodedSize() {
+		// A delta as big as the table costs what the table does, and
+		// its keys are held twice meanwhile: write the table.
+		c.Changes = nil
+	}
 }
 
 // Status describes a member: the shape the client protocol
@@ -1068,12 +1073,13 @@ func (c *Core) snapshotDue(applied uint64) bool {
 const maxPendingChanges = 64 << 20
 
 // maxDeltaBytes is how much delta a store may keep on a whole table of
-// the given size before it writes the table again: two to three times
-// the table (by member id), so that restoring costs at most that and the
-// whole-table writes stay a table's worth of change apart, and apart
-// between members.
+// the given size before it writes the table again: one to two times the
+// table (by member id), so that a restart, and a follower receiving the
+// chain, read at most about three tables' worth, the whole-table writes
+// stay a table's worth of change apart, and members' come apart. (A table
+// filled from empty is deltas of about its own size.)
 func (c *Core) maxDeltaBytes(table uint64) uint64 {
-	return max(table, smallTable) / staggerSlots * (2*staggerSlots + c.cfg.ID%staggerSlots)
+	return max(table, smallTable) / staggerSlots * (staggerSlots + c.cfg.ID%staggerSlots)
 }
 
 // maxParts is the longest chain a store may keep: a base and deltas, each

@@ -87,7 +87,7 @@ func NewMetrics(process bool) *Metrics {
 	m.Snapshots = counter("snapshots_total", "Snapshots taken and log compactions done.")
 	m.FirstIndex = gauge("first_index", "First log index still stored; a follower behind it needs a snapshot.")
 	m.SnapshotParts = gauge("snapshot_parts", "Files the stored snapshot is kept in: a base with the whole table, then the deltas since (1: one whole snapshot).")
-	m.SnapshotDeltaBytes = gauge("snapshot_delta_bytes", "Bytes of the stored snapshot's deltas; the base is written again once they reach twice the table or more.")
+	m.SnapshotDeltaBytes = gauge("snapshot_delta_bytes", "Bytes of the stored snapshot's deltas; the base is written again once they reach one to two times the table.")
 	m.FsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "fsync_seconds",
 		Help: "Latency of synced raft log writes.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)})
 	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "batch_commands",

@@ -1,7 +1,7 @@
 // Package snapchain frames a snapshot kept as a chain of parts (a whole
 // table, then deltas that each hold what changed since the part before)
-// as one stream: the bytes a member restores from, a follower receives
-// and `snapshot save` writes.
+// as one stream: the bytes a member restores from and a follower
+// receives.
 //
 // A chain lets a member with a big table store a snapshot that costs what
 // changed since its last one, not the whole table: each delta is a file of

@@ -33,6 +33,10 @@ import (
 // appended to it, and the next snapshot of this member is a new base.
 const chainRefMagic = "RLSC\x01"
 
+// maxChainBytes bounds a chain's stream, as the transport bounds a
+// snapshot a peer announces (16 GiB).
+const maxChainBytes = 16 << 30
+
 // part is one file of a chain: the snapshot at index, or the delta to it.
 type part struct {
 	index uint64
@@ -123,15 +127,25 @@ func parseRef(ref []byte) (chain, error) {
 	if n == 0 || n > snapchain.MaxParts {
 		r.fail()
 	}
+	var total uint64
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		p := part{index: r.uvarint(), name: string(r.bytes(255)), size: r.uvarint()}
-		if strings.ContainsAny(p.name, `/\`) || !strings.HasSuffix(p.name, snapSuffix) {
+		if r.err != nil {
+			break
+		}
+		if strings.ContainsAny(p.name, `/\`) || !strings.HasSuffix(p.name, snapSuffix) || c.has(p.name) {
 			return chain{}, fmt.Errorf("snapshot chain reference names %q", p.name)
+		}
+		if i > 0 && p.index <= c.last().index {
+			return chain{}, fmt.Errorf("snapshot chain reference: part %d at index %d after %d", i, p.index, c.last().index)
+		}
+		if total += p.size; total > maxChainBytes || p.size > maxChainBytes {
+			return chain{}, fmt.Errorf("snapshot chain reference: parts of more than %d bytes", uint64(maxChainBytes))
 		}
 		c.parts = append(c.parts, p)
 	}
 	c.state = bytes.Clone(r.bytes(256))
-	if r.err == nil && len(r.buf) != sha256.Size {
+	if r.err == nil && (len(c.state) == 0 || len(r.buf) != sha256.Size) {
 		r.fail()
 	}
 	if r.err != nil {
@@ -185,7 +199,7 @@ func (f snapFiles) appendPart(ctx context.Context, prev chain, index, seq uint64
 	next := chain{own: true}
 	if prev.own && !prev.empty() {
 		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(prev.state); err != nil {
-			return chain{}, fmt.Errorf("resume the snapshot chain's hash: %w", err)
+			return chain{}, fmt.Errorf("%w: %v", errChainHash, err)
 		}
 		next.parts = append(next.parts, prev.parts...)
 	} else {
@@ -207,6 +221,10 @@ func (f snapFiles) appendPart(ctx context.Context, prev chain, index, seq uint64
 	copy(next.sum[:], h.Sum(nil))
 	return next, nil
 }
+
+// errChainHash reports a chain whose saved hash state does not resume: the
+// caller writes a new base instead of the delta.
+var errChainHash = errors.New("resume the snapshot chain's hash")
 
 type countingWriter int64
 
@@ -288,16 +306,21 @@ type chainReader struct {
 }
 
 func (r *chainReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, r.err
+	}
 	for r.err == nil {
 		n, err := r.cur.Read(p)
-		if n > 0 {
+		switch {
+		case n > 0:
 			return n, nil
-		}
-		if err != nil && err != io.EOF {
+		case err == io.EOF:
+			r.err = r.open() // this part is read: on to the next
+		case err != nil:
 			r.err = err
-			break
+		default:
+			return 0, nil // (0, nil) from below: nothing read, nothing ended
 		}
-		r.err = r.open()
 	}
 	return 0, r.err
 }

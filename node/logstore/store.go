@@ -61,6 +61,7 @@ type Disk struct {
 	files snapFiles // snapshot data (snapfile.go)
 	seq   atomic.Uint64
 	mu    sync.Mutex // orders Save against Compact on the pebble side
+	log   *slog.Logger
 	// chain is the files holding the stored snapshot's data (empty for
 	// data kept in pebble: the seed, and stores from before the files).
 	chain chain
@@ -97,6 +98,9 @@ func InitialSnapshot(voters []uint64, data []byte) *raftpb.Snapshot {
 // a restored backup (a snapshot at the backup's index). A store with data
 // keeps its own and ignores initial: a member never bootstraps twice.
 func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger) (*Disk, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:     fs,
 		Logger: pebbleLogger{log},
@@ -115,7 +119,7 @@ func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}}
+	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}, log: log}
 	if err := s.load(initial); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load raft log from %s: %w", dir, err)
@@ -151,6 +155,14 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 			}
 		}
 		s.chain = c
+	}
+	// New files' names must differ from the kept ones' whatever their
+	// index: the counter goes on from the highest kept.
+	for _, p := range s.chain.parts {
+		var index, seq uint64
+		if _, err := fmt.Sscanf(p.name, "%d-%d"+snapSuffix, &index, &seq); err == nil && seq > s.seq.Load() {
+			s.seq.Store(seq)
+		}
 	}
 	if err := s.files.removeExcept(s.chain); err != nil {
 		return err
@@ -424,6 +436,10 @@ func (s *Disk) CompactFrom(ctx context.Context, c Compaction) error {
 		prev = chain{} // a new base
 	}
 	next, err := s.files.appendPart(ctx, prev, c.Index, s.seq.Add(1), c.Rate, write)
+	if errors.Is(err, errChainHash) {
+		s.log.Warn("writing a new snapshot base: the chain's hash does not resume", "err", err)
+		next, err = s.files.appendPart(ctx, chain{}, c.Index, s.seq.Add(1), c.Rate, c.Write)
+	}
 	if err != nil {
 		return err
 	}
@@ -442,11 +458,11 @@ func (s *Disk) store(index uint64, cs *raftpb.ConfState, next chain, compactTo u
 		s.files.remove(file)
 		return nil
 	}
-	if err := s.compact(index, cs, next, compactTo); err != nil || !s.chain.has(file) {
-		s.files.remove(file)
-		return err
+	err := s.compact(index, cs, next, compactTo)
+	if !s.chain.has(file) {
+		s.files.remove(file) // not referenced: out of date, or not committed
 	}
-	return nil
+	return err
 }
 
 // compact records the snapshot at index, its data in the files of next,
