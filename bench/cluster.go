@@ -52,18 +52,32 @@ const (
 	metricFirstIndex = "raftlock_first_index"
 )
 
+// Settle waits until every member of a cluster the bench started has
+// applied what the leader has: after a fill, the moment the followers
+// are through its log.
+func Settle(ctx context.Context, t Target) error {
+	rt, err := startedCluster(t)
+	if err != nil {
+		return err
+	}
+	for _, m := range rt.members {
+		if err := rt.waitCaughtUp(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // IdleLeaderCPU is the leader's CPU use over window with no load, as a
 // fraction of one core, once every member has applied what the leader
 // has: what a big table costs a member that is doing nothing.
 func IdleLeaderCPU(ctx context.Context, t Target, window time.Duration) (float64, error) {
+	if err := Settle(ctx, t); err != nil {
+		return 0, err
+	}
 	rt, err := startedCluster(t)
 	if err != nil {
 		return 0, err
-	}
-	for _, m := range rt.members {
-		if err := rt.waitCaughtUp(ctx, m); err != nil {
-			return 0, err
-		}
 	}
 	leader, _, err := rt.leader(ctx)
 	if err != nil {

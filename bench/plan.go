@@ -251,6 +251,7 @@ func (b *planRun) eachHeldSize(ctx context.Context, t Target, h *Held) error {
 				return err
 			}
 			fmt.Fprintf(b.progress, "bench: fill %d locks held, %.0f acquires/s over %.2fs\n", fill.Locks, fill.RateOpsS, fill.Seconds)
+			b.settle(ctx, t, &sp)
 		}
 		b.idleCPU(ctx, t, &sp)
 		err := b.measurePoints(ctx, t, n)
@@ -267,6 +268,24 @@ func (b *planRun) eachHeldSize(ctx context.Context, t Target, h *Held) error {
 		}
 	}
 	return nil
+}
+
+// settle waits, on a cluster the bench started, until every member has
+// applied the fill, and records how long that took.
+func (b *planRun) settle(ctx context.Context, t Target, sp *ScalePoint) {
+	if len(b.plan.Endpoints) > 0 {
+		return
+	}
+	ectx, cancel := context.WithTimeout(ctx, experimentTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := Settle(ectx, t); err != nil {
+		b.experimentFailed(ctx, "settling after the fill", sp.Held, err)
+		return
+	}
+	took := time.Since(start).Seconds()
+	sp.SettleSeconds = &took
+	fmt.Fprintf(b.progress, "bench: every member applied the fill %.2fs after it ended\n", took)
 }
 
 // idleCPU measures the leader's CPU with no load (a cluster the bench

@@ -23,6 +23,11 @@ type ScalePoint struct {
 	// Fill is the fill up to Held (from the previous size, when the
 	// report's FillMode is incremental).
 	Fill *FillResult `json:"fill,omitempty"`
+	// SettleSeconds is how long after the fill every member took to apply
+	// what the leader had (a cluster the bench started): the workloads at
+	// this size start then, so that they measure the table's cost and not
+	// the fill's tail.
+	SettleSeconds *float64 `json:"settle_seconds,omitempty"`
 	// IdleLeaderCPU is the leader's CPU over a few seconds with no load,
 	// as a fraction of one core; CatchUp and Join are set when the bench
 	// started the cluster and ran them (--catch-up).
