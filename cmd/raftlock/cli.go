@@ -9,24 +9,21 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-)
 
-// envName is the environment variable a flag is also read from.
-func envName(flagName string) string {
-	return "RAFTLOCK_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+	"github.com/raftlock/raftlock/internal/cliflag"
+)
 
 // setFromEnv sets every flag whose RAFTLOCK_* variable is set; the command
 // line, parsed after, wins over the environment.
 func setFromEnv(fs *flag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		v, ok := os.LookupEnv(envName(f.Name))
+		v, ok := os.LookupEnv(cliflag.EnvName(f.Name))
 		if !ok || err != nil {
 			return
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {
-			err = usageErr("%s=%q: %v", envName(f.Name), v, serr)
+			err = usageErr("%s=%q: %v", cliflag.EnvName(f.Name), v, serr)
 		}
 	})
 	return err

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/chaos"
 	"github.com/raftlock/raftlock/internal/reportdir"
 )
 
@@ -64,38 +63,6 @@ func TestChaosRefusesAnUnknownBugFirst(t *testing.T) {
 	}
 }
 
-// The run length is --duration in chaos as in bench; --time, its old
-// name, still sets it so that scripts keep working; the fault schedule's
-// knobs are --fault-interval and --fault-duration.
-func TestChaosTimeIsAnAliasOfDuration(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want time.Duration
-	}{
-		{nil, 30 * time.Second},
-		{[]string{"--duration", "9s"}, 9 * time.Second},
-		{[]string{"--time", "7s"}, 7 * time.Second},
-	} {
-		var cfg chaos.Config
-		var seed seedFlag
-		fs := chaosFlags(&cfg, &seed)
-		if _, _, err := parse(fs, tc.args, os.Stderr); err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		if cfg.Time != tc.want {
-			t.Errorf("%v: run length %v, want %v", tc.args, cfg.Time, tc.want)
-		}
-	}
-	var cfg chaos.Config
-	var seed seedFlag
-	if _, _, err := parse(chaosFlags(&cfg, &seed), []string{"--fault-interval", "4s", "--fault-duration", "1s", "--seed", "12"}, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.FaultInterval != 4*time.Second || cfg.FaultDuration != time.Second || seed.value() != 12 {
-		t.Errorf("fault interval %v, duration %v, seed %d; want 4s, 1s, 12", cfg.FaultInterval, cfg.FaultDuration, seed.value())
-	}
-}
-
 // Help reads the same on every run: the seed's default is "random", not a
 // number drawn at startup.
 func TestChaosHelpIsTheSameOnEveryRun(t *testing.T) {
@@ -109,10 +76,6 @@ func TestChaosHelpIsTheSameOnEveryRun(t *testing.T) {
 		if !strings.Contains(first, want) {
 			t.Errorf("help lacks %q:\n%s", want, first)
 		}
-	}
-	var unset seedFlag
-	if a, b := unset.value(), unset.value(); a != b {
-		t.Errorf("a drawn seed changed: %d then %d", a, b)
 	}
 }
 

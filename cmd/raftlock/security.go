@@ -2,38 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
+	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node/embed"
 )
-
-// exitPermission: the cluster's ACL refused the call.
-const exitPermission = 6
-
-// securityFlags are a member's certificates, ACL and --insecure.
-type securityFlags struct {
-	files     tlsconfig.Files
-	acl       string
-	insecure  bool
-	clusterID string
-}
-
-func (s *securityFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.files.Cert, "cert", "", "this member's certificate (PEM), bound to its id (see raftlock certs init); re-read on SIGHUP")
-	fs.StringVar(&s.files.Key, "key", "", "the certificate's private key (PEM); re-read on SIGHUP")
-	fs.StringVar(&s.files.CA, "ca", "", "the CA (PEM) every member's and client's certificate must chain to; re-read on SIGHUP")
-	fs.StringVar(&s.acl, "acl", "", "ACL file (JSON) of client identities, key prefixes and rights; re-read on SIGHUP (empty: every client with a certificate may do everything)")
-	fs.StringVar(&s.clusterID, "cluster-id", "", "the cluster's id, 16 hex digits, the same on every member (default: the one stored in --data, else derived from --peers at the first boot); peers of another cluster are refused")
-	fs.BoolVar(&s.insecure, "insecure", false, "allow non-loopback addresses without certificates: no authentication, no encryption")
-}
 
 // reloadOnHUP reloads certificates and ACL on every SIGHUP until ctx ends.
 func reloadOnHUP(ctx context.Context, mbs []*embed.Member) {
@@ -52,32 +30,6 @@ func reloadOnHUP(ctx context.Context, mbs []*embed.Member) {
 			}
 		}
 	}()
-}
-
-// tlsFlags are a client's certificate, key and CA.
-type tlsFlags struct{ files tlsconfig.Files }
-
-func (t *tlsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.files.Cert, "cert", "", "client certificate (PEM) for a cluster that requires TLS; its common name is your identity")
-	fs.StringVar(&t.files.Key, "key", "", "the client certificate's private key (PEM)")
-	fs.StringVar(&t.files.CA, "ca", "", "the cluster's CA (PEM)")
-}
-
-// config is the client's TLS configuration, nil without certificates.
-func (t *tlsFlags) config() (*tls.Config, error) {
-	if !t.files.Set() {
-		return nil, nil
-	}
-	// Only some of the three given is a usage error; files that cannot be
-	// read or do not hold certificates are a TLS failure, exit 1.
-	if err := t.files.Check(); err != nil {
-		return nil, usageErr("%v", err)
-	}
-	r, err := tlsconfig.Load(t.files)
-	if err != nil {
-		return nil, withCode(exitError, err)
-	}
-	return r.ClientConfig(), nil
 }
 
 func runCerts(args []string, stdout, stderr io.Writer) error {
@@ -109,16 +61,7 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 	case *members < 1 || *members > tlsconfig.MaxMembers:
 		return argErr(fs, "--members %d: want 1..%d", *members, tlsconfig.MaxMembers)
 	}
-	split := func(s string) []string {
-		var l []string
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				l = append(l, p)
-			}
-		}
-		return l
-	}
-	files, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: *out, Members: *members, Hosts: split(*hosts), Clients: split(*clients), Force: *force})
+	files, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: *out, Members: *members, Hosts: cliflag.SplitList(*hosts), Clients: cliflag.SplitList(*clients), Force: *force})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package embed
 
 import (
 	"bufio"
@@ -28,18 +28,22 @@ func TestStoppedNodeSendsGoAway(t *testing.T) {
 		}
 		addrs[i] = a
 	}
-	var m memberFlags
+	var m Flags
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	m.register(fs)
+	m.RegisterFlags(fs)
 	if err := fs.Parse([]string{"--id", "1", "--peers", "1=" + addrs[0], "--listen", addrs[1], "--data", t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	peers, join, err := memberPeers(&m, log)
+	peers, join, err := m.Peers(context.Background(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb, err := startMember(m, peers, join, log)
+	cfg, err := m.MemberConfig(peers, join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := Start(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
