@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/node/embed"
 )
 
 // `raftlock cluster` without --data keeps its state in ./raftlock-data and
@@ -81,7 +82,7 @@ func TestClusterReusesDefaultDataDirectory(t *testing.T) {
 	}
 
 	cmd, banner := start()
-	want := filepath.Join(work, defaultClusterData)
+	want := filepath.Join(work, embed.DefaultLocalData)
 	if !strings.Contains(banner, "raftlock cluster: 1 member, data in "+want+" (new)") {
 		t.Fatalf("first start does not say where its data is:\n%s", banner)
 	}

@@ -24,18 +24,14 @@ import (
 // flags included), so that it never reads as a violation.
 func harnessErr(err error) error { return withCode(checker.ExitHarness, err) }
 
+// verdictErr is a harness's exit for a verdict: nil when valid, else its
+// exit code with what it means.
 func verdictErr(v *checker.Verdict) error {
-	return verdictExit(v.ExitCode, "violations found", "no verdict: the checker timed out")
-}
-
-// verdictExit is a harness's exit for a verdict's exit code: nil when
-// valid, else the code with the message given for it.
-func verdictExit(code int, violation, unknown string) error {
-	switch code {
+	switch v.ExitCode {
 	case checker.ExitViolation:
-		return withCode(code, errors.New(violation))
+		return withCode(v.ExitCode, errors.New("violations found"))
 	case checker.ExitUnknown:
-		return withCode(code, errors.New(unknown))
+		return withCode(v.ExitCode, errors.New("no verdict: the checker timed out"))
 	}
 	return nil
 }
@@ -159,7 +155,7 @@ func within(file, dir string) bool {
 func parseHarness(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
 	pos, _, err := parse(fs, args, stderr)
 	if err != nil {
-		if errHelp(err) != nil {
+		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
 		return nil, harnessErr(err)
@@ -174,13 +170,6 @@ func parseHarnessNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error
 		err = harnessErr(fmt.Errorf("unexpected argument %q", pos[0]))
 	}
 	return err
-}
-
-func errHelp(err error) error {
-	if err != nil && strings.Contains(err.Error(), "help requested") {
-		return err
-	}
-	return nil
 }
 
 func runChaos(args []string, stdout, stderr io.Writer) error {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -247,4 +249,107 @@ func (f *Flags) planJoin(ctx context.Context, eps []string) (*JoinPlan, error) {
 		return nil, fmt.Errorf("join through %s: %w", f.join, err)
 	}
 	return plan, nil
+}
+
+// DefaultLocalData is where raftlock cluster keeps its members' data
+// unless told otherwise, as etcd keeps default.etcd: in the current
+// directory, so a restart finds the same locks and tokens.
+const DefaultLocalData = "raftlock-data"
+
+// LocalFlags are raftlock cluster's flags: how many members, their data
+// directory and port ranges, and the tuning they all share.
+type LocalFlags struct {
+	Flags
+	Nodes                          int
+	Dir                            string
+	PeerPort, ClientPort, HTTPPort int
+}
+
+// RegisterFlags defines raftlock cluster's flags on fs.
+func (l *LocalFlags) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&l.Nodes, "nodes", 3, "number of members (1..9)")
+	fs.StringVar(&l.Dir, "data", DefaultLocalData, "data directory, one subdirectory per member, reused on restart")
+	fs.StringVar(&l.Dir, "dir", DefaultLocalData, "alias of --data")
+	fs.IntVar(&l.PeerPort, "peer-port", 7001, "raft port of member 1 (member N uses this + N-1)")
+	fs.IntVar(&l.ClientPort, "client-port", 8001, "client port of member 1")
+	fs.IntVar(&l.HTTPPort, "http-port", 9001, "HTTP port of member 1")
+	l.RegisterTuningFlags(fs)
+}
+
+// Check refuses a number of members or a data directory no cluster can
+// have (usage errors).
+func (l *LocalFlags) Check() error {
+	switch {
+	case l.Nodes < 1 || l.Nodes > 9:
+		return cliflag.Usagef("--nodes must be 1..9")
+	case l.Dir == "":
+		return cliflag.Usagef("--data must name a directory")
+	}
+	return nil
+}
+
+// ports are the cluster's port ranges: peer, client, HTTP.
+func (l *LocalFlags) ports() []PortRange {
+	return []PortRange{{Name: "--peer-port", Port: l.PeerPort}, {Name: "--client-port", Port: l.ClientPort}, {Name: "--http-port", Port: l.HTTPPort}}
+}
+
+// Start checks the ports, the data directory and the members' settings
+// before anything is created, then starts the members (StartLocal);
+// reused says the directory held the cluster's data already.
+func (l *LocalFlags) Start(log *slog.Logger) (members []*Member, reused bool, err error) {
+	ports := l.ports()
+	if err := CheckPortRanges(ports, l.Nodes); err != nil {
+		return nil, false, cliflag.WithCode(cliflag.ExitUsage, err)
+	}
+	size, err := LocalSize(l.Dir)
+	if err != nil {
+		return nil, false, err
+	}
+	if size > 0 && size != l.Nodes {
+		return nil, false, cliflag.Usagef("%s holds a %d-member cluster; run with --nodes %d, or give another --data", l.Dir, size, size)
+	}
+	if err := CheckPortsFree(ports, l.Nodes); err != nil {
+		return nil, false, err
+	}
+	peers := map[uint64]string{}
+	for i := 1; i <= l.Nodes; i++ {
+		peers[uint64(i)] = ports[0].Addr(i)
+	}
+	// The members share every tuning flag: checking member 1's checks all,
+	// before anything is created.
+	first := l.Flags
+	first.Config.Node.ID, first.Config.Node.DataDir = 1, LocalDataDir(l.Dir, 1)
+	if err := first.Validate(peers); err != nil {
+		return nil, false, err
+	}
+	members, err = StartLocal(l.Dir, l.Nodes, func(id int) (Config, error) {
+		mf := l.Flags
+		mf.Config.Node.ID, mf.Config.Listen, mf.Config.HTTP, mf.Config.Node.DataDir = uint64(id), ports[1].Addr(id), ports[2].Addr(id), LocalDataDir(l.Dir, id)
+		return mf.MemberConfig(peers, nil)
+	}, log)
+	return members, size > 0, err
+}
+
+// WriteSummary says where the cluster's data and endpoints are, as
+// raftlock cluster prints once its members started.
+func (l *LocalFlags) WriteSummary(w io.Writer, reused bool) {
+	ports := l.ports()
+	var endpoints []string
+	for id := 1; id <= l.Nodes; id++ {
+		endpoints = append(endpoints, ports[1].Addr(id))
+	}
+	sort.Strings(endpoints)
+	abs, err := filepath.Abs(l.Dir)
+	if err != nil {
+		abs = l.Dir
+	}
+	state := "new"
+	if reused {
+		state = "reused: locks and tokens carry on; remove it for a fresh cluster"
+	}
+	http := l.HTTPPort
+	fmt.Fprintf(w, "raftlock cluster: %s, data in %s (%s)\n", cliflag.Plural(l.Nodes, "member", "members"), abs, state)
+	fmt.Fprintf(w, "endpoints: %s\n", strings.Join(endpoints, ","))
+	fmt.Fprintf(w, "metrics:   http://127.0.0.1:%d/metrics (%d..%d)\n", http, http, http+l.Nodes-1)
+	fmt.Fprintln(w, "Ctrl-C to stop.")
 }
