@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/raftlock/raftlock/bench"
 )
@@ -21,7 +17,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilInterrupted()
 	defer stop()
 	return c.Run(ctx, stop, "raftlock bench "+strings.Join(args, " "), stdout, stderr)
 }

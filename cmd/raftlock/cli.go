@@ -99,7 +99,7 @@ func complete(words []string, stdout io.Writer) {
 	if len(words) > 0 {
 		cur, words = words[len(words)-1], words[:len(words)-1]
 	}
-	all := append(commands(), extraCommands()...)
+	all := commands()
 	if len(words) == 0 {
 		for _, c := range all {
 			if strings.HasPrefix(c.name, cur) {

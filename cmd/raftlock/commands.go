@@ -347,13 +347,3 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s is held%s: token %d, %v of lease left\n", key, by, info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
 	return nil
 }
-
-// extraCommands are the harness commands (chaos, check, bench).
-func extraCommands() []command {
-	return []command{
-		{"chaos", "run a cluster under faults, record a history and check it", runChaos},
-		{"check", "check a recorded history (linearizability, fencing, leases, resource)", runCheck},
-		{"bench", "measure throughput and latency, against the physical floor and peers", runBench},
-		{"sim", "simulate a cluster deterministically under faults, one seed or a swarm, and check it", runSim},
-	}
-}

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/chaos"
@@ -184,7 +181,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return harnessErr(err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilInterrupted()
 	defer stop()
 	v, written, err := chaos.RunAndCheck(ctx, cfg, stderr)
 	if err != nil {

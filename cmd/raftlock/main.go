@@ -63,13 +63,17 @@ func commands() []command {
 		{"certs", "make a CA and member and client certificates (certs init)", runCerts},
 		{"version", "print the version, commit and Go version", runVersion},
 		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
+		{"chaos", "run a cluster under faults, record a history and check it", runChaos},
+		{"check", "check a recorded history (linearizability, fencing, leases, resource)", runCheck},
+		{"bench", "measure throughput and latency, against the physical floor and peers", runBench},
+		{"sim", "simulate a cluster deterministically under faults, one seed or a swarm, and check it", runSim},
 	}
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: raftlock COMMAND [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
-	all := append(commands(), extraCommands()...)
+	all := commands()
 	width := 0
 	for _, c := range all {
 		width = max(width, len(c.name))
@@ -105,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		complete(args[1:], stdout)
 		return exitOK
 	}
-	for _, c := range append(commands(), extraCommands()...) {
+	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
 		}

@@ -3,8 +3,16 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
 	"syscall"
 )
+
+// untilInterrupted is a context that ends at Ctrl-C or SIGTERM, for a
+// run that writes what it has before it ends; stop restores the signals'
+// default, so a second Ctrl-C ends the process at once.
+func untilInterrupted() (ctx context.Context, stop func()) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
 
 // signalError is a wait given up on a signal.
 type signalError struct{ sig syscall.Signal }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/raftlock/raftlock/chaos/sim/swarm"
 )
@@ -31,7 +28,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return harnessErr(err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilInterrupted()
 	defer stop()
 	return c.RunSwarm(ctx, exe, fs, stdout, stderr)
 }
