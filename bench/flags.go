@@ -119,10 +119,7 @@ func (c *Command) Check() error {
 		return err
 	}
 	c.held = slices.Compact(slices.Sorted(slices.Values(c.held)))
-	c.catchUp = c.catchUpFlag.V
-	if !c.catchUpFlag.IsSet {
-		c.catchUp = len(c.held) > 0 && c.held[len(c.held)-1] > 0
-	}
+	c.catchUp = c.catchUpFlag.Or(len(c.held) > 0 && c.held[len(c.held)-1] > 0)
 	c.workloads = cliflag.SplitList(c.workloadList)
 	if c.peers, err = peersToCompare(c.compareList); err != nil {
 		return err

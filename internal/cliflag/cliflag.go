@@ -136,20 +136,28 @@ func (s *Seed) Value() uint64 {
 }
 
 // OptBool is a boolean flag whose default depends on other flags: unset,
-// it shows Def in the help, and the caller decides.
+// it shows Def in the help, and Or gives the default the caller decides.
 type OptBool struct {
-	V, IsSet bool
-	Def      string
+	Def    string
+	v, set bool
+}
+
+// Or is the flag's value, or def when it was not set.
+func (b *OptBool) Or(def bool) bool {
+	if !b.set {
+		return def
+	}
+	return b.v
 }
 
 func (b *OptBool) String() string {
 	if b == nil {
 		return ""
 	}
-	if !b.IsSet {
+	if !b.set {
 		return b.Def
 	}
-	return strconv.FormatBool(b.V)
+	return strconv.FormatBool(b.v)
 }
 
 func (b *OptBool) Set(s string) error {
@@ -157,7 +165,7 @@ func (b *OptBool) Set(s string) error {
 	if err != nil {
 		return errors.New("want true or false")
 	}
-	b.V, b.IsSet = v, true
+	b.v, b.set = v, true
 	return nil
 }
 

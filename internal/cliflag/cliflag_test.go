@@ -30,8 +30,11 @@ func TestOptBoolKeepsItsDefaultUntilSet(t *testing.T) {
 	if fs.Lookup("catch-up").DefValue != "on with --held" {
 		t.Fatalf("default shown as %q", fs.Lookup("catch-up").DefValue)
 	}
-	if err := fs.Parse([]string{"--catch-up"}); err != nil || !b.V || !b.IsSet {
-		t.Fatalf("--catch-up: %v, %+v", err, b)
+	if !b.Or(true) || b.Or(false) {
+		t.Fatal("an unset flag is not its caller's default")
+	}
+	if err := fs.Parse([]string{"--catch-up=false"}); err != nil || b.Or(true) {
+		t.Fatalf("--catch-up=false: %v, %+v", err, b)
 	}
 	if err := fs.Parse([]string{"--catch-up=maybe"}); err == nil {
 		t.Fatal("--catch-up=maybe was taken")
