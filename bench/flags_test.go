@@ -2,7 +2,6 @@ package bench
 
 import (
 	"errors"
-	"flag"
 	"slices"
 	"strings"
 	"testing"
@@ -13,9 +12,7 @@ import (
 func parseCommand(t *testing.T, args ...string) (*Command, error) {
 	t.Helper()
 	var c Command
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	c.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if _, err := cliflag.Parse(&c, "bench", args...); err != nil {
 		t.Fatalf("%v: %v", args, err)
 	}
 	return &c, c.Check()

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/cliflag"
 )
 
 // The run length is --duration in chaos as in bench; --time, its old
@@ -12,9 +14,7 @@ import (
 func TestTimeIsAnAliasOfDuration(t *testing.T) {
 	parse := func(args ...string) *Flags {
 		var f Flags
-		fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-		f.RegisterFlags(fs)
-		if err := fs.Parse(args); err != nil {
+		if _, err := cliflag.Parse(&f, "chaos", args...); err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
 		return &f

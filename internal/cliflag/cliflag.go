@@ -8,7 +8,9 @@ package cliflag
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -199,4 +201,17 @@ func (l *IntList) Set(s string) error {
 	}
 	slices.Sort(*l)
 	return nil
+}
+
+// Registrar is a command's flags: a package's Command or Flags.
+type Registrar interface{ RegisterFlags(fs *flag.FlagSet) }
+
+// Parse defines r's flags on a new flag set named name and parses args
+// into them, for a Go program (or a test) that runs a command's flags
+// without the CLI; errors are returned, never printed.
+func Parse(r Registrar, name string, args ...string) (*flag.FlagSet, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	r.RegisterFlags(fs)
+	return fs, fs.Parse(args)
 }

@@ -3,7 +3,6 @@ package embed
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -16,9 +15,7 @@ import (
 func parseFlags(t *testing.T, args ...string) *Flags {
 	t.Helper()
 	var f Flags
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	f.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if _, err := cliflag.Parse(&f, "node", args...); err != nil {
 		t.Fatalf("%v: %v", args, err)
 	}
 	return &f

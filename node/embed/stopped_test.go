@@ -3,7 +3,6 @@ package embed
 import (
 	"bufio"
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/freeport"
 )
 
@@ -29,9 +29,7 @@ func TestStoppedNodeSendsGoAway(t *testing.T) {
 		addrs[i] = a
 	}
 	var m Flags
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	m.RegisterFlags(fs)
-	if err := fs.Parse([]string{"--id", "1", "--peers", "1=" + addrs[0], "--listen", addrs[1], "--data", t.TempDir()}); err != nil {
+	if _, err := cliflag.Parse(&m, "node", "--id", "1", "--peers", "1="+addrs[0], "--listen", addrs[1], "--data", t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -13,9 +13,8 @@ import (
 func parseCommand(t *testing.T, args ...string) (*Command, *flag.FlagSet, bool, error) {
 	t.Helper()
 	var c Command
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	c.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs, err := cliflag.Parse(&c, "sim", args...)
+	if err != nil {
 		t.Fatalf("%v: %v", args, err)
 	}
 	many, err := c.Check()
