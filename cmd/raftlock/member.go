@@ -13,13 +13,6 @@ import (
 	"github.com/raftlock/raftlock/node/embed"
 )
 
-func waitForSignal() os.Signal {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(ch)
-	return <-ch
-}
-
 func runNode(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("node", "node --id N --peers 1=HOST:PORT,... --listen HOST:PORT --http HOST:PORT --data DIR")
 	var m embed.Flags

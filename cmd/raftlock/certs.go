@@ -1,37 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
-	"github.com/raftlock/raftlock/node/embed"
 )
 
-// reloadOnHUP reloads certificates and ACL on every SIGHUP until ctx ends.
-func reloadOnHUP(ctx context.Context, mbs []*embed.Member) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(ch)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ch:
-				for _, mb := range mbs {
-					mb.Reload()
-				}
-			}
-		}
-	}()
-}
-
+// runCerts is `raftlock certs init`: a CA and the certificates of members
+// and clients (tlsconfig.Init).
 func runCerts(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
 		args = []string{"init", "--help"} // init is the only subcommand
