@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/watchnet"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/nodetest"
 )
@@ -40,6 +41,15 @@ func newClient(t *testing.T, endpoints ...string) *client.Client {
 	}
 	t.Cleanup(func() { cl.Close() })
 	return cl
+}
+
+// startWithClient starts a three-member cluster and returns it, its
+// leader's id, a client of every member and a context of 20 s for the
+// test's calls.
+func startWithClient(t *testing.T) (*nodetest.Cluster, uint64, *client.Client, context.Context) {
+	t.Helper()
+	c, leader := startCluster(t, 3)
+	return c, leader, newClient(t, c.Endpoints()...), ctxT(t, 20*time.Second)
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -171,62 +181,61 @@ func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return raw.Conn, raw.R
 }
 
-func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
-	c, leader := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
-	g, err := cl.Acquire(ctx, "k", time.Hour, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := rawAcquire(t, c.Clients[leader], "k", time.Hour, 30*time.Second)
-	n := c.Node(leader)
-	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
-	nodetest.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
-	gone.Close() // the waiting client dies
-	nodetest.WaitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
-	if err := cl.Release(ctx, "k", g.Token); err != nil {
-		t.Fatal(err)
-	}
-	info, err := cl.Get(ctx, "k")
-	if err != nil || info.Held {
-		t.Fatalf("after release with only a dead waiter: %+v, %v; want free", info, err)
-	}
-}
-
-func TestCancelledWaiterLeavesQueue(t *testing.T) {
-	c, leader := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
+// checkWaiterLeaves holds k, queues a waiter with queue, lets it leave by
+// the function queue returned, then releases k: k must be free, with no
+// grant left to a waiter that is gone. waiters reads the leader's waiter
+// gauge.
+func checkWaiterLeaves(t *testing.T, who string, queue func(ctx context.Context, cl *client.Client, leaderAddr string, waiters func() float64) (leave func())) {
+	t.Helper()
+	c, leader, cl, ctx := startWithClient(t)
 	holder, err := cl.Acquire(ctx, "k", time.Hour, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A waiter gives up (context cancelled) just as the lock is handed over.
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		_, err := cl.Acquire(wctx, "k", time.Hour, 20*time.Second)
-		done <- err
-	}()
-	nodetest.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return gaugeValue(t, c.Node(leader), "raftlock_waiters") == 1 })
-	cancel()
-	if err := <-done; err == nil {
-		t.Fatal("cancelled acquire succeeded")
-	}
+	n := c.Node(leader)
+	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
+	leave := queue(ctx, cl, c.Clients[leader], waiters)
+	nodetest.WaitFor(t, 5*time.Second, "the acquire to queue", func() bool { return waiters() == 1 })
+	leave()
 	if err := cl.Release(ctx, "k", holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	info, err := cl.Get(ctx, "k")
 	if err != nil || info.Held {
-		t.Fatalf("after release with only a cancelled waiter: %+v, %v; want free", info, err)
+		t.Fatalf("after release with only a %s: %+v, %v; want free", who, info, err)
 	}
 }
 
+func TestQueuedClientKilledLeavesNoLock(t *testing.T) {
+	checkWaiterLeaves(t, "dead waiter", func(_ context.Context, _ *client.Client, leaderAddr string, waiters func() float64) func() {
+		gone := rawAcquire(t, leaderAddr, "k", time.Hour, 30*time.Second)
+		return func() {
+			gone.Close() // the waiting client dies
+			nodetest.WaitFor(t, 5*time.Second, "the dead waiter to leave the queue", func() bool { return waiters() == 0 })
+		}
+	})
+}
+
+func TestCancelledWaiterLeavesQueue(t *testing.T) {
+	checkWaiterLeaves(t, "cancelled waiter", func(ctx context.Context, cl *client.Client, _ string, _ func() float64) func() {
+		// A waiter gives up (context cancelled) just as the lock is handed over.
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := cl.Acquire(wctx, "k", time.Hour, 20*time.Second)
+			done <- err
+		}()
+		return func() {
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("cancelled acquire succeeded")
+			}
+		}
+	})
+}
+
 func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
-	c, leader := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
+	c, leader, cl, ctx := startWithClient(t)
 	if _, err := cl.Acquire(ctx, "before", time.Minute, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -267,9 +276,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestLockerRenewsAndReleases(t *testing.T) {
-	c, _ := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
+	_, _, cl, ctx := startWithClient(t)
 	lk, err := cl.Lock(ctx, "k", time.Second, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -299,9 +306,7 @@ func TestLockerRenewsAndReleases(t *testing.T) {
 // say which request it is for); the earlier request is cancelled as a
 // requester gone, and the second never runs.
 func TestDuplicateRequestIDRefused(t *testing.T) {
-	c, leader := startCluster(t, 3)
-	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 20*time.Second)
+	c, leader, cl, ctx := startWithClient(t)
 	tok, err := cl.Acquire(ctx, "k", time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -387,27 +392,16 @@ func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
 	srv := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(httpLn)
 	t.Cleanup(func() { srv.Close() })
-	otherLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { otherLn.Close() })
-	go func() {
-		for {
-			c, err := otherLn.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "RAFTLOCK/9\n")
-			c.Close()
-		}
-	}()
+	other := watchnet.Accept(t, func(c net.Conn) {
+		io.WriteString(c, "RAFTLOCK/9\n")
+		c.Close()
+	})
 	c, leader := startCluster(t, 1)
 	peer := c.Peers[leader]
 	for _, tc := range []struct{ addr, want string }{
 		{httpLn.Addr().String(), httpLn.Addr().String() + " is not a raftlock client port"},
 		{peer, peer + " is not a raftlock client port"},
-		{otherLn.Addr().String(), "RAFTLOCK/9"},
+		{other, "RAFTLOCK/9"},
 	} {
 		cl := newClient(t, tc.addr)
 		start := time.Now()
@@ -419,5 +413,56 @@ func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
 		if took := time.Since(start); took > 3*time.Second {
 			t.Fatalf("%s: took %v to say so", tc.addr, took)
 		}
+	}
+}
+
+func gaugeValue(t *testing.T, n *node.Node, name string) float64 {
+	t.Helper()
+	mfs, err := n.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// A call the member answers Overloaded is retried with backoff within the
+// caller's deadline: it fails as ErrOverloaded when the limit holds until
+// the deadline, and succeeds once the limit frees up in time.
+func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
+	c := nodetest.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
+	if _, err := c.Leader(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, c.Endpoints()...)
+	tok, err := cl.Acquire(ctxT(t, 5*time.Second), "a", 10*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	_, err = cl.Acquire(ctxT(t, 300*time.Millisecond), "b", 10*time.Second, 0)
+	if !errors.Is(err, client.ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire past --max-keys: got %v, want ErrOverloaded at the deadline", err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("gave up after %v, before its deadline", took)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.Acquire(ctxT(t, 5*time.Second), "c", 10*time.Second, 0)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // "c" is answered overloaded meanwhile
+	if err := cl.Release(ctxT(t, 5*time.Second), "a", tok.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("acquire retried after the key was released: %v", err)
 	}
 }

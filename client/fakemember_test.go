@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/watchnet"
 )
 
 // fakeMember listens on a loopback port until the test ends, speaking the
@@ -18,41 +19,29 @@ import (
 // ends). The connection closes when serve returns.
 func fakeMember(t *testing.T, serve func(n int32, c net.Conn, next func() (wire.Request, error))) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	return watchnet.Accept(t, func(c net.Conn) {
+		n := accepted.Add(1)
+		go func() {
+			defer c.Close()
+			r := bufio.NewReader(c)
+			if wire.CheckGreeting(r) != nil {
 				return
 			}
-			n := accepted.Add(1)
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				if wire.CheckGreeting(r) != nil {
-					return
-				}
-				io.WriteString(c, wire.Greeting)
-				serve(n, c, func() (wire.Request, error) {
-					for {
-						body, err := wire.ReadFrame(r)
-						if err != nil {
-							return wire.Request{}, err
-						}
-						req, err := wire.DecodeRequest(body)
-						if err != nil || (req.Op == wire.OpStatus && req.Features != 0) {
-							continue
-						}
-						return req, nil
+			io.WriteString(c, wire.Greeting)
+			serve(n, c, func() (wire.Request, error) {
+				for {
+					body, err := wire.ReadFrame(r)
+					if err != nil {
+						return wire.Request{}, err
 					}
-				})
-			}()
-		}
-	}()
-	return ln.Addr().String()
+					req, err := wire.DecodeRequest(body)
+					if err != nil || (req.Op == wire.OpStatus && req.Features != 0) {
+						continue
+					}
+					return req, nil
+				}
+			})
+		}()
+	})
 }

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"errors"
 	"net"
 	"sync/atomic"
@@ -77,13 +76,7 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 	// A second client port on the leader, the one that shuts down; the
 	// cluster's own stays up as the member to retry on.
 	s := server.New(c.Node(leader))
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := watchnet.Held(inner)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
+	ln := watchnet.Serve(t, s, watchnet.Held)
 	cl := newClient(t, ln.Addr().String(), c.Clients[leader]) // the stopping member first
 
 	ctx := ctxT(t, 10*time.Second)
@@ -94,29 +87,7 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 	}()
 	watchnet.Wait(t, ln.Reading, "the member to read the client's greeting")
 
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	shutdown := make(chan error, 1)
-	go func() { shutdown <- s.Shutdown(sctx) }()
-	watchnet.Wait(t, ln.Closed, "Shutdown to close the listener")
-	// Shutdown sends its goaways under the lock Serve takes to refuse a
-	// server that is shutting down: once Serve has refused, they are queued.
-	spare, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Serve(spare); !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("Serve after Shutdown began: %v, want net.ErrClosed", err)
-	}
-	// A member that writes before the greeting would write now, as soon as
-	// Shutdown has queued the goaway; a correct member writes nothing, and
-	// nothing happening is no condition to wait on. The moment keeps the
-	// old bug from slipping past when the greeting happens to win the
-	// race; it cannot make a correct member fail.
-	select {
-	case <-ln.Wrote:
-	case <-time.After(100 * time.Millisecond):
-	}
+	shutdown, sctx := ln.BeginShutdown(t, s)
 	ln.Release() // now the member may read the greeting and answer it
 
 	select {

@@ -338,6 +338,7 @@ func Restore(data []byte) (*Machine, error) {
 	}
 	r := reader{buf: body[len(snapshotMagic)+1:], owners: format >= snapshotFormatV2}
 	m := New()
+	m.changes = nil // a restored table records changes from its end (forgetChanges below)
 	m.lastToken = r.uvarint()
 	n := r.uvarint()
 	if r.err == nil && n > uint64(len(r.buf)) {
@@ -378,5 +379,6 @@ func Restore(data []byte) (*Machine, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	m.forgetChanges()
 	return m, nil
 }

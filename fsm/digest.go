@@ -46,6 +46,9 @@ func (m *Machine) put(key string, l Lock) Handle { return m.putAt(m.locks.find(k
 
 // putAt is put at p, found for key.
 func (m *Machine) putAt(p place, key string, l Lock) Handle {
+	if m.changes != nil {
+		m.changes.note(key, p.slot >= 0)
+	}
 	if p.slot >= 0 {
 		m.sum.sub(key, m.locks.lockAt(p))
 	}
@@ -57,6 +60,9 @@ func (m *Machine) putAt(p place, key string, l Lock) Handle {
 // delAt removes the lock at p, found held for key, keeping the digest,
 // and returns the handle it had.
 func (m *Machine) delAt(p place, key string) Handle {
+	if m.changes != nil {
+		m.changes.note(key, true)
+	}
 	m.sum.sub(key, m.locks.lockAt(p))
 	return m.locks.removeAt(p, key)
 }

@@ -72,11 +72,18 @@ func TestFrozenSnapshotConcurrentWithApply(t *testing.T) {
 	}
 }
 
-func BenchmarkApplyAfterFreeze(b *testing.B) {
+// millionHeld is a table holding a million locks of 1000ms leases, whose
+// keys are prefix and a seven-digit number.
+func millionHeld(prefix string) *Machine {
 	m := New()
 	for i := range 1_000_000 {
-		m.Apply(Command{Op: OpGrant, Key: fmt.Sprintf("key-%07d", i), LeaseMS: 1000})
+		m.Apply(Command{Op: OpGrant, Key: fmt.Sprintf("%s-%07d", prefix, i), LeaseMS: 1000})
 	}
+	return m
+}
+
+func BenchmarkApplyAfterFreeze(b *testing.B) {
+	m := millionHeld("key")
 	b.ResetTimer()
 	for i := range b.N {
 		if i%100_000 == 0 {

@@ -121,11 +121,14 @@ type Machine struct {
 	locks     table
 	lastToken uint64
 	sum       digestSum // of locks, for Digest
+	// changes since the last FreezeChanges (delta.go); nil in a Frozen
+	// copy, which never changes.
+	changes *Changes
 }
 
 // New returns an empty lock table whose first grant will get token 1.
 func New() *Machine {
-	return &Machine{locks: newTable()}
+	return &Machine{locks: newTable(), changes: &Changes{}} // the empty table's state is the zero tableState
 }
 
 // Apply applies one committed command and returns its result. It is total:

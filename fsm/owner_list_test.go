@@ -136,10 +136,7 @@ func TestListAgreesWithASortedScan(t *testing.T) {
 // in the table beside a million held locks: a new key granted and
 // released, which inserts into and deletes from its shard's sorted keys.
 func BenchmarkGrantReleaseWithMillionHeld(b *testing.B) {
-	m := New()
-	for i := range 1_000_000 {
-		m.Apply(Command{Op: OpGrant, Key: fmt.Sprintf("held-%07d", i), LeaseMS: 1000})
-	}
+	m := millionHeld("held")
 	b.ResetTimer()
 	for i := range b.N {
 		k := fmt.Sprintf("work-%d", i)
@@ -151,10 +148,7 @@ func BenchmarkGrantReleaseWithMillionHeld(b *testing.B) {
 // BenchmarkListPageWithMillionHeld is one page of 100 from the middle of a
 // million held locks.
 func BenchmarkListPageWithMillionHeld(b *testing.B) {
-	m := New()
-	for i := range 1_000_000 {
-		m.Apply(Command{Op: OpGrant, Key: fmt.Sprintf("held-%07d", i), LeaseMS: 1000})
-	}
+	m := millionHeld("held")
 	b.ResetTimer()
 	for i := range b.N {
 		if page, _ := m.List("held-", fmt.Sprintf("held-%07d", i*7919%1_000_000), 100); len(page) == 0 {

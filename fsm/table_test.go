@@ -5,11 +5,11 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/raftlock/raftlock/internal/gccost"
 )
 
 // checkTable asserts that t holds exactly want, by every way the table is
@@ -155,14 +155,7 @@ func BenchmarkCollectWithMillionLocks(b *testing.B) {
 	for i := range 1_000_000 {
 		m.Apply(Command{Op: OpGrant, Key: fmt.Sprintf("held/%012d/%s", i, pad), LeaseMS: 3600_000, Owner: "host:1234"})
 	}
-	runtime.GC()
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		runtime.GC()
-	}
-	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/gc")
-	runtime.KeepAlive(m)
+	gccost.Report(b, m)
 }
 
 // Handle 0 is ApplyAt's "no lock changed", so no held lock has it, not

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/snapchain"
 )
 
 // Member is one member as the cluster records it: where its peers dial it
@@ -118,16 +119,24 @@ func (b Book) clone() Book {
 // prefixed), the lock table (fsm.Machine.Snapshot, which has its own
 // checksum), and a CRC-32 of everything before it. Data that starts with
 // the lock table's own magic is a snapshot from before the book existed.
+//
+// A delta segment (snapDeltaFormat) is the same with the table's delta
+// (fsm.Frozen.WriteDelta) in place of the table: the book at its end and
+// what changed in the table since the segment before it. A chain of
+// segments (internal/snapchain: a whole one, then deltas) is snapshot data
+// too: what a member whose store keeps its snapshot as a base and deltas
+// restores from and sends.
 const (
-	snapMagic  = "RLM"
-	snapFormat = 1
+	snapMagic       = "RLM"
+	snapFormat      = 1
+	snapDeltaFormat = 2
 )
 
 // EncodeSnapshot encodes a snapshot's data: the lock table (as
 // fsm.Machine.Snapshot encodes it) and the address book.
 func EncodeSnapshot(table []byte, book Book) []byte {
 	var b bytes.Buffer
-	writeSnapshot(&b, book, func(w io.Writer) error { _, err := w.Write(table); return err }) // a bytes.Buffer does not fail
+	writeSnapshot(&b, snapFormat, book, func(w io.Writer) error { _, err := w.Write(table); return err }) // a bytes.Buffer does not fail
 	return b.Bytes()
 }
 
@@ -135,10 +144,17 @@ func EncodeSnapshot(table []byte, book Book) []byte {
 // w: the bytes EncodeSnapshot(table.Snapshot(), book) returns, without
 // holding them. yield is passed on to Frozen.WriteSnapshot.
 func WriteSnapshot(w io.Writer, table *fsm.Frozen, book Book, yield func()) error {
-	return writeSnapshot(w, book, func(w io.Writer) error { return table.WriteSnapshot(w, yield) })
+	return writeSnapshot(w, snapFormat, book, func(w io.Writer) error { return table.WriteSnapshot(w, yield) })
 }
 
-func writeSnapshot(w io.Writer, book Book, writeTable func(io.Writer) error) error {
+// WriteSnapshotDelta streams to w a delta segment: the book, and what
+// changed in the table since the point ch starts at (fsm.Frozen.WriteDelta).
+// Appended to a chain that ends at that point, it gives the frozen table.
+func WriteSnapshotDelta(w io.Writer, table *fsm.Frozen, ch *fsm.Changes, book Book, yield func()) error {
+	return writeSnapshot(w, snapDeltaFormat, book, func(w io.Writer) error { return table.WriteDelta(w, ch, yield) })
+}
+
+func writeSnapshot(w io.Writer, format byte, book Book, writeTable func(io.Writer) error) error {
 	b := book.clone()
 	b.sort()
 	js, err := json.Marshal(b)
@@ -147,7 +163,7 @@ func writeSnapshot(w io.Writer, book Book, writeTable func(io.Writer) error) err
 	}
 	crc := crc32.NewIEEE()
 	mw := io.MultiWriter(w, crc)
-	head := append([]byte(snapMagic), snapFormat)
+	head := append([]byte(snapMagic), format)
 	head = binary.AppendUvarint(head, uint64(len(js)))
 	if _, err := mw.Write(append(head, js...)); err != nil {
 		return fmt.Errorf("write snapshot: %w", err)
@@ -163,8 +179,37 @@ func writeSnapshot(w io.Writer, book Book, writeTable func(io.Writer) error) err
 
 // DecodeSnapshot decodes snapshot data. Empty data is an empty table and
 // no book (hasBook false), as is a lock table alone (an older format):
-// the caller then knows the members from elsewhere (its --peers).
+// the caller then knows the members from elsewhere (its --peers). A chain
+// is its first segment with every delta after it applied in order.
 func DecodeSnapshot(data []byte) (m *fsm.Machine, book Book, hasBook bool, err error) {
+	if !snapchain.Is(data) {
+		return decodeWhole(data)
+	}
+	parts, err := snapchain.Split(data)
+	if err != nil {
+		return nil, Book{}, false, fmt.Errorf("%w: %v", fsm.ErrCorrupt, err)
+	}
+	if snapchain.Is(parts[0]) {
+		return nil, Book{}, false, fmt.Errorf("%w: a snapshot chain inside a chain", fsm.ErrCorrupt)
+	}
+	if m, book, hasBook, err = decodeWhole(parts[0]); err != nil {
+		return nil, Book{}, false, err
+	}
+	for i, p := range parts[1:] {
+		b, delta, err := openSegment(p, snapDeltaFormat)
+		if err == nil {
+			err = m.ApplyDelta(delta)
+		}
+		if err != nil {
+			return nil, Book{}, false, fmt.Errorf("snapshot delta %d of %d: %w", i+1, len(parts)-1, err)
+		}
+		book, hasBook = b, true
+	}
+	return m, book, hasBook, nil
+}
+
+// decodeWhole decodes one whole snapshot (not a chain).
+func decodeWhole(data []byte) (m *fsm.Machine, book Book, hasBook bool, err error) {
 	if len(data) == 0 {
 		return fsm.New(), Book{}, false, nil
 	}
@@ -172,26 +217,36 @@ func DecodeSnapshot(data []byte) (m *fsm.Machine, book Book, hasBook bool, err e
 		m, err := fsm.Restore(data)
 		return m, Book{}, false, err
 	}
-	if len(data) < len(snapMagic)+1+4 {
-		return nil, Book{}, false, fmt.Errorf("%w: snapshot truncated", fsm.ErrCorrupt)
+	book, table, err := openSegment(data, snapFormat)
+	if err != nil {
+		return nil, Book{}, false, err
+	}
+	if m, err = fsm.Restore(table); err != nil {
+		return nil, Book{}, false, err
+	}
+	return m, book, true, nil
+}
+
+// openSegment checks a segment's checksum and format and returns its book
+// and the table's bytes (a snapshot or a delta, as format says).
+func openSegment(data []byte, format byte) (book Book, table []byte, err error) {
+	if len(data) < len(snapMagic)+1+4 || string(data[:len(snapMagic)]) != snapMagic {
+		return Book{}, nil, fmt.Errorf("%w: snapshot truncated", fsm.ErrCorrupt)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if crc32.ChecksumIEEE(body) != sum {
-		return nil, Book{}, false, fmt.Errorf("%w: snapshot checksum mismatch", fsm.ErrCorrupt)
+		return Book{}, nil, fmt.Errorf("%w: snapshot checksum mismatch", fsm.ErrCorrupt)
 	}
-	if body[len(snapMagic)] != snapFormat {
-		return nil, Book{}, false, fmt.Errorf("%w: snapshot format %d, want %d", fsm.ErrCorrupt, body[len(snapMagic)], snapFormat)
+	if body[len(snapMagic)] != format {
+		return Book{}, nil, fmt.Errorf("%w: snapshot format %d, want %d", fsm.ErrCorrupt, body[len(snapMagic)], format)
 	}
 	rest := body[len(snapMagic)+1:]
 	n, k := binary.Uvarint(rest)
 	if k <= 0 || n > uint64(len(rest)-k) {
-		return nil, Book{}, false, fmt.Errorf("%w: bad address book length", fsm.ErrCorrupt)
+		return Book{}, nil, fmt.Errorf("%w: bad address book length", fsm.ErrCorrupt)
 	}
 	if err := json.Unmarshal(rest[k:k+int(n)], &book); err != nil {
-		return nil, Book{}, false, fmt.Errorf("%w: address book: %v", fsm.ErrCorrupt, err)
+		return Book{}, nil, fmt.Errorf("%w: address book: %v", fsm.ErrCorrupt, err)
 	}
-	if m, err = fsm.Restore(rest[k+int(n):]); err != nil {
-		return nil, Book{}, false, err
-	}
-	return m, book, true, nil
+	return book, rest[k+int(n):], nil
 }

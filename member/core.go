@@ -69,6 +69,12 @@ type Config struct {
 	SeqStart uint64
 	// Limits bound the calls, waiters and keys the member holds.
 	Limits Limits
+	// DeltaSnapshots: the driver's store keeps a snapshot as a chain of a
+	// base and deltas (Compaction.Changes), so a snapshot is due every
+	// SnapshotEvery entries whatever the table's size: it costs what
+	// changed, and the store writes the whole table only once the deltas
+	// add up to more than it.
+	DeltaSnapshots bool
 	// Peers are the members' peer addresses the driver was started with:
 	// the address book of a store whose snapshot carries none (a fresh
 	// bootstrap, or data from before the book).
@@ -172,13 +178,26 @@ type AppliedEntry struct {
 // copy: Data encodes it, which costs time in the size of the table, so a
 // driver calls it off the goroutine that drives the core (the core goes on
 // applying meanwhile) and may store the compaction whenever it is done,
-// dropping one that a later compaction overtook.
+// dropping one that a later compaction overtook (after Absorb).
+//
+// Changes are the keys the table changed since the snapshot at Base (the
+// core's last, stored or not): a store whose snapshot ends at Base may
+// store the delta (WriteDeltaTo) in place of the table, as long as its
+// deltas since the last whole table stay under MaxDeltaBytes and its
+// chain under MaxParts parts. Those bounds differ by member id, so the
+// members' whole-table writes, which would otherwise come at the same
+// index, do not come at once.
 type Compaction struct {
 	Index     uint64
 	ConfState *raftpb.ConfState
 	Table     *fsm.Frozen
 	Book      Book
 	CompactTo uint64
+
+	Changes       *fsm.Changes
+	Base          uint64
+	MaxDeltaBytes uint64
+	MaxParts      int
 }
 
 // Data encodes the snapshot's data (EncodeSnapshot). Safe to call from
@@ -194,6 +213,29 @@ func (c *Compaction) Data() []byte {
 // table lets the member's own run.
 func (c *Compaction) WriteTo(w io.Writer, yield func()) error {
 	return WriteSnapshot(w, c.Table, c.Book, yield)
+}
+
+// WriteDeltaTo streams the delta segment from the snapshot at Base to
+// this one (WriteSnapshotDelta), calling yield as WriteTo does.
+func (c *Compaction) WriteDeltaTo(w io.Writer, yield func()) error {
+	return WriteSnapshotDelta(w, c.Table, c.Changes, c.Book, yield)
+}
+
+// Absorb makes c, which came after earlier, carry earlier's changes too:
+// for a driver that drops earlier unstored, c's delta then starts where
+// earlier's did.
+func (c *Compaction) Absorb(earlier *Compaction) {
+	if c.Changes == nil || earlier.Changes == nil {
+		c.Changes = nil // nothing to start a delta from: the whole table
+		return
+	}
+	c.Changes.Absorb(earlier.Changes)
+	c.Base = earlier.Base
+	if c.Changes.EncodedSize() >= c.Table.EncodedSize() {
+		// A delta as big as the table costs what the table does, and
+		// its keys are held twice meanwhile: write the table.
+		c.Changes = nil
+	}
 }
 
 // Status describes a member: the shape the client protocol
@@ -977,7 +1019,9 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 		if applied > c.cfg.SnapshotKeep {
 			compactTo = applied - c.cfg.SnapshotKeep
 		}
-		c.compaction = &Compaction{Index: applied, ConfState: c.cs, Table: c.lm.machine.Freeze(), Book: c.book.clone(), CompactTo: compactTo}
+		table, changes := c.lm.machine.FreezeChanges()
+		c.compaction = &Compaction{Index: applied, ConfState: c.cs, Table: table, Book: c.book.clone(), CompactTo: compactTo,
+			Changes: changes, Base: c.lastSnap, MaxDeltaBytes: c.maxDeltaBytes(table.EncodedSize()), MaxParts: c.maxParts()}
 		c.staggered = c.staggered || c.lm.machine.EncodedSize() >= smallTable
 		c.lastSnap, c.logBytes = applied, 0
 	}
@@ -1002,8 +1046,14 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 // apart and at most one member at a time (a follower, two times in three)
 // is slowed by one.
 func (c *Core) snapshotDue(applied uint64) bool {
+	if c.cfg.DeltaSnapshots && c.lm.machine.ChangedSize() >= maxPendingChanges {
+		return true
+	}
 	if applied-c.lastSnap < c.cfg.SnapshotEvery {
 		return false
+	}
+	if c.cfg.DeltaSnapshots {
+		return true
 	}
 	table := c.lm.machine.EncodedSize()
 	if c.cfg.SnapshotByEntries || table < smallTable {
@@ -1015,6 +1065,29 @@ func (c *Core) snapshotDue(applied uint64) bool {
 	}
 	return c.logBytes >= need
 }
+
+// maxPendingChanges bounds the keys a member with DeltaSnapshots
+// remembers as changed (in encoded bytes) before it snapshots them, so
+// that a fill of a million keys between two snapshots does not keep a
+// copy of every key.
+const maxPendingChanges = 64 << 20
+
+// maxDeltaBytes is how much delta a store may keep on a whole table of
+// the given size before it writes the table again: one to two times the
+// table (by member id), so that a restart, and a follower receiving the
+// chain, read at most about three tables' worth, the whole-table writes
+// stay a table's worth of change apart, and members' come apart. (A table
+// filled from empty is deltas of about its own size.)
+func (c *Core) maxDeltaBytes(table uint64) uint64 {
+	return max(table, smallTable) / staggerSlots * (staggerSlots + c.cfg.ID%staggerSlots)
+}
+
+// maxParts is the longest chain a store may keep: a base and deltas, each
+// a file to read when the member restarts (a delta of a quiet interval is
+// a few kilobytes). 1,024 to 1,920 by member id, for the reason of
+// maxDeltaBytes: at a snapshot every 1,000 entries of a busy member, the
+// whole table is written every half hour or less often.
+func (c *Core) maxParts() int { return 1024 + 128*int(c.cfg.ID%staggerSlots) }
 
 // smallTable is the encoded size under which a table is snapshotted every
 // SnapshotEvery entries whatever the log's size.

@@ -635,6 +635,18 @@ func TestStepMalformedReadIndexDoesNotCrashTheLeader(t *testing.T) {
 	}
 }
 
+// fuzzedMessage decodes a fuzzed peer message and starts, for it, a
+// three-member cluster led by member 1; m is nil when data is no message.
+func fuzzedMessage(t *testing.T, data []byte) (m *raftpb.Message, c *testCluster) {
+	m = &raftpb.Message{}
+	if proto.Unmarshal(data, m) != nil {
+		return nil, nil
+	}
+	c = newCluster(t, 3, nil)
+	c.elect(1)
+	return m, c
+}
+
 // FuzzStep: whatever bytes a peer sends, a member does not panic on a
 // message it refuses, and a message of an older term (a delayed or
 // replayed one; raft ignores or answers it) changes nothing: the cluster
@@ -662,12 +674,10 @@ func FuzzStep(f *testing.F) {
 	seed(&raftpb.Message{Type: raftpb.MsgTransferLeader.Enum(), From: new(uint64(99))})
 	seed(&raftpb.Message{Type: raftpb.MsgStorageAppend.Enum(), From: new(uint64(3)), Term: new(uint64(5))})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m := &raftpb.Message{}
-		if proto.Unmarshal(data, m) != nil {
+		m, c := fuzzedMessage(t, data)
+		if m == nil {
 			return
 		}
-		c := newCluster(t, 3, nil)
-		c.elect(1)
 		// A second election: term 3, so that terms 1 and 2 are older.
 		c.cores[1].Step(&raftpb.Message{Type: raftpb.MsgTransferLeader.Enum(), From: new(uint64(2)), To: new(uint64(1))})
 		c.settle()

@@ -98,8 +98,7 @@ func TestForceReleaseUncheckedFreesALaterGrant(t *testing.T) {
 }
 
 func TestOwnerIsKeptAndShown(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	acq := req(tryAcquire, 100)
 	acq.Owner = "web-1:4242"
 	h.expect("acquire", h.submit(acq), `propose Grant{"k", 1000ms, owner "web-1:4242"}@2`)
@@ -115,8 +114,7 @@ func TestOwnerIsKeptAndShown(t *testing.T) {
 // List pages are read like a get (a quorum read first, rule 9), in key
 // order under a prefix, with each lock's owner and remaining lease.
 func TestListPagesLinearizably(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	for i, key := range []string{"jobs/b", "jobs/a", "web/x", "jobs/c"} {
 		r := Request{Handle: uint64(100 + i), Op: OpAcquire, Key: key, Lease: time.Second, Owner: fmt.Sprintf("o%d", i)}
 		h.submit(r)
@@ -135,8 +133,7 @@ func TestListPagesLinearizably(t *testing.T) {
 
 // A page stops before ListBudget bytes, so it always fits one answer frame.
 func TestListPageFitsItsBudget(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	owner := strings.Repeat("o", fsm.MaxOwnerLen)
 	for i := range 300 {
 		key := fmt.Sprintf("%0250d", i)

@@ -122,8 +122,7 @@ func TestLockManagerLimits(t *testing.T) {
 // Waiting is a counter: it must equal the queues whatever path removed a
 // waiter (granted, timed out, abandoned, leadership lost).
 func TestWaitingCountFollowsTheQueues(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	count := func(what string) {
 		t.Helper()
 		n := 0

@@ -3,6 +3,7 @@ package member
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,20 @@ func (h *lmHarness) answerText(a Answer) string {
 	return "ok"
 }
 
+// sentinelNames are the names errName gives the sentinel errors.
+var sentinelNames = []struct {
+	err  error
+	name string
+}{
+	{ErrHeld, "Held"},
+	{ErrNotFound, "NotFound"},
+	{ErrUnavailable, "Unavailable"},
+	{ErrOutcomeUnknown, "OutcomeUnknown"},
+	{ErrGrantRejected, "GrantRejected"},
+	{ErrStopped, "Stopped"},
+	{ErrOverloaded, "Overloaded"},
+}
+
 func errName(err error) string {
 	var nl *NotLeaderError
 	var ia *InvalidArgumentError
@@ -224,20 +239,11 @@ func errName(err error) string {
 		return fmt.Sprintf("NotLeader(%d)", nl.LeaderID)
 	case errors.As(err, &ia):
 		return "InvalidArgument"
-	case errors.Is(err, ErrHeld):
-		return "Held"
-	case errors.Is(err, ErrNotFound):
-		return "NotFound"
-	case errors.Is(err, ErrUnavailable):
-		return "Unavailable"
-	case errors.Is(err, ErrOutcomeUnknown):
-		return "OutcomeUnknown"
-	case errors.Is(err, ErrGrantRejected):
-		return "GrantRejected"
-	case errors.Is(err, ErrStopped):
-		return "Stopped"
-	case errors.Is(err, ErrOverloaded):
-		return "Overloaded"
+	}
+	for _, s := range sentinelNames {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
 	}
 	return "error(" + err.Error() + ")"
 }
@@ -291,12 +297,20 @@ var (
 	grantK1000ms = fsm.Command{Op: fsm.OpGrant, Key: "k", LeaseMS: 1000}
 )
 
+// newLeader is member 1 leading term 2, past its barrier, with nothing
+// held.
+func newLeader(t *testing.T) *lmHarness {
+	t.Helper()
+	h := newLM(t, "")
+	h.lead(2)
+	return h
+}
+
 // leaderHoldingK is member 1 leading term 2, with k held by token 1
 // (a try-acquire, handle 100, granted and applied).
 func leaderHoldingK(t *testing.T) *lmHarness {
 	t.Helper()
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	h.submit(req(tryAcquire, 100))
 	h.commit()
 	return h
@@ -363,6 +377,26 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 		renewK   = `propose Renew{"k", 1, 2000ms}@2`
 		heldBy1  = "h1: held by 1, 900ms left"
 	)
+	// Rows that read alike in several states.
+	rejected := []row{
+		{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
+		{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
+	}
+	nonHolder := []row{
+		{releaseBy7, "release by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
+		{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
+	}
+	readsFree := []row{
+		{linGet, "linearizable get reads then answers free", "read h1", "h1: free"},
+		{staleGet, "stale get answers free", "h1: free", ""},
+		{backup, "backup reads then copies the table", "read h1", "h1: backup at 1: 0 locks"},
+	}
+	readsHeldBy1 := []row{
+		{linGet, "linearizable get reads then answers the holder", "read h1", heldBy1},
+		{staleGet, "stale get answers the holder", heldBy1, ""},
+		{backup, "backup reads then copies the table", "read h1", "h1: backup at 2: 1 locks"},
+	}
+	renewByHolder := row{renewBy1, "renew by holder proposes Renew", renewK, "h1: ok"}
 	notLeader := func(id uint64) []row {
 		nl := fmt.Sprintf("h1: NotLeader(%d)", id)
 		return []row{
@@ -375,10 +409,9 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{linGet, "linearizable get is redirected", nl, ""},
 			{staleGet, "stale get answers from the local table", heldBy1, ""},
 			{backup, "backup is redirected", nl, ""},
-			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
-			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		}
 	}
+	// Each state's rows, but for the rejected ones every state has.
 	table := map[string][]row{
 		"follower_of_3":           notLeader(3),
 		"follower_without_leader": notLeader(0),
@@ -392,67 +425,37 @@ func TestEveryRequestInEveryLockState(t *testing.T) {
 			{linGet, "linearizable get is unavailable", "h1: Unavailable", ""},
 			{staleGet, "stale get answers from the local table", heldBy1, ""},
 			{backup, "backup is unavailable", "h1: Unavailable", ""},
-			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
-			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
 		},
-		"leader_key_free": {
+		"leader_key_free": slices.Concat([]row{
 			{tryAcquire, "try-acquire proposes Grant", grantK, "h1: token 1"},
 			{waitAcquire, "waiting acquire proposes Grant", grantK, "h1: token 1"},
 			{releaseBy1, "release reads then answers NotFound", "read h1", "h1: NotFound"},
-			{releaseBy7, "release by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{renewBy1, "renew reads then answers NotFound", "read h1", "h1: NotFound"},
-			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
-			{linGet, "linearizable get reads then answers free", "read h1", "h1: free"},
-			{staleGet, "stale get answers free", "h1: free", ""},
-			{backup, "backup reads then copies the table", "read h1", "h1: backup at 1: 0 locks"},
-			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
-			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
-		},
-		"leader_key_held_by_1": {
+		}, nonHolder, readsFree),
+		"leader_key_held_by_1": slices.Concat([]row{
 			{tryAcquire, "try-acquire reads then answers Held", "read h1", "h1: Held"},
 			{waitAcquire, "waiting acquire is queued", "waiting 1", ""},
 			{releaseBy1, "release by holder proposes Release", releaseK, "h1: ok"},
-			{releaseBy7, "release by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
-			{renewBy1, "renew by holder proposes Renew", renewK, "h1: ok"},
-			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
-			{linGet, "linearizable get reads then answers the holder", "read h1", heldBy1},
-			{staleGet, "stale get answers the holder", heldBy1, ""},
-			{backup, "backup reads then copies the table", "read h1", "h1: backup at 2: 1 locks"},
-			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
-			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
-		},
-		"leader_grant_in_flight": {
+			renewByHolder,
+		}, nonHolder, readsHeldBy1),
+		"leader_grant_in_flight": slices.Concat([]row{
 			// "Held" is answered only from an applied Grant: the one in
 			// flight may yet be dropped.
 			{tryAcquire, "try-acquire is queued behind the grant", "waiting 1", ""},
 			{waitAcquire, "waiting acquire is queued", "waiting 1", ""},
 			{releaseBy1, "release reads then answers NotFound (rule 5: grant in flight)", "read h1", "h1: NotFound"},
-			{releaseBy7, "release by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
 			{renewBy1, "renew reads then answers NotFound (grant in flight)", "read h1", "h1: NotFound"},
-			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
-			{linGet, "linearizable get reads then answers free", "read h1", "h1: free"},
-			{staleGet, "stale get answers free", "h1: free", ""},
-			{backup, "backup reads then copies the table", "read h1", "h1: backup at 1: 0 locks"},
-			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
-			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
-		},
-		"leader_key_held_with_waiters": {
+		}, nonHolder, readsFree),
+		"leader_key_held_with_waiters": slices.Concat([]row{
 			{tryAcquire, "try-acquire reads then answers Held", "read h1", "h1: Held"},
 			{waitAcquire, "waiting acquire queues behind the first waiter", "waiting 2", ""},
 			{releaseBy1, "release by holder proposes Release and, in its entry, the first waiter's Grant",
 				`propose Release{"k"}@2 + Grant{"k", 1000ms}@2; waiting 0`, `h1: ok | h101: token 2`},
-			{releaseBy7, "release by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
-			{renewBy1, "renew by holder proposes Renew", renewK, "h1: ok"},
-			{renewBy7, "renew by non-holder reads then answers NotFound", "read h1", "h1: NotFound"},
-			{linGet, "linearizable get reads then answers the holder", "read h1", heldBy1},
-			{staleGet, "stale get answers the holder", heldBy1, ""},
-			{backup, "backup reads then copies the table", "read h1", "h1: backup at 2: 1 locks"},
-			{badKey, "invalid key is rejected", "h1: InvalidArgument", ""},
-			{badLease, "invalid lease is rejected", "h1: InvalidArgument", ""},
-		},
+			renewByHolder,
+		}, nonHolder, readsHeldBy1),
 	}
 	for _, st := range lockStates {
-		rows := table[st.name]
+		rows := slices.Concat(table[st.name], rejected)
 		if len(rows) != 11 {
 			t.Fatalf("state %s has %d rows, want all 11 requests", st.name, len(rows))
 		}
@@ -559,8 +562,7 @@ func TestStoppedManagerDecidesNothing(t *testing.T) {
 // Rule 4: waiters are granted in arrival order, one Grant in flight at a
 // time, whether the key is freed by a Release or an Expire.
 func TestWaitersAreGrantedFIFO(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	h.submit(req(tryAcquire, 100))
 	h.expect("first grant", h.commit(), "h100: token 1")
 	h.expect("waiter 2", h.submit(req(waitAcquire, 2)), "waiting 1")
@@ -648,10 +650,7 @@ func TestTickProposesExpire(t *testing.T) {
 		h.expect("after the barrier", h.tick(5*time.Second+ms), `propose Expire{"k", 1}@3`)
 	})
 	t.Run("leader_expires_at_the_deadline_not_before", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
-		h.submit(req(tryAcquire, 100))
-		h.commit()
+		h := leaderHoldingK(t)
 		h.expect("1ms before", h.tick(999*ms), "")
 		h.expect("at the deadline", h.tick(1000*ms), `propose Expire{"k", 1}@2`)
 		h.expect("applies", h.commit(), "")
@@ -659,10 +658,7 @@ func TestTickProposesExpire(t *testing.T) {
 		h.settled()
 	})
 	t.Run("leader_reproposes_a_lost_expire_once_a_second", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
-		h.submit(req(tryAcquire, 100))
-		h.commit()
+		h := leaderHoldingK(t)
 		h.expect("deadline", h.tick(1000*ms), `propose Expire{"k", 1}@2`)
 		h.take() // lost
 		h.expect("500ms later", h.tick(1500*ms), "")
@@ -670,19 +666,13 @@ func TestTickProposesExpire(t *testing.T) {
 		h.expect("a second later", h.tick(2000*ms), `propose Expire{"k", 1}@2`)
 	})
 	t.Run("dropped_expire_is_reproposed_at_once", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
-		h.submit(req(tryAcquire, 100))
-		h.commit()
+		h := leaderHoldingK(t)
 		h.tick(1000 * ms)
 		h.expect("dropped", h.do(func() { h.lm.Drop([]fsm.Envelope{h.take()}) }), "")
 		h.expect("next tick", h.tick(1001*ms), `propose Expire{"k", 1}@2`)
 	})
 	t.Run("no_expire_while_a_renew_is_in_flight", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
-		h.submit(req(tryAcquire, 100))
-		h.commit()
+		h := leaderHoldingK(t)
 		h.now = 900 * ms
 		h.expect("renew", h.submit(req(renewBy1, 1)), `propose Renew{"k", 1, 2000ms}@2`)
 		h.expect("deadline passes", h.tick(1000*ms), "")
@@ -696,10 +686,7 @@ func TestTickProposesExpire(t *testing.T) {
 // An Expire and a Renew of the same token never both succeed.
 func TestExpireAndRenewNeverBothSucceed(t *testing.T) {
 	t.Run("expire_first_then_renew_applies_NotFound", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
-		h.submit(req(tryAcquire, 100))
-		h.commit()
+		h := leaderHoldingK(t)
 		h.expect("deadline", h.tick(1000*ms), `propose Expire{"k", 1}@2`)
 		// The applied table still shows token 1: the Renew is proposed
 		// behind the Expire, and applies as NotFound.
@@ -712,10 +699,7 @@ func TestExpireAndRenewNeverBothSucceed(t *testing.T) {
 		h.settled()
 	})
 	t.Run("renew_in_flight_then_no_expire", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
-		h.submit(req(tryAcquire, 100))
-		h.commit()
+		h := leaderHoldingK(t)
 		h.now = 999 * ms
 		h.submit(req(renewBy1, 1))
 		h.expect("deadline passes", h.tick(1000*ms), "")
@@ -726,10 +710,7 @@ func TestExpireAndRenewNeverBothSucceed(t *testing.T) {
 		h.settled()
 	})
 	t.Run("dropped_renew_lets_expire_through", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
-		h.submit(req(tryAcquire, 100))
-		h.commit()
+		h := leaderHoldingK(t)
 		h.now = 999 * ms
 		h.submit(req(renewBy1, 1))
 		h.expect("renew dropped", h.do(func() { h.lm.Drop([]fsm.Envelope{h.take()}) }), "h1: Unavailable")
@@ -741,8 +722,7 @@ func TestExpireAndRenewNeverBothSucceed(t *testing.T) {
 // outcome rather than answer Held from a table that does not show it.
 func TestTryAcquireMeetsGrantInFlight(t *testing.T) {
 	setup := func(t *testing.T) *lmHarness {
-		h := newLM(t, "")
-		h.lead(2)
+		h := newLeader(t)
 		h.submit(req(tryAcquire, 100))
 		h.expect("try-acquire", h.submit(req(tryAcquire, 1)), "waiting 1")
 		return h
@@ -777,8 +757,7 @@ func TestTryAcquireMeetsGrantInFlight(t *testing.T) {
 // Drop: raft refused the proposal, so it did not happen: the requester
 // hears Unavailable and the next waiter is granted.
 func TestDropOfRefusedGrant(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	h.submit(req(tryAcquire, 1))
 	h.expect("waiter", h.submit(req(waitAcquire, 2)), "waiting 1")
 	h.expect("drop", h.do(func() { h.lm.Drop([]fsm.Envelope{h.take()}) }),
@@ -807,8 +786,7 @@ func TestDropStaleKeepsThisTermsRenewingMark(t *testing.T) {
 
 // DropStale answers a requester the manager still waits for.
 func TestDropStaleAnswersItsRequester(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	h.submit(req(tryAcquire, 1))
 	env := h.take()
 	// The core calls DropStale only for a command of an earlier term,
@@ -836,10 +814,7 @@ func TestBecomeEndsCallsInProgress(t *testing.T) {
 		{"to_leader_of_a_new_term", func(lm *LockManager) { lm.Become(true, 3, 1) }, "h9: Unavailable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newLM(t, "")
-			h.lead(2)
-			h.submit(req(tryAcquire, 100))
-			h.commit() // k held by 1
+			h := leaderHoldingK(t) // k held by 1
 			h.expect("grant x in flight", h.submit(Request{Handle: 1, Op: OpAcquire, Key: "x", Lease: time.Second}), `propose Grant{"x", 1000ms}@2`)
 			h.expect("waiter on k", h.submit(req(waitAcquire, 2)), "waiting 1")
 			h.expect("get reading", h.submit(req(linGet, 3)), "read h3")
@@ -863,10 +838,7 @@ func TestBecomeEndsCallsInProgress(t *testing.T) {
 // use is released as soon as it applies.
 func TestAbandon(t *testing.T) {
 	t.Run("queued_acquire_leaves_the_queue", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
-		h.submit(req(tryAcquire, 100))
-		h.commit()
+		h := leaderHoldingK(t)
 		h.submit(req(waitAcquire, 1))
 		h.submit(req(waitAcquire, 2))
 		h.expect("abandon", h.do(func() { h.lm.Abandon(1, "", 0) }), "h1: Unavailable; waiting 1")
@@ -877,16 +849,14 @@ func TestAbandon(t *testing.T) {
 		h.settled()
 	})
 	t.Run("reading_request_is_ended", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
+		h := newLeader(t)
 		h.submit(req(linGet, 1))
 		h.expect("abandon", h.do(func() { h.lm.Abandon(1, "", 0) }), "h1: Unavailable")
 		h.expect("confirmed later", h.confirm(1, nil), "")
 		h.settled()
 	})
 	t.Run("proposed_grant_is_released_when_it_applies", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
+		h := newLeader(t)
 		h.submit(req(tryAcquire, 1))
 		h.submit(req(waitAcquire, 2))
 		h.expect("abandon", h.do(func() { h.lm.Abandon(1, "", 0) }), "")
@@ -896,8 +866,7 @@ func TestAbandon(t *testing.T) {
 		h.settled()
 	})
 	t.Run("granted_after_the_requester_left_is_released", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
+		h := newLeader(t)
 		h.submit(req(tryAcquire, 1))
 		h.expect("granted", h.commit(), "h1: token 1")
 		h.expect("answer reached a requester that left", h.do(func() { h.lm.Abandon(1, "k", 1) }),
@@ -908,8 +877,7 @@ func TestAbandon(t *testing.T) {
 		}
 	})
 	t.Run("late_abandon_spares_a_newer_grant", func(t *testing.T) {
-		h := newLM(t, "")
-		h.lead(2)
+		h := newLeader(t)
 		h.submit(req(tryAcquire, 1))
 		h.commit()
 		h.submit(req(releaseBy1, 2))
@@ -929,8 +897,7 @@ func TestAbandon(t *testing.T) {
 // Rule 6: after a restart or a snapshot install every lease restarts in
 // full from the local clock: a deadline is never shorter than a lease.
 func TestRestoreRestartsLeasesInFull(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	h.submit(req(tryAcquire, 100))
 	h.commit() // deadline 1000ms
 	snap := h.lm.Machine().Snapshot()

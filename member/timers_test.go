@@ -3,12 +3,12 @@ package member
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/gccost"
 )
 
 // checkTimers asserts the timers' invariants (LockManager.invariantViolation):
@@ -53,8 +53,7 @@ func TestExpiresComeInDeadlineThenKeyOrder(t *testing.T) {
 // table; the rest follow on the next ticks, and an Expire proposed is not
 // proposed again within the second.
 func TestMassExpirySpreadOverTicks(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	n := 2*maxExpiresPerTick + 100
 	for i := range n {
 		h.lm.Apply(0, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: uint64(i + 1)}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: fmt.Sprintf("k%06d", i), LeaseMS: 1000}}, 2)
@@ -79,8 +78,7 @@ func TestMassExpirySpreadOverTicks(t *testing.T) {
 // that runs out while its key's Grant is in flight (not held yet) waits
 // on until the table shows the key held.
 func TestWaitsRunOutInDeadlineOrder(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	for i, k := range []string{"a", "b"} {
 		h.submit(Request{Handle: 100 + uint64(i), Op: OpAcquire, Key: k, Lease: 10 * time.Second})
 		h.commit()
@@ -131,8 +129,7 @@ func BenchmarkTickWithHeldLocks(b *testing.B) {
 // grants, renewals, releases and expiries, on several keys at once, with
 // the slots of removed leases reused: checkTimers after every step.
 func TestLeaseTableStaysInStepWithTheTable(t *testing.T) {
-	h := newLM(t, "")
-	h.lead(2)
+	h := newLeader(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	seq := uint64(0)
 	apply := func(c fsm.Command) {
@@ -176,12 +173,5 @@ func BenchmarkCollectWithMillionLeases(b *testing.B) {
 	for i := range 1_000_000 {
 		lm.Apply(0, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: uint64(i + 1)}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: fmt.Sprintf("held/%012d/%s", i, pad), LeaseMS: 3_600_000, Owner: "host:1234"}}, 2)
 	}
-	runtime.GC()
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		runtime.GC()
-	}
-	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/gc")
-	runtime.KeepAlive(lm)
+	gccost.Report(b, lm)
 }

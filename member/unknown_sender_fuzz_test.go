@@ -18,12 +18,10 @@ func FuzzStepUnknownSender(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m := &raftpb.Message{}
-		if proto.Unmarshal(data, m) != nil {
+		m, c := fuzzedMessage(t, data)
+		if m == nil {
 			return
 		}
-		c := newCluster(t, 3, nil)
-		c.elect(1)
 		c.check("acquire", c.call(1, acquire(1, "a")), "token 1")
 		m.From, m.To = new(uint64(9)), new(uint64(2))
 		core := c.cores[2]

@@ -16,9 +16,7 @@ import (
 // restored members hold every lock with its token, and the next grant's
 // token is above every one in the backup.
 func TestBackupSeedsARestoredCluster(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 20*time.Second)
+	c, l, ctx := leading(t, 3, 20*time.Second)
 	held := map[string]uint64{}
 	for i := range 5 {
 		key := fmt.Sprintf("k%d", i)

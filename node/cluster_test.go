@@ -21,10 +21,16 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// leading starts a cluster of size members, waits for its leader and
+// returns them with a context for the test's calls that ends after d.
+func leading(t *testing.T, size int, d time.Duration) (*nodetest.Cluster, *node.Node, context.Context) {
+	t.Helper()
+	c := nodetest.New(t, size, nil)
+	return c, c.WaitLeader(), ctxT(t, d)
+}
+
 func TestHappyPathTokensGrow(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 20*time.Second)
+	c, l, ctx := leading(t, 3, 20*time.Second)
 	var last uint64
 	for i := range 30 {
 		key := fmt.Sprintf("k%d", i%4)
@@ -57,9 +63,7 @@ func TestHappyPathTokensGrow(t *testing.T) {
 }
 
 func TestBadInputRejected(t *testing.T) {
-	c := nodetest.New(t, 1, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 10*time.Second)
+	_, l, ctx := leading(t, 1, 10*time.Second)
 	long := string(make([]byte, 257))
 	var inv *node.InvalidArgumentError
 	checks := map[string]error{}
@@ -81,9 +85,7 @@ func TestBadInputRejected(t *testing.T) {
 }
 
 func TestLeaderCrashLockSurvivesAndExpires(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 30*time.Second)
+	c, l, ctx := leading(t, 3, 30*time.Second)
 	const lease = 1500 * time.Millisecond
 	tok, err := l.Acquire(ctx, "k", lease, 0, 0)
 	if err != nil {
@@ -113,9 +115,7 @@ func TestLeaderCrashLockSurvivesAndExpires(t *testing.T) {
 }
 
 func TestRestartFromDiskKeepsDigest(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 30*time.Second)
+	c, l, ctx := leading(t, 3, 30*time.Second)
 	for i := range 20 {
 		if _, err := l.Acquire(ctx, fmt.Sprintf("k%d", i), time.Hour, 0, 0); err != nil {
 			t.Fatal(err)
@@ -214,9 +214,7 @@ func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
 }
 
 func TestGhostLockReleasedBeforeLease(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 30*time.Second)
+	_, l, ctx := leading(t, 3, 30*time.Second)
 	gone, cancel := context.WithCancel(ctx)
 	cancel() // the requester is gone before its Grant applies
 	before := nodetest.Status(t, l).LastToken
@@ -241,9 +239,7 @@ func TestGhostLockReleasedBeforeLease(t *testing.T) {
 // so the core ignored it, granted the lock anyway and kept it held by nobody
 // for the whole lease.
 func TestCallersLeavingWhileTheLoopIsBusyLeaveNoLock(t *testing.T) {
-	c := nodetest.New(t, 1, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 30*time.Second)
+	_, l, ctx := leading(t, 1, 30*time.Second)
 	const callers = 20
 	busy, resume := make(chan struct{}), make(chan struct{})
 	go node.Inspect(l, func(*member.Core) { close(busy); <-resume })
@@ -278,9 +274,7 @@ func waiterCount(n *node.Node, key string) int {
 }
 
 func TestWaitersGrantedInFIFOOrder(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 30*time.Second)
+	_, l, ctx := leading(t, 3, 30*time.Second)
 	holder, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -325,9 +319,7 @@ func TestWaitersGrantedInFIFOOrder(t *testing.T) {
 }
 
 func TestWaitRunsOutAsHeld(t *testing.T) {
-	c := nodetest.New(t, 1, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 10*time.Second)
+	_, l, ctx := leading(t, 1, 10*time.Second)
 	if _, err := l.Acquire(ctx, "k", time.Hour, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -344,9 +336,7 @@ func TestWaitRunsOutAsHeld(t *testing.T) {
 }
 
 func TestStaleReleaseRejected(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 30*time.Second)
+	_, l, ctx := leading(t, 3, 30*time.Second)
 	old, err := l.Acquire(ctx, "k", 100*time.Millisecond, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -378,9 +368,7 @@ func TestStaleReleaseRejected(t *testing.T) {
 }
 
 func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
-	c := nodetest.New(t, 3, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 20*time.Second)
+	c, l, ctx := leading(t, 3, 20*time.Second)
 	for _, payload := range [][]byte{
 		[]byte("GET / HTTP/1.1\r\n\r\n"),
 		{0xff, 0xff, 0xff, 0xff, 1, 2, 3},
@@ -403,9 +391,7 @@ func TestGarbageOnPeerPortIsIsolated(t *testing.T) {
 }
 
 func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
-	c := nodetest.New(t, 1, nil)
-	l := c.WaitLeader()
-	ctx := ctxT(t, 10*time.Second)
+	_, l, ctx := leading(t, 1, 10*time.Second)
 	tok, err := l.Acquire(ctx, "k", time.Second, 0, 77)
 	if err != nil {
 		t.Fatal(err)
@@ -460,5 +446,24 @@ func TestIsolatedLeaderGivesNoNegativeAnswers(t *testing.T) {
 	}
 	if err := l.Renew(short, "nokey", 1, time.Second, 0); err == nil || errors.Is(err, node.ErrNotFound) {
 		t.Fatalf("renew of a free key on an isolated leader: %v; want no answer, not ErrNotFound", err)
+	}
+}
+
+// BenchmarkAcquireRelease is one lock cycle through the in-process API of a
+// three-member cluster on loopback TCP and real pebble directories: two
+// commits, no client protocol.
+func BenchmarkAcquireRelease(b *testing.B) {
+	c := nodetest.New(b, 3, nil)
+	l := c.WaitLeader()
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		tok, err := l.Acquire(ctx, "k", time.Minute, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx, "k", tok, 0); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

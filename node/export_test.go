@@ -32,11 +32,7 @@ func StartSingle(t *testing.T, cfg Config, wrap func(*logstore.Disk) logstore.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ID, cfg.Peers, cfg.Storage = 1, map[uint64]string{1: addr}, wrap(d)
+	cfg.ID, cfg.Peers, cfg.Storage = 1, map[uint64]string{1: freeport.For(t)}, wrap(d)
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	n, err := New(cfg)
 	if err != nil {

@@ -40,22 +40,26 @@ func TestReportSnapshotNeverBlocksAndIsNotLost(t *testing.T) {
 	}
 }
 
-// A journal line cut by a kill is dropped on open, so the next
-// incarnation's first line is read back.
-func TestAuditJournalDropsTornTail(t *testing.T) {
-	path := t.TempDir() + "/journal"
+// mustOpenJournal opens the audit journal at path or fails t.
+func mustOpenJournal(t *testing.T, path string) *journal {
+	t.Helper()
 	j, err := openJournal(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return j
+}
+
+// A journal line cut by a kill is dropped on open, so the next
+// incarnation's first line is read back.
+func TestAuditJournalDropsTornTail(t *testing.T) {
+	path := t.TempDir() + "/journal"
+	j := mustOpenJournal(t, path)
 	j.add(journalEntry{Index: 1, Term: 1})
 	j.flush()
 	j.f.WriteString(`{"index":2,"te`) // torn by a kill
 	j.close()
-	j, err = openJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j = mustOpenJournal(t, path)
 	j.add(journalEntry{Index: 2, Term: 1})
 	j.flush()
 	j.close()
@@ -70,10 +74,7 @@ func TestAuditJournalDropsTornTail(t *testing.T) {
 // entries the journal never had).
 func TestAuditJournalKeepsEntriesAFailedWriteDidNotStore(t *testing.T) {
 	path := t.TempDir() + "/journal"
-	j, err := openJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := mustOpenJournal(t, path)
 	j.add(journalEntry{Index: 1, Term: 1})
 	if err := j.flush(); err != nil {
 		t.Fatal(err)

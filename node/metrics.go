@@ -20,6 +20,7 @@ type Metrics struct {
 	FsyncSeconds, BatchSize, SnapshotSeconds            prometheus.Histogram
 	Applied, LocksHeld, Waiters, IsLeader, Term         prometheus.Gauge
 	Commit, ApplyLag, FirstIndex                        prometheus.Gauge
+	SnapshotParts, SnapshotDeltaBytes                   prometheus.Gauge
 	// ClientRequests counts client calls by operation and result, and
 	// RequestSeconds times them; the client server records both.
 	ClientRequests *prometheus.CounterVec
@@ -46,17 +47,47 @@ func NewMetrics(process bool) *Metrics {
 		m.Registry.MustRegister(g)
 		return g
 	}
-	m.Proposals = counter("proposals_total", "Log entries proposed by this member.")
+	// The core's counters and gauges, by the member.Counter or
+	// member.Gauge each one is.
+	for c, d := range [member.NumCounters]struct {
+		dst        *prometheus.Counter
+		name, help string
+	}{
+		member.Proposals:          {&m.Proposals, "proposals_total", "Log entries proposed by this member."},
+		member.EntriesApplied:     {&m.EntriesApplied, "entries_applied_total", "Committed log entries applied."},
+		member.CommandsApplied:    {&m.CommandsApplied, "commands_applied_total", "Lock commands applied (an entry carries a batch)."},
+		member.LeaderChanges:      {&m.LeaderChanges, "leader_changes_total", "Times the known leader changed."},
+		member.GhostReleases:      {&m.GhostReleases, "ghost_releases_total", "Releases proposed for grants whose requester was gone."},
+		member.SnapshotsInstalled: {&m.SnapshotsInstalled, "snapshots_installed_total", "Snapshots received from the leader and installed."},
+		member.SnapshotsRefused:   {&m.SnapshotsRefused, "snapshots_refused_total", "Snapshots received whose configuration lacks this member, which raft refuses (a new member then waits for the next one)."},
+		member.SnapshotsCorrupt:   {&m.SnapshotsCorrupt, "snapshots_corrupt_total", "Snapshots received from a peer whose data does not decode (refused before raft sees them). A cluster never sends one: a non-zero count means a transfer delivered damaged data, or a forged frame."},
+	} {
+		*d.dst = counter(d.name, d.help)
+		m.counters[c] = *d.dst
+	}
+	for g, d := range [member.NumGauges]struct {
+		dst        *prometheus.Gauge
+		name, help string
+	}{
+		member.AppliedIndex: {&m.Applied, "applied_index", "Highest applied log index."},
+		member.CommitIndex:  {&m.Commit, "commit_index", "Highest log index known committed."},
+		member.ApplyLag:     {&m.ApplyLag, "apply_lag_entries", "Committed entries not yet applied."},
+		member.LocksHeld:    {&m.LocksHeld, "locks_held", "Locks in the applied table."},
+		member.Waiters:      {&m.Waiters, "waiters", "Acquires queued on this leader."},
+		member.IsLeader:     {&m.IsLeader, "is_leader", "1 when this member is the leader."},
+		member.HasLeader:    {&m.HasLeader, "has_leader", "1 when this member knows a leader."},
+		member.Term:         {&m.Term, "term", "Current raft term."},
+	} {
+		*d.dst = gauge(d.name, d.help)
+		m.gauges[g] = *d.dst
+	}
+	// The driver's own.
 	m.Fsyncs = counter("fsyncs_total", "Synced writes of the raft log.")
 	m.EntriesPersisted = counter("entries_persisted_total", "Log entries written to the raft log.")
-	m.EntriesApplied = counter("entries_applied_total", "Committed log entries applied.")
-	m.CommandsApplied = counter("commands_applied_total", "Lock commands applied (an entry carries a batch).")
-	m.LeaderChanges = counter("leader_changes_total", "Times the known leader changed.")
 	m.Snapshots = counter("snapshots_total", "Snapshots taken and log compactions done.")
-	m.GhostReleases = counter("ghost_releases_total", "Releases proposed for grants whose requester was gone.")
-	m.SnapshotsInstalled = counter("snapshots_installed_total", "Snapshots received from the leader and installed.")
-	m.SnapshotsRefused = counter("snapshots_refused_total", "Snapshots received whose configuration lacks this member, which raft refuses (a new member then waits for the next one).")
-	m.SnapshotsCorrupt = counter("snapshots_corrupt_total", "Snapshots received from a peer whose data does not decode (refused before raft sees them). A cluster never sends one: a non-zero count means a transfer delivered damaged data, or a forged frame.")
+	m.FirstIndex = gauge("first_index", "First log index still stored; a follower behind it needs a snapshot.")
+	m.SnapshotParts = gauge("snapshot_parts", "Files the stored snapshot is kept in: a base with the whole table, then the deltas since (1: one whole snapshot).")
+	m.SnapshotDeltaBytes = gauge("snapshot_delta_bytes", "Bytes of the stored snapshot's deltas; the base is written again once they reach one to two times the table.")
 	m.FsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "fsync_seconds",
 		Help: "Latency of synced raft log writes.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)})
 	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "batch_commands",
@@ -64,33 +95,13 @@ func NewMetrics(process bool) *Metrics {
 	m.SnapshotSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "raftlock", Name: "snapshot_seconds",
 		Help: "Time to encode and store a snapshot, off the member's loop.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)})
 	m.Registry.MustRegister(m.FsyncSeconds, m.BatchSize, m.SnapshotSeconds)
-	m.Applied = gauge("applied_index", "Highest applied log index.")
-	m.Commit = gauge("commit_index", "Highest log index known committed.")
-	m.FirstIndex = gauge("first_index", "First log index still stored; a follower behind it needs a snapshot.")
-	m.ApplyLag = gauge("apply_lag_entries", "Committed entries not yet applied.")
-	m.LocksHeld = gauge("locks_held", "Locks in the applied table.")
-	m.Waiters = gauge("waiters", "Acquires queued on this leader.")
-	m.IsLeader = gauge("is_leader", "1 when this member is the leader.")
-	m.Term = gauge("term", "Current raft term.")
 	m.ClientRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "client_requests_total",
 		Help: "Client requests by operation and result."}, []string{"op", "result"})
 	m.RequestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "raftlock", Name: "request_duration_seconds",
 		Help: "Latency of client requests by operation, as the member sees it.", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18)}, []string{"op"})
-	m.HasLeader = gauge("has_leader", "1 when this member knows a leader.")
 	m.Registry.MustRegister(m.ClientRequests, m.RequestSeconds)
 	if process {
 		m.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	}
-	m.counters = [member.NumCounters]prometheus.Counter{
-		member.Proposals: m.Proposals, member.EntriesApplied: m.EntriesApplied, member.CommandsApplied: m.CommandsApplied,
-		member.LeaderChanges: m.LeaderChanges, member.GhostReleases: m.GhostReleases,
-		member.SnapshotsInstalled: m.SnapshotsInstalled, member.SnapshotsRefused: m.SnapshotsRefused,
-		member.SnapshotsCorrupt: m.SnapshotsCorrupt,
-	}
-	m.gauges = [member.NumGauges]prometheus.Gauge{
-		member.AppliedIndex: m.Applied, member.CommitIndex: m.Commit, member.ApplyLag: m.ApplyLag,
-		member.LocksHeld: m.LocksHeld, member.Waiters: m.Waiters, member.IsLeader: m.IsLeader,
-		member.HasLeader: m.HasLeader, member.Term: m.Term,
 	}
 	return m
 }

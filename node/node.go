@@ -173,7 +173,7 @@ type callInput struct {
 // streamCompactor is a store that takes a snapshot's data as a stream
 // (logstore.Disk.CompactFrom).
 type streamCompactor interface {
-	CompactFrom(ctx context.Context, index uint64, cs *raftpb.ConfState, rate int64, write func(io.Writer) error, compactTo uint64) error
+	CompactFrom(ctx context.Context, c logstore.Compaction) error
 }
 
 type compactDone struct {
@@ -286,6 +286,7 @@ func (n *Node) openCore() error {
 	mc := cfg.Config
 	mc.Storage, mc.Journal, mc.MaxAppendBytes = n.storage, cfg.AuditJournal != "", maxAppendBytes(cfg.PeerFrameLimit)
 	mc.Logger, mc.Metrics, mc.SeqStart = n.log, n.metrics, uint64(time.Now().UnixNano())
+	_, mc.DeltaSnapshots = n.storage.(streamCompactor) // it keeps a base and deltas (logstore.Compaction)
 	n.core, err = member.New(mc, n.clock.Now())
 	if err != nil {
 		return err
@@ -769,6 +770,9 @@ func (l *loop) finish(rd member.Ready, err error) error {
 // that waited before it (the later one covers more).
 func (n *Node) compact(cp *member.Compaction) {
 	if n.compacting {
+		if n.nextCompaction != nil {
+			cp.Absorb(n.nextCompaction) // its changes are not stored: cp's delta must carry them
+		}
 		n.nextCompaction = cp
 		return
 	}
@@ -792,7 +796,15 @@ func (n *Node) compact(cp *member.Compaction) {
 		if sc, ok := n.storage.(streamCompactor); ok {
 			// Streamed to its file, yielding often: on one core the loop
 			// must not wait for a table of a million locks to encode.
-			err = sc.CompactFrom(ctx, cp.Index, cp.ConfState, logstore.MaxSnapshotRate, func(w io.Writer) error { return cp.WriteTo(w, runtime.Gosched) }, cp.CompactTo)
+			c := logstore.Compaction{
+				Index: cp.Index, ConfState: cp.ConfState, CompactTo: cp.CompactTo, Rate: logstore.MaxSnapshotRate,
+				Write: func(w io.Writer) error { return cp.WriteTo(w, runtime.Gosched) },
+			}
+			if cp.Changes != nil {
+				c.WriteDelta = func(w io.Writer) error { return cp.WriteDeltaTo(w, runtime.Gosched) }
+				c.DeltaBase, c.MaxDeltaBytes, c.MaxParts = cp.Base, cp.MaxDeltaBytes, cp.MaxParts
+			}
+			err = sc.CompactFrom(ctx, c)
 		} else {
 			err = n.storage.Compact(cp.Index, cp.ConfState, cp.Data(), cp.CompactTo)
 		}
@@ -820,7 +832,13 @@ func (n *Node) compacted(d compactDone) error {
 	n.metrics.Snapshots.Inc()
 	n.metrics.SnapshotSeconds.Observe(d.took.Seconds())
 	n.noteFirstIndex()
-	n.log.Debug("stored snapshot", "index", d.index, "took", d.took)
+	parts, deltaBytes := 0, uint64(0)
+	if c, ok := n.storage.(interface{ SnapshotChain() (int, uint64) }); ok {
+		parts, deltaBytes = c.SnapshotChain()
+		n.metrics.SnapshotParts.Set(float64(parts))
+		n.metrics.SnapshotDeltaBytes.Set(float64(deltaBytes))
+	}
+	n.log.Debug("stored snapshot", "index", d.index, "took", d.took, "parts", parts, "delta_bytes", deltaBytes)
 	if next := n.nextCompaction; next != nil {
 		n.nextCompaction = nil
 		n.compact(next)

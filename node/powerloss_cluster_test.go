@@ -51,8 +51,7 @@ func powerLossRun(t *testing.T, seed uint64) {
 		}
 		cfg.Storage = &slowStore{Disk: d}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := ctxT(t, 60*time.Second)
 	leader := func() *node.Node {
 		for _, n := range c.Nodes() {
 			if nodetest.Status(t, n).Role == "leader" {
@@ -83,59 +82,50 @@ func powerLossRun(t *testing.T, seed uint64) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for g := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
+	// clients starts n clients that, until stop, each call step with
+	// their number, their call's number and the leader of the moment.
+	clients := func(n int, step func(g, i int, l *node.Node)) {
+		for g := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					l := leader()
+					if l == nil {
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					step(g, i, l)
 				}
-				l := leader()
-				if l == nil {
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				key := fmt.Sprintf("g%d-%d", g, i)
-				cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-				tok, err := l.Acquire(cctx, key, time.Hour, 0, 0)
-				ccancel()
-				if err == nil {
-					amu.Lock()
-					acked[key] = tok
-					amu.Unlock()
-					note(tok)
-				}
-			}
-		}()
+			}()
+		}
 	}
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				l := leader()
-				if l == nil {
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-				tok, err := l.Acquire(cctx, "hot", time.Hour, time.Second, 0)
-				if err == nil {
-					note(tok)
-					l.Release(cctx, "hot", tok, 0)
-				}
-				ccancel()
-			}
-		}()
-	}
+	clients(6, func(g, i int, l *node.Node) {
+		key := fmt.Sprintf("g%d-%d", g, i)
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		tok, err := l.Acquire(cctx, key, time.Hour, 0, 0)
+		ccancel()
+		if err == nil {
+			amu.Lock()
+			acked[key] = tok
+			amu.Unlock()
+			note(tok)
+		}
+	})
+	clients(3, func(_, _ int, l *node.Node) {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		tok, err := l.Acquire(cctx, "hot", time.Hour, time.Second, 0)
+		if err == nil {
+			note(tok)
+			l.Release(cctx, "hot", tok, 0)
+		}
+		ccancel()
+	})
 	// The cut comes once a random number of grants was acknowledged.
 	cutAt := 50 + rng.IntN(200)
 	nodetest.WaitFor(t, 60*time.Second, "grants acknowledged before the cut", func() bool {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/internal/snapchain"
 	"github.com/raftlock/raftlock/member"
 )
 
@@ -121,7 +123,10 @@ func (s *sim) start(n *node) {
 		// last snapshot must be as big as the table), and big snapshots
 		// meeting faults is what a run with held locks is for.
 		SnapshotByEntries: s.cfg.Held > 0, MaxUncommitted: s.cfg.MaxUncommitted,
-		Bug: s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
+		// Snapshots are kept as a base and deltas, as node's pebble store
+		// keeps them (snapshotData).
+		DeltaSnapshots: true,
+		Bug:            s.cfg.Bug, Journal: true, Logger: discard, SeqStart: n.incarnation << 40,
 	}
 	var core *member.Core
 	err := s.protect(n, "restart", func() error {
@@ -460,7 +465,8 @@ func (sc simCarrier) Journal(applied []member.AppliedEntry) bool {
 func (sc simCarrier) Compact(c *member.Compaction) error {
 	s, n := sc.s, sc.n
 	fail := n.ioErr > 0 && s.rngDisk.Float64() < n.ioErr
-	if err := n.disk.Compact(c.Index, c.ConfState, c.Data(), c.CompactTo, fail); err != nil {
+	cur, _ := n.disk.MemoryStorage.Snapshot()
+	if err := n.disk.Compact(c.Index, c.ConfState, snapshotData(cur, c), c.CompactTo, fail); err != nil {
 		err = fmt.Errorf("compact at %d: %w", c.Index, err)
 		s.stop(n, err)
 		return err
@@ -581,4 +587,31 @@ func (s *sim) status(n *node) (member.Status, bool) {
 	}
 	err := s.protect(n, "Status", func() error { st = n.core.Status(); return nil })
 	return st, err == nil
+}
+
+// snapshotData is the data a member's store keeps for compaction c, as
+// node's pebble store decides it (logstore.Disk.CompactFrom): the chain
+// the store holds with c's delta appended, when that chain ends at c's
+// base and stays under c's bounds with it; otherwise a chain of a new
+// base. One difference: the store here also appends to a chain it
+// received from a leader (its parts are segments like its own), where
+// logstore starts a new base, so a run exercises more deltas, not fewer.
+func snapshotData(cur *raftpb.Snapshot, c *member.Compaction) []byte {
+	if c.Changes == nil || cur.GetMetadata().GetIndex() != c.Base || !snapchain.Is(cur.GetData()) {
+		return snapchain.Join(c.Data())
+	}
+	parts, err := snapchain.Split(cur.GetData())
+	if err != nil || len(parts) >= c.MaxParts {
+		return snapchain.Join(c.Data())
+	}
+	var deltas uint64
+	for _, p := range parts[1:] {
+		deltas += uint64(len(p))
+	}
+	if deltas >= c.MaxDeltaBytes {
+		return snapchain.Join(c.Data())
+	}
+	var delta bytes.Buffer
+	c.WriteDeltaTo(&delta, nil) // a bytes.Buffer does not fail
+	return snapchain.Join(append(parts, delta.Bytes())...)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/internal/storagetest"
 )
 
 func ents(term, from, to uint64) []*raftpb.Entry {
@@ -34,14 +36,7 @@ func logOf(t *testing.T, s *Store) (uint64, uint64, []uint64, *raftpb.HardState)
 	t.Helper()
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
-	var terms []uint64
-	for i := first; i <= last; i++ {
-		tm, err := s.Term(i)
-		if err != nil {
-			t.Fatalf("term %d: %v", i, err)
-		}
-		terms = append(terms, tm)
-	}
+	terms := storagetest.Terms(t, s)
 	hs, _, _ := s.InitialState()
 	return first, last, terms, hs
 }

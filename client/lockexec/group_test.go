@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/syncio"
 )
 
 // TestStopKillsAGroupThatIgnoresSIGTERM: a group whose processes ignore
@@ -60,7 +62,7 @@ func TestExitCode(t *testing.T) {
 
 func TestOutputCopiesDrainOnceTheWritersClose(t *testing.T) {
 	var a, b bytes.Buffer
-	outs, err := newOutputCopies(&lockedWriter{w: &a}, &lockedWriter{w: &b})
+	outs, err := newOutputCopies(&syncio.Writer{W: &a}, &syncio.Writer{W: &b})
 	if err != nil {
 		t.Fatal(err)
 	}

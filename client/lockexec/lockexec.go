@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/syncio"
 )
 
 const (
@@ -61,7 +62,7 @@ type Outcome struct {
 // lock is the caller's to release) or when processes survive SIGKILL (the
 // lock is left to expire).
 func Run(lk *client.Locker, key string, c Command) (Outcome, error) {
-	stdout, stderr := &lockedWriter{w: c.Stdout}, &lockedWriter{w: c.Stderr}
+	stdout, stderr := &syncio.Writer{W: c.Stdout}, &syncio.Writer{W: c.Stderr}
 	outs, err := newOutputCopies(stdout, stderr)
 	if err != nil {
 		return Outcome{}, err

@@ -50,6 +50,34 @@ func Addr() (string, error) {
 	return "", fmt.Errorf("no free port below %d after %d tries: %w", lo, attempts, last)
 }
 
+// TB is the part of testing.TB that For and ForIDs use (this package
+// serves the harness and the benchmark too, which do not link testing).
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// For returns an address as Addr does, for a test: it fails t when there
+// is none.
+func For(t TB) string {
+	t.Helper()
+	addr, err := Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// ForIDs returns an address from For for each of ids, by id.
+func ForIDs(t TB, ids ...uint64) map[uint64]string {
+	t.Helper()
+	m := make(map[uint64]string, len(ids))
+	for _, id := range ids {
+		m[id] = For(t)
+	}
+	return m
+}
+
 // kernelPick lets the kernel choose, from its ephemeral range.
 func kernelPick() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

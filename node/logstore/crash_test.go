@@ -1,12 +1,19 @@
 package logstore
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
 	"fmt"
-	"github.com/raftlock/raftlock/member"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/raftlock/raftlock/internal/snapchain"
+	"github.com/raftlock/raftlock/member"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
@@ -20,10 +27,15 @@ type logModel struct {
 	first, last         uint64 // stored entries first..last (first-1 is the snapshot or a kept base)
 	terms               map[uint64]uint64
 	term, commit        uint64
+	// data is the snapshot's; parts, the parts of the chain holding it
+	// when the store wrote it as its own chain (nil otherwise).
+	data  []byte
+	parts [][]byte
 }
 
 func (m logModel) clone() logModel {
 	m.terms = maps.Clone(m.terms)
+	m.parts = slices.Clone(m.parts)
 	return m
 }
 
@@ -85,8 +97,30 @@ func TestDiskStorageSurvivesPowerLossAtAnyPoint(t *testing.T) {
 				if m.commit > m.snapIndex {
 					idx := m.commit
 					compactTo := min(idx, max(1, idx-rng.Uint64N(6), m.first))
-					if err := s.Compact(idx, cs, []byte(fmt.Sprintf("table@%d", idx)), compactTo); err != nil {
-						t.Fatalf("seed %d step %d: compact: %v", seed, step, err)
+					if rng.IntN(3) == 0 {
+						m.data, m.parts = []byte(fmt.Sprintf("table@%d", idx)), nil
+						if err := s.Compact(idx, cs, m.data, compactTo); err != nil {
+							t.Fatalf("seed %d step %d: compact: %v", seed, step, err)
+						}
+					} else {
+						// A chain: a delta when the store's own chain ends at
+						// the base the caller names (now and then a stale one)
+						// and is under MaxParts, else a new base.
+						c := Compaction{Index: idx, ConfState: cs, CompactTo: compactTo, MaxParts: 2 + rng.IntN(4), MaxDeltaBytes: 1 << 20,
+							Write:      writeString(fmt.Sprintf("base@%d", idx)),
+							WriteDelta: writeString(fmt.Sprintf("delta@%d", idx)), DeltaBase: m.snapIndex}
+						if rng.IntN(8) == 0 {
+							c.DeltaBase--
+						}
+						if m.parts != nil && c.DeltaBase == m.snapIndex && len(m.parts) < c.MaxParts {
+							m.parts = append(m.parts, []byte(fmt.Sprintf("delta@%d", idx)))
+						} else {
+							m.parts = [][]byte{[]byte(fmt.Sprintf("base@%d", idx))}
+						}
+						m.data = snapchain.Join(m.parts...)
+						if err := s.CompactFrom(context.Background(), c); err != nil {
+							t.Fatalf("seed %d step %d: compact from: %v", seed, step, err)
+						}
 					}
 					m.snapIndex, m.snapTerm = idx, m.terms[idx]
 					if compactTo+1 > m.first {
@@ -107,10 +141,14 @@ func TestDiskStorageSurvivesPowerLossAtAnyPoint(t *testing.T) {
 					Data: []byte(fmt.Sprintf("table@%d", idx))}
 				m.snapIndex, m.snapTerm, m.commit = idx, m.term, idx
 				m.first, m.last, m.terms = idx+1, idx, map[uint64]uint64{}
+				m.data, m.parts = snap.GetData(), nil
 				if err := s.Save(hs(), nil, snap, true); err != nil {
 					t.Fatalf("seed %d step %d: install: %v", seed, step, err)
 				}
 				durable = m.clone()
+			}
+			if names, _ := fs.List("/data/" + snapDir); m.snapIndex > 0 && len(names) != max(1, len(m.parts)) {
+				t.Fatalf("seed %d step %d: snapshot folder holds %v, want %d files", seed, step, names, max(1, len(m.parts)))
 			}
 			if f, _ := s.FirstIndex(); f != m.first {
 				t.Fatalf("seed %d step %d: live first %d, model %d (snap %d)", seed, step, f, m.first, m.snapIndex)
@@ -147,8 +185,24 @@ func checkRecovered(t *testing.T, at string, disk *vfs.MemFS, want logModel, lat
 		// Its data survives whole with it: the file is synced and in place
 		// before the reference to it commits.
 		data, err := s.SnapshotData(snap.GetData())
-		if err != nil || string(data) != fmt.Sprintf("table@%d", want.snapIndex) {
-			t.Fatalf("%s: snapshot data after a power cut: %q, %v; want table@%d", at, data, err, want.snapIndex)
+		if err != nil || !bytes.Equal(data, want.data) {
+			t.Fatalf("%s: snapshot data after a power cut: %q, %v; want %q", at, data, err, want.data)
+		}
+		// Its files are all the store keeps: a replaced chain's and a
+		// write's the cut interrupted are gone.
+		names, _ := disk.List("/data/" + snapDir)
+		if n, want := len(names), max(1, len(want.parts)); n != want {
+			t.Fatalf("%s: snapshot folder holds %v, want %d files", at, names, want)
+		}
+		// And streams as it reads, with its SHA-256.
+		r, size, sum, _, err := s.OpenSnapshot(snap.GetData())
+		if err != nil {
+			t.Fatalf("%s: open the snapshot to send: %v", at, err)
+		}
+		sent, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(sent, want.data) || size != int64(len(sent)) || sum != sha256.Sum256(sent) {
+			t.Fatalf("%s: snapshot streams %q (size %d, %v), want %q with its SHA-256", at, sent, size, err, want.data)
 		}
 	}
 	first, _ := s.FirstIndex()
@@ -177,4 +231,11 @@ func checkRecovered(t *testing.T, at string, disk *vfs.MemFS, want logModel, lat
 			t.Fatalf("%s: raft refuses the recovered state: %v", at, err)
 		}
 	}()
+}
+
+func writeString(s string) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := io.WriteString(w, s)
+		return err
+	}
 }

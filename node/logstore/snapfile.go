@@ -81,31 +81,35 @@ func decodeRef(ref []byte) (name string, sum [sha256.Size]byte, err error) {
 }
 
 // write stores data in a new file named for index and seq, synced and in
-// place, and returns its reference.
+// place, and returns its name and reference: a snapshot received whole.
 func (f snapFiles) write(index, seq uint64, data []byte) (name string, ref []byte, err error) {
-	return f.writeFrom(context.Background(), index, seq, 0, func(w io.Writer) error {
+	name = fmt.Sprintf("%020d-%d%s", index, seq, snapSuffix)
+	write := func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
-	})
-}
-
-// writeFrom is write with the data streamed by produce, which never holds
-// it whole, paced to rate bytes per second (0: as fast as it comes). When
-// ctx ends first the file is removed and ctx's error returned: nothing of
-// it was ever referenced.
-func (f snapFiles) writeFrom(ctx context.Context, index, seq uint64, rate int64, produce func(io.Writer) error) (name string, ref []byte, err error) {
-	if err := f.ensureDir(); err != nil {
+	}
+	if err := f.writeFile(context.Background(), name, 0, write, io.Discard); err != nil {
 		return "", nil, err
 	}
-	name = fmt.Sprintf("%020d-%d%s", index, seq, snapSuffix)
+	return name, encodeRef(name, sha256.Sum256(data)), nil
+}
+
+// writeFile writes the file name with the bytes produce streams, which
+// never holds them whole, paced to rate bytes per second (0: as fast as
+// they come), and copies them to also (a hash). The file is synced and
+// renamed into place, its folder synced. When ctx ends first the file is
+// removed and ctx's error returned: nothing of it was ever referenced.
+func (f snapFiles) writeFile(ctx context.Context, name string, rate int64, produce func(io.Writer) error, also io.Writer) error {
+	if err := f.ensureDir(); err != nil {
+		return err
+	}
 	tmp := f.path(name + ".tmp")
 	file, err := f.fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return "", nil, fmt.Errorf("create snapshot file: %w", err)
+		return fmt.Errorf("create snapshot file: %w", err)
 	}
-	sum := sha256.New()
 	sw := &syncingWriter{ctx: ctx, f: file, buf: make([]byte, 0, 256<<10), rate: rate, start: time.Now()}
-	werr := produce(io.MultiWriter(sw, sum))
+	werr := produce(io.MultiWriter(sw, also))
 	if werr == nil {
 		werr = sw.flush(true)
 	}
@@ -120,9 +124,10 @@ func (f snapFiles) writeFrom(ctx context.Context, index, seq uint64, rate int64,
 	}
 	if werr != nil {
 		f.fs.Remove(tmp)
-		return "", nil, fmt.Errorf("write snapshot file %s: %w", name, werr)
+		f.fs.Remove(f.path(name))
+		return fmt.Errorf("write snapshot file %s: %w", name, werr)
 	}
-	return name, encodeRef(name, [sha256.Size]byte(sum.Sum(nil))), nil
+	return nil
 }
 
 // syncingWriter writes to a snapshot file through a buffer of its own (a
@@ -218,24 +223,34 @@ func syncDir(fs vfs.FS, dir string) error {
 	return d.Sync()
 }
 
-// read returns the data a reference names, checked against its SHA-256.
-func (f snapFiles) read(ref []byte) (name string, data []byte, err error) {
+// read returns the data a one-file reference names, checked against its
+// SHA-256.
+func (f snapFiles) read(ref []byte) ([]byte, error) {
 	name, sum, err := decodeRef(ref)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	file, err := f.fs.Open(f.path(name))
+	data, err := f.readFile(name)
 	if err != nil {
-		return "", nil, fmt.Errorf("open snapshot file: %w", err)
-	}
-	defer file.Close()
-	if data, err = io.ReadAll(file); err != nil {
-		return "", nil, fmt.Errorf("read snapshot file %s: %w", name, err)
+		return nil, err
 	}
 	if sha256.Sum256(data) != sum {
-		return "", nil, fmt.Errorf("snapshot file %s does not match its SHA-256 (%d bytes)", name, len(data))
+		return nil, fmt.Errorf("snapshot file %s does not match its SHA-256 (%d bytes)", name, len(data))
 	}
-	return name, data, nil
+	return data, nil
+}
+
+func (f snapFiles) readFile(name string) ([]byte, error) {
+	file, err := f.fs.Open(f.path(name))
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot file: %w", err)
+	}
+	defer file.Close()
+	data, err := io.ReadAll(file)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot file %s: %w", name, err)
+	}
+	return data, nil
 }
 
 // SnapshotData returns the data of a snapshot read from this store's
@@ -244,46 +259,40 @@ func (f snapFiles) read(ref []byte) (name string, data []byte, err error) {
 // a reference (the seed, a store from before the files) is returned as
 // it is.
 func (s *Disk) SnapshotData(stored []byte) ([]byte, error) {
-	if !isRef(stored) {
+	if !isStoredRef(stored) {
 		return stored, nil
 	}
-	_, data, err := s.files.read(stored)
-	return data, err
+	c, err := parseRef(stored)
+	if err != nil {
+		return nil, err
+	}
+	return s.files.readChain(c)
 }
 
 // OpenSnapshot opens the data a stored snapshot's reference names, for
 // streaming it to a follower without holding it in memory: its size and
 // SHA-256 come with it. ok is false for data that is not a reference.
 func (s *Disk) OpenSnapshot(stored []byte) (r io.ReadCloser, size int64, sum [sha256.Size]byte, ok bool, err error) {
-	if !isRef(stored) {
+	if !isStoredRef(stored) {
 		return nil, 0, sum, false, nil
 	}
-	name, sum, err := decodeRef(stored)
+	c, err := parseRef(stored)
 	if err != nil {
 		return nil, 0, sum, true, err
 	}
-	f, err := s.files.fs.Open(s.files.path(name))
-	if err != nil {
-		// A newer snapshot replaced it meanwhile: raft asks again.
-		return nil, 0, sum, true, fmt.Errorf("open snapshot file: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, sum, true, fmt.Errorf("stat snapshot file %s: %w", name, err)
-	}
-	return f, st.Size(), sum, true, nil
+	r, size, err = s.files.openChain(c)
+	return r, size, c.sum, true, err
 }
 
-// removeExcept removes every snapshot file but keep ("" keeps none), and
-// leftovers of interrupted writes.
-func (f snapFiles) removeExcept(keep string) error {
+// removeExcept removes every snapshot file but keep's, and leftovers of
+// interrupted writes.
+func (f snapFiles) removeExcept(keep chain) error {
 	names, err := f.fs.List(f.dir)
 	if err != nil {
 		return nil // no folder: nothing to remove
 	}
 	for _, n := range names {
-		if n != keep && (strings.HasSuffix(n, snapSuffix) || strings.HasSuffix(n, snapSuffix+".tmp")) {
+		if !keep.has(n) && (strings.HasSuffix(n, snapSuffix) || strings.HasSuffix(n, snapSuffix+".tmp")) {
 			if err := f.fs.Remove(f.path(n)); err != nil {
 				return fmt.Errorf("remove stale snapshot file %s: %w", n, err)
 			}
@@ -295,5 +304,14 @@ func (f snapFiles) removeExcept(keep string) error {
 func (f snapFiles) remove(name string) {
 	if name != "" {
 		f.fs.Remove(f.path(name))
+	}
+}
+
+// removeReplaced removes the files of old that next does not keep.
+func (f snapFiles) removeReplaced(old, next chain) {
+	for _, p := range old.parts {
+		if !next.has(p.name) {
+			f.remove(p.name)
+		}
 	}
 }

@@ -34,10 +34,7 @@ func snapFilesIn(t *testing.T, dir string) []string {
 func TestSnapshotDataLivesInOneFile(t *testing.T) {
 	dir := t.TempDir()
 	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
-	s := openTestStorage(t, dir)
-	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(20))}, ents(1, 1, 20), nil, true); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithEntries(t, dir, 20)
 	big := bytes.Repeat([]byte("lock-table "), 3<<20) // past snapSyncEvery: written in synced pieces
 	if err := s.Compact(10, cs, big[:1000], 5); err != nil {
 		t.Fatal(err)
@@ -92,10 +89,7 @@ func TestSnapshotDataLivesInOneFile(t *testing.T) {
 // file, rather than handing the member damaged data.
 func TestDamagedSnapshotFileRefusedAtOpen(t *testing.T) {
 	dir := t.TempDir()
-	s := openTestStorage(t, dir)
-	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(5))}, ents(1, 1, 5), nil, true); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithEntries(t, dir, 5)
 	if err := s.Compact(5, &raftpb.ConfState{Voters: []uint64{1}}, []byte("the lock table"), 3); err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +136,8 @@ func TestOwnSnapshotFileIsPacedAndSyncedInPieces(t *testing.T) {
 	write := func(w io.Writer) error { _, err := w.Write(data); return err }
 
 	start := time.Now()
-	name, _, err := files.writeFrom(context.Background(), 7, 1, 8<<20, write)
-	if err != nil {
+	name := "7-1.snap"
+	if err := files.writeFile(context.Background(), name, 8<<20, write, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took < 400*time.Millisecond {

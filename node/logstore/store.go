@@ -61,9 +61,10 @@ type Disk struct {
 	files snapFiles // snapshot data (snapfile.go)
 	seq   atomic.Uint64
 	mu    sync.Mutex // orders Save against Compact on the pebble side
-	// snapName is the file holding the stored snapshot's data ("" for
+	log   *slog.Logger
+	// chain is the files holding the stored snapshot's data (empty for
 	// data kept in pebble: the seed, and stores from before the files).
-	snapName string
+	chain chain
 }
 
 var _ Store = (*Disk)(nil)
@@ -97,6 +98,9 @@ func InitialSnapshot(voters []uint64, data []byte) *raftpb.Snapshot {
 // a restored backup (a snapshot at the backup's index). A store with data
 // keeps its own and ignores initial: a member never bootstraps twice.
 func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger) (*Disk, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:     fs,
 		Logger: pebbleLogger{log},
@@ -115,7 +119,7 @@ func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}}
+	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}, log: log}
 	if err := s.load(initial); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load raft log from %s: %w", dir, err)
@@ -137,20 +141,30 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 			return fmt.Errorf("write initial configuration: %w", err)
 		}
 	}
-	if isRef(snap.GetData()) {
+	if isStoredRef(snap.GetData()) {
 		// The mirror keeps the reference: the data is read when it is
 		// needed (SnapshotData, OpenSnapshot), not held for the life of
 		// the process.
-		name, _, err := decodeRef(snap.GetData())
+		c, err := parseRef(snap.GetData())
 		if err != nil {
 			return fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
 		}
-		if _, err := s.files.fs.Stat(s.files.path(name)); err != nil {
-			return fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+		for _, p := range c.parts {
+			if _, err := s.files.fs.Stat(s.files.path(p.name)); err != nil {
+				return fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+			}
 		}
-		s.snapName = name
+		s.chain = c
 	}
-	if err := s.files.removeExcept(s.snapName); err != nil {
+	// New files' names must differ from the kept ones' whatever their
+	// index: the counter goes on from the highest kept.
+	for _, p := range s.chain.parts {
+		var index, seq uint64
+		if _, err := fmt.Sscanf(p.name, "%d-%d"+snapSuffix, &index, &seq); err == nil && seq > s.seq.Load() {
+			s.seq.Store(seq)
+		}
+	}
+	if err := s.files.removeExcept(s.chain); err != nil {
 		return err
 	}
 	hs := &raftpb.HardState{}
@@ -293,11 +307,12 @@ func (s *Disk) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	committed, err := s.save(hs, entries, snap, ref, sync)
-	if received && committed && s.snapName != file {
+	if received && committed && !s.chain.has(file) {
 		// Once the batch committed, pebble names the new file (even if
-		// the mirror then failed): the old one goes, the new one stays.
-		s.files.remove(s.snapName)
-		s.snapName = file
+		// the mirror then failed): the old ones go, the new one stays.
+		next, _ := parseRef(ref) // encoded just above
+		s.files.removeReplaced(s.chain, next)
+		s.chain = next
 	}
 	if err != nil && !committed {
 		s.files.remove(file)
@@ -368,42 +383,95 @@ func (s *Disk) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 
 // Compact implements Store. It may run on another goroutine than Save:
 // the data's file is written beside the Ready loop's commits, and only the
-// small batch that records it and drops the log waits for them.
+// small batch that records it and drops the log waits for them. The data
+// is kept as it is, in one file (SnapshotData returns it), so nothing is
+// appended to it: the next CompactFrom writes a new base.
 func (s *Disk) Compact(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
-	return s.CompactFrom(context.Background(), index, cs, MaxSnapshotRate, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	}, compactTo)
-}
-
-// CompactFrom is Compact with the snapshot's data streamed by write into
-// its file, never held whole in memory, at rate bytes per second at most
-// (0: unpaced). When ctx ends first nothing is stored and the log is left
-// whole.
-func (s *Disk) CompactFrom(ctx context.Context, index uint64, cs *raftpb.ConfState, rate int64, write func(io.Writer) error, compactTo uint64) error {
 	if cur, err := s.MemoryStorage.Snapshot(); err == nil && cur.GetMetadata().GetIndex() >= index {
 		return nil // a newer snapshot is stored already (one received)
 	}
-	file, ref, err := s.files.writeFrom(ctx, index, s.seq.Add(1), rate, write)
+	_, ref, err := s.files.write(index, s.seq.Add(1), data)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.compact(index, cs, ref, compactTo); err != nil || s.snapName != file {
-		s.files.remove(file)
-		return err
-	}
-	return nil
+	next, _ := parseRef(ref) // encoded just above
+	return s.store(index, cs, next, compactTo)
 }
 
-// compact records the snapshot at index, its data in the file ref names,
+// Compaction is a snapshot for CompactFrom to store.
+type Compaction struct {
+	Index     uint64 // applied: the snapshot's index
+	ConfState *raftpb.ConfState
+	CompactTo uint64 // the log before it is dropped
+	Rate      int64  // bytes per second at most; 0: unpaced
+	// Write streams the whole snapshot's data.
+	Write func(io.Writer) error
+	// WriteDelta, when set, streams what changed since the snapshot at
+	// DeltaBase instead. The store appends it to its chain if that chain
+	// is its own, ends at DeltaBase, and stays under MaxParts parts and
+	// MaxDeltaBytes bytes of deltas with it; otherwise it writes a new
+	// base with Write.
+	WriteDelta    func(io.Writer) error
+	DeltaBase     uint64
+	MaxDeltaBytes uint64
+	MaxParts      int
+}
+
+// CompactFrom is Compact with the snapshot's data streamed into its file,
+// never held whole in memory: the whole table, or only what changed since
+// the last snapshot (Compaction.WriteDelta). When ctx ends first nothing
+// is stored and the log is left whole.
+func (s *Disk) CompactFrom(ctx context.Context, c Compaction) error {
+	if cur, err := s.MemoryStorage.Snapshot(); err == nil && cur.GetMetadata().GetIndex() >= c.Index {
+		return nil // a newer snapshot is stored already (one received)
+	}
+	s.mu.Lock()
+	prev := s.chain
+	s.mu.Unlock()
+	write := c.Write
+	if c.WriteDelta != nil && prev.own && !prev.empty() && prev.last().index == c.DeltaBase &&
+		len(prev.parts) < c.MaxParts && prev.deltaBytes() < c.MaxDeltaBytes {
+		write = c.WriteDelta
+	} else {
+		prev = chain{} // a new base
+	}
+	next, err := s.files.appendPart(ctx, prev, c.Index, s.seq.Add(1), c.Rate, write)
+	if errors.Is(err, errChainHash) {
+		s.log.Warn("writing a new snapshot base: the chain's hash does not resume", "err", err)
+		next, err = s.files.appendPart(ctx, chain{}, c.Index, s.seq.Add(1), c.Rate, c.Write)
+	}
+	if err != nil {
+		return err
+	}
+	return s.store(c.Index, c.ConfState, next, c.CompactTo)
+}
+
+// store records the snapshot whose files next names, unless a newer one
+// is stored, or next is a delta on a chain that was replaced meanwhile
+// (by a snapshot received from the leader, which is newer); its new file
+// goes if it is not kept.
+func (s *Disk) store(index uint64, cs *raftpb.ConfState, next chain, compactTo uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	file := next.last().name
+	if n := len(next.parts); n > 1 && !s.chain.has(next.parts[n-2].name) {
+		s.files.remove(file)
+		return nil
+	}
+	err := s.compact(index, cs, next, compactTo)
+	if !s.chain.has(file) {
+		s.files.remove(file) // not referenced: out of date, or not committed
+	}
+	return err
+}
+
+// compact records the snapshot at index, its data in the files of next,
 // and drops the log before compactTo. The caller holds s.mu; on success
-// s.snapName is the new file, and the file it replaced is gone. A snapshot
-// that is out of date (a newer one arrived meanwhile) leaves everything as
-// it was and s.snapName unchanged.
-func (s *Disk) compact(index uint64, cs *raftpb.ConfState, ref []byte, compactTo uint64) error {
-	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, ref)
+// s.chain is next, and the files next does not keep are gone. A snapshot
+// that is out of date (a newer one arrived meanwhile) leaves everything
+// as it was and s.chain unchanged.
+func (s *Disk) compact(index uint64, cs *raftpb.ConfState, next chain, compactTo uint64) error {
+	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, next.ref())
 	if errors.Is(err, raft.ErrSnapOutOfDate) {
 		return nil
 	}
@@ -431,12 +499,8 @@ func (s *Disk) compact(index uint64, cs *raftpb.ConfState, ref []byte, compactTo
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("persist snapshot at %d: %w", index, err)
 	}
-	old := s.snapName
-	name, _, _ := decodeRef(ref)
-	s.snapName = name
-	if old != name {
-		s.files.remove(old)
-	}
+	s.files.removeReplaced(s.chain, next)
+	s.chain = next
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
 		return fmt.Errorf("compact log to %d: %w", compactTo, err)
 	}

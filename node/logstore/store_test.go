@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftlock/raftlock/internal/storagetest"
 )
 
 func ents(term uint64, from, to uint64) []*raftpb.Entry {
@@ -64,6 +66,17 @@ func TestDiskStorageTruncatesConflictingSuffix(t *testing.T) {
 	}
 }
 
+// openWithEntries opens the storage in dir and saves, synced, entries 1
+// to n of term 1, all committed.
+func openWithEntries(t *testing.T, dir string, n uint64) *Disk {
+	t.Helper()
+	s := openTestStorage(t, dir)
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(n)}, ents(1, 1, n), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func openTestStorage(t *testing.T, dir string) *Disk {
 	t.Helper()
 	s, err := Open(dir, []uint64{1, 2, 3}, slog.New(slog.DiscardHandler))
@@ -71,21 +84,6 @@ func openTestStorage(t *testing.T, dir string) *Disk {
 		t.Fatalf("open storage: %v", err)
 	}
 	return s
-}
-
-func logTerms(t *testing.T, s *Disk) []uint64 {
-	t.Helper()
-	first, _ := s.FirstIndex()
-	last, _ := s.LastIndex()
-	var terms []uint64
-	for i := first; i <= last; i++ {
-		term, err := s.Term(i)
-		if err != nil {
-			t.Fatalf("term of %d: %v", i, err)
-		}
-		terms = append(terms, term)
-	}
-	return terms
 }
 
 // Installing a snapshot replaces the whole log: entries above the snapshot
@@ -117,7 +115,7 @@ func TestDiskStorageSnapshotInstallDropsEveryStoredEntry(t *testing.T) {
 		s.Close()
 		s = openTestStorage(t, dir)
 		if last, _ := s.LastIndex(); last != 9 {
-			t.Fatalf("together=%v: last index after reopen %d (terms from first: %v), want 9", together, last, logTerms(t, s))
+			t.Fatalf("together=%v: last index after reopen %d (terms from first: %v), want 9", together, last, storagetest.Terms(t, s))
 		}
 		if term, _ := s.Term(9); term != 2 {
 			t.Fatalf("together=%v: term of entry 9 is %d, want 2", together, term)
@@ -131,10 +129,7 @@ func TestDiskStorageSnapshotInstallDropsEveryStoredEntry(t *testing.T) {
 // every follower that lags by less than the keep.
 func TestDiskStorageReloadsEntriesKeptBehindSnapshot(t *testing.T) {
 	dir := t.TempDir()
-	s := openTestStorage(t, dir)
-	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(30))}, ents(1, 1, 30), nil, true); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithEntries(t, dir, 30)
 	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
 	if err := s.Compact(25, cs, []byte("table@25"), 20); err != nil {
 		t.Fatal(err)
@@ -176,10 +171,7 @@ func TestDataDirectoryInUseSaysSo(t *testing.T) {
 // snapshot and entries are as they were, also after a reopen.
 func TestCancelledSnapshotLeavesTheLogWhole(t *testing.T) {
 	dir := t.TempDir()
-	s := openTestStorage(t, dir)
-	if err := s.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(30))}, ents(1, 1, 30), nil, true); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithEntries(t, dir, 30)
 	ctx, cancel := context.WithCancel(context.Background())
 	wrote := make(chan struct{})
 	// 64 MiB at 1 MiB/s would take a minute.
@@ -197,7 +189,7 @@ func TestCancelledSnapshotLeavesTheLogWhole(t *testing.T) {
 	}
 	go func() { <-wrote; cancel() }()
 	start := time.Now()
-	err := s.CompactFrom(ctx, 25, &raftpb.ConfState{Voters: []uint64{1, 2, 3}}, 1<<20, write, 20)
+	err := s.CompactFrom(ctx, Compaction{Index: 25, ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}, Rate: 1 << 20, Write: write, CompactTo: 20})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("compact with its context cancelled: %v, want context.Canceled", err)
 	}

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/watchnet"
 )
 
 // stepClock is a clock a test moves by hand.
@@ -34,6 +37,15 @@ func withReadTimeout(d time.Duration) func(*Config) {
 	return func(cfg *Config) { cfg.ReadTimeout = d }
 }
 
+// startMember3 starts member 3 of a three-member cluster whose members'
+// addresses it returns, beside the transport and its removal recorder.
+func startMember3(t *testing.T, clusterID uint64, opts ...func(*Config)) (map[uint64]string, *TCP, *removalRecorder) {
+	t.Helper()
+	a := freeport.ForIDs(t, 1, 2, 3)
+	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, clusterID, opts...)
+	return a, m3, rec3
+}
+
 // dialCounter is an address a learned peer may announce: it counts the
 // streams dialled to it and closes each at once (so the sender dials again
 // every redial period for as long as it runs).
@@ -44,24 +56,11 @@ type dialCounter struct {
 
 func countDials(t *testing.T) *dialCounter {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &dialCounter{addr: ln.Addr().String()}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			d.dials.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
+	d := &dialCounter{}
+	d.addr = watchnet.Accept(t, func(c net.Conn) {
+		d.dials.Add(1)
+		c.Close()
+	})
 	return d
 }
 
@@ -108,11 +107,9 @@ func learnedCount(tr *TCP) int {
 // dialled. One that keeps its stream open is kept and answered, however
 // long that lasts. Real time and the transport's own sweep.
 func TestLearnedPeerIsForgottenOnceItsStreamCloses(t *testing.T) {
-	a := addrs(t, 1, 2, 3)
 	const cluster = 0xc1
 	const expiry = 100 * time.Millisecond
-	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster,
-		withLearnedExpiry(expiry), withReadTimeout(time.Minute))
+	_, m3, rec3 := startMember3(t, cluster, withLearnedExpiry(expiry), withReadTimeout(time.Minute))
 	gone, kept := countDials(t), countDials(t)
 
 	c9 := helloAs(t, m3, rec3, 9, cluster, gone.addr)
@@ -152,11 +149,9 @@ func TestLearnedPeerIsForgottenOnceItsStreamCloses(t *testing.T) {
 // all maxLearnedPeers slots held by members whose streams closed, a new
 // member is refused until the expiry, and taken after it.
 func TestLearnedSlotsFreedByExpiryAreTaken(t *testing.T) {
-	a := addrs(t, 1, 2, 3)
 	const cluster = 0xc1
 	clk := newStepClock()
-	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster,
-		withClock(clk), withLearnedExpiry(time.Minute))
+	_, m3, rec3 := startMember3(t, cluster, withClock(clk), withLearnedExpiry(time.Minute))
 	dc := countDials(t)
 
 	for id := uint64(100); id < 100+maxLearnedPeers; id++ {
@@ -192,11 +187,9 @@ func TestLearnedSlotsFreedByExpiryAreTaken(t *testing.T) {
 // however long it stays silent; a learned one with its stream open is
 // kept; one that went away and comes back is learned again.
 func TestExpiryForgetsOnlyIdleLearnedPeers(t *testing.T) {
-	a := addrs(t, 1, 2, 3)
 	const cluster = 0xc1
 	clk := newStepClock()
-	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster,
-		withClock(clk), withLearnedExpiry(time.Minute), withReadTimeout(time.Hour))
+	a, m3, rec3 := startMember3(t, cluster, withClock(clk), withLearnedExpiry(time.Minute), withReadTimeout(time.Hour))
 	dc := countDials(t)
 
 	closeStream(t, m3, helloAs(t, m3, rec3, 4, cluster, dc.addr), 4)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/freeport"
 )
 
 // Rule guarded: only a member of this cluster is told it was removed from
@@ -16,7 +18,7 @@ import (
 // own book names (an address reused after a cluster was rebuilt, say),
 // must be refused as a stranger, not told it was removed.
 func TestRemovedNoticeOnlyForThisCluster(t *testing.T) {
-	a := addrs(t, 1, 2, 3, 4)
+	a := freeport.ForIDs(t, 1, 2, 3, 4)
 	const clusterA, clusterB = 0xa1, 0xb2
 	m3, _ := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, clusterA)
 	m3.SetPeers(map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, []uint64{4}) // cluster A removed its member 4

@@ -17,6 +17,8 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/raftlock/raftlock/internal/freeport"
 )
 
 // snapHandler records what a transport delivers and the snapshot reports
@@ -87,7 +89,7 @@ func smallFrames(cfg *Config) {
 // then the options given.
 func snapPair(t *testing.T, sendOpts, recvOpts []func(*Config)) (send *TCP, sent *snapHandler, recv *TCP, got *snapHandler, spool string) {
 	t.Helper()
-	a := addrs(t, 1, 2)
+	a := freeport.ForIDs(t, 1, 2)
 	spool = filepath.Join(t.TempDir(), "snap.tmp")
 	start := func(id uint64, opts []func(*Config)) (*TCP, *snapHandler) {
 		cfg := Config{ID: id, Peers: a, ClientAddr: "client", Identity: testIdentity(t, 0x5a, a)}
@@ -319,7 +321,7 @@ func TestLeftoverSpoolFilesAreRemovedAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startMember(t, 2, addrs(t, 1, 2), 0x5a, func(cfg *Config) { cfg.SnapshotDir = dir })
+	startMember(t, 2, freeport.ForIDs(t, 1, 2), 0x5a, func(cfg *Config) { cfg.SnapshotDir = dir })
 	if f := spoolFiles(t, dir); len(f) != 1 || f[0] != "keep.txt" {
 		t.Fatalf("after start the spool directory holds %v, want only keep.txt", f)
 	}
@@ -349,7 +351,7 @@ func rawSnapshotStream(t *testing.T, tr *TCP, size uint64) (net.Conn, *bufio.Rea
 
 func startPlain(t *testing.T, h Handler, opts ...func(*Config)) *TCP {
 	t.Helper()
-	return startTransport(t, Config{ID: 2, Peers: addrs(t, 1, 2)}, h, opts...)
+	return startTransport(t, Config{ID: 2, Peers: freeport.ForIDs(t, 1, 2)}, h, opts...)
 }
 
 // Rule guarded: a header announcing more data than the limit is refused

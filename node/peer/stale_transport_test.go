@@ -83,19 +83,6 @@ func testIdentity(t *testing.T, clusterID uint64, peers map[uint64]string) *Iden
 	return ident
 }
 
-func addrs(t *testing.T, ids ...uint64) map[uint64]string {
-	t.Helper()
-	m := map[uint64]string{}
-	for _, id := range ids {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m[id] = a
-	}
-	return m
-}
-
 // rawHello is what member from's sender writes first on a stream to
 // member to: its hello in cluster clusterID, announcing peerAddr ("": none),
 // then a heartbeat.
@@ -139,7 +126,7 @@ func eventually(t *testing.T, what string, send func(), cond func() bool) {
 // is accepted, and the address it announces is where its answers go, for
 // as long as the address book does not know that member.
 func TestHelloFromMemberNotInTheBookIsAnswered(t *testing.T) {
-	a := addrs(t, 1, 2, 3, 4)
+	a := freeport.ForIDs(t, 1, 2, 3, 4)
 	const cluster = 0xc1
 	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster)
 	m4, rec4 := startMember(t, 4, map[uint64]string{3: a[3], 4: a[4]}, cluster)
@@ -172,9 +159,8 @@ func TestHelloFromMemberNotInTheBookIsAnswered(t *testing.T) {
 // address (a member from before the address was announced) is refused
 // and never dialled.
 func TestHelloFromStrangerIsNotLearned(t *testing.T) {
-	a := addrs(t, 1, 2, 3)
 	const cluster = 0xc1
-	m3, rec3 := startMember(t, 3, map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, cluster)
+	a, m3, rec3 := startMember3(t, cluster)
 	m3.SetPeers(map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, []uint64{6})
 	hello := func(from, clusterID uint64, peerAddr string) []byte { return rawHello(from, 3, clusterID, peerAddr) }
 	for _, tc := range []struct {

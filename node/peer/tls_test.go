@@ -50,14 +50,7 @@ func load(t *testing.T, dir, name string) *tlsconfig.Reloader {
 // member1 runs member 1's transport with TLS and an identity.
 func member1(t *testing.T, dir string) (*TCP, *recorder, *Identity) {
 	t.Helper()
-	peers := map[uint64]string{}
-	for id := uint64(1); id <= 3; id++ {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers[id] = a
-	}
+	peers := freeport.ForIDs(t, 1, 2, 3)
 	ident := testIdentity(t, 0, peers)
 	rec := &recorder{}
 	tr := startTransport(t, Config{ID: 1, Peers: peers, ClientAddr: "127.0.0.1:1", TLS: load(t, dir, "member-1"), Identity: ident}, rec)

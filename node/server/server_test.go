@@ -13,20 +13,68 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/watchnet"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
 )
 
-func oneMember(t *testing.T) *node.Node {
-	t.Helper()
-	c := nodetest.New(t, 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Leader(ctx); err != nil {
+// Rule: a member's first bytes on a connection are its greeting, even when
+// Shutdown begins while the member waits for the client's greeting; the
+// goaway comes right after it. A goaway sent first is read by the client as
+// the greeting, which makes the member look like something other than
+// raftlock, and the client fails its call (a ProtocolError) instead of
+// retrying it on another member. A goaway never sent leaves the client on
+// the connection until Shutdown gives up on it.
+func TestGoAwayComesAfterTheGreeting(t *testing.T) {
+	s := server.New(oneMember(t))
+	ln := watchnet.Serve(t, s, watchnet.Watch)
+
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Nodes()[0]
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second)) // a broken member fails the test instead of hanging it
+	watchnet.Wait(t, ln.Reading, "the member to wait for the greeting")
+
+	shutdown, ctx := ln.BeginShutdown(t, s)
+
+	io.WriteString(nc, wire.Greeting)
+	r := bufio.NewReader(nc)
+	if err := wire.CheckGreeting(r); err != nil {
+		t.Fatalf("the member's first bytes are not its greeting: %v", err)
+	}
+	body, err := wire.ReadFrame(r)
+	if err != nil {
+		t.Fatalf("no goaway after the greeting: %v", err)
+	}
+	resp, err := wire.DecodeResponse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ID != wire.GoAwayID || resp.Op != wire.OpUnavailable {
+		t.Fatalf("first frame after the greeting: %+v, want a goaway", resp)
+	}
+
+	nc.Close() // what a client does with an idle connection it was asked to leave
+	select {
+	case err := <-shutdown:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("Shutdown waited out its deadline after the client had left")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown did not return after the client left")
+	}
+}
+
+// oneMember is the member of a one-member cluster, once it leads.
+func oneMember(t *testing.T) *node.Node {
+	t.Helper()
+	return nodetest.New(t, 1, nil).WaitLeader()
 }
 
 // greeted dials addr and says whether the member answered the greeting.

@@ -1,0 +1,282 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"strings"
+)
+
+// A delta is what changed in a table between two of its snapshots: the
+// lock of every key granted, renewed or changed since the first, and the
+// removal of every key the first held that the second does not. Applied to
+// a table restored from the first snapshot (ApplyDelta), it gives the
+// table of the second, digest and last token included. A member with a
+// million locks then stores a snapshot that costs what its clients
+// changed, not its whole table.
+//
+// Encoding: deltaMagic, deltaFormat, the table's state at the delta's
+// start and at its end (tableState: digest sum lanes, last token, lock
+// count, as uvarints), uvarint count, then per key in sorted order the length it shares with the key before
+// it, the rest of the key, and either deltaRemoved or deltaPut followed by
+// the token, the lease and the owner; then the CRC-32 of all of it.
+const (
+	deltaMagic   = "RLD"
+	deltaFormat  = 1
+	deltaRemoved = 0
+	deltaPut     = 1
+)
+
+// Changes is the set of keys a table changed since a point: for each key,
+// whether the table held it at that point. It grows with the keys changed,
+// never with the table.
+type Changes struct {
+	from       tableState // the table's at the point
+	heldBefore map[string]bool
+	bytes      uint64 // the keys' lengths plus lockOverhead each: a bound on the delta's size
+}
+
+// Len returns the number of keys changed.
+func (c *Changes) Len() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.heldBefore)
+}
+
+// EncodedSize estimates the bytes of a delta of these changes (owners
+// left out).
+func (c *Changes) EncodedSize() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.bytes
+}
+
+// Absorb makes c the changes since the point of earlier: c held what
+// changed since earlier's end. earlier is used up.
+func (c *Changes) Absorb(earlier *Changes) {
+	if earlier == nil {
+		return
+	}
+	if c.heldBefore == nil {
+		c.heldBefore = map[string]bool{}
+	}
+	for k, held := range earlier.heldBefore {
+		if _, ok := c.heldBefore[k]; !ok {
+			c.bytes += uint64(len(k)) + lockOverhead
+		}
+		c.heldBefore[k] = held // what the table held at earlier's point
+	}
+	c.from = earlier.from
+	earlier.heldBefore, earlier.bytes = nil, 0
+}
+
+// tableState sums a table up: two tables with equal states hold the same
+// locks (up to a hash collision). A delta records the states it starts
+// and ends at, so one applied to any other table than its own start, or
+// with a change missing, is refused rather than restored.
+type tableState struct {
+	sum       digestSum
+	lastToken uint64
+	n         uint64
+}
+
+func (m *Machine) state() tableState {
+	return tableState{sum: m.sum, lastToken: m.lastToken, n: uint64(m.locks.n)}
+}
+
+func (s tableState) append(b []byte) []byte {
+	for _, v := range []uint64{s.sum.a, s.sum.b, s.lastToken, s.n} {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+func (r *reader) tableState() tableState {
+	return tableState{sum: digestSum{a: r.uvarint(), b: r.uvarint()}, lastToken: r.uvarint(), n: r.uvarint()}
+}
+
+// note records that key changed; held says whether the table held it just
+// before. Only a key's first change since the point counts.
+func (c *Changes) note(key string, held bool) {
+	if c.heldBefore == nil {
+		c.heldBefore = map[string]bool{}
+	}
+	if _, ok := c.heldBefore[key]; ok {
+		return
+	}
+	c.heldBefore[strings.Clone(key)] = held // key may point into the table's arena
+	c.bytes += uint64(len(key)) + lockOverhead
+}
+
+// FreezeChanges is Freeze, with the keys changed since the last
+// FreezeChanges (or since New, Restore or ApplyDelta): the frozen table
+// writes the delta from that point to now (Frozen.WriteDelta). The
+// Machine starts recording anew.
+func (m *Machine) FreezeChanges() (*Frozen, *Changes) {
+	ch := m.changes
+	if ch == nil {
+		ch = &Changes{}
+	}
+	m.forgetChanges()
+	return m.Freeze(), ch
+}
+
+// ChangedSize is Changes.EncodedSize of the changes recorded since the
+// last FreezeChanges.
+func (m *Machine) ChangedSize() uint64 { return m.changes.EncodedSize() }
+
+// forgetChanges starts recording anew: the state now is the point.
+func (m *Machine) forgetChanges() { m.changes = &Changes{from: m.state()} }
+
+// WriteDelta streams to w the delta from the point ch starts at to the
+// frozen table, calling yield (when not nil) every few hundred keys. ch
+// must be the changes FreezeChanges returned with f (or those absorbed
+// into them): a key ch lacks is one the delta takes as unchanged.
+func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
+	keys := make([]string, 0, ch.Len())
+	if ch != nil {
+		for k, held := range ch.heldBefore {
+			if _, now := f.m.Get(k); now || held {
+				keys = append(keys, k) // held at neither end: nothing to say
+			}
+		}
+	}
+	slices.Sort(keys)
+	crc := crc32.NewIEEE()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
+	var vb [binary.MaxVarintLen64]byte
+	uvarint := func(v uint64) { bw.Write(binary.AppendUvarint(vb[:0], v)) }
+	bw.WriteString(deltaMagic)
+	bw.WriteByte(deltaFormat)
+	var from tableState
+	if ch != nil {
+		from = ch.from
+	}
+	bw.Write(from.append(nil))
+	bw.Write(f.m.state().append(nil))
+	uvarint(uint64(len(keys)))
+	prev := ""
+	for i, key := range keys {
+		shared := sharedPrefix(prev, key)
+		uvarint(uint64(shared))
+		uvarint(uint64(len(key) - shared))
+		bw.WriteString(key[shared:])
+		prev = key
+		if l, ok := f.m.Get(key); ok {
+			bw.WriteByte(deltaPut)
+			uvarint(l.Token)
+			uvarint(l.LeaseMS)
+			uvarint(uint64(len(l.Owner)))
+			bw.WriteString(l.Owner)
+		} else {
+			bw.WriteByte(deltaRemoved)
+		}
+		if yield != nil && i%512 == 511 {
+			yield()
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write snapshot delta: %w", err)
+	}
+	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
+		return fmt.Errorf("write snapshot delta: %w", err)
+	}
+	return nil
+}
+
+// IsDelta says whether data is in the encoding WriteDelta writes.
+func IsDelta(data []byte) bool {
+	return len(data) > len(deltaMagic) && string(data[:len(deltaMagic)]) == deltaMagic
+}
+
+// ApplyDelta applies a delta WriteDelta wrote to m, which must be the
+// table at the delta's starting point. It rejects corrupt input, and a
+// delta that does not fit m: a last token below m's, a lock whose token
+// is above the delta's last token, a removal of a key m does not hold.
+// On error m is left part-way and must not be used. After it m records
+// changes from the state it reached.
+func (m *Machine) ApplyDelta(data []byte) error {
+	if len(data) < len(deltaMagic)+1+4 {
+		return fmt.Errorf("%w: delta truncated", ErrCorrupt)
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return fmt.Errorf("%w: delta checksum mismatch", ErrCorrupt)
+	}
+	if !IsDelta(body) || body[len(deltaMagic)] != deltaFormat {
+		return fmt.Errorf("%w: not a format %d delta", ErrCorrupt, deltaFormat)
+	}
+	r := reader{buf: body[len(deltaMagic)+1:], owners: true}
+	from, to := r.tableState(), r.tableState()
+	n := r.uvarint()
+	switch {
+	case r.err != nil:
+	case from != m.state():
+		r.fail("the delta starts at another table (%d locks, last token %d) than this one (%d, %d)", from.n, from.lastToken, m.locks.n, m.lastToken)
+	case to.lastToken < m.lastToken:
+		r.fail("last token %d below the table's %d", to.lastToken, m.lastToken)
+	case n > uint64(len(r.buf)):
+		r.fail("key count %d exceeds input", n)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	m.changes = nil // recorded anew from the delta's end (forgetChanges below)
+	m.lastToken = to.lastToken
+	var kb []byte
+	prev := ""
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		shared := r.uvarint()
+		if r.err == nil && shared > uint64(len(prev)) {
+			r.fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
+		}
+		if r.err == nil {
+			kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
+		}
+		key := string(kb)
+		kind := r.byte()
+		if r.err != nil {
+			break
+		}
+		if key == "" || (i > 0 && key <= prev) {
+			r.fail("keys not strictly sorted at %d", i)
+			break
+		}
+		prev = key
+		p := m.locks.find(key)
+		switch kind {
+		case deltaRemoved:
+			if p.slot < 0 {
+				r.fail("removes %q, which the table does not hold", key)
+				break
+			}
+			m.delAt(p, key)
+		case deltaPut:
+			tok, lease, owner := r.uvarint(), r.uvarint(), r.owner()
+			if r.err == nil && (tok == 0 || tok > m.lastToken) {
+				r.fail("token %d outside 1..%d", tok, m.lastToken)
+			}
+			if r.err == nil {
+				m.putAt(p, key, Lock{Token: tok, LeaseMS: lease, Owner: owner})
+			}
+		default:
+			r.fail("unknown change %d", kind)
+		}
+	}
+	if r.err == nil && len(r.buf) != 0 {
+		r.fail("%d trailing bytes", len(r.buf))
+	}
+	if r.err == nil && m.state() != to {
+		r.fail("the delta does not end at the table it was written from (%d locks, want %d)", m.locks.n, to.n)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	m.forgetChanges()
+	return nil
+}
