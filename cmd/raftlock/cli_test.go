@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,10 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/internal/syncio"
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
@@ -34,23 +33,10 @@ func startCluster(t *testing.T) string {
 
 func cli(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb syncBuffer
-	code := run(args, &out, &errb)
+	out, errb := syncio.NewBuffer(), syncio.NewBuffer()
+	code := run(args, out, errb)
 	return code, out.String(), errb.String()
 }
-
-// syncBuffer is a bytes.Buffer safe for exec's copying goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func TestAcquireGetReleaseExitCodes(t *testing.T) {
 	eps := startCluster(t)

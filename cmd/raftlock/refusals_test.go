@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/syncio"
 )
 
 // freePort is one free loopback port, as a flag value.
@@ -36,8 +37,8 @@ func refusal(t *testing.T, args ...string) (int, string) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		var out, errb syncBuffer
-		code := run(args, &out, &errb)
+		out, errb := syncio.NewBuffer(), syncio.NewBuffer()
+		code := run(args, out, errb)
 		done <- result{code, errb.String()}
 	}()
 	select {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/syncio"
 	"github.com/raftlock/raftlock/node/embed"
 )
 
@@ -31,11 +32,11 @@ func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
 
 	// Load for the whole test, through every kill and restart (it sees
 	// errors while members restart; it only has to keep the log moving).
-	var loadOut syncBuffer
+	loadOut := syncio.NewBuffer()
 	load := exec.CommandContext(ctx, c.bin, "bench", "--endpoints", strings.Join(c.endpoints(), ","),
 		"--clients", "8", "--workload", "uncontended", "--warmup", "0s", "--duration", "10m", "--lease", "2s",
 		"--out", filepath.Join(c.dir, "bench"))
-	load.Stdout, load.Stderr = &loadOut, &loadOut
+	load.Stdout, load.Stderr = loadOut, loadOut
 	if err := load.Start(); err != nil {
 		t.Fatal(err)
 	}
