@@ -9,24 +9,21 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-)
 
-// envName is the environment variable a flag is also read from.
-func envName(flagName string) string {
-	return "RAFTLOCK_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+	"github.com/raftlock/raftlock/internal/cliflag"
+)
 
 // setFromEnv sets every flag whose RAFTLOCK_* variable is set; the command
 // line, parsed after, wins over the environment.
 func setFromEnv(fs *flag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		v, ok := os.LookupEnv(envName(f.Name))
+		v, ok := os.LookupEnv(cliflag.EnvName(f.Name))
 		if !ok || err != nil {
 			return
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {
-			err = usageErr("%s=%q: %v", envName(f.Name), v, serr)
+			err = usageErr("%s=%q: %v", cliflag.EnvName(f.Name), v, serr)
 		}
 	})
 	return err
@@ -102,7 +99,7 @@ func complete(words []string, stdout io.Writer) {
 	if len(words) > 0 {
 		cur, words = words[len(words)-1], words[:len(words)-1]
 	}
-	all := append(commands(), extraCommands()...)
+	all := commands()
 	if len(words) == 0 {
 		for _, c := range all {
 			if strings.HasPrefix(c.name, cur) {

@@ -7,15 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/cliflag"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 )
 
 const defaultEndpoints = "127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003"
@@ -25,7 +25,7 @@ type clientFlags struct {
 	endpoints string
 	json      bool
 	timeout   time.Duration
-	tls       tlsFlags // security.go
+	tls       tlsconfig.Files
 }
 
 // register adds --endpoints and --timeout; queries add --json too.
@@ -39,7 +39,7 @@ func (c *clientFlags) register(fs *flag.FlagSet, query bool) {
 		fs.BoolVar(&c.json, "json", false, "print JSON")
 	}
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
-	c.tls.register(fs)
+	c.tls.RegisterClientFlags(fs)
 }
 
 func (c *clientFlags) client() (*client.Client, error) { return c.clientAs("") }
@@ -57,11 +57,11 @@ func (c *clientFlags) connect(extra time.Duration) (*client.Client, context.Cont
 
 // clientAs is client, recording owner with every lock it acquires.
 func (c *clientFlags) clientAs(owner string) (*client.Client, error) {
-	eps, err := parseEndpoints(c.endpoints)
+	eps, err := cliflag.Endpoints(c.endpoints)
 	if err != nil {
 		return nil, err
 	}
-	tc, err := c.tls.config()
+	tc, err := c.tls.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -70,26 +70,6 @@ func (c *clientFlags) clientAs(owner string) (*client.Client, error) {
 		return nil, withCode(exitUsage, err)
 	}
 	return cl, nil
-}
-
-// parseEndpoints splits a comma-separated list of HOST:PORT addresses; a
-// malformed one is a usage error before anything is dialled.
-func parseEndpoints(s string) ([]string, error) {
-	var eps []string
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e == "" {
-			continue
-		}
-		_, port, err := net.SplitHostPort(e)
-		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n == 0 {
-			return nil, usageErr("bad endpoint %q in --endpoints: want HOST:PORT", e)
-		}
-		eps = append(eps, e)
-	}
-	if len(eps) == 0 {
-		return nil, usageErr("--endpoints is empty")
-	}
-	return eps, nil
 }
 
 // fail reports a failed call about a lock: with --json, also as
@@ -164,9 +144,13 @@ func (e *timeoutError) Error() string {
 	return msg
 }
 
-// clientErr maps a client error to its exit code.
+// clientErr maps a client error to its exit code; an error that has one
+// keeps it.
 func clientErr(err error) error {
+	var coded *cliflag.Error
 	switch {
+	case errors.As(err, &coded):
+		return err
 	case errors.Is(err, client.ErrHeld):
 		return withCode(exitHeld, err)
 	case errors.Is(err, client.ErrNotFound):
@@ -362,14 +346,4 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s is held%s: token %d, %v of lease left\n", key, by, info.Token, time.Duration(info.RemainingMS)*time.Millisecond)
 	return nil
-}
-
-// extraCommands are the harness commands (chaos, check, bench).
-func extraCommands() []command {
-	return []command{
-		{"chaos", "run a cluster under faults, record a history and check it", runChaos},
-		{"check", "check a recorded history (linearizability, fencing, leases, resource)", runCheck},
-		{"bench", "measure throughput and latency, against the physical floor and peers", runBench},
-		{"sim", "simulate a cluster deterministically under faults, one seed or a swarm, and check it", runSim},
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/raftlock/raftlock/internal/syncio"
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
@@ -58,7 +59,7 @@ func groupRunning(t *testing.T, pgid int) []int {
 }
 
 // readPid waits for a shell to write a pid into file, unless exec ends.
-func readPid(t *testing.T, file string, exited <-chan struct{}, stderr *syncBuffer) int {
+func readPid(t *testing.T, file string, exited <-chan struct{}, stderr *syncio.Buffer) int {
 	t.Helper()
 	var pid int
 	nodetest.WaitFor(t, 20*time.Second, file, func() bool {
@@ -113,15 +114,15 @@ while [ ! -e ` + ready + ` ]; do sleep 0.01; done
 ` + tc.main
 			args := append([]string{"exec", key, "--endpoints", eps}, tc.flags...)
 			cmd := exec.Command(bin, append(args, "--", "sh", "-c", script)...)
-			var out, errOut syncBuffer
-			cmd.Stdout, cmd.Stderr = &out, &errOut
+			out, errOut := syncio.NewBuffer(), syncio.NewBuffer()
+			cmd.Stdout, cmd.Stderr = out, errOut
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			exited := make(chan struct{})
 			go func() { cmd.Wait(); close(exited) }()
 			t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-			pgid, child := readPid(t, pgFile, exited, &errOut), readPid(t, childFile, exited, &errOut)
+			pgid, child := readPid(t, pgFile, exited, errOut), readPid(t, childFile, exited, errOut)
 			t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) }) // when exec failed to
 			nodetest.WaitFor(t, 20*time.Second, "the child's SIGTERM trap", func() bool {
 				_, err := os.Stat(ready)
@@ -255,8 +256,8 @@ func TestSignalGivesUpTheWaitForALock(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// trap '' INT: the shell and what it execs ignore SIGINT.
 			cmd := exec.Command("sh", append([]string{"-c", `trap '' INT; exec "$0" "$@"`, bin}, args...)...)
-			var errOut syncBuffer
-			cmd.Stderr = &errOut
+			errOut := syncio.NewBuffer()
+			cmd.Stderr = errOut
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/chaos"
 	"github.com/raftlock/raftlock/internal/reportdir"
 )
 
@@ -64,38 +63,6 @@ func TestChaosRefusesAnUnknownBugFirst(t *testing.T) {
 	}
 }
 
-// The run length is --duration in chaos as in bench; --time, its old
-// name, still sets it so that scripts keep working; the fault schedule's
-// knobs are --fault-interval and --fault-duration.
-func TestChaosTimeIsAnAliasOfDuration(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want time.Duration
-	}{
-		{nil, 30 * time.Second},
-		{[]string{"--duration", "9s"}, 9 * time.Second},
-		{[]string{"--time", "7s"}, 7 * time.Second},
-	} {
-		var cfg chaos.Config
-		var seed seedFlag
-		fs := chaosFlags(&cfg, &seed)
-		if _, _, err := parse(fs, tc.args, os.Stderr); err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		if cfg.Time != tc.want {
-			t.Errorf("%v: run length %v, want %v", tc.args, cfg.Time, tc.want)
-		}
-	}
-	var cfg chaos.Config
-	var seed seedFlag
-	if _, _, err := parse(chaosFlags(&cfg, &seed), []string{"--fault-interval", "4s", "--fault-duration", "1s", "--seed", "12"}, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.FaultInterval != 4*time.Second || cfg.FaultDuration != time.Second || seed.value() != 12 {
-		t.Errorf("fault interval %v, duration %v, seed %d; want 4s, 1s, 12", cfg.FaultInterval, cfg.FaultDuration, seed.value())
-	}
-}
-
 // Help reads the same on every run: the seed's default is "random", not a
 // number drawn at startup.
 func TestChaosHelpIsTheSameOnEveryRun(t *testing.T) {
@@ -109,10 +76,6 @@ func TestChaosHelpIsTheSameOnEveryRun(t *testing.T) {
 		if !strings.Contains(first, want) {
 			t.Errorf("help lacks %q:\n%s", want, first)
 		}
-	}
-	var unset seedFlag
-	if a, b := unset.value(), unset.value(); a != b {
-		t.Errorf("a drawn seed changed: %d then %d", a, b)
 	}
 }
 
@@ -141,10 +104,97 @@ func TestCheckListsTheReportsItWrote(t *testing.T) {
 	}
 }
 
-// bench --repeat is checked before anything starts.
-func TestBenchRepeatMustBePositive(t *testing.T) {
-	code, _, stderr := cli(t, "bench", "--repeat", "0")
-	if code != exitUsage || !strings.Contains(stderr, "--repeat must be at least 1") {
-		t.Errorf("bench --repeat 0: exit %d, %q; want a usage error", code, stderr)
+func testdata(name string) string { return filepath.Join("..", "..", "checker", "testdata", name) }
+
+// raftlock check exits 3 for a malformed history, naming the line, and 2
+// when there is nothing to check: neither ever reads as valid.
+func TestCheckExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		inStderr string
+	}{
+		{[]string{testdata("well-formed.jsonl")}, 0, ""},
+		{[]string{testdata("lease-every-pair-fail.jsonl")}, 1, "violations found"},
+		{[]string{testdata("malformed-two-objects-one-line.jsonl")}, 3, "line 2: unexpected text after the event"},
+		{[]string{testdata("malformed-trailing-garbage.jsonl")}, 3, "line 2: unexpected text after the event"},
+		{[]string{testdata("malformed-acquire-without-lease.jsonl")}, 3, "line 2: acquire invocation without a positive lease_ms"},
+		{[]string{testdata("malformed-time-backwards.jsonl")}, 3, "line 3: time 4000000 goes backwards"},
+		{[]string{testdata("malformed-completion-before-invocation.jsonl")}, 3, "line 2: completion at time 4000000 stamped before its invocation"},
+		{[]string{testdata("empty.jsonl")}, 2, "nothing to check"},
+		{[]string{testdata("header-only.jsonl")}, 2, "nothing to check"},
+	} {
+		code, _, stderr := cli(t, append([]string{"check"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stderr, tc.inStderr) {
+			t.Errorf("check %v: exit %d, stderr %q; want exit %d with %q", tc.args, code, stderr, tc.code, tc.inStderr)
+		}
+	}
+}
+
+// The header's nemesis list names clock faults, but none happened near the
+// pair: lease timing decides. --clock-faults is the explicit override that
+// makes it advisory.
+func TestCheckDecidesLeaseTimingUnlessClockFaultsDeclared(t *testing.T) {
+	h := testdata("clock-outside-window-fail.jsonl")
+	if code, out, _ := cli(t, "check", h); code != 1 || !strings.Contains(out, "lease-timing | violation | true") {
+		t.Errorf("default: exit %d, want 1 with a deciding lease-timing violation\n%s", code, out)
+	}
+	if code, out, _ := cli(t, "check", h, "--clock-faults"); code != 0 || !strings.Contains(out, "lease-timing | violation | false") {
+		t.Errorf("--clock-faults: exit %d, want 0 with the violation reported\n%s", code, out)
+	}
+	if code, _, _ := cli(t, "check", h, "--lease-tolerance", "500ms"); code != 0 {
+		t.Errorf("--lease-tolerance 500ms: exit %d, want 0 (the grant is 490ms early)", code)
+	}
+}
+
+func TestCheckReadsResolutions(t *testing.T) {
+	h := testdata("ghost-grant-pass.jsonl")
+	code, out, _ := cli(t, "check", h, "--resolved", testdata("ghost-grant-pass.resolved.json"))
+	if code != 0 || !strings.Contains(out, "1 info operation settled") {
+		t.Errorf("exit %d, want 0 with the resolution counted\n%s", code, out)
+	}
+}
+
+// check --out follows chaos's and sim's rule: it replaces a previous
+// report, and refuses a directory holding anything else (a user's own
+// summary.md), or the report whose history it checks, touching nothing.
+func TestCheckOutReplacesOnlyAReport(t *testing.T) {
+	h := testdata("well-formed.jsonl")
+	mine := t.TempDir()
+	summary := filepath.Join(mine, "summary.md")
+	if err := os.WriteFile(summary, []byte("my notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli(t, "check", h, "--out", mine)
+	if code != 3 || !strings.Contains(stderr, "not a raftlock report") {
+		t.Fatalf("check --out into a user's directory: exit %d, stderr %q; want 3", code, stderr)
+	}
+	if b, err := os.ReadFile(summary); err != nil || string(b) != "my notes\n" {
+		t.Fatalf("the user's summary.md became %q (%v)", b, err)
+	}
+
+	report := filepath.Join(t.TempDir(), "report")
+	for range 2 { // a new directory, then its own previous report
+		if code, _, stderr := cli(t, "check", h, "--out", report); code != 0 {
+			t.Fatalf("check --out a report directory: exit %d, stderr %q", code, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(report, "verdict.json")); err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(report, "history.jsonl")
+	b, err := os.ReadFile(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copied, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = cli(t, "check", copied, "--out", report)
+	if code != 3 || !strings.Contains(stderr, "an input of this check") {
+		t.Fatalf("check --out the directory of its own history: exit %d, stderr %q; want 3", code, stderr)
+	}
+	if _, err := os.Stat(copied); err != nil {
+		t.Fatalf("the history checked is gone: %v", err)
 	}
 }

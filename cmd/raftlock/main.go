@@ -14,16 +14,18 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/cliflag"
 )
 
 // Exit codes, as the README tables them.
 const (
-	exitOK       = 0
-	exitError    = 1
-	exitUsage    = 2
-	exitHeld     = 3
-	exitNotOwner = 4
-	exitUnknown  = 5
+	exitOK         = 0
+	exitError      = cliflag.ExitError
+	exitUsage      = cliflag.ExitUsage
+	exitHeld       = 3
+	exitNotOwner   = 4
+	exitUnknown    = 5
+	exitPermission = 6 // the cluster's ACL refused the call
 
 	// exec, as shells do: the command cannot run, or was not found (a death
 	// by signal n exits 128+n).
@@ -31,23 +33,13 @@ const (
 	exitNotFound  = 127
 
 	// A run stopped by Ctrl-C after writing what it had (128+SIGINT).
-	exitInterrupted = 130
+	exitInterrupted = cliflag.ExitInterrupted
 )
 
-// exitErr carries an exit code with its one-line message.
-type exitErr struct {
-	code int
-	err  error
-}
+// withCode carries an exit code with its one-line message.
+func withCode(code int, err error) error { return cliflag.WithCode(code, err) }
 
-func (e *exitErr) Error() string { return e.err.Error() }
-func (e *exitErr) Unwrap() error { return e.err }
-
-func withCode(code int, err error) error { return &exitErr{code: code, err: err} }
-
-func usageErr(format string, args ...any) error {
-	return withCode(exitUsage, fmt.Errorf(format, args...))
-}
+func usageErr(format string, args ...any) error { return cliflag.Usagef(format, args...) }
 
 type command struct {
 	name, summary string
@@ -71,13 +63,17 @@ func commands() []command {
 		{"certs", "make a CA and member and client certificates (certs init)", runCerts},
 		{"version", "print the version, commit and Go version", runVersion},
 		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
+		{"chaos", "run a cluster under faults, record a history and check it", runChaos},
+		{"check", "check a recorded history (linearizability, fencing, leases, resource)", runCheck},
+		{"bench", "measure throughput and latency, against the physical floor and peers", runBench},
+		{"sim", "simulate a cluster deterministically under faults, one seed or a swarm, and check it", runSim},
 	}
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: raftlock COMMAND [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
-	all := append(commands(), extraCommands()...)
+	all := commands()
 	width := 0
 	for _, c := range all {
 		width = max(width, len(c.name))
@@ -113,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		complete(args[1:], stdout)
 		return exitOK
 	}
-	for _, c := range append(commands(), extraCommands()...) {
+	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
 		}
@@ -121,10 +117,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err == nil || errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
-		var ee *exitErr
+		var ee *cliflag.Error
 		code := exitError
 		if errors.As(err, &ee) {
-			code = ee.code
+			code = ee.Code
 		}
 		msg := strings.ReplaceAll(err.Error(), "\n", " ")
 		msg = strings.ReplaceAll(msg, "raftlock: ", "")

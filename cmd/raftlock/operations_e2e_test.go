@@ -3,75 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
-	"github.com/raftlock/raftlock/internal/freeport"
 )
-
-// run runs the CLI binary with args and returns its exit code and output.
-func (c *processCluster) run(args ...string) (int, string) {
-	c.t.Helper()
-	out, err := exec.Command(c.bin, args...).CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
-	}
-	c.t.Fatalf("run %v: %v", args, err)
-	return 0, ""
-}
-
-// stop sends m SIGTERM and waits for it to exit; it must exit 0.
-func (c *processCluster) stop(m *processMember) {
-	c.t.Helper()
-	m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.exited:
-	case <-time.After(15 * time.Second):
-		c.t.Fatalf("member %d did not stop within 15s of SIGTERM:\n%s", m.id, c.log(m))
-	}
-	if code := m.cmd.ProcessState.ExitCode(); code != 0 {
-		c.t.Fatalf("member %d exited %d after SIGTERM:\n%s", m.id, code, c.log(m))
-	}
-	m.cmd = nil
-}
-
-// newMember allocates the addresses of a member to be added.
-// addJoiner adds member id (fresh addresses) to the cluster through eps
-// with member add, to join with --join eps; it is not started.
-func (c *processCluster) addJoiner(id int, eps string) *processMember {
-	c.t.Helper()
-	m := newMember(c.t, id)
-	m.join = eps
-	if code, out := c.run("member", "add", "--endpoints", eps, "--id", strconv.Itoa(id), "--peer-addr", m.peer, "--client-addr", m.client); code != 0 {
-		c.t.Fatalf("member add: exit %d\n%s", code, out)
-	}
-	return m
-}
-
-func newMember(t *testing.T, id int) *processMember {
-	m := &processMember{id: id}
-	for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {
-		addr, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		*a = addr
-	}
-	return m
-}
 
 // lockLoop is clients that acquire and release their own key in a loop
 // until stopped, recording every error (the client retries what is safe

@@ -35,50 +35,52 @@ func TestReadmesSpeakToUsers(t *testing.T) {
 // Every chaos flag the README, the Makefile, CI and the mutation script
 // use is a flag chaos has: a rename must not leave a script behind.
 func TestScriptsUseChaosFlagsThatExist(t *testing.T) {
-	_, _, help := cli(t, "chaos", "--help")
-	chaosCall := regexp.MustCompile(`(raftlock|\$\(BIN\)|"\$bin") chaos [^\n]*`)
-	flagRe := regexp.MustCompile(`--[a-z][a-z-]*`)
-	for _, name := range []string{"README.md", "Makefile", filepath.Join(".ci", "run"), filepath.Join("scripts", "mutation.sh")} {
-		b, err := os.ReadFile(filepath.Join("..", "..", name))
-		if err != nil {
-			t.Fatal(err)
+	calls := scriptCalls(t, `(raftlock|\$\(BIN\)|"\$bin")`, "chaos", "README.md", "Makefile", filepath.Join(".ci", "run"), filepath.Join("scripts", "mutation.sh"))
+	checkFlagsExist(t, "chaos", calls, func(name, f, line string) {
+		if f == "--time" {
+			t.Errorf("%s still uses --time (now --duration): %s", name, line)
 		}
-		calls := chaosCall.FindAllString(string(b), -1)
-		if len(calls) == 0 {
-			t.Errorf("%s: no chaos command found", name)
-		}
-		for _, line := range calls {
-			for _, f := range flagRe.FindAllString(line, -1) {
-				if f == "--time" {
-					t.Errorf("%s still uses --time (now --duration): %s", name, line)
-				}
-				if !strings.Contains(help, "  "+f+" ") && !strings.Contains(help, "  "+f+"\n") {
-					t.Errorf("%s uses %s, which chaos does not have: %s", name, f, line)
-				}
-			}
-		}
-	}
+	})
 }
 
 // Every sim flag the README, the Makefile, CI and results/sim.md use is a
 // flag sim has.
 func TestScriptsUseSimFlagsThatExist(t *testing.T) {
-	_, _, help := cli(t, "sim", "--help")
-	simCall := regexp.MustCompile(`(raftlock|\$\(BIN\)) sim [^\n]*`)
-	flagRe := regexp.MustCompile(`--[a-z][a-z-]*`)
-	for _, name := range []string{"README.md", "Makefile", filepath.Join(".ci", "run"), filepath.Join("results", "sim.md")} {
+	calls := scriptCalls(t, `(raftlock|\$\(BIN\))`, "sim", "README.md", "Makefile", filepath.Join(".ci", "run"), filepath.Join("results", "sim.md"))
+	checkFlagsExist(t, "sim", calls, func(string, string, string) {})
+}
+
+// scriptCalls are the calls of command (after the binary, as matched by
+// bin) in each of the repository's files named, by file; a file without
+// one fails the test.
+func scriptCalls(t *testing.T, bin, command string, names ...string) map[string][]string {
+	t.Helper()
+	re := regexp.MustCompile(bin + " " + command + ` [^\n]*`)
+	calls := map[string][]string{}
+	for _, name := range names {
 		b, err := os.ReadFile(filepath.Join("..", "..", name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		calls := simCall.FindAllString(string(b), -1)
-		if len(calls) == 0 {
-			t.Errorf("%s: no sim command found", name)
+		if calls[name] = re.FindAllString(string(b), -1); len(calls[name]) == 0 {
+			t.Errorf("%s: no %s command found", name, command)
 		}
-		for _, line := range calls {
+	}
+	return calls
+}
+
+// checkFlagsExist fails the test for every flag of calls that command's
+// --help does not list; also is called with every flag found.
+func checkFlagsExist(t *testing.T, command string, calls map[string][]string, also func(name, flag, line string)) {
+	t.Helper()
+	_, _, help := cli(t, command, "--help")
+	flagRe := regexp.MustCompile(`--[a-z][a-z-]*`)
+	for name, lines := range calls {
+		for _, line := range lines {
 			for _, f := range flagRe.FindAllString(line, -1) {
+				also(name, f, line)
 				if !strings.Contains(help, "  "+f+" ") && !strings.Contains(help, "  "+f+"\n") {
-					t.Errorf("%s uses %s, which sim does not have: %s", name, f, line)
+					t.Errorf("%s uses %s, which %s does not have: %s", name, f, command, line)
 				}
 			}
 		}

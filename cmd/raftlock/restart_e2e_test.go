@@ -13,216 +13,9 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
-	"github.com/raftlock/raftlock/internal/promtext"
-	"github.com/raftlock/raftlock/internal/testbin"
+	"github.com/raftlock/raftlock/internal/syncio"
 	"github.com/raftlock/raftlock/node/embed"
 )
-
-// processMember is one `raftlock node` child process and its addresses.
-type processMember struct {
-	id                     int
-	peer, client, httpAddr string
-	cmd                    *exec.Cmd
-	exited                 chan struct{}
-	// join, when set, starts the member with --join (these client
-	// endpoints) instead of --peers.
-	join string
-}
-
-// processCluster runs real `raftlock node` processes, for the tests that
-// need what only a process gives: SIGKILL at any moment, and a restart that
-// must read everything back from disk.
-type processCluster struct {
-	t       *testing.T
-	bin     string
-	dir     string
-	extra   []string
-	members []*processMember
-	// listenArgs, if set, gives a member's --listen and --peer-listen
-	// flags (default: listen where the others dial it).
-	listenArgs func(m *processMember) []string
-}
-
-func buildBinary(t *testing.T) string { return testbin.Build(t, ".") }
-
-func newProcessCluster(t *testing.T, size int, extra ...string) *processCluster {
-	t.Helper()
-	return newProcessClusterWith(t, size, nil, extra...)
-}
-
-func newProcessClusterWith(t *testing.T, size int, listenArgs func(*processMember) []string, extra ...string) *processCluster {
-	t.Helper()
-	c := &processCluster{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra, listenArgs: listenArgs}
-	for id := 1; id <= size; id++ {
-		c.members = append(c.members, newMember(t, id))
-	}
-	for _, m := range c.members {
-		c.start(m)
-	}
-	t.Cleanup(func() {
-		for _, m := range c.members {
-			c.kill(m)
-		}
-	})
-	return c
-}
-
-func (c *processCluster) endpoints() []string {
-	var eps []string
-	for _, m := range c.members {
-		eps = append(eps, m.client)
-	}
-	return eps
-}
-
-func (c *processCluster) start(m *processMember) {
-	c.t.Helper()
-	a := embed.Args{ID: uint64(m.id), Listen: m.client, HTTP: m.httpAddr, Data: filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id)), Extra: c.extra}
-	if c.listenArgs != nil {
-		a.Listen, a.Extra = "", append(c.listenArgs(m), c.extra...)
-	}
-	if m.join != "" {
-		a.Join, a.PeerListen = []string{m.join}, m.peer
-	} else {
-		a.Peers = map[uint64]string{}
-		for _, p := range c.members {
-			if p.join == "" { // one joined later is not in the bootstrap configuration
-				a.Peers[uint64(p.id)] = p.peer
-			}
-		}
-	}
-	logf, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	m.cmd = exec.Command(c.bin, a.Argv()...)
-	m.cmd.Stdout, m.cmd.Stderr = logf, logf
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := m.cmd.Start(); err != nil {
-		c.t.Fatalf("start member %d: %v", m.id, err)
-	}
-	m.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		cmd.Wait()
-		logf.Close()
-		close(done)
-	}(m.cmd, m.exited)
-}
-
-func (c *processCluster) kill(m *processMember) {
-	if m.cmd == nil {
-		return
-	}
-	m.cmd.Process.Signal(syscall.SIGKILL)
-	<-m.exited
-	m.cmd = nil
-}
-
-// running reports whether m's process is still alive (a member that panics
-// on start exits at once).
-func (m *processMember) running() bool {
-	select {
-	case <-m.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-func (c *processCluster) log(m *processMember) string {
-	b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)))
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
-
-// fullLog is all of m's log, where log is its tail.
-func (c *processCluster) fullLog(m *processMember) string {
-	b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)))
-	return string(b)
-}
-
-// readyProcessCluster starts three members (info logs) and returns them
-// with a client that has seen a leader (a read succeeded) and a context
-// that bounds the test to d; both end with the test.
-func readyProcessCluster(t *testing.T, d time.Duration) (*processCluster, context.Context, *client.Client) {
-	t.Helper()
-	return readyProcessClusterWith(t, d, "--log-level", "info")
-}
-
-// readyProcessClusterWith is readyProcessCluster with the members' flags
-// given.
-func readyProcessClusterWith(t *testing.T, d time.Duration, extra ...string) (*processCluster, context.Context, *client.Client) {
-	t.Helper()
-	c := newProcessCluster(t, 3, extra...)
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	waitUntil(ctx, t, "a leader", func() bool {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		defer acancel()
-		_, err := cl.Get(actx, "warm-up")
-		return err == nil
-	})
-	return c, ctx, cl
-}
-
-// holdLocks acquires each key with a one-hour lease, each tried until it
-// is granted (a leader may still change hands), and returns the tokens.
-func holdLocks(ctx context.Context, t *testing.T, cl *client.Client, keys ...string) map[string]uint64 {
-	t.Helper()
-	held := map[string]uint64{}
-	for _, key := range keys {
-		waitUntil(ctx, t, "the lock on "+key, func() bool {
-			actx, acancel := context.WithTimeout(ctx, time.Second)
-			defer acancel()
-			g, err := cl.Acquire(actx, key, time.Hour, 0)
-			held[key] = g.Token
-			return err == nil
-		})
-	}
-	return held
-}
-
-// logs is the log tail of every member, named with its client address,
-// for a failure that cannot say which member caused it.
-func (c *processCluster) logs() string {
-	var b strings.Builder
-	for _, m := range c.members {
-		fmt.Fprintf(&b, "--- member %d (client %s, peer %s):\n%s\n", m.id, m.client, m.peer, c.log(m))
-	}
-	return b.String()
-}
-
-// metric reads one unlabelled sample from m's /metrics.
-func (m *processMember) metric(ctx context.Context, name string) (float64, error) {
-	all, err := promtext.Fetch(ctx, "http://"+m.httpAddr+"/metrics")
-	if err != nil {
-		return 0, err
-	}
-	v, ok := all[name]
-	if !ok {
-		return 0, fmt.Errorf("no metric %s", name)
-	}
-	return v, nil
-}
-
-// waitUntil polls cond every 20 ms until it holds or ctx ends.
-func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
 
 // Issue 8's end-to-end proof: real member processes that snapshot every 50
 // entries, under load from `raftlock bench --endpoints`, are each killed
@@ -239,11 +32,11 @@ func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
 
 	// Load for the whole test, through every kill and restart (it sees
 	// errors while members restart; it only has to keep the log moving).
-	var loadOut syncBuffer
+	loadOut := syncio.NewBuffer()
 	load := exec.CommandContext(ctx, c.bin, "bench", "--endpoints", strings.Join(c.endpoints(), ","),
 		"--clients", "8", "--workload", "uncontended", "--warmup", "0s", "--duration", "10m", "--lease", "2s",
 		"--out", filepath.Join(c.dir, "bench"))
-	load.Stdout, load.Stderr = &loadOut, &loadOut
+	load.Stdout, load.Stderr = loadOut, loadOut
 	if err := load.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -384,5 +177,87 @@ func TestMembersListeningOnAllInterfacesAdvertiseReachableAddresses(t *testing.T
 	})
 	if _, err := cl.Acquire(ctx, "k", time.Minute, 0); err != nil {
 		t.Fatalf("acquire through redirects: %v", err)
+	}
+}
+
+// `raftlock cluster` without --data keeps its state in ./raftlock-data and
+// finds it again on restart: tokens carry on instead of starting at 1.
+func TestClusterReusesDefaultDataDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	bin := buildBinary(t)
+	work := t.TempDir()
+	port := func() string {
+		addr, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p, _ := strings.Cut(addr, ":")
+		return p
+	}
+	peer, cport, hport := port(), port(), port()
+	endpoint := "127.0.0.1:" + cport
+	start := func() (*exec.Cmd, string) {
+		t.Helper()
+		cmd := exec.Command(bin, "cluster", "--nodes", "1", "--peer-port", peer, "--client-port", cport, "--http-port", hport)
+		cmd.Dir = work
+		cmd.Stderr = os.Stderr
+		sc := startScanning(t, cmd, cmd.StdoutPipe)
+		var banner string
+		for sc.Scan() {
+			banner += sc.Text() + "\n"
+			if strings.HasPrefix(sc.Text(), "endpoints:") {
+				break
+			}
+		}
+		go func() {
+			for sc.Scan() {
+			}
+		}()
+		return cmd, banner
+	}
+	stop := func(cmd *exec.Cmd) {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	}
+	acquire := func(key string) uint64 {
+		t.Helper()
+		cl, err := client.New([]string{endpoint}, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for {
+			g, err := cl.Acquire(ctx, key, time.Hour, 0)
+			if err == nil {
+				return g.Token
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("acquire %s: %v", key, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	cmd, banner := start()
+	want := filepath.Join(work, embed.DefaultLocalData)
+	if !strings.Contains(banner, "raftlock cluster: 1 member, data in "+want+" (new)") {
+		t.Fatalf("first start does not say where its data is:\n%s", banner)
+	}
+	first := acquire("a")
+	stop(cmd)
+	if _, err := os.Stat(filepath.Join(want, "1")); err != nil {
+		t.Fatalf("no member data in the default directory: %v", err)
+	}
+	cmd, banner = start()
+	defer stop(cmd)
+	if !strings.Contains(banner, "data in "+want+" (reused") {
+		t.Fatalf("restart does not say it reused its data:\n%s", banner)
+	}
+	if second := acquire("b"); second != first+1 {
+		t.Fatalf("token after restart %d, want %d (tokens must carry on)", second, first+1)
 	}
 }

@@ -3,8 +3,18 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
 	"syscall"
+
+	"github.com/raftlock/raftlock/node/embed"
 )
+
+// untilInterrupted is a context that ends at Ctrl-C or SIGTERM, for a
+// run that writes what it has before it ends; stop restores the signals'
+// default, so a second Ctrl-C ends the process at once.
+func untilInterrupted() (ctx context.Context, stop func()) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
 
 // signalError is a wait given up on a signal.
 type signalError struct{ sig syscall.Signal }
@@ -39,4 +49,31 @@ func untilSignal[T any](ctx context.Context, sigs <-chan os.Signal, call func(co
 		var zero T
 		return zero, signalError{sig}
 	}
+}
+
+// waitForSignal waits for Ctrl-C or SIGTERM, and says which came.
+func waitForSignal() os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(ch)
+	return <-ch
+}
+
+// reloadOnHUP reloads certificates and ACL on every SIGHUP until ctx ends.
+func reloadOnHUP(ctx context.Context, mbs []*embed.Member) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				for _, mb := range mbs {
+					mb.Reload()
+				}
+			}
+		}
+	}()
 }

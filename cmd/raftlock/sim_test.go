@@ -159,26 +159,11 @@ func testSimHeldLocksCatchSnapshotPartial(t *testing.T, bin string) {
 	}
 }
 
+// runBin is runCLI with its outcome as three values.
 func runBin(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	return runBinEnv(t, nil, bin, args...)
-}
-
-func runBinEnv(t *testing.T, env []string, bin string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	return o.String(), e.String(), code
+	r := runCLI(t, bin, nil, args...)
+	return r.stdout, r.stderr, r.code
 }
 
 func jsonLines(t *testing.T, s string) []map[string]any {
@@ -253,7 +238,8 @@ func testSimSwarmIsValidAndSummarised(t *testing.T, bin string) {
 		t.Fatalf("summary %v", lines[4])
 	}
 	// A swarm set up in the environment does not make its children swarms.
-	stdout, stderr, code := runBinEnv(t, []string{"RAFTLOCK_SEEDS=5..6", "RAFTLOCK_DURATION=2s"}, bin, "sim", "--out", t.TempDir())
+	r := runCLI(t, bin, []string{"RAFTLOCK_SEEDS=5..6", "RAFTLOCK_DURATION=2s"}, "sim", "--out", t.TempDir())
+	stdout, stderr, code := r.stdout, r.stderr, r.code
 	if code != 0 || !strings.Contains(stdout, "SEEDS") {
 		t.Fatalf("swarm from the environment: exit %d; stdout %s stderr %s", code, stdout, stderr)
 	}

@@ -6,11 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/raftlock/raftlock/internal/atomicfile"
 	membercore "github.com/raftlock/raftlock/member"
-	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/server"
 )
@@ -78,12 +76,6 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// defaultBumpTokens is how far a restore raises the last token: above any
-// realistic number of grants between a backup and the disaster it is
-// restored after (etcd's snapshot restore asks for the same with
-// --bump-revision), and a negligible part of the 64-bit token space.
-const defaultBumpTokens = 1_000_000
-
 func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("snapshot restore", "snapshot restore FILE --data DIR --id N --peers 1=HOST:PORT,... [--json]\n\n"+
 		"Seeds a new member's data directory from a backup taken by `raftlock snapshot save`:\n"+
@@ -93,50 +85,24 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 		"so no token the old cluster granted after the backup is ever granted again (a\n"+
 		"fenced resource that saw it would accept two holders): set it above the number of\n"+
 		"grants the old cluster can have made since the backup.")
-	dir := dataFlag(fs, "", "data directory to create for this member (required; must not exist or be empty)")
-	id := fs.Uint64("id", 0, "this member's id, one of --peers (required)")
-	peersFlag := fs.String("peers", "", "every member's raft address in the new cluster: 1=HOST:PORT,2=... (required)")
-	bump := fs.Uint64("bump-tokens", defaultBumpTokens, "raise the last token by this many, above any the old cluster granted after the backup")
+	var r embed.RestoreFlags
+	r.RegisterFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	file, err := oneArg(fs, args, stderr, "FILE")
 	if err != nil {
 		return err
 	}
-	switch {
-	case *dir == "":
-		return usageErr("--data is required")
-	case *id == 0:
-		return usageErr("--id is required")
-	case *peersFlag == "":
-		return usageErr("--peers is required")
-	}
-	peers, err := embed.ParsePeers(*peersFlag)
-	if err != nil {
-		return usageErr("--peers: %v", err)
-	}
-	if _, ok := peers[*id]; !ok {
-		return usageErr("--id %d is not in --peers", *id)
-	}
-	data, err := os.ReadFile(file)
+	meta, start, err := r.Restore(file)
 	if err != nil {
 		return err
 	}
-	meta, table, _, err := membercore.DecodeBackup(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	if err := node.SeedFromBackup(*dir, *id, peers, meta.Index, meta.Term, table, *bump, nil); err != nil {
-		return err
-	}
-	a := embed.Args{ID: *id, Peers: peers, Data: *dir}
-	start, list := "raftlock "+strings.Join(a.Argv(), " "), embed.FormatPeers(peers)
 	if *asJSON {
-		return printJSON(stdout, map[string]any{"file": file, "data": *dir, "id": *id, "peers": list,
+		return printJSON(stdout, map[string]any{"file": file, "data": r.Dir, "id": r.ID, "peers": embed.FormatPeers(r.Peers),
 			"index": meta.Index, "term": meta.Term, "locks": meta.Locks, "last_token": meta.LastToken,
-			"next_token": meta.LastToken + *bump + 1, "sha256": meta.SHA256, "start": start})
+			"next_token": meta.LastToken + r.Bump + 1, "sha256": meta.SHA256, "start": start})
 	}
 	fmt.Fprintf(stdout, "restored snapshot at index %d term %d (%s, last token %d, next token %d, sha256 %s) into %s as member %d of %d\n",
-		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, meta.LastToken+*bump+1, meta.SHA256, *dir, *id, len(peers))
+		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, meta.LastToken+r.Bump+1, meta.SHA256, r.Dir, r.ID, len(r.Peers))
 	fmt.Fprintf(stdout, "start it with its usual --listen, --http and TLS flags: %s\n", start)
 	return nil
 }

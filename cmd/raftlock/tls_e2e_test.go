@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,36 +26,6 @@ import (
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node/peer"
 )
-
-// cliResult is one CLI run.
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
-
-// runCLI runs the binary with args and the environment env (added to
-// this process's, without any RAFTLOCK_* of its own).
-func runCLI(t *testing.T, bin string, env []string, args ...string) cliResult {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "RAFTLOCK_") {
-			cmd.Env = append(cmd.Env, e)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return cliResult{out.String(), errb.String(), code}
-}
 
 // tlsCluster is a three-member cluster with certificates from
 // `raftlock certs init` (clients admin and batch) and, when acl is set, an
@@ -434,5 +403,31 @@ func TestStrangerAndWipedMemberRefused(t *testing.T) {
 		if !m.running() {
 			t.Fatalf("member %d exited:\n%s", m.id, tc.log(m))
 		}
+	}
+}
+
+// A member that would serve a non-loopback address without certificates
+// refuses to start with one line naming the way out, and creates nothing
+// (node/embed's TestSecurityChecks has the rest).
+func TestSecureByDefault(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--peers", "1=10.0.0.1:7001"},
+		{"--peers", "1=127.0.0.1:7001", "--listen", "0.0.0.0:8001"},
+		{"--peers", "1=127.0.0.1:7001", "--peer-listen", ":7001"},
+		{"--peers", "1=127.0.0.1:7001", "--http", "192.168.1.4:9001"},
+		{"--peers", "1=127.0.0.1:7001", "--advertise-client", "db1.example:8001"},
+	} {
+		full := append([]string{"node", "--id", "1", "--data", filepath.Join(dir, "d")}, args...)
+		code, _, errOut := cli(t, full...)
+		if code != exitError {
+			t.Errorf("%v: exit %d, want %d", args, code, exitError)
+		}
+		if strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "--cert, --key and --ca") || !strings.Contains(errOut, "--insecure") {
+			t.Errorf("%v: error %q does not name --cert/--key/--ca and --insecure on one line", args, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "d")); err == nil {
+		t.Error("a refused member created its data directory")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/sim"
 	"github.com/raftlock/raftlock/checker"
+	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/reportdir"
 )
 
@@ -225,7 +226,7 @@ func (rep SeedReport) WriteText(stdout io.Writer) {
 		fmt.Fprintf(stdout, "seed %d: simulator failed: %s\n", rep.Seed, rep.Error)
 	case rep.Check == "":
 		fmt.Fprintf(stdout, "seed %d: %s (%s, %s, %.1f s simulated in %.2f s)\n",
-			rep.Seed, rep.Verdict, plural(rep.Ops, "op", "ops"), plural(rep.Faults, "fault", "faults"), rep.SimSeconds, rep.WallSeconds)
+			rep.Seed, rep.Verdict, cliflag.Plural(rep.Ops, "op", "ops"), cliflag.Plural(rep.Faults, "fault", "faults"), rep.SimSeconds, rep.WallSeconds)
 	default:
 		fmt.Fprintf(stdout, "seed %d: %s\n", rep.Seed, rep.Check)
 		fmt.Fprintf(stdout, "  %s; report in %s\n  replay: %s\n", rep.Verdict, rep.Report, rep.Replay)
@@ -235,8 +236,8 @@ func (rep SeedReport) WriteText(stdout io.Writer) {
 				skipped = fmt.Sprintf(" but %d skipped", len(s.Skip))
 			}
 			fmt.Fprintf(stdout, "  shrunk (%s) to %s, %s%s (%s), %s, %s: still %s\n  replay the shrunk run: %s\n",
-				plural(s.Runs, "run", "runs"), plural(s.MaxOps, "op", "ops"), plural(s.MaxFaults, "fault", "faults"), skipped, s.Faults,
-				plural(s.Clients, "client", "clients"), s.Duration, s.Check, s.Replay)
+				cliflag.Plural(s.Runs, "run", "runs"), cliflag.Plural(s.MaxOps, "op", "ops"), cliflag.Plural(s.MaxFaults, "fault", "faults"), skipped, s.Faults,
+				cliflag.Plural(s.Clients, "client", "clients"), s.Duration, s.Check, s.Replay)
 			if s.Report != "" {
 				fmt.Fprintf(stdout, "  its report: %s\n", s.Report)
 			}
@@ -250,7 +251,7 @@ func (s Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%-8d %-8d %-8d %-12s %-9d %-8d %-9s %-9.1f %.0fx\n", s.Seeds, s.Valid, len(s.Failing)+len(s.Unknown)+len(s.Errors),
 		fmt.Sprintf("%.0f s", s.SimSeconds), s.Ops, s.Faults, fmt.Sprintf("%.1f s", s.WallSeconds), s.SeedsPerSec, s.Speedup)
 	if s.MembersRemoved+s.MembersAdded > 0 {
-		fmt.Fprintf(w, "membership: %s removed, %d added, %d promoted\n", plural(s.MembersRemoved, "member", "members"), s.MembersAdded, s.MembersReplaced)
+		fmt.Fprintf(w, "membership: %s removed, %d added, %d promoted\n", cliflag.Plural(s.MembersRemoved, "member", "members"), s.MembersAdded, s.MembersReplaced)
 	}
 	if s.FirstFail != nil {
 		fmt.Fprintf(w, "first failing seed: %d (%s)\n", *s.FirstFail, s.FirstCheck)
@@ -263,14 +264,6 @@ func (s Summary) WriteText(w io.Writer) {
 			cut[i] = strconv.FormatInt(seed, 10)
 		}
 		fmt.Fprintf(w, "interrupted: %s cut short (%s), %d not started; neither valid nor failing\n",
-			plural(len(s.Interrupted), "seed", "seeds"), strings.Join(cut, " "), s.NotStarted)
+			cliflag.Plural(len(s.Interrupted), "seed", "seeds"), strings.Join(cut, " "), s.NotStarted)
 	}
-}
-
-// plural is "1 op", "3 ops".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
 }

@@ -1,9 +1,8 @@
-package main
+package embed
 
 import (
 	"bufio"
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/freeport"
 )
 
@@ -28,18 +28,20 @@ func TestStoppedNodeSendsGoAway(t *testing.T) {
 		}
 		addrs[i] = a
 	}
-	var m memberFlags
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	m.register(fs)
-	if err := fs.Parse([]string{"--id", "1", "--peers", "1=" + addrs[0], "--listen", addrs[1], "--data", t.TempDir()}); err != nil {
+	var m Flags
+	if _, err := cliflag.Parse(&m, "node", "--id", "1", "--peers", "1="+addrs[0], "--listen", addrs[1], "--data", t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	peers, join, err := memberPeers(&m, log)
+	peers, join, err := m.Peers(context.Background(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb, err := startMember(m, peers, join, log)
+	cfg, err := m.MemberConfig(peers, join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := Start(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

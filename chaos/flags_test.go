@@ -1,0 +1,65 @@
+package chaos
+
+import (
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/internal/cliflag"
+)
+
+// The run length is --duration in chaos as in bench; --time, its old
+// name, still sets it so that scripts keep working; the fault schedule's
+// knobs are --fault-interval and --fault-duration.
+func TestTimeIsAnAliasOfDuration(t *testing.T) {
+	parse := func(args ...string) *Flags {
+		var f Flags
+		if _, err := cliflag.Parse(&f, "chaos", args...); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return &f
+	}
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 30 * time.Second},
+		{[]string{"--duration", "9s"}, 9 * time.Second},
+		{[]string{"--time", "7s"}, 7 * time.Second},
+	} {
+		if got := parse(tc.args...).Config.Time; got != tc.want {
+			t.Errorf("%v: run length %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	f := parse("--fault-interval", "4s", "--fault-duration", "1s", "--seed", "12")
+	if f.Config.FaultInterval != 4*time.Second || f.Config.FaultDuration != time.Second || f.Seed.Value() != 12 {
+		t.Errorf("fault interval %v, duration %v, seed %d; want 4s, 1s, 12", f.Config.FaultInterval, f.Config.FaultDuration, f.Seed.Value())
+	}
+}
+
+// Prepare checks every flag before it touches the disk, and gives a run
+// its defaults: the families of Families, a report directory named after
+// the seed, this executable.
+func TestPrepare(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var f Flags
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	f.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--nodes", "4"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Prepare(); err == nil || err.Error() != "--nodes must be 3 or 5" {
+		t.Fatalf("Prepare with --nodes 4: %v", err)
+	}
+	if err := fs.Parse([]string{"--nodes", "3", "--seed", "7", "--nemesis", "kill,pause"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Seed != 7 || cfg.Out != "chaos-out/seed-7" || cfg.Bin == "" || len(cfg.Nemeses) != 2 {
+		t.Fatalf("prepared %+v", cfg)
+	}
+}

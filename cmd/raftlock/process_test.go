@@ -1,0 +1,333 @@
+package main
+
+// The helpers of the tests that run the raftlock binary: one run of it
+// (runCLI), and clusters of `raftlock node` processes (processCluster).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/promtext"
+	"github.com/raftlock/raftlock/internal/testbin"
+	"github.com/raftlock/raftlock/node/embed"
+)
+
+// processMember is one `raftlock node` child process and its addresses.
+type processMember struct {
+	id                     int
+	peer, client, httpAddr string
+	cmd                    *exec.Cmd
+	exited                 chan struct{}
+	// join, when set, starts the member with --join (these client
+	// endpoints) instead of --peers.
+	join string
+}
+
+// processCluster runs real `raftlock node` processes, for the tests that
+// need what only a process gives: SIGKILL at any moment, and a restart that
+// must read everything back from disk.
+type processCluster struct {
+	t       *testing.T
+	bin     string
+	dir     string
+	extra   []string
+	members []*processMember
+	// listenArgs, if set, gives a member's --listen and --peer-listen
+	// flags (default: listen where the others dial it).
+	listenArgs func(m *processMember) []string
+}
+
+func buildBinary(t *testing.T) string { return testbin.Build(t, ".") }
+
+func newProcessCluster(t *testing.T, size int, extra ...string) *processCluster {
+	t.Helper()
+	return newProcessClusterWith(t, size, nil, extra...)
+}
+
+func newProcessClusterWith(t *testing.T, size int, listenArgs func(*processMember) []string, extra ...string) *processCluster {
+	t.Helper()
+	c := &processCluster{t: t, bin: buildBinary(t), dir: t.TempDir(), extra: extra, listenArgs: listenArgs}
+	for id := 1; id <= size; id++ {
+		c.members = append(c.members, newMember(t, id))
+	}
+	for _, m := range c.members {
+		c.start(m)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.kill(m)
+		}
+	})
+	return c
+}
+
+func (c *processCluster) endpoints() []string {
+	var eps []string
+	for _, m := range c.members {
+		eps = append(eps, m.client)
+	}
+	return eps
+}
+
+func (c *processCluster) start(m *processMember) {
+	c.t.Helper()
+	a := embed.Args{ID: uint64(m.id), Listen: m.client, HTTP: m.httpAddr, Data: filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id)), Extra: c.extra}
+	if c.listenArgs != nil {
+		a.Listen, a.Extra = "", append(c.listenArgs(m), c.extra...)
+	}
+	if m.join != "" {
+		a.Join, a.PeerListen = []string{m.join}, m.peer
+	} else {
+		a.Peers = map[uint64]string{}
+		for _, p := range c.members {
+			if p.join == "" { // one joined later is not in the bootstrap configuration
+				a.Peers[uint64(p.id)] = p.peer
+			}
+		}
+	}
+	logf, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m.cmd = exec.Command(c.bin, a.Argv()...)
+	m.cmd.Stdout, m.cmd.Stderr = logf, logf
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := m.cmd.Start(); err != nil {
+		c.t.Fatalf("start member %d: %v", m.id, err)
+	}
+	m.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		cmd.Wait()
+		logf.Close()
+		close(done)
+	}(m.cmd, m.exited)
+}
+
+func (c *processCluster) kill(m *processMember) {
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Signal(syscall.SIGKILL)
+	<-m.exited
+	m.cmd = nil
+}
+
+// running reports whether m's process is still alive (a member that panics
+// on start exits at once).
+func (m *processMember) running() bool {
+	select {
+	case <-m.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *processCluster) log(m *processMember) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)))
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// fullLog is all of m's log, where log is its tail.
+func (c *processCluster) fullLog(m *processMember) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)))
+	return string(b)
+}
+
+// readyProcessCluster starts three members (info logs) and returns them
+// with a client that has seen a leader (a read succeeded) and a context
+// that bounds the test to d; both end with the test.
+func readyProcessCluster(t *testing.T, d time.Duration) (*processCluster, context.Context, *client.Client) {
+	t.Helper()
+	return readyProcessClusterWith(t, d, "--log-level", "info")
+}
+
+// readyProcessClusterWith is readyProcessCluster with the members' flags
+// given.
+func readyProcessClusterWith(t *testing.T, d time.Duration, extra ...string) (*processCluster, context.Context, *client.Client) {
+	t.Helper()
+	c := newProcessCluster(t, 3, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	cl, err := client.New(c.endpoints(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	waitUntil(ctx, t, "a leader", func() bool {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		defer acancel()
+		_, err := cl.Get(actx, "warm-up")
+		return err == nil
+	})
+	return c, ctx, cl
+}
+
+// holdLocks acquires each key with a one-hour lease, each tried until it
+// is granted (a leader may still change hands), and returns the tokens.
+func holdLocks(ctx context.Context, t *testing.T, cl *client.Client, keys ...string) map[string]uint64 {
+	t.Helper()
+	held := map[string]uint64{}
+	for _, key := range keys {
+		waitUntil(ctx, t, "the lock on "+key, func() bool {
+			actx, acancel := context.WithTimeout(ctx, time.Second)
+			defer acancel()
+			g, err := cl.Acquire(actx, key, time.Hour, 0)
+			held[key] = g.Token
+			return err == nil
+		})
+	}
+	return held
+}
+
+// logs is the log tail of every member, named with its client address,
+// for a failure that cannot say which member caused it.
+func (c *processCluster) logs() string {
+	var b strings.Builder
+	for _, m := range c.members {
+		fmt.Fprintf(&b, "--- member %d (client %s, peer %s):\n%s\n", m.id, m.client, m.peer, c.log(m))
+	}
+	return b.String()
+}
+
+// metric reads one unlabelled sample from m's /metrics.
+func (m *processMember) metric(ctx context.Context, name string) (float64, error) {
+	all, err := promtext.Fetch(ctx, "http://"+m.httpAddr+"/metrics")
+	if err != nil {
+		return 0, err
+	}
+	v, ok := all[name]
+	if !ok {
+		return 0, fmt.Errorf("no metric %s", name)
+	}
+	return v, nil
+}
+
+// waitUntil polls cond every 20 ms until it holds or ctx ends.
+func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// startScanning starts cmd and scans the output pipe gives (its
+// StdoutPipe or StderrPipe); the process is killed when the test ends.
+func startScanning(t *testing.T, cmd *exec.Cmd, pipe func() (io.ReadCloser, error)) *bufio.Scanner {
+	t.Helper()
+	r, err := pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return bufio.NewScanner(r)
+}
+
+// run runs the CLI binary with args and returns its exit code and output.
+func (c *processCluster) run(args ...string) (int, string) {
+	c.t.Helper()
+	out, err := exec.Command(c.bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	c.t.Fatalf("run %v: %v", args, err)
+	return 0, ""
+}
+
+// stop sends m SIGTERM and waits for it to exit; it must exit 0.
+func (c *processCluster) stop(m *processMember) {
+	c.t.Helper()
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(15 * time.Second):
+		c.t.Fatalf("member %d did not stop within 15s of SIGTERM:\n%s", m.id, c.log(m))
+	}
+	if code := m.cmd.ProcessState.ExitCode(); code != 0 {
+		c.t.Fatalf("member %d exited %d after SIGTERM:\n%s", m.id, code, c.log(m))
+	}
+	m.cmd = nil
+}
+
+// newMember allocates the addresses of a member to be added.
+// addJoiner adds member id (fresh addresses) to the cluster through eps
+// with member add, to join with --join eps; it is not started.
+func (c *processCluster) addJoiner(id int, eps string) *processMember {
+	c.t.Helper()
+	m := newMember(c.t, id)
+	m.join = eps
+	if code, out := c.run("member", "add", "--endpoints", eps, "--id", strconv.Itoa(id), "--peer-addr", m.peer, "--client-addr", m.client); code != 0 {
+		c.t.Fatalf("member add: exit %d\n%s", code, out)
+	}
+	return m
+}
+
+func newMember(t *testing.T, id int) *processMember {
+	m := &processMember{id: id}
+	for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {
+		addr, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		*a = addr
+	}
+	return m
+}
+
+// cliResult is one CLI run.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the binary with args and the environment env (added to
+// this process's, without any RAFTLOCK_* of its own).
+func runCLI(t *testing.T, bin string, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "RAFTLOCK_") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliResult{out.String(), errb.String(), code}
+}

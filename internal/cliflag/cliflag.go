@@ -1,0 +1,217 @@
+// Package cliflag holds what the packages that register raftlock's command
+// line flags share: the flag values more than one command uses (a seed
+// drawn when not given, a boolean whose default depends on other flags,
+// lists of integers), the lists they parse, and errors that carry the exit
+// code the command ends with, so a package can say "bad flags" (exit 2)
+// without knowing how the command line is run.
+package cliflag
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Exit codes every command shares, as the README tables them.
+const (
+	ExitError = 1
+	ExitUsage = 2
+	// ExitInterrupted is a run stopped by Ctrl-C after writing what it
+	// had (128+SIGINT, as a shell reports it).
+	ExitInterrupted = 130
+)
+
+// Error is an error with the exit code its command ends with.
+type Error struct {
+	Code int
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// WithCode gives err the exit code code.
+func WithCode(code int, err error) error { return &Error{Code: code, Err: err} }
+
+// Usagef is a usage error (exit 2): flags that cannot run.
+func Usagef(format string, args ...any) error {
+	return WithCode(ExitUsage, fmt.Errorf(format, args...))
+}
+
+// EnvName is the environment variable a flag is also read from:
+// --some-name is RAFTLOCK_SOME_NAME.
+func EnvName(flagName string) string {
+	return "RAFTLOCK_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// SplitList splits a comma-separated list, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Counts parses flagName's comma-separated list of integers of at least
+// least (a usage error otherwise).
+func Counts(s, flagName string, least int) ([]int, error) {
+	var out []int
+	for _, c := range SplitList(s) {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < least {
+			return nil, Usagef("bad %s %q: want integers of at least %d", flagName, c, least)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Endpoints splits a comma-separated list of HOST:PORT addresses; a
+// malformed one is a usage error before anything is dialled.
+func Endpoints(s string) ([]string, error) {
+	var eps []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(e)
+		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n == 0 {
+			return nil, Usagef("bad endpoint %q in --endpoints: want HOST:PORT", e)
+		}
+		eps = append(eps, e)
+	}
+	if len(eps) == 0 {
+		return nil, Usagef("--endpoints is empty")
+	}
+	return eps, nil
+}
+
+// Plural is "1 member", "3 members".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// Seed is a --seed. Left unset, it shows as "random" in the help, which
+// thus reads the same on every run, and Value draws one.
+type Seed struct {
+	v   uint64
+	set bool
+}
+
+func (s *Seed) String() string {
+	if s == nil || !s.set {
+		return "random"
+	}
+	return strconv.FormatUint(s.v, 10)
+}
+
+func (s *Seed) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return errors.New("want a non-negative integer")
+	}
+	s.v, s.set = n, true
+	return nil
+}
+
+// IsSet says whether the seed was given.
+func (s *Seed) IsSet() bool { return s.set }
+
+// Value is the seed given, or a new one drawn small enough to retype.
+func (s *Seed) Value() uint64 {
+	if !s.set {
+		s.v, s.set = rand.Uint64N(1_000_000), true
+	}
+	return s.v
+}
+
+// OptBool is a boolean flag whose default depends on other flags: unset,
+// it shows Def in the help, and Or gives the default the caller decides.
+type OptBool struct {
+	Def    string
+	v, set bool
+}
+
+// Or is the flag's value, or def when it was not set.
+func (b *OptBool) Or(def bool) bool {
+	if !b.set {
+		return def
+	}
+	return b.v
+}
+
+func (b *OptBool) String() string {
+	if b == nil {
+		return ""
+	}
+	if !b.set {
+		return b.Def
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *OptBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	b.v, b.set = v, true
+	return nil
+}
+
+func (b *OptBool) IsBoolFlag() bool { return true }
+
+// IntList is a flag holding comma-separated positive integers, sorted.
+type IntList []int
+
+func (l *IntList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, v := range *l {
+		parts[i] = strconv.Itoa(v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *IntList) Set(s string) error {
+	*l = nil
+	for _, p := range strings.Split(s, ",") {
+		if p == "" {
+			continue
+		}
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 1 {
+			return fmt.Errorf("want positive integers separated by commas, got %q", p)
+		}
+		*l = append(*l, v)
+	}
+	slices.Sort(*l)
+	return nil
+}
+
+// Registrar is a command's flags: a package's Command or Flags.
+type Registrar interface{ RegisterFlags(fs *flag.FlagSet) }
+
+// Parse defines r's flags on a new flag set named name and parses args
+// into them, for a Go program (or a test) that runs a command's flags
+// without the CLI; errors are returned, never printed.
+func Parse(r Registrar, name string, args ...string) (*flag.FlagSet, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	r.RegisterFlags(fs)
+	return fs, fs.Parse(args)
+}
