@@ -65,8 +65,8 @@ func (f *Flags) RegisterTuningFlags(fs *flag.FlagSet) {
 	n := &f.Config.Node
 	n.SetDefaults()
 	fs.DurationVar(&n.TickInterval, "tick", n.TickInterval, "raft tick; election timeout is 10 ticks")
-	fs.Uint64Var(&n.SnapshotEvery, "snapshot-every", n.SnapshotEvery, "applied entries between snapshots; a snapshot also waits until the log since the last one is as big as the lock table, when that is over 1 MiB (see --snapshot-by-entries)")
-	fs.BoolVar(&n.SnapshotByEntries, "snapshot-by-entries", n.SnapshotByEntries, "snapshot every --snapshot-every entries whatever the table's size (harnesses that want big snapshots often; costs a full table write each time)")
+	fs.Uint64Var(&n.SnapshotEvery, "snapshot-every", n.SnapshotEvery, "applied entries between snapshots (sooner once the keys changed since the last reach 64 MiB); each stores what changed since the last, and the whole table only once the changes add up to more than it")
+	fs.BoolVar(&n.SnapshotByEntries, "snapshot-by-entries", n.SnapshotByEntries, "kept for older scripts: snapshots are taken every --snapshot-every entries whatever the table's size")
 	fs.Uint64Var(&n.SnapshotKeep, "snapshot-keep", n.SnapshotKeep, "log entries kept behind a snapshot, so a slightly lagging follower catches up without one")
 	fs.IntVar(&n.SnapshotChunkSize, "snapshot-chunk-size", peer.DefaultSnapshotChunkSize, "bytes of snapshot data per peer frame when a snapshot streams to a follower (at most --peer-frame-limit)")
 	fs.IntVar(&n.PeerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
