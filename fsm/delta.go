@@ -227,6 +227,8 @@ func (m *Machine) ApplyDelta(data []byte) error {
 		return r.err
 	}
 	m.changes = nil // recorded anew from the delta's end (forgetChanges below)
+	m.locks.bulk = true
+	defer m.locks.sortBulk()
 	m.lastToken = to.lastToken
 	var kb []byte
 	prev := ""

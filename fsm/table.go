@@ -36,6 +36,11 @@ type table struct {
 	// hashOf, when set, replaces the seeded hash: a test makes keys
 	// collide with it.
 	hashOf func(string) uint64
+	// bulk: new keys are appended to their shard's keys unsorted, and
+	// sortBulk sorts the shards they went to. Applying a delta's keys,
+	// which land all over the table, one sorted insert at a time cost
+	// half a restart of a million locks in memmove.
+	bulk bool
 }
 
 // lockOverhead estimates a lock's encoded bytes besides its key and
@@ -75,7 +80,10 @@ type shard struct {
 	free  []int32 // slots no lock uses
 	arena []byte
 	dead  int     // arena bytes of records no slot uses
-	keys  []int32 // the used slots in key order
+	keys  []int32 // the used slots in key order (unless unsorted)
+	// unsorted: keys were appended in a bulk load and are not in key
+	// order until the table's sortBulk.
+	unsorted bool
 }
 
 // slot is one held lock, or a free place for one.
@@ -255,13 +263,25 @@ func (t *table) writable(si int) *shard {
 			// Shared: the copy appends past the frozen shard's length,
 			// where the frozen shard never reads, and s never appends
 			// again (frozen tables are read only).
-			arena: s.arena,
-			dead:  s.dead,
-			keys:  slices.Clone(s.keys),
+			arena:    s.arena,
+			dead:     s.dead,
+			keys:     slices.Clone(s.keys),
+			unsorted: s.unsorted,
 		}
 		t.shards[si] = s
 	}
 	return s
+}
+
+// sortBulk ends a bulk load: every shard's keys are in key order again.
+func (t *table) sortBulk() {
+	t.bulk = false
+	for _, s := range t.shards {
+		if s != nil && s.unsorted {
+			slices.SortFunc(s.keys, func(a, b int32) int { return strings.Compare(s.key(a), s.key(b)) })
+			s.unsorted = false
+		}
+	}
 }
 
 // set stores key's lock and returns its handle.
@@ -301,8 +321,12 @@ func (t *table) setAt(p place, key string, l Lock) Handle {
 		used: true, next: next,
 	}
 	s.index[h] = i
-	pos, _ := s.sortedPos(key)
-	s.keys = slices.Insert(s.keys, pos, i)
+	if t.bulk {
+		s.keys, s.unsorted = append(s.keys, i), true
+	} else {
+		pos, _ := s.sortedPos(key)
+		s.keys = slices.Insert(s.keys, pos, i)
+	}
 	t.n++
 	t.bytes += lockBytes(key, l)
 	return handleOf(si, i)
@@ -336,7 +360,11 @@ func (t *table) removeAt(p place, key string) Handle {
 		}
 		s.slots[p].next = s.slots[i].next
 	}
-	if pos, found := s.sortedPos(key); found {
+	if s.unsorted {
+		if pos := slices.Index(s.keys, i); pos >= 0 {
+			s.keys = slices.Delete(s.keys, pos, pos+1)
+		}
+	} else if pos, found := s.sortedPos(key); found {
 		s.keys = slices.Delete(s.keys, pos, pos+1)
 	}
 	n := s.recordLen(i)
