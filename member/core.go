@@ -26,6 +26,7 @@ import (
 	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/memberstatus"
 )
 
 // Config configures one member core.
@@ -239,23 +240,9 @@ func (c *Compaction) Absorb(earlier *Compaction) {
 }
 
 // Status describes a member: the shape the client protocol
-// (wire.Status, the same fields) and the HTTP /status endpoint carry.
-type Status struct {
-	ID         uint64 `json:"id"`
-	Addr       string `json:"addr"`
-	Role       string `json:"role"`
-	Term       uint64 `json:"term"`
-	Leader     uint64 `json:"leader"`
-	LeaderAddr string `json:"leader_addr,omitempty"`
-	Commit     uint64 `json:"commit"`
-	Applied    uint64 `json:"applied"`
-	Locks      uint64 `json:"locks"`
-	LastToken  uint64 `json:"last_token"`
-	Digest     string `json:"digest"`
-	// Voters and Learners are the configuration this member has applied.
-	Voters   []uint64 `json:"voters,omitempty"`
-	Learners []uint64 `json:"learners,omitempty"`
-}
+// (wire.Status) and the HTTP /status endpoint carry, defined once below
+// both.
+type Status = memberstatus.Status
 
 // Core is one member. See the package comment.
 type Core struct {

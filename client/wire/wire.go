@@ -11,6 +11,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/raftlock/raftlock/internal/memberstatus"
 )
 
 // Op is a frame's opcode. Requests are below 0x80, answers above.
@@ -124,24 +126,9 @@ type Lock struct {
 	RemainingMS uint64
 }
 
-// Status is a member's self-description.
-type Status struct {
-	ID         uint64 `json:"id"`
-	Addr       string `json:"addr"`
-	Role       string `json:"role"`
-	Term       uint64 `json:"term"`
-	Leader     uint64 `json:"leader"`
-	LeaderAddr string `json:"leader_addr,omitempty"`
-	Commit     uint64 `json:"commit"`
-	Applied    uint64 `json:"applied"`
-	Locks      uint64 `json:"locks"`
-	LastToken  uint64 `json:"last_token"`
-	Digest     string `json:"digest"`
-	// Voters and Learners are the configuration this member has applied
-	// (optional on decode: members that predate membership changes).
-	Voters   []uint64 `json:"voters,omitempty"`
-	Learners []uint64 `json:"learners,omitempty"`
-}
+// Status is a member's self-description (memberstatus.Status, the
+// member core's own).
+type Status = memberstatus.Status
 
 // Response is one answer.
 type Response struct {

@@ -382,7 +382,7 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 	case wire.OpStatus:
 		var st node.Status
 		if st, err = n.Status(ctx); err == nil {
-			resp.Op, resp.Status = wire.OpStatusInfo, wire.Status(st)
+			resp.Op, resp.Status = wire.OpStatusInfo, st
 		}
 	case wire.OpAdmin:
 		op = "admin"
