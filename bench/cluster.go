@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 // The experiments in this file change the cluster itself (a follower
@@ -192,7 +191,7 @@ func (rt *raftlockTarget) addMember(ctx context.Context) (*benchMember, error) {
 	rt.nextID++
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	a := server.MemberArgs{ID: uint64(m.id), PeerAddr: m.peer, ClientAddr: m.client}
+	a := wire.MemberArgs{ID: uint64(m.id), PeerAddr: m.peer, ClientAddr: m.client}
 	if err := rt.cl.Admin(cctx, "member.add", a, nil, false); err != nil {
 		return nil, fmt.Errorf("member.add %d: %w", m.id, err)
 	}
@@ -204,7 +203,7 @@ func (rt *raftlockTarget) addMember(ctx context.Context) (*benchMember, error) {
 func (rt *raftlockTarget) removeMember(ctx context.Context, m *benchMember) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err := rt.cl.Admin(cctx, "member.remove", server.MemberArgs{ID: uint64(m.id)}, nil, false)
+	err := rt.cl.Admin(cctx, "member.remove", wire.MemberArgs{ID: uint64(m.id)}, nil, false)
 	if err != nil {
 		err = fmt.Errorf("member.remove %d: %w", m.id, err)
 	}

@@ -11,13 +11,12 @@ import (
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/client/wire"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 // adminRetry runs an admin command until it succeeds, done says the change
 // is already in force (an earlier try applied but its answer was lost), or
 // the bound passes; each try has a short bound of its own.
-func (s *Supervisor) adminRetry(ctx context.Context, bound time.Duration, command string, args server.MemberArgs, done func(server.MemberList) bool) error {
+func (s *Supervisor) adminRetry(ctx context.Context, bound time.Duration, command string, args wire.MemberArgs, done func(wire.MemberList) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	for {
@@ -41,8 +40,8 @@ func (s *Supervisor) adminRetry(ctx context.Context, bound time.Duration, comman
 }
 
 // MemberList asks the leader for the configuration.
-func (s *Supervisor) MemberList(ctx context.Context) (server.MemberList, error) {
-	var list server.MemberList
+func (s *Supervisor) MemberList(ctx context.Context) (wire.MemberList, error) {
+	var list wire.MemberList
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	err := s.cl.Admin(cctx, wire.AdminMemberList, nil, &list, true)
@@ -50,7 +49,7 @@ func (s *Supervisor) MemberList(ctx context.Context) (server.MemberList, error) 
 }
 
 // role is member id's role in list, or "" when it is not a member.
-func role(list server.MemberList, id int) string {
+func role(list wire.MemberList, id int) string {
 	for _, m := range list.Members {
 		if m.ID == uint64(id) {
 			return m.Role
@@ -68,8 +67,8 @@ func (s *Supervisor) RemoveMember(ctx context.Context, id int, wait time.Duratio
 	s.mu.Lock()
 	s.node(id).retiring = true
 	s.mu.Unlock()
-	err = s.adminRetry(ctx, 15*time.Second, wire.AdminMemberRemove, server.MemberArgs{ID: uint64(id)},
-		func(l server.MemberList) bool { return role(l, id) == "" })
+	err = s.adminRetry(ctx, 15*time.Second, wire.AdminMemberRemove, wire.MemberArgs{ID: uint64(id)},
+		func(l wire.MemberList) bool { return role(l, id) == "" })
 	if err != nil {
 		s.mu.Lock()
 		s.node(id).retiring = false
@@ -118,8 +117,8 @@ func (s *Supervisor) AddMember(ctx context.Context) (int, error) {
 	s.mu.Unlock()
 	s.addLinks(id)
 	err := s.adminRetry(ctx, 15*time.Second, wire.AdminMemberAdd,
-		server.MemberArgs{ID: uint64(id), PeerAddr: s.nodes[id].gateway.Addr(), ClientAddr: s.nodes[id].client},
-		func(l server.MemberList) bool { return role(l, id) != "" })
+		wire.MemberArgs{ID: uint64(id), PeerAddr: s.nodes[id].gateway.Addr(), ClientAddr: s.nodes[id].client},
+		func(l wire.MemberList) bool { return role(l, id) != "" })
 	if err != nil {
 		return id, err
 	}
@@ -136,8 +135,8 @@ func (s *Supervisor) AddMember(ctx context.Context) (int, error) {
 // long that took.
 func (s *Supervisor) Promote(ctx context.Context, id int, bound time.Duration) (time.Duration, error) {
 	start := time.Now()
-	err := s.adminRetry(ctx, bound, wire.AdminMemberPromote, server.MemberArgs{ID: uint64(id)},
-		func(l server.MemberList) bool { return role(l, id) == "voter" })
+	err := s.adminRetry(ctx, bound, wire.AdminMemberPromote, wire.MemberArgs{ID: uint64(id)},
+		func(l wire.MemberList) bool { return role(l, id) == "voter" })
 	return time.Since(start), err
 }
 

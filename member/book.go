@@ -10,18 +10,13 @@ import (
 	"slices"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/memberstatus"
 	"github.com/raftlock/raftlock/internal/snapchain"
 )
 
-// Member is one member as the cluster records it: where its peers dial it
-// and where clients reach it. Role is filled in when the member list is
-// read ("voter" or "learner").
-type Member struct {
-	ID         uint64 `json:"id"`
-	PeerAddr   string `json:"peer_addr"`
-	ClientAddr string `json:"client_addr"`
-	Role       string `json:"role,omitempty"`
-}
+// Member is one member as the cluster records it (memberstatus.Member:
+// the client protocol's too).
+type Member = memberstatus.Member
 
 // Book is the replicated address book: every member's addresses, the ids
 // removed (never reused: a member id names one data directory for the life

@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/raftlock/raftlock/client/wire"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 // runMember lists and changes the cluster's members (member list, add,
@@ -44,7 +43,7 @@ func runMemberList(args []string, stdout, stderr io.Writer) error {
 	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
 	}
-	var out server.MemberList
+	var out wire.MemberList
 	if err := adminCall(&cf, stdout, wire.AdminMemberList, nil, &out, true); err != nil {
 		return err
 	}
@@ -56,7 +55,7 @@ func runMemberAdd(args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
 	fs := newFlagSet("member add", "member add --id N --peer-addr HOST:PORT --client-addr HOST:PORT [--json]")
 	cf.register(fs, true)
-	var a server.MemberArgs
+	var a wire.MemberArgs
 	fs.Uint64Var(&a.ID, "id", 0, "the new member's id (never one used before in this cluster)")
 	fs.StringVar(&a.PeerAddr, "peer-addr", "", "the new member's raft address, which the others dial")
 	fs.StringVar(&a.ClientAddr, "client-addr", "", "the new member's client address")
@@ -73,7 +72,7 @@ func runMemberAdd(args []string, stdout, stderr io.Writer) error {
 	}
 	// A change is safe to repeat: asked again after it applied (its
 	// answer lost), it succeeds unchanged.
-	var out server.MemberList
+	var out wire.MemberList
 	if err := adminCall(&cf, stdout, wire.AdminMemberAdd, a, &out, true); err != nil {
 		return err
 	}
@@ -105,8 +104,8 @@ func runMemberChange(sub string, args []string, stdout, stderr io.Writer) error 
 	if sub == "remove" {
 		name = wire.AdminMemberRemove
 	}
-	var out server.MemberList
-	if err := adminCall(&cf, stdout, name, server.MemberArgs{ID: id}, &out, true); err != nil {
+	var out wire.MemberList
+	if err := adminCall(&cf, stdout, name, wire.MemberArgs{ID: id}, &out, true); err != nil {
 		return err
 	}
 	var msg string
@@ -135,12 +134,12 @@ func runLeader(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("leader transfer", "leader transfer [--to N] [--json]")
 	var cf clientFlags
 	cf.register(fs, true)
-	var a server.TransferArgs
+	var a wire.TransferArgs
 	fs.Uint64Var(&a.To, "to", 0, "the voter to hand leadership to (default: the most up-to-date other voter)")
 	if err := parseNoArgs(fs, args[1:], stderr); err != nil {
 		return err
 	}
-	var out server.TransferResult
+	var out wire.TransferResult
 	if err := adminCall(&cf, stdout, wire.AdminLeaderTransfer, a, &out, false); err != nil {
 		return err
 	}
@@ -169,7 +168,7 @@ func adminCall(cf *clientFlags, stdout io.Writer, command string, in, out any, i
 // printMembers prints msg and the member table, or with --json
 // {"members":[{"id","peer_addr","client_addr","role"}]}, with
 // "unchanged":true when the change had applied already.
-func printMembers(stdout io.Writer, cf *clientFlags, out server.MemberList, msg string) error {
+func printMembers(stdout io.Writer, cf *clientFlags, out wire.MemberList, msg string) error {
 	if cf.json {
 		v := map[string]any{"members": out.Members}
 		if out.Unchanged {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node/clusterstatus"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 const statusSynopsis = `status [--cluster] [--json]
@@ -31,9 +30,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	defer cl.Close()
 	eps := cl.Endpoints()
-	var list *server.MemberList
+	var list *wire.MemberList
 	if *wholeCluster {
-		list = new(server.MemberList)
+		list = new(wire.MemberList)
 		if err := adminCall(&cf, stdout, wire.AdminMemberList, nil, list, true); err != nil {
 			return err
 		}

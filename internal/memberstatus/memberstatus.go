@@ -1,7 +1,8 @@
-// Package memberstatus defines what a member says of itself: the one
-// shape the member core fills (member.Status), the client protocol
-// carries (wire.Status) and the HTTP /status endpoint serves as JSON.
-// It sits below both so that neither imports the other.
+// Package memberstatus defines what a member says of itself and of the
+// cluster's members: the shapes the member core fills (member.Status,
+// member.Member), the client protocol carries (wire.Status, and
+// wire.Member in the operator commands' answers) and the HTTP endpoints
+// serve as JSON. It sits below both so that neither imports the other.
 package memberstatus
 
 // Status is a member's self-description.
@@ -21,4 +22,14 @@ type Status struct {
 	// (optional on decode: members that predate membership changes).
 	Voters   []uint64 `json:"voters,omitempty"`
 	Learners []uint64 `json:"learners,omitempty"`
+}
+
+// Member is one member as the cluster records it: where its peers dial it
+// and where clients reach it. Role is filled in when the member list is
+// read ("voter" or "learner").
+type Member struct {
+	ID         uint64 `json:"id"`
+	PeerAddr   string `json:"peer_addr"`
+	ClientAddr string `json:"client_addr"`
+	Role       string `json:"role,omitempty"`
 }

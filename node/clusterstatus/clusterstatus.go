@@ -17,7 +17,6 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 // Roles of an endpoint that gave no raft status: nothing answered, or a
@@ -69,7 +68,7 @@ type Report struct {
 // Gather asks every endpoint for its status, each within timeout. list,
 // when not nil, is the leader's member list already fetched; without it
 // one is asked for when an unreachable endpoint must be identified.
-func Gather(ctx context.Context, cl *client.Client, eps []string, list *server.MemberList, timeout time.Duration) *Report {
+func Gather(ctx context.Context, cl *client.Client, eps []string, list *wire.MemberList, timeout time.Duration) *Report {
 	r := &Report{Entries: make([]Entry, len(eps))}
 	done := make(chan struct{}, len(eps))
 	for i, ep := range eps {
@@ -90,7 +89,7 @@ func Gather(ctx context.Context, cl *client.Client, eps []string, list *server.M
 	if r.Known && len(r.Unreachable) > 0 {
 		if list == nil {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
-			list = new(server.MemberList)
+			list = new(wire.MemberList)
 			if cl.Admin(cctx, wire.AdminMemberList, nil, list, true) != nil {
 				list = nil
 			}

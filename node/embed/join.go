@@ -9,7 +9,6 @@ import (
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/peer"
-	"github.com/raftlock/raftlock/node/server"
 )
 
 // JoinPlan is what a new member learns from a running cluster before its
@@ -25,7 +24,7 @@ type JoinPlan struct {
 // checks that member id may join it: added (raftlock member add) and not a
 // voter already (a voter joined before and has its data directory).
 func PlanJoin(ctx context.Context, cl *client.Client, id uint64) (*JoinPlan, error) {
-	var list server.MemberList
+	var list wire.MemberList
 	if err := cl.Admin(ctx, wire.AdminMemberList, nil, &list, true); err != nil {
 		return nil, fmt.Errorf("ask for the configuration: %w", err)
 	}

@@ -29,20 +29,6 @@ func adminCommands() map[string]adminCommand {
 	}
 }
 
-// MemberList is the answer of member.list (and of the member changes,
-// with the configuration after the change).
-type MemberList struct {
-	Members []node.Member `json:"members"`
-	// ClusterID and Bootstrap are what a joining member needs (see
-	// node.Join).
-	ClusterID string        `json:"cluster_id,omitempty"`
-	Bootstrap []node.Member `json:"bootstrap,omitempty"`
-	// Unchanged (member changes only): the configuration already was what
-	// the change asked for, so nothing changed (a retry of a change whose
-	// answer was lost).
-	Unchanged bool `json:"unchanged,omitempty"`
-}
-
 func memberList(ctx context.Context, s *Server, body []byte) (any, error) {
 	if err := decodeArgs(body, &struct{}{}); err != nil {
 		return nil, err
@@ -55,9 +41,9 @@ func memberList(ctx context.Context, s *Server, body []byte) (any, error) {
 }
 
 // memberList is the answer listing members ms.
-func (s *Server) memberList(ms []node.Member) MemberList {
+func (s *Server) memberList(ms []node.Member) wire.MemberList {
 	n := s.node
-	out := MemberList{Members: ms}
+	out := wire.MemberList{Members: ms}
 	if id := n.ClusterID(); id != 0 {
 		out.ClusterID = peer.FormatClusterID(id)
 	}
@@ -68,17 +54,9 @@ func (s *Server) memberList(ms []node.Member) MemberList {
 	return out
 }
 
-// MemberArgs are the arguments of member.add, member.promote and
-// member.remove (only add takes addresses).
-type MemberArgs struct {
-	ID         uint64 `json:"id"`
-	PeerAddr   string `json:"peer_addr,omitempty"`
-	ClientAddr string `json:"client_addr,omitempty"`
-}
-
 func memberChange(typ node.ChangeType) adminCommand {
 	return func(ctx context.Context, s *Server, body []byte) (any, error) {
-		var a MemberArgs
+		var a wire.MemberArgs
 		if err := decodeArgs(body, &a); err != nil {
 			return nil, err
 		}
@@ -96,20 +74,9 @@ func memberChange(typ node.ChangeType) adminCommand {
 	}
 }
 
-// TransferArgs and TransferResult are leader.transfer's.
-type TransferArgs struct {
-	To uint64 `json:"to,omitempty"`
-}
-
-// TransferResult names the new leader.
-type TransferResult struct {
-	Leader     uint64 `json:"leader"`
-	LeaderAddr string `json:"leader_addr"`
-}
-
 func leaderTransfer(ctx context.Context, s *Server, body []byte) (any, error) {
 	n := s.node
-	var a TransferArgs
+	var a wire.TransferArgs
 	if err := decodeArgs(body, &a); err != nil {
 		return nil, err
 	}
@@ -121,7 +88,7 @@ func leaderTransfer(ctx context.Context, s *Server, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return TransferResult{Leader: to, LeaderAddr: st.LeaderAddr}, nil
+	return wire.TransferResult{Leader: to, LeaderAddr: st.LeaderAddr}, nil
 }
 
 // admin runs req (OpAdmin) and fills resp with its answer.

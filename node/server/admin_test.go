@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
@@ -33,12 +34,12 @@ func TestRetriedMemberChangesSucceedUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	change := func(command string, a server.MemberArgs) (server.MemberList, error) {
-		var out server.MemberList
+	change := func(command string, a wire.MemberArgs) (wire.MemberList, error) {
+		var out wire.MemberList
 		err := cl.Admin(ctx, command, a, &out, true)
 		return out, err
 	}
-	has := func(l server.MemberList, id uint64, role string) bool {
+	has := func(l wire.MemberList, id uint64, role string) bool {
 		for _, m := range l.Members {
 			if m.ID == id {
 				return m.Role == role
@@ -46,7 +47,7 @@ func TestRetriedMemberChangesSucceedUnchanged(t *testing.T) {
 		}
 		return role == ""
 	}
-	add := server.MemberArgs{ID: 4, PeerAddr: "127.0.0.1:1", ClientAddr: "127.0.0.1:2"}
+	add := wire.MemberArgs{ID: 4, PeerAddr: "127.0.0.1:1", ClientAddr: "127.0.0.1:2"}
 	for i, wantUnchanged := range []bool{false, true} {
 		l, err := change("member.add", add)
 		if err != nil || l.Unchanged != wantUnchanged || !has(l, 4, "learner") {
@@ -60,12 +61,12 @@ func TestRetriedMemberChangesSucceedUnchanged(t *testing.T) {
 		t.Fatalf("add at another peer address: %v, want invalid argument", err)
 	}
 	for i, wantUnchanged := range []bool{false, true} {
-		l, err := change("member.remove", server.MemberArgs{ID: 4})
+		l, err := change("member.remove", wire.MemberArgs{ID: 4})
 		if err != nil || l.Unchanged != wantUnchanged || !has(l, 4, "") || len(l.Members) != 3 {
 			t.Fatalf("remove %d: %+v, %v; want member 4 gone, unchanged %v", i+1, l, err, wantUnchanged)
 		}
 	}
-	if _, err := change("member.remove", server.MemberArgs{ID: 9}); !errors.As(err, &inv) {
+	if _, err := change("member.remove", wire.MemberArgs{ID: 9}); !errors.As(err, &inv) {
 		t.Fatalf("remove of an id the cluster never had: %v, want invalid argument", err)
 	}
 }
