@@ -189,6 +189,51 @@ func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
 	return nil
 }
 
+// applyChanges applies a delta's n changes, read from r, failing r at the
+// first that is malformed or does not fit m.
+func (m *Machine) applyChanges(r *reader, n uint64) {
+	var kb []byte
+	prev := ""
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		shared := r.uvarint()
+		if r.err == nil && shared > uint64(len(prev)) {
+			r.fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
+		}
+		if r.err == nil {
+			kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
+		}
+		key := string(kb)
+		kind := r.byte()
+		if r.err != nil {
+			return
+		}
+		if key == "" || (i > 0 && key <= prev) {
+			r.fail("keys not strictly sorted at %d", i)
+			return
+		}
+		prev = key
+		p := m.locks.find(key)
+		switch kind {
+		case deltaRemoved:
+			if p.slot < 0 {
+				r.fail("removes %q, which the table does not hold", key)
+				return
+			}
+			m.delAt(p, key)
+		case deltaPut:
+			tok, lease, owner := r.uvarint(), r.uvarint(), r.owner()
+			if r.err == nil && (tok == 0 || tok > m.lastToken) {
+				r.fail("token %d outside 1..%d", tok, m.lastToken)
+			}
+			if r.err == nil {
+				m.putAt(p, key, Lock{Token: tok, LeaseMS: lease, Owner: owner})
+			}
+		default:
+			r.fail("unknown change %d", kind)
+		}
+	}
+}
+
 // IsDelta says whether data is in the encoding WriteDelta writes.
 func IsDelta(data []byte) bool {
 	return len(data) > len(deltaMagic) && string(data[:len(deltaMagic)]) == deltaMagic
@@ -230,46 +275,7 @@ func (m *Machine) ApplyDelta(data []byte) error {
 	m.locks.bulk = true
 	defer m.locks.sortBulk()
 	m.lastToken = to.lastToken
-	var kb []byte
-	prev := ""
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		shared := r.uvarint()
-		if r.err == nil && shared > uint64(len(prev)) {
-			r.fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
-		}
-		if r.err == nil {
-			kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
-		}
-		key := string(kb)
-		kind := r.byte()
-		if r.err != nil {
-			break
-		}
-		if key == "" || (i > 0 && key <= prev) {
-			r.fail("keys not strictly sorted at %d", i)
-			break
-		}
-		prev = key
-		p := m.locks.find(key)
-		switch kind {
-		case deltaRemoved:
-			if p.slot < 0 {
-				r.fail("removes %q, which the table does not hold", key)
-				break
-			}
-			m.delAt(p, key)
-		case deltaPut:
-			tok, lease, owner := r.uvarint(), r.uvarint(), r.owner()
-			if r.err == nil && (tok == 0 || tok > m.lastToken) {
-				r.fail("token %d outside 1..%d", tok, m.lastToken)
-			}
-			if r.err == nil {
-				m.putAt(p, key, Lock{Token: tok, LeaseMS: lease, Owner: owner})
-			}
-		default:
-			r.fail("unknown change %d", kind)
-		}
-	}
+	m.applyChanges(&r, n)
 	if r.err == nil && len(r.buf) != 0 {
 		r.fail("%d trailing bytes", len(r.buf))
 	}
