@@ -130,9 +130,12 @@ type Node struct {
 
 	// Snapshots are encoded and stored off the loop (compact): at most
 	// one at a time, and the latest one that came meanwhile waits in
-	// nextCompaction (both loop-owned). compactc brings the outcome back.
+	// nextCompaction, with the ones it replaced, oldest first, in
+	// replaced (their changes only: cp's delta must carry them). All
+	// loop-owned. compactc brings the outcome back.
 	compacting     bool
 	nextCompaction *member.Compaction
+	replaced       []*member.Compaction
 	compactc       chan compactDone
 	compactWG      sync.WaitGroup
 
@@ -768,10 +771,11 @@ func (l *loop) finish(rd member.Ready, err error) error {
 // applying meanwhile; the frozen table it handed over does not change.
 // A compaction that comes while one is being written waits, replacing any
 // that waited before it (the later one covers more).
-func (n *Node) compact(cp *member.Compaction) {
+func (n *Node) compact(cp *member.Compaction, replaced ...*member.Compaction) {
 	if n.compacting {
-		if n.nextCompaction != nil {
-			cp.Absorb(n.nextCompaction) // its changes are not stored: cp's delta must carry them
+		if prev := n.nextCompaction; prev != nil {
+			prev.Table = nil // only its changes are needed: let its frozen shards go
+			n.replaced = append(n.replaced, prev)
 		}
 		n.nextCompaction = cp
 		return
@@ -780,6 +784,11 @@ func (n *Node) compact(cp *member.Compaction) {
 	n.compactWG.Add(1)
 	go func() {
 		defer n.compactWG.Done()
+		// Merged here, not on the loop: changes can be a few hundred
+		// thousand keys.
+		for i := len(replaced) - 1; i >= 0; i-- {
+			cp.Absorb(replaced[i])
+		}
 		// A stop drops the snapshot being written: the log it would
 		// have replaced is still whole.
 		ctx, cancel := context.WithCancel(context.Background())
@@ -840,8 +849,9 @@ func (n *Node) compacted(d compactDone) error {
 	}
 	n.log.Debug("stored snapshot", "index", d.index, "took", d.took, "parts", parts, "delta_bytes", deltaBytes)
 	if next := n.nextCompaction; next != nil {
-		n.nextCompaction = nil
-		n.compact(next)
+		replaced := n.replaced
+		n.nextCompaction, n.replaced = nil, nil
+		n.compact(next, replaced...)
 	}
 	return nil
 }
