@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/raftlock/raftlock/internal/invariants"
 )
 
 // A delta is what changed in a table between two of its snapshots: the
@@ -31,20 +33,26 @@ const (
 )
 
 // Changes is the set of keys a table changed since a point: for each key,
-// whether the table held it at that point. It grows with the keys changed,
-// never with the table.
+// whether the table held it at that point and after its last change. It
+// grows with the keys changed, never with the table.
 type Changes struct {
-	from       tableState // the table's at the point
-	heldBefore map[string]bool
-	bytes      uint64 // the keys' lengths plus lockOverhead each: a bound on the delta's size
+	from  tableState // the table's at the point
+	keys  map[string]change
+	bytes uint64 // the keys' lengths plus lockOverhead each: a bound on the delta's size
 }
+
+// change is what a key's changes did: held at the point (before) and after
+// the last of them (now). A key held at neither end, granted and released
+// between two snapshots, is left out of the delta without a look at the
+// table, which at a million locks is a cache miss or two a key.
+type change struct{ before, now bool }
 
 // Len returns the number of keys changed.
 func (c *Changes) Len() int {
 	if c == nil {
 		return 0
 	}
-	return len(c.heldBefore)
+	return len(c.keys)
 }
 
 // EncodedSize estimates the bytes of a delta of these changes (owners
@@ -62,17 +70,19 @@ func (c *Changes) Absorb(earlier *Changes) {
 	if earlier == nil {
 		return
 	}
-	if c.heldBefore == nil {
-		c.heldBefore = map[string]bool{}
+	if c.keys == nil {
+		c.keys = map[string]change{}
 	}
-	for k, held := range earlier.heldBefore {
-		if _, ok := c.heldBefore[k]; !ok {
-			c.bytes += uint64(len(k)) + lockOverhead
+	for k, e := range earlier.keys {
+		if later, ok := c.keys[k]; ok {
+			c.keys[k] = change{before: e.before, now: later.now} // held at earlier's point, and now
+			continue
 		}
-		c.heldBefore[k] = held // what the table held at earlier's point
+		c.bytes += uint64(len(k)) + lockOverhead
+		c.keys[k] = e // unchanged since earlier's end
 	}
 	c.from = earlier.from
-	earlier.heldBefore, earlier.bytes = nil, 0
+	earlier.keys, earlier.bytes = nil, 0
 }
 
 // tableState sums a table up: two tables with equal states hold the same
@@ -100,16 +110,20 @@ func (r *reader) tableState() tableState {
 	return tableState{sum: digestSum{a: r.uvarint(), b: r.uvarint()}, lastToken: r.uvarint(), n: r.uvarint()}
 }
 
-// note records that key changed; held says whether the table held it just
-// before. Only a key's first change since the point counts.
-func (c *Changes) note(key string, held bool) {
-	if c.heldBefore == nil {
-		c.heldBefore = map[string]bool{}
+// note records that key changed: held says whether the table held it just
+// before, now whether it holds it after. What it held before counts from
+// the key's first change since the point.
+func (c *Changes) note(key string, held, now bool) {
+	if c.keys == nil {
+		c.keys = map[string]change{}
 	}
-	if _, ok := c.heldBefore[key]; ok {
+	if e, ok := c.keys[key]; ok {
+		if e.now != now {
+			c.keys[key] = change{before: e.before, now: now}
+		}
 		return
 	}
-	c.heldBefore[strings.Clone(key)] = held // key may point into the table's arena
+	c.keys[strings.Clone(key)] = change{before: held, now: now} // key may point into the table's arena
 	c.bytes += uint64(len(key)) + lockOverhead
 }
 
@@ -138,15 +152,19 @@ func (m *Machine) forgetChanges() { m.changes = &Changes{from: m.state()} }
 // must be the changes FreezeChanges returned with f (or those absorbed
 // into them): a key ch lacks is one the delta takes as unchanged.
 func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
-	keys := make([]string, 0, ch.Len())
+	type keyChange struct {
+		key  string
+		held bool // at the delta's end
+	}
+	keys := make([]keyChange, 0, ch.Len())
 	if ch != nil {
-		for k, held := range ch.heldBefore {
-			if _, now := f.m.Get(k); now || held {
-				keys = append(keys, k) // held at neither end: nothing to say
+		for k, e := range ch.keys {
+			if e.before || e.now { // held at neither end: nothing to say
+				keys = append(keys, keyChange{k, e.now})
 			}
 		}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(a, b keyChange) int { return strings.Compare(a.key, b.key) })
 	crc := crc32.NewIEEE()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
 	var vb [binary.MaxVarintLen64]byte
@@ -161,13 +179,21 @@ func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
 	bw.Write(f.m.state().append(nil))
 	uvarint(uint64(len(keys)))
 	prev := ""
-	for i, key := range keys {
+	for i, kc := range keys {
+		key := kc.key
 		shared := sharedPrefix(prev, key)
 		uvarint(uint64(shared))
 		uvarint(uint64(len(key) - shared))
 		bw.WriteString(key[shared:])
 		prev = key
-		if l, ok := f.m.Get(key); ok {
+		l, ok := Lock{}, false
+		if kc.held || invariants.Enabled {
+			l, ok = f.m.Get(key)
+		}
+		if ok != kc.held {
+			return fmt.Errorf("write snapshot delta: key %q held=%v in the table, %v in its changes", key, ok, kc.held)
+		}
+		if ok {
 			bw.WriteByte(deltaPut)
 			uvarint(l.Token)
 			uvarint(l.LeaseMS)

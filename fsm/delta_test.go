@@ -134,6 +134,62 @@ func TestAbsorbedChangesSpanBothIntervals(t *testing.T) {
 	}
 }
 
+// Random runs of absorbed changes restore the table too: a key's state at
+// the start of the earliest interval and at the end of the latest is what
+// the delta says, whatever the intervals between did to it (granted and
+// released in one, granted again in the next, and so on).
+func TestRandomAbsorbedDeltasRestoreTheTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	m := New()
+	step := func() {
+		key := fmt.Sprintf("k/%02d", rng.IntN(40))
+		if l, held := m.Get(key); held {
+			m.Apply(Command{Op: OpRelease, Key: key, Token: l.Token})
+		} else {
+			m.Apply(Command{Op: OpGrant, Key: key, LeaseMS: 1 + rng.Uint64N(9)})
+		}
+	}
+	for range 200 {
+		step()
+	}
+	base := m.Snapshot()
+	m.FreezeChanges()
+	var deltas [][]byte
+	for range 50 {
+		var pending *Changes
+		for range rng.IntN(4) { // intervals whose snapshots were dropped
+			for range rng.IntN(30) {
+				step()
+			}
+			_, ch := m.FreezeChanges()
+			ch.Absorb(pending)
+			pending = ch
+		}
+		for range rng.IntN(30) {
+			step()
+		}
+		f, ch := m.FreezeChanges()
+		ch.Absorb(pending)
+		var b bytes.Buffer
+		if err := f.WriteDelta(&b, ch, nil); err != nil {
+			t.Fatal(err)
+		}
+		deltas = append(deltas, b.Bytes())
+	}
+	r, err := Restore(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range deltas {
+		if err := r.ApplyDelta(d); err != nil {
+			t.Fatalf("delta %d: %v", i, err)
+		}
+	}
+	if !bytes.Equal(r.Snapshot(), m.Snapshot()) {
+		t.Fatalf("restored table differs: %d locks, want %d", r.Len(), m.Len())
+	}
+}
+
 // A delta applied to a table it was not taken from is refused where it
 // cannot fit: removing a key the table lacks, or going back in tokens.
 func TestApplyDeltaRejectsADeltaThatDoesNotFit(t *testing.T) {

@@ -47,7 +47,7 @@ func (m *Machine) put(key string, l Lock) Handle { return m.putAt(m.locks.find(k
 // putAt is put at p, found for key.
 func (m *Machine) putAt(p place, key string, l Lock) Handle {
 	if m.changes != nil {
-		m.changes.note(key, p.slot >= 0)
+		m.changes.note(key, p.slot >= 0, true)
 	}
 	if p.slot >= 0 {
 		m.sum.sub(key, m.locks.lockAt(p))
@@ -61,7 +61,7 @@ func (m *Machine) putAt(p place, key string, l Lock) Handle {
 // and returns the handle it had.
 func (m *Machine) delAt(p place, key string) Handle {
 	if m.changes != nil {
-		m.changes.note(key, true)
+		m.changes.note(key, true, false)
 	}
 	m.sum.sub(key, m.locks.lockAt(p))
 	return m.locks.removeAt(p, key)
