@@ -175,3 +175,45 @@ func BenchmarkCollectWithMillionLeases(b *testing.B) {
 	}
 	gccost.Report(b, lm)
 }
+
+// BenchmarkGrantReleaseWithHeldLocks is one lock granted and released by
+// a follower's apply (the table and the lease queue, no proposals) beside
+// n held locks of 250-byte keys whose hour-long leases sit in the queue:
+// at a million, the queue's sifts are the cost that grows (log n levels,
+// each a cache miss) (results/scale.md).
+//
+//	go test ./member -run XXX -bench GrantReleaseWithHeldLocks
+func BenchmarkGrantReleaseWithHeldLocks(b *testing.B) {
+	pad := strings.Repeat("p", 250-20)
+	for _, n := range []int{0, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			lm := NewLockManager(1, "", 0)
+			seq := uint64(0)
+			apply := func(now time.Duration, c fsm.Command) {
+				seq++
+				lm.Apply(now, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: seq}, Cmd: c}, 2)
+			}
+			for i := range n {
+				apply(time.Duration(i)*time.Microsecond, fsm.Command{Op: fsm.OpGrant, Key: fmt.Sprintf("held/%012d/%s", i, pad), LeaseMS: 3_600_000})
+			}
+			now := time.Duration(n) * time.Microsecond
+			b.ResetTimer()
+			for i := range b.N {
+				now += 10 * time.Microsecond
+				grantAndRelease(lm, fmt.Sprintf("busy/%012d/%s", i, pad), now, &seq)
+				if i%5000 == 0 { // a member freezes its table every 1,000 entries of a few commands each
+					lm.machine.FreezeChanges()
+				}
+			}
+		})
+	}
+}
+
+// grantAndRelease applies a grant of key and its release: the loop of
+// BenchmarkGrantReleaseWithHeldLocks, apart for a profile to focus on.
+func grantAndRelease(lm *LockManager, key string, now time.Duration, seq *uint64) {
+	*seq++
+	lm.Apply(now, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: *seq}, Cmd: fsm.Command{Op: fsm.OpGrant, Key: key, LeaseMS: 10_000}}, 2)
+	*seq++
+	lm.Apply(now, fsm.Envelope{ID: fsm.RequestID{Node: 3, Seq: *seq}, Cmd: fsm.Command{Op: fsm.OpRelease, Key: key}}, 2)
+}
