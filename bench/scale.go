@@ -171,7 +171,7 @@ func (r *Report) scaleNotes() []string {
 	if r.FillMode == FillIncremental {
 		notes = append(notes, "fill: incremental, each size filled on from the previous one on the same cluster; the rate is that step's, at the fill's client count.")
 	}
-	notes = append(notes, "idle leader CPU: the leader process's CPU over 5 s with no load after the fill, as a fraction of one core.",
+	notes = append(notes, "idle leader CPU: the leader process's CPU over 15 s with no load after the fill, as a fraction of one core.",
 		"leader RSS: the leader process's resident memory (VmRSS) after the fill; bytes per lock: its growth over the 0-held row, per held lock.",
 		"restart ready: a follower killed (SIGKILL) with the table, restarted, timed until it answers a status request (its store loaded and its table decoded).",
 		"catch-up: that follower, killed while the leader applied past a compaction of its log, timed from its restart until it applied the leader's index.",
