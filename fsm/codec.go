@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 )
@@ -243,32 +244,64 @@ func (m *Machine) Snapshot() []byte {
 // between shards and every few hundred locks merged, so that a goroutine
 // encoding a million locks lets the others run often.
 func (m *Machine) writeSnapshot(w io.Writer, yield func()) error {
-	crc := crc32.NewIEEE()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
-	var vb [binary.MaxVarintLen64]byte
-	uvarint := func(v uint64) { bw.Write(binary.AppendUvarint(vb[:0], v)) }
-	bw.WriteString(snapshotMagic)
-	bw.WriteByte(snapshotFormat)
-	uvarint(m.lastToken)
-	uvarint(uint64(m.locks.n))
-	var prev string
+	sw := newSumWriter(w, snapshotMagic, snapshotFormat)
+	sw.uvarint(m.lastToken)
+	sw.uvarint(uint64(m.locks.n))
 	m.locks.eachSorted(yield, "", true, func(key string, l Lock) bool {
-		shared := sharedPrefix(prev, key)
-		uvarint(uint64(shared))
-		uvarint(uint64(len(key) - shared))
-		bw.WriteString(key[shared:])
-		prev = key
-		uvarint(l.Token)
-		uvarint(l.LeaseMS)
-		uvarint(uint64(len(l.Owner)))
-		bw.WriteString(l.Owner)
+		sw.key(key)
+		sw.lock(l)
 		return true
 	})
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
+	return sw.finish("write snapshot")
+}
+
+// sumWriter writes a snapshot or a delta: a header (magic and format),
+// then fields buffered and summed, the CRC-32 of all of it appended by
+// finish. Keys are written in ascending order, each as the length of the
+// prefix it shares with the one before and the rest of it.
+type sumWriter struct {
+	w    io.Writer
+	crc  hash.Hash32
+	bw   *bufio.Writer
+	vb   [binary.MaxVarintLen64]byte
+	prev string // the key written last
+}
+
+func newSumWriter(w io.Writer, magic string, format byte) *sumWriter {
+	crc := crc32.NewIEEE()
+	sw := &sumWriter{w: w, crc: crc, bw: bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)}
+	sw.bw.WriteString(magic)
+	sw.bw.WriteByte(format)
+	return sw
+}
+
+// The writes are buffered: an error is kept by the bufio.Writer and
+// returned by finish.
+func (sw *sumWriter) uvarint(v uint64) { sw.bw.Write(binary.AppendUvarint(sw.vb[:0], v)) }
+
+func (sw *sumWriter) key(key string) {
+	shared := sharedPrefix(sw.prev, key)
+	sw.uvarint(uint64(shared))
+	sw.uvarint(uint64(len(key) - shared))
+	sw.bw.WriteString(key[shared:])
+	sw.prev = key
+}
+
+func (sw *sumWriter) lock(l Lock) {
+	sw.uvarint(l.Token)
+	sw.uvarint(l.LeaseMS)
+	sw.uvarint(uint64(len(l.Owner)))
+	sw.bw.WriteString(l.Owner)
+}
+
+// finish flushes what is buffered and appends the checksum; what names
+// the write in its error.
+func (sw *sumWriter) finish(what string) error {
+	if err := sw.bw.Flush(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
+	if _, err := sw.w.Write(binary.BigEndian.AppendUint32(nil, sw.crc.Sum32())); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

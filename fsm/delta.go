@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -147,46 +146,27 @@ func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
 		}
 	}
 	slices.Sort(keys)
-	crc := crc32.NewIEEE()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
-	var vb [binary.MaxVarintLen64]byte
-	uvarint := func(v uint64) { bw.Write(binary.AppendUvarint(vb[:0], v)) }
-	bw.WriteString(deltaMagic)
-	bw.WriteByte(deltaFormat)
+	sw := newSumWriter(w, deltaMagic, deltaFormat)
 	var from tableState
 	if ch != nil {
 		from = ch.from
 	}
-	bw.Write(from.append(nil))
-	bw.Write(f.m.state().append(nil))
-	uvarint(uint64(len(keys)))
-	prev := ""
+	sw.bw.Write(from.append(nil))
+	sw.bw.Write(f.m.state().append(nil))
+	sw.uvarint(uint64(len(keys)))
 	for i, key := range keys {
-		shared := sharedPrefix(prev, key)
-		uvarint(uint64(shared))
-		uvarint(uint64(len(key) - shared))
-		bw.WriteString(key[shared:])
-		prev = key
+		sw.key(key)
 		if l, ok := f.m.Get(key); ok {
-			bw.WriteByte(deltaPut)
-			uvarint(l.Token)
-			uvarint(l.LeaseMS)
-			uvarint(uint64(len(l.Owner)))
-			bw.WriteString(l.Owner)
+			sw.bw.WriteByte(deltaPut)
+			sw.lock(l)
 		} else {
-			bw.WriteByte(deltaRemoved)
+			sw.bw.WriteByte(deltaRemoved)
 		}
 		if yield != nil && i%512 == 511 {
 			yield()
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write snapshot delta: %w", err)
-	}
-	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
-		return fmt.Errorf("write snapshot delta: %w", err)
-	}
-	return nil
+	return sw.finish("write snapshot delta")
 }
 
 // applyChanges applies a delta's n changes, read from r, failing r at the
