@@ -159,7 +159,7 @@ func NewProxy(target string, seed uint64) (*Proxy, error) {
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{},
 		rng: rand.New(rand.NewPCG(seed, 0x70726f78))}
 	p.wg.Add(1)
-	go p.accept()
+	go acceptEach(ln, &p.wg, p.track, func(in net.Conn) { p.serve(in, in) })
 	return p, nil
 }
 
@@ -243,19 +243,23 @@ func (p *Proxy) untrack(cs ...net.Conn) {
 	}
 }
 
-func (p *Proxy) accept() {
-	defer p.wg.Done()
+// acceptEach accepts on ln until it is closed, and serves each
+// connection that track takes (as its owner's, to drop on Close) on a
+// goroutine wg counts; one that track refuses, its owner closing, is
+// closed and ends the loop. The caller counted this loop in wg.
+func acceptEach(ln net.Listener, wg *sync.WaitGroup, track func(net.Conn) bool, serve func(net.Conn)) {
+	defer wg.Done()
 	for {
-		in, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		if !p.track(in) {
-			in.Close()
+		if !track(c) {
+			c.Close()
 			return
 		}
-		p.wg.Add(1)
-		go p.serve(in, in)
+		wg.Add(1)
+		go serve(c)
 	}
 }
 
@@ -476,7 +480,7 @@ func NewGateway(to int, link func(from int) *Proxy) (*Gateway, error) {
 	}
 	g := &Gateway{ln: ln, to: to, link: link, conns: map[net.Conn]struct{}{}}
 	g.wg.Add(1)
-	go g.accept()
+	go acceptEach(ln, &g.wg, g.track, g.route)
 	return g, nil
 }
 
@@ -496,24 +500,16 @@ func (g *Gateway) Close() {
 	g.wg.Wait()
 }
 
-func (g *Gateway) accept() {
-	defer g.wg.Done()
-	for {
-		c, err := g.ln.Accept()
-		if err != nil {
-			return
-		}
-		g.mu.Lock()
-		if g.closed {
-			g.mu.Unlock()
-			c.Close()
-			return
-		}
-		g.conns[c] = struct{}{}
-		g.mu.Unlock()
-		g.wg.Add(1)
-		go g.route(c)
+// track takes c as a stream to drop on Close, unless the gateway is
+// closing.
+func (g *Gateway) track(c net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
 	}
+	g.conns[c] = struct{}{}
+	return true
 }
 
 // route reads c's hello without consuming it and hands c to its link.
