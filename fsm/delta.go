@@ -96,7 +96,7 @@ func (s tableState) append(b []byte) []byte {
 }
 
 func (r *reader) tableState() tableState {
-	return tableState{sum: digestSum{a: r.uvarint(), b: r.uvarint()}, lastToken: r.uvarint(), n: r.uvarint()}
+	return tableState{sum: digestSum{a: r.Uvarint(), b: r.Uvarint()}, lastToken: r.Uvarint(), n: r.Uvarint()}
 }
 
 // note records that key changed; held says whether the table held it just
@@ -174,21 +174,21 @@ func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
 func (m *Machine) applyChanges(r *reader, n uint64) {
 	var kb []byte
 	prev := ""
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		shared := r.uvarint()
-		if r.err == nil && shared > uint64(len(prev)) {
-			r.fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
+	for i := uint64(0); i < n && r.Err == nil; i++ {
+		shared := r.Uvarint()
+		if r.Err == nil && shared > uint64(len(prev)) {
+			r.Fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
 		}
-		if r.err == nil {
+		if r.Err == nil {
 			kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
 		}
 		key := string(kb)
-		kind := r.byte()
-		if r.err != nil {
+		kind := r.Byte()
+		if r.Err != nil {
 			return
 		}
 		if key == "" || (i > 0 && key <= prev) {
-			r.fail("keys not strictly sorted at %d", i)
+			r.Fail("keys not strictly sorted at %d", i)
 			return
 		}
 		prev = key
@@ -196,20 +196,20 @@ func (m *Machine) applyChanges(r *reader, n uint64) {
 		switch kind {
 		case deltaRemoved:
 			if p.slot < 0 {
-				r.fail("removes %q, which the table does not hold", key)
+				r.Fail("removes %q, which the table does not hold", key)
 				return
 			}
 			m.delAt(p, key)
 		case deltaPut:
-			tok, lease, owner := r.uvarint(), r.uvarint(), r.owner()
-			if r.err == nil && (tok == 0 || tok > m.lastToken) {
-				r.fail("token %d outside 1..%d", tok, m.lastToken)
+			tok, lease, owner := r.Uvarint(), r.Uvarint(), r.owner()
+			if r.Err == nil && (tok == 0 || tok > m.lastToken) {
+				r.Fail("token %d outside 1..%d", tok, m.lastToken)
 			}
-			if r.err == nil {
+			if r.Err == nil {
 				m.putAt(p, key, Lock{Token: tok, LeaseMS: lease, Owner: owner})
 			}
 		default:
-			r.fail("unknown change %d", kind)
+			r.Fail("unknown change %d", kind)
 		}
 	}
 }
@@ -236,34 +236,34 @@ func (m *Machine) ApplyDelta(data []byte) error {
 	if !IsDelta(body) || body[len(deltaMagic)] != deltaFormat {
 		return fmt.Errorf("%w: not a format %d delta", ErrCorrupt, deltaFormat)
 	}
-	r := reader{buf: body[len(deltaMagic)+1:], owners: true}
+	r := newReader(body[len(deltaMagic)+1:], true)
 	from, to := r.tableState(), r.tableState()
-	n := r.uvarint()
+	n := r.Uvarint()
 	switch {
-	case r.err != nil:
+	case r.Err != nil:
 	case from != m.state():
-		r.fail("the delta starts at another table (%d locks, last token %d) than this one (%d, %d)", from.n, from.lastToken, m.locks.n, m.lastToken)
+		r.Fail("the delta starts at another table (%d locks, last token %d) than this one (%d, %d)", from.n, from.lastToken, m.locks.n, m.lastToken)
 	case to.lastToken < m.lastToken:
-		r.fail("last token %d below the table's %d", to.lastToken, m.lastToken)
-	case n > uint64(len(r.buf)):
-		r.fail("key count %d exceeds input", n)
+		r.Fail("last token %d below the table's %d", to.lastToken, m.lastToken)
+	case n > uint64(len(r.Buf)):
+		r.Fail("key count %d exceeds input", n)
 	}
-	if r.err != nil {
-		return r.err
+	if r.Err != nil {
+		return r.Err
 	}
 	m.changes = nil // recorded anew from the delta's end (forgetChanges below)
 	m.locks.bulk = true
 	defer m.locks.sortBulk()
 	m.lastToken = to.lastToken
 	m.applyChanges(&r, n)
-	if r.err == nil && len(r.buf) != 0 {
-		r.fail("%d trailing bytes", len(r.buf))
+	if r.Err == nil && len(r.Buf) != 0 {
+		r.Fail("%d trailing bytes", len(r.Buf))
 	}
-	if r.err == nil && m.state() != to {
-		r.fail("the delta does not end at the table it was written from (%d locks, want %d)", m.locks.n, to.n)
+	if r.Err == nil && m.state() != to {
+		r.Fail("the delta does not end at the table it was written from (%d locks, want %d)", m.locks.n, to.n)
 	}
-	if r.err != nil {
-		return r.err
+	if r.Err != nil {
+		return r.Err
 	}
 	m.forgetChanges()
 	return nil
