@@ -165,6 +165,20 @@ func (r *reader) bytes(max int) []byte {
 	return b
 }
 
+// prefixedKey reads key i of an ascending run that sumWriter.key wrote:
+// the length of the prefix it shares with the key before it, which kb
+// holds, then the rest. It returns the key in kb's memory.
+func (r *reader) prefixedKey(i uint64, kb []byte) []byte {
+	shared := r.Uvarint()
+	if r.Err == nil && shared > uint64(len(kb)) {
+		r.Fail("key %d shares %d bytes with a key of %d", i, shared, len(kb))
+	}
+	if r.Err == nil {
+		kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
+	}
+	return kb
+}
+
 // owner reads an owner if the encoding has them.
 func (r *reader) owner() string {
 	if !r.owners {
@@ -356,13 +370,7 @@ func Restore(data []byte) (*Machine, error) {
 	for i := uint64(0); i < n && r.Err == nil; i++ {
 		var key string
 		if format >= 3 {
-			shared := r.Uvarint()
-			if r.Err == nil && shared > uint64(len(prev)) {
-				r.Fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
-			}
-			if r.Err == nil {
-				kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
-			}
+			kb = r.prefixedKey(i, kb)
 			key = string(kb)
 		} else {
 			key = string(r.bytes(MaxKeyLen))

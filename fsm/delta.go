@@ -175,13 +175,7 @@ func (m *Machine) applyChanges(r *reader, n uint64) {
 	var kb []byte
 	prev := ""
 	for i := uint64(0); i < n && r.Err == nil; i++ {
-		shared := r.Uvarint()
-		if r.Err == nil && shared > uint64(len(prev)) {
-			r.Fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
-		}
-		if r.Err == nil {
-			kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
-		}
+		kb = r.prefixedKey(i, kb)
 		key := string(kb)
 		kind := r.Byte()
 		if r.Err != nil {
