@@ -43,14 +43,7 @@ func TestReportWriter(t *testing.T) {
 		{System: "raftlock", Workload: Uncontended, Clients: 1, ThroughputOpsS: 100, Latency: h.Summary(), CPUSPerKop: &v, hist: h},
 		{System: "raftlock", Workload: Uncontended, Clients: 64, ThroughputOpsS: 1000, Latency: h.Summary(), hist: h},
 	}}
-	dir := t.TempDir()
-	if err := rep.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, b := written(t, rep, "bench.json")
 	var back struct {
 		Floor map[string]float64           `json:"floor"`
 		Runs  []map[string]json.RawMessage `json:"runs"`
@@ -115,6 +108,21 @@ func TestBenchSmoke(t *testing.T) {
 	}
 }
 
+// written writes rep into a new directory, and returns the directory and
+// what its file name holds.
+func written(t *testing.T, rep *Report, name string) (dir string, content []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := rep.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	content, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, content
+}
+
 // A report of bench --held has the held size on every run, a table by
 // held size with ratios to the 0-held row, and scale.md and scale.png.
 func TestScaleReportWriter(t *testing.T) {
@@ -132,14 +140,7 @@ func TestScaleReportWriter(t *testing.T) {
 				ThroughputOpsS: float64(1000 * c / (1 + held/1000)), Latency: h.Summary(), hist: h})
 		}
 	}
-	dir := t.TempDir()
-	if err := rep.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	md, err := os.ReadFile(filepath.Join(dir, "scale.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, md := written(t, rep, "scale.md")
 	for _, want := range []string{"raftlock bench --held 0,1000", "ops/s (c=64)", "| 1000 | 5000 | 32000 |", "25.00x", "2.00 (log, no snapshot)"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("scale.md lacks %q:\n%s", want, md)

@@ -74,15 +74,11 @@ func IdleLeaderCPU(ctx context.Context, t Target, window time.Duration) (float64
 	if err := Settle(ctx, t); err != nil {
 		return 0, err
 	}
-	rt, err := startedCluster(t)
+	leader, err := leaderPID(ctx, t)
 	if err != nil {
 		return 0, err
 	}
-	leader, _, err := rt.leader(ctx)
-	if err != nil {
-		return 0, err
-	}
-	pid := []int{leader.proc.pid()}
+	pid := []int{leader}
 	cpu0, err := cpuSeconds(pid)
 	if err != nil {
 		return 0, err
@@ -276,6 +272,16 @@ func (rt *raftlockTarget) waitAnswers(ctx context.Context, m *benchMember) (time
 
 // LeaderRSS is the leader process's resident memory, in bytes.
 func LeaderRSS(ctx context.Context, t Target) (uint64, error) {
+	leader, err := leaderPID(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	return residentBytes(leader)
+}
+
+// leaderPID is the process id of the leader of a cluster the bench
+// started, the one whose resources IdleLeaderCPU and LeaderRSS measure.
+func leaderPID(ctx context.Context, t Target) (int, error) {
 	rt, err := startedCluster(t)
 	if err != nil {
 		return 0, err
@@ -284,7 +290,7 @@ func LeaderRSS(ctx context.Context, t Target) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return residentBytes(l.proc.pid())
+	return l.proc.pid(), nil
 }
 
 // waitCaughtUp polls m every 20 ms until it has applied what the leader

@@ -48,21 +48,12 @@ func medianFsync(ctx context.Context, dir string, n int) (time.Duration, error) 
 	defer os.Remove(f.Name())
 	defer f.Close()
 	block := make([]byte, 4096)
-	ds := make([]time.Duration, 0, n)
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		start := time.Now()
+	return medianTime(ctx, n, func() error {
 		if _, err := f.Write(block); err != nil {
-			return 0, err
+			return err
 		}
-		if err := f.Sync(); err != nil {
-			return 0, err
-		}
-		ds = append(ds, time.Since(start))
-	}
-	if len(ds) == 0 {
-		return 0, ctx.Err()
-	}
-	return median(ds), nil
+		return f.Sync()
+	})
 }
 
 func medianRTT(ctx context.Context, n int) (time.Duration, error) {
@@ -85,13 +76,22 @@ func medianRTT(ctx context.Context, n int) (time.Duration, error) {
 	}
 	defer c.Close()
 	buf := make([]byte, 1)
+	return medianTime(ctx, n, func() error {
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, buf)
+		return err
+	})
+}
+
+// medianTime times op n times, or until ctx ends, and returns the median;
+// an error of op's ends the measure.
+func medianTime(ctx context.Context, n int, op func() error) (time.Duration, error) {
 	ds := make([]time.Duration, 0, n)
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		start := time.Now()
-		if _, err := c.Write(buf); err != nil {
-			return 0, err
-		}
-		if _, err := io.ReadFull(c, buf); err != nil {
+		if err := op(); err != nil {
 			return 0, err
 		}
 		ds = append(ds, time.Since(start))

@@ -17,7 +17,7 @@ import (
 // the same address, arrive; a stream that opens with no hello is closed.
 func TestGatewayRoutesByHelloSender(t *testing.T) {
 	sink := newFrameSink(t)
-	links := map[int]*Proxy{1: newLink(sink.ln.Addr().String(), 1), 2: newLink(sink.ln.Addr().String(), 2)}
+	links := map[int]*Proxy{1: newLink(sink.addr, 1), 2: newLink(sink.addr, 2)}
 	g, err := NewGateway(3, func(from int) *Proxy { return links[from] })
 	if err != nil {
 		t.Fatal(err)

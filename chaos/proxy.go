@@ -44,13 +44,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu      sync.Mutex
+	streams // its mu guards what follows too
 	blocked bool
 	fault   LinkFault
 	rng     *rand.Rand // loss and jitter draws, seeded: guarded by mu
-	conns   map[net.Conn]struct{}
-	closed  bool
-	wg      sync.WaitGroup
 
 	cut *snapshotCut // armed by CutSnapshot; guarded by mu
 
@@ -156,10 +153,10 @@ func NewProxy(target string, seed uint64) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy for %s: %w", target, err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{},
-		rng: rand.New(rand.NewPCG(seed, 0x70726f78))}
+	p := newLink(target, seed)
+	p.ln = ln
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln, func(in net.Conn) { p.serve(in, in) })
 	return p, nil
 }
 
@@ -206,63 +203,82 @@ func (p *Proxy) Counts() ProxyCounts {
 	return ProxyCounts{Forwarded: p.forwarded.Load(), Dropped: p.dropped.Load(), Blackholed: p.blackholed.Load()}
 }
 
-func (p *Proxy) dropLocked() {
-	for c := range p.conns {
-		c.Close()
-	}
-}
-
 // Close stops the proxy and its connections.
-func (p *Proxy) Close() {
-	p.mu.Lock()
-	p.closed = true
-	if p.ln != nil {
-		p.ln.Close()
-	}
-	p.dropLocked()
-	p.mu.Unlock()
-	p.wg.Wait()
+func (p *Proxy) Close() { p.close(p.ln) }
+
+// streams are the streams a Proxy or a Gateway carries, to drop on
+// Close; once closing, it takes none.
+type streams struct {
+	mu     sync.Mutex // guards conns and closed (and its owner's state)
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // the accept loop and each stream's goroutine
 }
 
-func (p *Proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+func (t *streams) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
 		return false
 	}
-	p.conns[c] = struct{}{}
+	if t.conns == nil {
+		t.conns = map[net.Conn]struct{}{}
+	}
+	t.conns[c] = struct{}{}
 	return true
 }
 
-func (p *Proxy) untrack(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (t *streams) untrack(cs ...net.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, c := range cs {
-		delete(p.conns, c)
+		delete(t.conns, c)
 		c.Close()
 	}
 }
 
-func (p *Proxy) accept() {
-	defer p.wg.Done()
+func (t *streams) dropLocked() {
+	for c := range t.conns {
+		c.Close()
+	}
+}
+
+// close closes ln (when there is one) and every stream, and waits for
+// their goroutines.
+func (t *streams) close(ln net.Listener) {
+	t.mu.Lock()
+	t.closed = true
+	if ln != nil {
+		ln.Close()
+	}
+	t.dropLocked()
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// accept accepts on ln until it is closed, and serves each stream it
+// tracks on a goroutine of its own; one that comes once closing began is
+// closed and ends the loop. The caller counted this loop in wg.
+func (t *streams) accept(ln net.Listener, serve func(net.Conn)) {
+	defer t.wg.Done()
 	for {
-		in, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		if !p.track(in) {
-			in.Close()
+		if !t.track(c) {
+			c.Close()
 			return
 		}
-		p.wg.Add(1)
-		go p.serve(in, in)
+		t.wg.Add(1)
+		go serve(c)
 	}
 }
 
 // newLink returns a Proxy without a listener of its own: a Gateway hands
 // it the streams of its directed link.
 func newLink(target string, seed uint64) *Proxy {
-	return &Proxy{target: target, conns: map[net.Conn]struct{}{}, rng: rand.New(rand.NewPCG(seed, 0x70726f78))}
+	return &Proxy{target: target, rng: rand.New(rand.NewPCG(seed, 0x70726f78))}
 }
 
 // handle carries the stream in, whose bytes (the hello first, unread) are
@@ -458,10 +474,7 @@ type Gateway struct {
 	to   int
 	link func(from int) *Proxy // nil: not a link the harness knows; closed
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{} // streams whose hello is being read
-	closed bool
-	wg     sync.WaitGroup
+	streams // those whose hello is being read
 }
 
 // maxHello bounds the first frame a Gateway reads: a hello is a few dozen
@@ -474,9 +487,9 @@ func NewGateway(to int, link func(from int) *Proxy) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway for member %d: %w", to, err)
 	}
-	g := &Gateway{ln: ln, to: to, link: link, conns: map[net.Conn]struct{}{}}
+	g := &Gateway{ln: ln, to: to, link: link}
 	g.wg.Add(1)
-	go g.accept()
+	go g.accept(ln, g.route)
 	return g, nil
 }
 
@@ -485,36 +498,7 @@ func (g *Gateway) Addr() string { return g.ln.Addr().String() }
 
 // Close stops accepting and drops the streams not yet handed to a link
 // (the links' own Close drops theirs).
-func (g *Gateway) Close() {
-	g.mu.Lock()
-	g.closed = true
-	g.ln.Close()
-	for c := range g.conns {
-		c.Close()
-	}
-	g.mu.Unlock()
-	g.wg.Wait()
-}
-
-func (g *Gateway) accept() {
-	defer g.wg.Done()
-	for {
-		c, err := g.ln.Accept()
-		if err != nil {
-			return
-		}
-		g.mu.Lock()
-		if g.closed {
-			g.mu.Unlock()
-			c.Close()
-			return
-		}
-		g.conns[c] = struct{}{}
-		g.mu.Unlock()
-		g.wg.Add(1)
-		go g.route(c)
-	}
-}
+func (g *Gateway) Close() { g.close(g.ln) }
 
 // route reads c's hello without consuming it and hands c to its link.
 func (g *Gateway) route(c net.Conn) {

@@ -9,12 +9,14 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/watchnet"
 )
 
-// frameSink accepts one connection at a time and hands over each frame's
+// frameSink accepts connections and hands over each frame's
 // payload with the time it arrived.
 type frameSink struct {
-	ln     net.Listener
+	addr   string
 	frames chan arrived
 }
 
@@ -25,36 +27,26 @@ type arrived struct {
 
 func newFrameSink(t *testing.T) *frameSink {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &frameSink{ln: ln, frames: make(chan arrived, 4096)}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					var hdr [4]byte
-					if _, err := io.ReadFull(r, hdr[:]); err != nil {
-						return
-					}
-					b := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-					if _, err := io.ReadFull(r, b); err != nil {
-						return
-					}
-					s.frames <- arrived{b, time.Now()}
-				}
-			}()
-		}
-	}()
+	s := &frameSink{frames: make(chan arrived, 4096)}
+	s.addr = watchnet.Accept(t, func(c net.Conn) { go s.read(c) })
 	return s
+}
+
+// read hands over the frames c carries until it ends.
+func (s *frameSink) read(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		b := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(r, b); err != nil {
+			return
+		}
+		s.frames <- arrived{b, time.Now()}
+	}
 }
 
 // next waits for the next frame, up to a generous bound.
@@ -102,7 +94,7 @@ func startProxy(t *testing.T, target string) (*Proxy, net.Conn) {
 // always arrives.
 func TestProxyLossDropsWholeFrames(t *testing.T) {
 	sink := newFrameSink(t)
-	p, c := startProxy(t, sink.ln.Addr().String())
+	p, c := startProxy(t, sink.addr)
 	p.SetFault(LinkFault{Loss: 0.3})
 	writeFrame(t, c, []byte("hello"))
 	const n = 2000
@@ -146,7 +138,7 @@ func TestProxyLossDropsWholeFrames(t *testing.T) {
 // stream's order.
 func TestProxyDelayKeepsOrder(t *testing.T) {
 	sink := newFrameSink(t)
-	p, c := startProxy(t, sink.ln.Addr().String())
+	p, c := startProxy(t, sink.addr)
 	const delay, jitter = 40 * time.Millisecond, 30 * time.Millisecond
 	p.SetFault(LinkFault{Delay: delay, Jitter: jitter})
 	const n = 200
@@ -176,8 +168,8 @@ func TestProxyDelayKeepsOrder(t *testing.T) {
 // of its own, still carries frames: a one-way partition.
 func TestProxyOneWayCut(t *testing.T) {
 	a, b := newFrameSink(t), newFrameSink(t)
-	ab, cab := startProxy(t, b.ln.Addr().String()) // a dials b
-	ba, cba := startProxy(t, a.ln.Addr().String()) // b dials a
+	ab, cab := startProxy(t, b.addr) // a dials b
+	ba, cba := startProxy(t, a.addr) // b dials a
 	_ = ba
 	ab.SetBlocked(true)
 	// The connection opened before the cut was dropped by it; dial again.

@@ -34,7 +34,7 @@ func writeSnapshotStream(c net.Conn, chunks, chunk int) {
 func TestProxyCutsASnapshotStreamMidTransfer(t *testing.T) {
 	const chunks, chunk = 40, 1000
 	sink := newFrameSink(t)
-	p, c := startProxy(t, sink.ln.Addr().String())
+	p, c := startProxy(t, sink.addr)
 	done := make(chan SnapshotCut, 1)
 	p.CutSnapshot(3, 1, 0.5, done)
 	go writeSnapshotStream(c, chunks, chunk)
@@ -81,7 +81,7 @@ func TestProxyCutsASnapshotStreamMidTransfer(t *testing.T) {
 // that the stream ended first.
 func TestProxyCutOfASingleChunkSnapshotReportsNoCut(t *testing.T) {
 	sink := newFrameSink(t)
-	p, c := startProxy(t, sink.ln.Addr().String())
+	p, c := startProxy(t, sink.addr)
 	done := make(chan SnapshotCut, 1)
 	p.CutSnapshot(2, 1, 0.9, done)
 	writeSnapshotStream(c, 1, 500)

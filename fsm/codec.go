@@ -6,8 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
+
+	"github.com/raftlock/raftlock/internal/binread"
 )
 
 // Limits enforced by the decoders (and by the node before it proposes).
@@ -99,95 +102,81 @@ func DecodeBatch(data []byte) ([]Envelope, error) {
 	if len(data) > MaxEntryBytes {
 		return nil, fmt.Errorf("%w: entry of %d bytes exceeds %d", ErrCorrupt, len(data), MaxEntryBytes)
 	}
-	r := reader{buf: data}
-	v := r.byte()
-	if r.err == nil && v != entryVersion && v != entryVersionV1 {
+	r := newReader(data, false)
+	v := r.Byte()
+	if r.Err == nil && v != entryVersion && v != entryVersionV1 {
 		return nil, fmt.Errorf("%w: unknown entry version %d", ErrCorrupt, v)
 	}
 	r.owners = v >= 2
-	n := r.uvarint()
-	if r.err == nil && n > MaxBatch {
+	n := r.Uvarint()
+	if r.Err == nil && n > MaxBatch {
 		return nil, fmt.Errorf("%w: batch of %d commands exceeds %d", ErrCorrupt, n, MaxBatch)
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
 	envs := make([]Envelope, 0, n)
 	for i := uint64(0); i < n; i++ {
 		var e Envelope
-		e.ID.Node = r.uvarint()
-		e.ID.Seq = r.uvarint()
-		e.Tag = r.uvarint()
+		e.ID.Node = r.Uvarint()
+		e.ID.Seq = r.Uvarint()
+		e.Tag = r.Uvarint()
 		e.Cmd = r.command()
-		if r.err != nil {
-			return nil, fmt.Errorf("command %d: %w", i, r.err)
+		if r.Err != nil {
+			return nil, fmt.Errorf("command %d: %w", i, r.Err)
 		}
 		envs = append(envs, e)
 	}
-	if len(r.buf) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.buf))
+	if err := r.Finish(); err != nil {
+		return nil, err
 	}
 	return envs, nil
 }
 
-// reader decodes with a sticky error, so a truncated input can never index
-// past the end of the buffer.
+// reader decodes with a sticky error (binread), so a truncated input can
+// never index past the end of the buffer.
 type reader struct {
-	buf []byte
-	err error
+	binread.Reader
 	// owners: the encoding's Grants (or snapshot locks) carry an owner
 	// (version 2 on).
 	owners bool
 }
 
-func (r *reader) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
-	}
-}
-
-func (r *reader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.buf) < 1 {
-		r.fail("truncated")
-		return 0
-	}
-	b := r.buf[0]
-	r.buf = r.buf[1:]
-	return b
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.buf)
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.buf = r.buf[n:]
-	return v
+// newReader reads data, failing with ErrCorrupt.
+func newReader(data []byte, owners bool) reader {
+	return reader{Reader: binread.Reader{Buf: data, Malformed: ErrCorrupt}, owners: owners}
 }
 
 func (r *reader) bytes(max int) []byte {
-	n := r.uvarint()
-	if r.err != nil {
+	n := r.Uvarint()
+	if r.Err != nil {
 		return nil
 	}
 	if n > uint64(max) {
-		r.fail("length %d exceeds %d", n, max)
+		r.Fail("length %d exceeds %d", n, max)
 		return nil
 	}
-	if uint64(len(r.buf)) < n {
-		r.fail("truncated")
+	if uint64(len(r.Buf)) < n {
+		r.Fail("truncated")
 		return nil
 	}
-	b := r.buf[:n]
-	r.buf = r.buf[n:]
+	b := r.Buf[:n]
+	r.Buf = r.Buf[n:]
 	return b
+}
+
+// prefixedKey reads key i of an ascending run that sumWriter.key wrote:
+// the length of the prefix it shares with the key before it, which kb
+// holds, then the rest. It returns the key in kb's memory.
+func (r *reader) prefixedKey(i uint64, kb []byte) []byte {
+	shared := r.Uvarint()
+	if r.Err == nil && shared > uint64(len(kb)) {
+		r.Fail("key %d shares %d bytes with a key of %d", i, shared, len(kb))
+	}
+	if r.Err == nil {
+		kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
+	}
+	return kb
 }
 
 // owner reads an owner if the encoding has them.
@@ -200,28 +189,28 @@ func (r *reader) owner() string {
 
 func (r *reader) command() Command {
 	var c Command
-	c.Op = Op(r.byte())
+	c.Op = Op(r.Byte())
 	key := r.bytes(MaxKeyLen)
-	if r.err != nil {
+	if r.Err != nil {
 		return c
 	}
 	if len(key) == 0 {
-		r.fail("empty key")
+		r.Fail("empty key")
 		return c
 	}
 	c.Key = string(key)
 	switch c.Op {
 	case OpGrant:
-		c.LeaseMS = r.uvarint()
+		c.LeaseMS = r.Uvarint()
 		c.Owner = r.owner()
 	case OpRelease:
 	case OpExpire:
-		c.Token = r.uvarint()
+		c.Token = r.Uvarint()
 	case OpRenew:
-		c.Token = r.uvarint()
-		c.LeaseMS = r.uvarint()
+		c.Token = r.Uvarint()
+		c.LeaseMS = r.Uvarint()
 	default:
-		r.fail("unknown op %d", uint8(c.Op))
+		r.Fail("unknown op %d", uint8(c.Op))
 	}
 	return c
 }
@@ -243,32 +232,64 @@ func (m *Machine) Snapshot() []byte {
 // between shards and every few hundred locks merged, so that a goroutine
 // encoding a million locks lets the others run often.
 func (m *Machine) writeSnapshot(w io.Writer, yield func()) error {
-	crc := crc32.NewIEEE()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
-	var vb [binary.MaxVarintLen64]byte
-	uvarint := func(v uint64) { bw.Write(binary.AppendUvarint(vb[:0], v)) }
-	bw.WriteString(snapshotMagic)
-	bw.WriteByte(snapshotFormat)
-	uvarint(m.lastToken)
-	uvarint(uint64(m.locks.n))
-	var prev string
+	sw := newSumWriter(w, snapshotMagic, snapshotFormat)
+	sw.uvarint(m.lastToken)
+	sw.uvarint(uint64(m.locks.n))
 	m.locks.eachSorted(yield, "", true, func(key string, l Lock) bool {
-		shared := sharedPrefix(prev, key)
-		uvarint(uint64(shared))
-		uvarint(uint64(len(key) - shared))
-		bw.WriteString(key[shared:])
-		prev = key
-		uvarint(l.Token)
-		uvarint(l.LeaseMS)
-		uvarint(uint64(len(l.Owner)))
-		bw.WriteString(l.Owner)
+		sw.key(key)
+		sw.lock(l)
 		return true
 	})
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
+	return sw.finish("write snapshot")
+}
+
+// sumWriter writes a snapshot or a delta: a header (magic and format),
+// then fields buffered and summed, the CRC-32 of all of it appended by
+// finish. Keys are written in ascending order, each as the length of the
+// prefix it shares with the one before and the rest of it.
+type sumWriter struct {
+	w    io.Writer
+	crc  hash.Hash32
+	bw   *bufio.Writer
+	vb   [binary.MaxVarintLen64]byte
+	prev string // the key written last
+}
+
+func newSumWriter(w io.Writer, magic string, format byte) *sumWriter {
+	crc := crc32.NewIEEE()
+	sw := &sumWriter{w: w, crc: crc, bw: bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)}
+	sw.bw.WriteString(magic)
+	sw.bw.WriteByte(format)
+	return sw
+}
+
+// The writes are buffered: an error is kept by the bufio.Writer and
+// returned by finish.
+func (sw *sumWriter) uvarint(v uint64) { sw.bw.Write(binary.AppendUvarint(sw.vb[:0], v)) }
+
+func (sw *sumWriter) key(key string) {
+	shared := sharedPrefix(sw.prev, key)
+	sw.uvarint(uint64(shared))
+	sw.uvarint(uint64(len(key) - shared))
+	sw.bw.WriteString(key[shared:])
+	sw.prev = key
+}
+
+func (sw *sumWriter) lock(l Lock) {
+	sw.uvarint(l.Token)
+	sw.uvarint(l.LeaseMS)
+	sw.uvarint(uint64(len(l.Owner)))
+	sw.bw.WriteString(l.Owner)
+}
+
+// finish flushes what is buffered and appends the checksum; what names
+// the write in its error.
+func (sw *sumWriter) finish(what string) error {
+	if err := sw.bw.Flush(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
+	if _, err := sw.w.Write(binary.BigEndian.AppendUint32(nil, sw.crc.Sum32())); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -336,48 +357,39 @@ func Restore(data []byte) (*Machine, error) {
 	if string(body[:len(snapshotMagic)]) != snapshotMagic || format < snapshotFormatV1 || format > snapshotFormat {
 		return nil, fmt.Errorf("%w: not a version %d to %d snapshot", ErrCorrupt, snapshotFormatV1, snapshotFormat)
 	}
-	r := reader{buf: body[len(snapshotMagic)+1:], owners: format >= snapshotFormatV2}
+	r := newReader(body[len(snapshotMagic)+1:], format >= snapshotFormatV2)
 	m := New()
 	m.changes = nil // a restored table records changes from its end (forgetChanges below)
-	m.lastToken = r.uvarint()
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.buf)) {
-		r.fail("lock count %d exceeds input", n)
+	m.lastToken = r.Uvarint()
+	n := r.Uvarint()
+	if r.Err == nil && n > uint64(len(r.Buf)) {
+		r.Fail("lock count %d exceeds input", n)
 	}
 	prev := ""
 	var kb []byte // format 3: the key, its prefix shared with prev
-	for i := uint64(0); i < n && r.err == nil; i++ {
+	for i := uint64(0); i < n && r.Err == nil; i++ {
 		var key string
 		if format >= 3 {
-			shared := r.uvarint()
-			if r.err == nil && shared > uint64(len(prev)) {
-				r.fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
-			}
-			if r.err == nil {
-				kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
-			}
+			kb = r.prefixedKey(i, kb)
 			key = string(kb)
 		} else {
 			key = string(r.bytes(MaxKeyLen))
 		}
-		tok := r.uvarint()
-		lease := r.uvarint()
+		tok := r.Uvarint()
+		lease := r.Uvarint()
 		owner := r.owner()
 		switch {
-		case r.err != nil:
+		case r.Err != nil:
 		case key == "" || (i > 0 && key <= prev):
-			r.fail("keys not strictly sorted at %d", i)
+			r.Fail("keys not strictly sorted at %d", i)
 		case tok == 0 || tok > m.lastToken:
-			r.fail("token %d outside 1..%d", tok, m.lastToken)
+			r.Fail("token %d outside 1..%d", tok, m.lastToken)
 		}
 		prev = key
 		m.put(key, Lock{Token: tok, LeaseMS: lease, Owner: owner})
 	}
-	if r.err == nil && len(r.buf) != 0 {
-		r.fail("%d trailing bytes", len(r.buf))
-	}
-	if r.err != nil {
-		return nil, r.err
+	if err := r.Finish(); err != nil {
+		return nil, err
 	}
 	m.forgetChanges()
 	return m, nil

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -107,7 +106,7 @@ func (s tableState) append(b []byte) []byte {
 }
 
 func (r *reader) tableState() tableState {
-	return tableState{sum: digestSum{a: r.uvarint(), b: r.uvarint()}, lastToken: r.uvarint(), n: r.uvarint()}
+	return tableState{sum: digestSum{a: r.Uvarint(), b: r.Uvarint()}, lastToken: r.Uvarint(), n: r.Uvarint()}
 }
 
 // note records that key changed: held says whether the table held it just
@@ -165,27 +164,17 @@ func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
 		}
 	}
 	slices.SortFunc(keys, func(a, b keyChange) int { return strings.Compare(a.key, b.key) })
-	crc := crc32.NewIEEE()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
-	var vb [binary.MaxVarintLen64]byte
-	uvarint := func(v uint64) { bw.Write(binary.AppendUvarint(vb[:0], v)) }
-	bw.WriteString(deltaMagic)
-	bw.WriteByte(deltaFormat)
+	sw := newSumWriter(w, deltaMagic, deltaFormat)
 	var from tableState
 	if ch != nil {
 		from = ch.from
 	}
-	bw.Write(from.append(nil))
-	bw.Write(f.m.state().append(nil))
-	uvarint(uint64(len(keys)))
-	prev := ""
+	sw.bw.Write(from.append(nil))
+	sw.bw.Write(f.m.state().append(nil))
+	sw.uvarint(uint64(len(keys)))
 	for i, kc := range keys {
 		key := kc.key
-		shared := sharedPrefix(prev, key)
-		uvarint(uint64(shared))
-		uvarint(uint64(len(key) - shared))
-		bw.WriteString(key[shared:])
-		prev = key
+		sw.key(key)
 		l, ok := Lock{}, false
 		if kc.held || invariants.Enabled {
 			l, ok = f.m.Get(key)
@@ -194,25 +183,16 @@ func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
 			return fmt.Errorf("write snapshot delta: key %q held=%v in the table, %v in its changes", key, ok, kc.held)
 		}
 		if ok {
-			bw.WriteByte(deltaPut)
-			uvarint(l.Token)
-			uvarint(l.LeaseMS)
-			uvarint(uint64(len(l.Owner)))
-			bw.WriteString(l.Owner)
+			sw.bw.WriteByte(deltaPut)
+			sw.lock(l)
 		} else {
-			bw.WriteByte(deltaRemoved)
+			sw.bw.WriteByte(deltaRemoved)
 		}
 		if yield != nil && i%512 == 511 {
 			yield()
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write snapshot delta: %w", err)
-	}
-	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
-		return fmt.Errorf("write snapshot delta: %w", err)
-	}
-	return nil
+	return sw.finish("write snapshot delta")
 }
 
 // applyChanges applies a delta's n changes, read from r, failing r at the
@@ -220,21 +200,15 @@ func (f *Frozen) WriteDelta(w io.Writer, ch *Changes, yield func()) error {
 func (m *Machine) applyChanges(r *reader, n uint64) {
 	var kb []byte
 	prev := ""
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		shared := r.uvarint()
-		if r.err == nil && shared > uint64(len(prev)) {
-			r.fail("key %d shares %d bytes with a key of %d", i, shared, len(prev))
-		}
-		if r.err == nil {
-			kb = append(kb[:shared], r.bytes(MaxKeyLen-int(shared))...)
-		}
+	for i := uint64(0); i < n && r.Err == nil; i++ {
+		kb = r.prefixedKey(i, kb)
 		key := string(kb)
-		kind := r.byte()
-		if r.err != nil {
+		kind := r.Byte()
+		if r.Err != nil {
 			return
 		}
 		if key == "" || (i > 0 && key <= prev) {
-			r.fail("keys not strictly sorted at %d", i)
+			r.Fail("keys not strictly sorted at %d", i)
 			return
 		}
 		prev = key
@@ -242,20 +216,20 @@ func (m *Machine) applyChanges(r *reader, n uint64) {
 		switch kind {
 		case deltaRemoved:
 			if p.slot < 0 {
-				r.fail("removes %q, which the table does not hold", key)
+				r.Fail("removes %q, which the table does not hold", key)
 				return
 			}
 			m.delAt(p, key)
 		case deltaPut:
-			tok, lease, owner := r.uvarint(), r.uvarint(), r.owner()
-			if r.err == nil && (tok == 0 || tok > m.lastToken) {
-				r.fail("token %d outside 1..%d", tok, m.lastToken)
+			tok, lease, owner := r.Uvarint(), r.Uvarint(), r.owner()
+			if r.Err == nil && (tok == 0 || tok > m.lastToken) {
+				r.Fail("token %d outside 1..%d", tok, m.lastToken)
 			}
-			if r.err == nil {
+			if r.Err == nil {
 				m.putAt(p, key, Lock{Token: tok, LeaseMS: lease, Owner: owner})
 			}
 		default:
-			r.fail("unknown change %d", kind)
+			r.Fail("unknown change %d", kind)
 		}
 	}
 }
@@ -282,34 +256,34 @@ func (m *Machine) ApplyDelta(data []byte) error {
 	if !IsDelta(body) || body[len(deltaMagic)] != deltaFormat {
 		return fmt.Errorf("%w: not a format %d delta", ErrCorrupt, deltaFormat)
 	}
-	r := reader{buf: body[len(deltaMagic)+1:], owners: true}
+	r := newReader(body[len(deltaMagic)+1:], true)
 	from, to := r.tableState(), r.tableState()
-	n := r.uvarint()
+	n := r.Uvarint()
 	switch {
-	case r.err != nil:
+	case r.Err != nil:
 	case from != m.state():
-		r.fail("the delta starts at another table (%d locks, last token %d) than this one (%d, %d)", from.n, from.lastToken, m.locks.n, m.lastToken)
+		r.Fail("the delta starts at another table (%d locks, last token %d) than this one (%d, %d)", from.n, from.lastToken, m.locks.n, m.lastToken)
 	case to.lastToken < m.lastToken:
-		r.fail("last token %d below the table's %d", to.lastToken, m.lastToken)
-	case n > uint64(len(r.buf)):
-		r.fail("key count %d exceeds input", n)
+		r.Fail("last token %d below the table's %d", to.lastToken, m.lastToken)
+	case n > uint64(len(r.Buf)):
+		r.Fail("key count %d exceeds input", n)
 	}
-	if r.err != nil {
-		return r.err
+	if r.Err != nil {
+		return r.Err
 	}
 	m.changes = nil // recorded anew from the delta's end (forgetChanges below)
 	m.locks.bulk = true
 	defer m.locks.sortBulk()
 	m.lastToken = to.lastToken
 	m.applyChanges(&r, n)
-	if r.err == nil && len(r.buf) != 0 {
-		r.fail("%d trailing bytes", len(r.buf))
+	if r.Err == nil && len(r.Buf) != 0 {
+		r.Fail("%d trailing bytes", len(r.Buf))
 	}
-	if r.err == nil && m.state() != to {
-		r.fail("the delta does not end at the table it was written from (%d locks, want %d)", m.locks.n, to.n)
+	if r.Err == nil && m.state() != to {
+		r.Fail("the delta does not end at the table it was written from (%d locks, want %d)", m.locks.n, to.n)
 	}
-	if r.err != nil {
-		return r.err
+	if r.Err != nil {
+		return r.Err
 	}
 	m.forgetChanges()
 	return nil

@@ -24,19 +24,9 @@ const (
 	OpRenew   Op = 4 // Renew{key, token, lease_ms}
 )
 
-func (o Op) String() string {
-	switch o {
-	case OpGrant:
-		return "grant"
-	case OpRelease:
-		return "release"
-	case OpExpire:
-		return "expire"
-	case OpRenew:
-		return "renew"
-	}
-	return fmt.Sprintf("op(%d)", uint8(o))
-}
+var opNames = [...]string{OpGrant: "grant", OpRelease: "release", OpExpire: "expire", OpRenew: "renew"}
+
+func (o Op) String() string { return enumName(opNames[:], uint8(o), "op") }
 
 // Command is one replicated lock command. Fields that an Op does not use are
 // zero (and are not encoded).
@@ -82,24 +72,20 @@ const (
 	Renewed       Status = 6
 )
 
-func (s Status) String() string {
-	switch s {
-	case Noop:
-		return "Noop"
-	case Granted:
-		return "Granted"
-	case GrantRejected:
-		return "GrantRejected"
-	case Released:
-		return "Released"
-	case NotFound:
-		return "NotFound"
-	case Expired:
-		return "Expired"
-	case Renewed:
-		return "Renewed"
+var statusNames = [...]string{
+	Noop: "Noop", Granted: "Granted", GrantRejected: "GrantRejected", Released: "Released",
+	NotFound: "NotFound", Expired: "Expired", Renewed: "Renewed",
+}
+
+func (s Status) String() string { return enumName(statusNames[:], uint8(s), "Status") }
+
+// enumName is the name of v in names, or kind(v) for a value without one
+// (a decoder may meet any byte).
+func enumName(names []string, v uint8, kind string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("Status(%d)", uint8(s))
+	return fmt.Sprintf("%s(%d)", kind, v)
 }
 
 // Result is what applying one command produced.

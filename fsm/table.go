@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unsafe"
+
+	"github.com/raftlock/raftlock/internal/freelist"
 )
 
 // tableShards is how many parts the table is split into. Freezing the
@@ -304,13 +306,7 @@ func (t *table) setAt(p place, key string, l Lock) Handle {
 		s.compact()
 		return handleOf(si, i)
 	}
-	var i int32
-	if n := len(s.free); n > 0 {
-		i, s.free = s.free[n-1], s.free[:n-1]
-	} else {
-		i = int32(len(s.slots))
-		s.slots = append(s.slots, slot{})
-	}
+	i := freelist.Take(&s.slots, &s.free)
 	next, ok := s.index[h]
 	if !ok {
 		next = -1

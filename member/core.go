@@ -97,32 +97,31 @@ const (
 // one place they are set, for the core, the production driver and the
 // flags of `raftlock node` alike.
 func (c *Config) SetDefaults() {
-	if c.ElectionTicks <= 0 {
-		c.ElectionTicks = DefaultElectionTicks
-	}
-	if c.HeartbeatTicks <= 0 {
-		c.HeartbeatTicks = DefaultHeartbeatTicks
-	}
-	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = DefaultSnapshotEvery
-	}
-	if c.SnapshotKeep == 0 {
-		c.SnapshotKeep = DefaultSnapshotKeep
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = DefaultMaxInflight
-	}
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = DefaultMaxBatch
-	}
-	if c.MaxUncommitted == 0 {
-		c.MaxUncommitted = DefaultMaxUncommitted
-	}
-	if c.MaxAppendBytes == 0 {
-		c.MaxAppendBytes = DefaultMaxAppendBytes
-	}
+	positiveOr(&c.ElectionTicks, DefaultElectionTicks)
+	positiveOr(&c.HeartbeatTicks, DefaultHeartbeatTicks)
+	nonZeroOr(&c.SnapshotEvery, DefaultSnapshotEvery)
+	nonZeroOr(&c.SnapshotKeep, DefaultSnapshotKeep)
+	positiveOr(&c.MaxInflight, DefaultMaxInflight)
+	positiveOr(&c.MaxBatch, DefaultMaxBatch)
+	nonZeroOr(&c.MaxUncommitted, DefaultMaxUncommitted) // negative: no limit
+	nonZeroOr(&c.MaxAppendBytes, DefaultMaxAppendBytes)
 	if c.NoBatch {
 		c.MaxBatch = 1
+	}
+}
+
+// positiveOr sets *v to d unless it is above zero: a count for which zero
+// and below mean nothing.
+func positiveOr(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// nonZeroOr sets *v to d when it is zero (not given).
+func nonZeroOr[T int | uint64](v *T, d T) {
+	if *v == 0 {
+		*v = d
 	}
 }
 

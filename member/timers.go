@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/freelist"
 )
 
 // The lock manager's timers: when to look at a lease again (to propose its
@@ -72,13 +73,7 @@ func (t *leaseTable) set(l lease) {
 		t.fix(int(l.pos))
 		return
 	}
-	var i int32
-	if n := len(t.free); n > 0 {
-		i, t.free = t.free[n-1], t.free[:n-1]
-	} else {
-		i = int32(len(t.all))
-		t.all = append(t.all, lease{})
-	}
+	i := freelist.Take(&t.all, &t.free)
 	l.pos = int32(len(t.q))
 	t.all[i] = l
 	t.byLock[l.lock] = i

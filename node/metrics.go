@@ -49,10 +49,7 @@ func NewMetrics(process bool) *Metrics {
 	}
 	// The core's counters and gauges, by the member.Counter or
 	// member.Gauge each one is.
-	for c, d := range [member.NumCounters]struct {
-		dst        *prometheus.Counter
-		name, help string
-	}{
+	counters := [member.NumCounters]named[prometheus.Counter]{
 		member.Proposals:          {&m.Proposals, "proposals_total", "Log entries proposed by this member."},
 		member.EntriesApplied:     {&m.EntriesApplied, "entries_applied_total", "Committed log entries applied."},
 		member.CommandsApplied:    {&m.CommandsApplied, "commands_applied_total", "Lock commands applied (an entry carries a batch)."},
@@ -61,14 +58,9 @@ func NewMetrics(process bool) *Metrics {
 		member.SnapshotsInstalled: {&m.SnapshotsInstalled, "snapshots_installed_total", "Snapshots received from the leader and installed."},
 		member.SnapshotsRefused:   {&m.SnapshotsRefused, "snapshots_refused_total", "Snapshots received whose configuration lacks this member, which raft refuses (a new member then waits for the next one)."},
 		member.SnapshotsCorrupt:   {&m.SnapshotsCorrupt, "snapshots_corrupt_total", "Snapshots received from a peer whose data does not decode (refused before raft sees them). A cluster never sends one: a non-zero count means a transfer delivered damaged data, or a forged frame."},
-	} {
-		*d.dst = counter(d.name, d.help)
-		m.counters[c] = *d.dst
 	}
-	for g, d := range [member.NumGauges]struct {
-		dst        *prometheus.Gauge
-		name, help string
-	}{
+	register(m.counters[:], counters[:], counter)
+	gauges := [member.NumGauges]named[prometheus.Gauge]{
 		member.AppliedIndex: {&m.Applied, "applied_index", "Highest applied log index."},
 		member.CommitIndex:  {&m.Commit, "commit_index", "Highest log index known committed."},
 		member.ApplyLag:     {&m.ApplyLag, "apply_lag_entries", "Committed entries not yet applied."},
@@ -77,10 +69,8 @@ func NewMetrics(process bool) *Metrics {
 		member.IsLeader:     {&m.IsLeader, "is_leader", "1 when this member is the leader."},
 		member.HasLeader:    {&m.HasLeader, "has_leader", "1 when this member knows a leader."},
 		member.Term:         {&m.Term, "term", "Current raft term."},
-	} {
-		*d.dst = gauge(d.name, d.help)
-		m.gauges[g] = *d.dst
 	}
+	register(m.gauges[:], gauges[:], gauge)
 	// The driver's own.
 	m.Fsyncs = counter("fsyncs_total", "Synced writes of the raft log.")
 	m.EntriesPersisted = counter("entries_persisted_total", "Log entries written to the raft log.")
@@ -104,6 +94,22 @@ func NewMetrics(process bool) *Metrics {
 		m.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
 	return m
+}
+
+// named is one of the core's metrics: the field of Metrics that holds it,
+// and its name and help.
+type named[M any] struct {
+	dst        *M
+	name, help string
+}
+
+// register makes each metric of defs with newMetric, into its field and into
+// byCore, the core's metrics in the order of their member names.
+func register[M any](byCore []M, defs []named[M], newMetric func(name, help string) M) {
+	for i, d := range defs {
+		*d.dst = newMetric(d.name, d.help)
+		byCore[i] = *d.dst
+	}
 }
 
 // Add implements member.Meter.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/raftlock/raftlock/internal/binread"
 	"github.com/raftlock/raftlock/internal/memberstatus"
 )
 
@@ -256,13 +257,13 @@ func DecodeRequest(body []byte) (Request, error) {
 	r := Request{ID: id, Op: op}
 	switch op {
 	case OpAcquire:
-		r.Key, r.LeaseMS, r.WaitMS, r.Tag = d.string(), d.uvarint(), d.uvarint(), d.uvarint()
+		r.Key, r.LeaseMS, r.WaitMS, r.Tag = d.string(), d.Uvarint(), d.Uvarint(), d.Uvarint()
 		r.Owner = d.optionalString()
 	case OpRelease:
-		r.Key, r.Token, r.Tag = d.string(), d.uvarint(), d.optionalUvarint()
+		r.Key, r.Token, r.Tag = d.string(), d.Uvarint(), d.optionalUvarint()
 		r.Force = d.optionalBool()
 	case OpRenew:
-		r.Key, r.Token, r.LeaseMS, r.Tag = d.string(), d.uvarint(), d.uvarint(), d.optionalUvarint()
+		r.Key, r.Token, r.LeaseMS, r.Tag = d.string(), d.Uvarint(), d.Uvarint(), d.optionalUvarint()
 	case OpGet:
 		r.Key, r.Stale = d.string(), d.bool()
 	case OpStatus:
@@ -271,11 +272,11 @@ func DecodeRequest(body []byte) (Request, error) {
 	case OpAdmin:
 		r.Key, r.Body = d.string(), d.bytes()
 	case OpList:
-		r.Prefix, r.After, r.Limit, r.Stale = d.string(), d.string(), d.uvarint(), d.bool()
+		r.Prefix, r.After, r.Limit, r.Stale = d.string(), d.string(), d.Uvarint(), d.bool()
 	default:
 		return Request{}, fmt.Errorf("%w: unknown request opcode 0x%02x", ErrMalformed, uint8(op))
 	}
-	return r, d.finish()
+	return r, d.Finish()
 }
 
 // DecodeResponse decodes an answer frame body.
@@ -287,36 +288,36 @@ func DecodeResponse(body []byte) (Response, error) {
 	r := Response{ID: id, Op: op}
 	switch op {
 	case OpGranted:
-		r.Token, r.LeaseMS = d.uvarint(), d.uvarint()
+		r.Token, r.LeaseMS = d.Uvarint(), d.Uvarint()
 	case OpReleased:
 		r.Token = d.optionalUvarint()
 	case OpHeld, OpRenewed, OpNotFound:
 	case OpValue:
-		r.Held, r.Token, r.RemainingMS = d.bool(), d.uvarint(), d.uvarint()
+		r.Held, r.Token, r.RemainingMS = d.bool(), d.Uvarint(), d.Uvarint()
 		r.Owner = d.optionalString()
 	case OpLocks:
-		n := d.uvarint()
+		n := d.Uvarint()
 		// Every lock takes at least four bytes: a count past that is a lie.
-		if d.err == nil && n > uint64(len(d.buf))/4 {
-			d.fail("list of %d locks in %d bytes", n, len(d.buf))
+		if d.Err == nil && n > uint64(len(d.Buf))/4 {
+			d.Fail("list of %d locks in %d bytes", n, len(d.Buf))
 		}
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			r.Locks = append(r.Locks, Lock{Key: d.string(), Token: d.uvarint(), Owner: d.string(), RemainingMS: d.uvarint()})
+		for i := uint64(0); i < n && d.Err == nil; i++ {
+			r.Locks = append(r.Locks, Lock{Key: d.string(), Token: d.Uvarint(), Owner: d.string(), RemainingMS: d.Uvarint()})
 		}
 		r.More = d.bool()
 	case OpRedirect:
-		r.LeaderID, r.Leader = d.uvarint(), d.string()
+		r.LeaderID, r.Leader = d.Uvarint(), d.string()
 	case OpUnavailable, OpInvalidArgument, OpOutcomeUnknown, OpError, OpPermissionDenied, OpOverloaded:
 		r.Reason = d.string()
 	case OpStatusInfo:
 		s := &r.Status
 		for _, v := range []*uint64{&s.ID, &s.Term, &s.Leader, &s.Commit, &s.Applied, &s.Locks, &s.LastToken} {
-			*v = d.uvarint()
+			*v = d.Uvarint()
 		}
 		for _, v := range []*string{&s.Addr, &s.Role, &s.LeaderAddr, &s.Digest} {
 			*v = d.string()
 		}
-		if d.err == nil && len(d.buf) > 0 {
+		if d.Err == nil && len(d.Buf) > 0 {
 			s.Voters, s.Learners = d.ids(), d.ids()
 		}
 	case OpAdminResult:
@@ -324,14 +325,14 @@ func DecodeResponse(body []byte) (Response, error) {
 	default:
 		return Response{}, fmt.Errorf("%w: unknown answer opcode 0x%02x", ErrMalformed, uint8(op))
 	}
-	return r, d.finish()
+	return r, d.Finish()
 }
 
 func header(body []byte) (*decoder, Op, uint64, error) {
 	if len(body) < headerLength {
 		return nil, 0, 0, fmt.Errorf("%w: %d bytes is shorter than a header", ErrMalformed, len(body))
 	}
-	return &decoder{buf: body[headerLength:]}, Op(body[0]), binary.BigEndian.Uint64(body[1:9]), nil
+	return &decoder{binread.Reader{Buf: body[headerLength:], Malformed: ErrMalformed}}, Op(body[0]), binary.BigEndian.Uint64(body[1:9]), nil
 }
 
 func appendString(b []byte, s string) []byte {
@@ -359,42 +360,21 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, 0)
 }
 
-// decoder reads fields with a sticky error.
-type decoder struct {
-	buf []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
-	}
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.buf)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
+// decoder reads fields with a sticky error (binread), failing with
+// ErrMalformed.
+type decoder struct{ binread.Reader }
 
 // optionalUvarint reads a trailing field that older clients do not send.
 func (d *decoder) optionalUvarint() uint64 {
-	if d.err != nil || len(d.buf) == 0 {
+	if d.Err != nil || len(d.Buf) == 0 {
 		return 0
 	}
-	return d.uvarint()
+	return d.Uvarint()
 }
 
 // optionalString reads a trailing string that older peers do not send.
 func (d *decoder) optionalString() string {
-	if d.err != nil || len(d.buf) == 0 {
+	if d.Err != nil || len(d.Buf) == 0 {
 		return ""
 	}
 	return d.string()
@@ -402,41 +382,41 @@ func (d *decoder) optionalString() string {
 
 // optionalBool reads a trailing bool that older peers do not send.
 func (d *decoder) optionalBool() bool {
-	if d.err != nil || len(d.buf) == 0 {
+	if d.Err != nil || len(d.Buf) == 0 {
 		return false
 	}
 	return d.bool()
 }
 
 func (d *decoder) string() string {
-	n := d.uvarint()
+	n := d.Uvarint()
 	switch {
-	case d.err != nil:
+	case d.Err != nil:
 		return ""
 	case n > maxString:
-		d.fail("string of %d bytes exceeds %d", n, maxString)
+		d.Fail("string of %d bytes exceeds %d", n, maxString)
 		return ""
-	case n > uint64(len(d.buf)):
-		d.fail("truncated string")
+	case n > uint64(len(d.Buf)):
+		d.Fail("truncated string")
 		return ""
 	}
-	s := string(d.buf[:n])
-	d.buf = d.buf[n:]
+	s := string(d.Buf[:n])
+	d.Buf = d.Buf[n:]
 	return s
 }
 
 // bytes reads a length-prefixed byte string (bounded by the frame).
 func (d *decoder) bytes() []byte {
-	n := d.uvarint()
+	n := d.Uvarint()
 	switch {
-	case d.err != nil:
+	case d.Err != nil:
 		return nil
-	case n > uint64(len(d.buf)):
-		d.fail("truncated bytes")
+	case n > uint64(len(d.Buf)):
+		d.Fail("truncated bytes")
 		return nil
 	}
-	v := append([]byte(nil), d.buf[:n]...)
-	d.buf = d.buf[n:]
+	v := append([]byte(nil), d.Buf[:n]...)
+	d.Buf = d.Buf[n:]
 	return v
 }
 
@@ -444,36 +424,29 @@ func (d *decoder) bytes() []byte {
 const maxIDs = 1024
 
 func (d *decoder) ids() []uint64 {
-	n := d.uvarint()
-	if d.err == nil && (n > maxIDs || n > uint64(len(d.buf))) {
-		d.fail("id list of %d entries", n)
+	n := d.Uvarint()
+	if d.Err == nil && (n > maxIDs || n > uint64(len(d.Buf))) {
+		d.Fail("id list of %d entries", n)
 	}
-	if d.err != nil || n == 0 {
+	if d.Err != nil || n == 0 {
 		return nil
 	}
 	ids := make([]uint64, n)
 	for i := range ids {
-		ids[i] = d.uvarint()
+		ids[i] = d.Uvarint()
 	}
 	return ids
 }
 
 func (d *decoder) bool() bool {
-	if d.err != nil {
+	if d.Err != nil {
 		return false
 	}
-	if len(d.buf) < 1 || d.buf[0] > 1 {
-		d.fail("bad bool")
+	if len(d.Buf) < 1 || d.Buf[0] > 1 {
+		d.Fail("bad bool")
 		return false
 	}
-	v := d.buf[0] == 1
-	d.buf = d.buf[1:]
+	v := d.Buf[0] == 1
+	d.Buf = d.Buf[1:]
 	return v
-}
-
-func (d *decoder) finish() error {
-	if d.err == nil && len(d.buf) != 0 {
-		d.fail("%d trailing bytes", len(d.buf))
-	}
-	return d.err
 }

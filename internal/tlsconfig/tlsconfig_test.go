@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/watchnet"
 )
 
 func parse(t *testing.T, pemBytes []byte) *x509.Certificate {
@@ -138,29 +140,20 @@ func TestReloadServesNewCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", srv.ServerConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.(*tls.Conn).Handshake()
-				c.Write([]byte("x"))
-				c.Close()
-			}()
-		}
-	}()
+	srvCfg := srv.ServerConfig()
+	addr := watchnet.Accept(t, func(c net.Conn) {
+		go func() {
+			tc := tls.Server(c, srvCfg) // what tls.Listen does
+			tc.Handshake()
+			tc.Write([]byte("x"))
+			tc.Close()
+		}()
+	})
 	served := func() *x509.Certificate {
 		t.Helper()
 		cfg := cli.ClientConfig()
 		cfg.ServerName = "127.0.0.1"
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), cfg)
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -207,13 +207,9 @@ func TestSnapshotLargerThanFrameLimitArrivesInChunks(t *testing.T) {
 		t.Fatalf("the snapshot's message arrived changed: %v", snaps[0])
 	}
 	waitFor(t, "the receiver's stream to end", func() bool { return streamsDone(recv) })
-	if f := spoolFiles(t, spool); len(f) != 0 {
-		t.Fatalf("spool files left after delivery: %v", f)
-	}
+	noSpoolFiles(t, spool, "after delivery")
 	send.Close()
-	if r := sent.reported(); len(r) != 1 {
-		t.Fatalf("the snapshot was reported %d times: %v", len(r), r)
-	}
+	reportedOnce(t, sent)
 }
 
 // While a snapshot streams, the regular stream keeps carrying heartbeats:
@@ -263,21 +259,9 @@ func (c *heldConn) Write(b []byte) (int, error) {
 func TestCorruptedSnapshotChunkIsRefusedBeforeRaft(t *testing.T) {
 	send, sent, recv, got, spool := snapPair(t, []func(*Config){faultFirst(20, 0)}, nil)
 	send.Send([]*raftpb.Message{snapMsg(1, 2, randomData(t, testSnapSize))})
-	waitFor(t, "the snapshot's report", func() bool { return len(sent.reported()) > 0 })
-	if r := sent.reported(); !r[0] {
-		t.Fatalf("a corrupted snapshot was reported delivered: %v", r)
-	}
-	waitFor(t, "the receiver's stream to end", func() bool { return streamsDone(recv) })
-	if n := len(got.snapshots()); n != 0 {
-		t.Fatalf("raft got %d corrupted snapshots", n)
-	}
-	if f := spoolFiles(t, spool); len(f) != 0 {
-		t.Fatalf("spool files left after a refusal: %v", f)
-	}
+	deliveredNothing(t, sent, recv, got, spool, "corrupted snapshot")
 	send.Close()
-	if r := sent.reported(); len(r) != 1 {
-		t.Fatalf("the snapshot was reported %d times: %v", len(r), r)
-	}
+	reportedOnce(t, sent)
 }
 
 // Rule guarded: a stream cut mid-transfer leaves nothing raft sees and no
@@ -287,25 +271,46 @@ func TestSnapshotStreamCutMidTransferDeliversNothing(t *testing.T) {
 	send, sent, recv, got, spool := snapPair(t, []func(*Config){faultFirst(0, 20)}, nil)
 	data := randomData(t, testSnapSize)
 	send.Send([]*raftpb.Message{snapMsg(1, 2, data)})
-	waitFor(t, "the snapshot's report", func() bool { return len(sent.reported()) > 0 })
-	if r := sent.reported(); !r[0] {
-		t.Fatalf("a cut snapshot stream was reported delivered: %v", r)
-	}
-	waitFor(t, "the receiver's stream to end", func() bool { return streamsDone(recv) })
-	if n := len(got.snapshots()); n != 0 {
-		t.Fatalf("raft got %d snapshots from a cut stream", n)
-	}
-	if f := spoolFiles(t, spool); len(f) != 0 {
-		t.Fatalf("spool files left by a cut stream: %v", f)
-	}
-	if r := sent.reported(); len(r) != 1 {
-		t.Fatalf("the snapshot was reported %d times: %v", len(r), r)
-	}
+	deliveredNothing(t, sent, recv, got, spool, "cut snapshot stream")
+	reportedOnce(t, sent)
 
 	send.Send([]*raftpb.Message{snapMsg(1, 2, data)}) // raft's retry
 	waitFor(t, "the retry's report", func() bool { return len(sent.reported()) > 1 })
 	if r := sent.reported(); r[1] || len(got.snapshots()) != 1 || !bytes.Equal(got.snapshots()[0].GetSnapshot().GetData(), data) {
 		t.Fatalf("the retry: reports %v, %d snapshots delivered", r, len(got.snapshots()))
+	}
+}
+
+// deliveredNothing checks the end of a snapshot stream that failed, what
+// naming how: the snapshot reported failed, and once the receiver's
+// stream ended, nothing handed to raft and no spool file left.
+func deliveredNothing(t *testing.T, sent *snapHandler, recv *TCP, got *snapHandler, spool, what string) {
+	t.Helper()
+	waitFor(t, "the snapshot's report", func() bool { return len(sent.reported()) > 0 })
+	if r := sent.reported(); !r[0] {
+		t.Fatalf("a %s was reported delivered: %v", what, r)
+	}
+	waitFor(t, "the receiver's stream to end", func() bool { return streamsDone(recv) })
+	if n := len(got.snapshots()); n != 0 {
+		t.Fatalf("raft got %d snapshots from a %s", n, what)
+	}
+	noSpoolFiles(t, spool, "by a "+what)
+}
+
+// noSpoolFiles fails t if the spool directory holds a file; when says
+// after what.
+func noSpoolFiles(t *testing.T, spool, when string) {
+	t.Helper()
+	if f := spoolFiles(t, spool); len(f) != 0 {
+		t.Fatalf("spool files left %s: %v", when, f)
+	}
+}
+
+// reportedOnce fails t unless the snapshot was reported exactly once.
+func reportedOnce(t *testing.T, sent *snapHandler) {
+	t.Helper()
+	if r := sent.reported(); len(r) != 1 {
+		t.Fatalf("the snapshot was reported %d times: %v", len(r), r)
 	}
 }
 
