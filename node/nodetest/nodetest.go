@@ -237,6 +237,16 @@ func (c *Cluster) Node(id uint64) *node.Node {
 	return nil
 }
 
+// Server returns member id's client server, or nil when it is stopped.
+func (c *Cluster) Server(id uint64) *server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.members[id]; m != nil {
+		return m.server
+	}
+	return nil
+}
+
 // Nodes returns the running members in id order.
 func (c *Cluster) Nodes() []*node.Node {
 	c.mu.Lock()
