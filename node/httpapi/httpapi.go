@@ -20,7 +20,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
@@ -266,5 +268,23 @@ func decodeBody(body io.Reader, v any) error {
 	if errors.As(err, &tooBig) {
 		return fmt.Errorf("request body exceeds %d bytes", tooBig.Limit)
 	}
-	return fmt.Errorf("bad request body: %v", err)
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		if typ.Field == "" {
+			return fmt.Errorf("bad request body: want a JSON object, got %s", typ.Value)
+		}
+		return fmt.Errorf("bad request body: %q must be %s, got %s", typ.Field, kindName(typ.Type.Kind()), typ.Value)
+	}
+	return fmt.Errorf("bad request body: %v", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// kindName says what a field of kind k takes, in a caller's words.
+func kindName(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Uint64:
+		return "a whole number, 0 or more"
+	}
+	return "a " + k.String()
 }
