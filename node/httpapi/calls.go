@@ -20,18 +20,18 @@ type call struct {
 // docs/http-api.md (and by scripts written against it): change nothing,
 // only add.
 var calls = map[string]call{
-	"/v1/acquire": {member.OpAcquire.String(), parseAcquire, wire.OpGranted, func(req *wire.Request, resp *wire.Response) any {
+	"/v1/acquire": {member.OpAcquire.String(), parse[acquireArgs], wire.OpGranted, func(req *wire.Request, resp *wire.Response) any {
 		return leaseBody{Key: req.Key, Token: resp.Token, LeaseMS: resp.LeaseMS}
 	}},
-	"/v1/release": {member.OpRelease.String(), parseRelease, wire.OpReleased, func(req *wire.Request, _ *wire.Response) any {
+	"/v1/release": {member.OpRelease.String(), parse[tokenArgs], wire.OpReleased, func(req *wire.Request, _ *wire.Response) any {
 		return releasedBody{Key: req.Key, Token: req.Token, Released: true}
 	}},
-	"/v1/renew": {member.OpRenew.String(), parseRenew, wire.OpRenewed, func(req *wire.Request, _ *wire.Response) any {
+	"/v1/renew": {member.OpRenew.String(), parse[renewArgs], wire.OpRenewed, func(req *wire.Request, _ *wire.Response) any {
 		return leaseBody{Key: req.Key, Token: req.Token, LeaseMS: req.LeaseMS}
 	}},
-	"/v1/get":    {member.OpGet.String(), parseGet, wire.OpValue, getAnswer},
-	"/v1/list":   {member.OpList.String(), parseList, wire.OpLocks, listAnswer},
-	"/v1/status": {"status", parseStatus, wire.OpStatusInfo, func(_ *wire.Request, resp *wire.Response) any { return resp.Status }},
+	"/v1/get":    {member.OpGet.String(), parse[keyArgs], wire.OpValue, getAnswer},
+	"/v1/list":   {member.OpList.String(), parse[listArgs], wire.OpLocks, listAnswer},
+	"/v1/status": {"status", parse[statusArgs], wire.OpStatusInfo, func(_ *wire.Request, resp *wire.Response) any { return resp.Status }},
 }
 
 // The request bodies.
@@ -59,6 +59,7 @@ type (
 		Limit  uint64 `json:"limit"`
 		After  string `json:"after"`
 	}
+	statusArgs struct{} // none: an empty body or {}
 )
 
 // The success answers.
@@ -98,71 +99,60 @@ type (
 	}
 )
 
-func parseAcquire(body io.Reader) (*wire.Request, error) {
-	var a acquireArgs
+// args is a call's request body: the request it asks for, or why it is
+// refused.
+type args interface{ request() (*wire.Request, error) }
+
+// parse is a call's parser: its body decoded into an A (decodeBody), then
+// the request the A asks for.
+func parse[A any, P interface {
+	*A
+	args
+}](body io.Reader) (*wire.Request, error) {
+	var a A
 	if err := decodeBody(body, &a); err != nil {
 		return nil, err
 	}
-	if err := checkKey(a.Key); err != nil {
+	return P(&a).request()
+}
+
+// keyed is req, unless its key is one no lock can have: refused on any
+// member (the leader checks again), so a follower answers 400 rather than
+// a redirect.
+func keyed(req *wire.Request) (*wire.Request, error) {
+	if err := wire.ValidateKey(req.Key); err != nil {
 		return nil, err
 	}
+	req.ID = 1
+	return req, nil
+}
+
+func (a *acquireArgs) request() (*wire.Request, error) {
 	if err := wire.ValidateOwner(a.Owner); err != nil {
 		return nil, err
 	}
-	return &wire.Request{ID: 1, Op: wire.OpAcquire, Key: a.Key, LeaseMS: a.LeaseMS, WaitMS: a.WaitMS, Owner: a.Owner}, nil
+	return keyed(&wire.Request{Op: wire.OpAcquire, Key: a.Key, LeaseMS: a.LeaseMS, WaitMS: a.WaitMS, Owner: a.Owner})
 }
 
-func parseRelease(body io.Reader) (*wire.Request, error) {
-	var a tokenArgs
-	if err := decodeBody(body, &a); err != nil {
-		return nil, err
-	}
-	if err := checkKey(a.Key); err != nil {
-		return nil, err
-	}
-	return &wire.Request{ID: 1, Op: wire.OpRelease, Key: a.Key, Token: a.Token}, nil
+func (a *tokenArgs) request() (*wire.Request, error) {
+	return keyed(&wire.Request{Op: wire.OpRelease, Key: a.Key, Token: a.Token})
 }
 
-func parseRenew(body io.Reader) (*wire.Request, error) {
-	var a renewArgs
-	if err := decodeBody(body, &a); err != nil {
-		return nil, err
-	}
-	if err := checkKey(a.Key); err != nil {
-		return nil, err
-	}
-	return &wire.Request{ID: 1, Op: wire.OpRenew, Key: a.Key, Token: a.Token, LeaseMS: a.LeaseMS}, nil
+func (a *renewArgs) request() (*wire.Request, error) {
+	return keyed(&wire.Request{Op: wire.OpRenew, Key: a.Key, Token: a.Token, LeaseMS: a.LeaseMS})
 }
 
-func parseGet(body io.Reader) (*wire.Request, error) {
-	var a keyArgs
-	if err := decodeBody(body, &a); err != nil {
-		return nil, err
-	}
-	if err := checkKey(a.Key); err != nil {
-		return nil, err
-	}
-	return &wire.Request{ID: 1, Op: wire.OpGet, Key: a.Key}, nil
+func (a *keyArgs) request() (*wire.Request, error) {
+	return keyed(&wire.Request{Op: wire.OpGet, Key: a.Key})
 }
 
-func parseList(body io.Reader) (*wire.Request, error) {
-	var a listArgs
-	if err := decodeBody(body, &a); err != nil {
-		return nil, err
-	}
+func (a *listArgs) request() (*wire.Request, error) {
 	return &wire.Request{ID: 1, Op: wire.OpList, Prefix: a.Prefix, After: a.After, Limit: a.Limit}, nil
 }
 
-func parseStatus(body io.Reader) (*wire.Request, error) {
-	if err := decodeBody(body, &struct{}{}); err != nil {
-		return nil, err
-	}
+func (a *statusArgs) request() (*wire.Request, error) {
 	return &wire.Request{ID: 1, Op: wire.OpStatus}, nil
 }
-
-// checkKey refuses a key no lock can have, on any member (the leader
-// checks again), so a follower answers 400 rather than a redirect.
-func checkKey(key string) error { return wire.ValidateKey(key) }
 
 func getAnswer(req *wire.Request, resp *wire.Response) any {
 	b := getBody{Key: req.Key, Held: resp.Held, Token: resp.Token, RemainingMS: resp.RemainingMS}
