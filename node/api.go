@@ -125,6 +125,12 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
+// PeerAPIAddr is the HTTP/JSON API address member id announced to this
+// one (this member's own for its id), "" when it is not known: the member
+// serves none, is from before the API, or has no stream open with this
+// one. The API redirects a follower's callers to the leader's.
+func (n *Node) PeerAPIAddr(id uint64) string { return n.transport.PeerAPIAddr(id) }
+
 // Healthy says why this member cannot serve, as etcd's /health does: it
 // stopped on an error, knows no leader, or is not applying what is
 // committed, or ctx ended before its loop could tell (a loop held up, by

@@ -45,6 +45,7 @@ type Config struct {
 
 	PeerListen string // where to listen for peers; default Peers[ID]
 	ClientAddr string // announced to peers for redirects
+	APIAddr    string // the HTTP/JSON API's, announced to peers for its redirects ("": none)
 	DataDir    string
 
 	TickInterval time.Duration // default DefaultTickInterval
@@ -324,7 +325,7 @@ func (n *Node) newTCP() (*peer.TCP, error) {
 		peers[cfg.ID] = m.PeerAddr
 	}
 	pc := peer.Config{
-		ID: cfg.ID, Peers: peers, Listen: listen, ClientAddr: cfg.ClientAddr, Logger: log,
+		ID: cfg.ID, Peers: peers, Listen: listen, ClientAddr: cfg.ClientAddr, APIAddr: cfg.APIAddr, Logger: log,
 		// The removed ids before the first stream: the transport takes a
 		// hello from a member its log does not know (one added while
 		// this member was down), and must never take a removed one for

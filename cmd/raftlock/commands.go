@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 )
@@ -90,19 +91,19 @@ func (c *clientFlags) failNoKey(stdout io.Writer, err error) error {
 func (c *clientFlags) failJSON(stdout io.Writer, out map[string]any, err error) error {
 	err = c.timedOut(err)
 	if c.json {
-		code := "error"
+		code := wire.ErrorNameError
 		var inv *client.InvalidArgumentError
 		switch {
 		case errors.Is(err, client.ErrHeld):
-			code = "held"
+			code = wire.ErrorNameHeld
 		case errors.Is(err, client.ErrNotFound):
-			code = "not-found"
+			code = wire.ErrorNameNotFound
 		case errors.Is(err, client.ErrOutcomeUnknown):
-			code = "outcome-unknown"
+			code = wire.ErrorNameOutcomeUnknown
 		case errors.As(err, &inv):
-			code = "invalid-argument"
+			code = wire.ErrorNameInvalidArgument
 		case errors.Is(err, client.ErrPermissionDenied):
-			code = "permission-denied"
+			code = wire.ErrorNamePermissionDenied
 		}
 		out["error"], out["message"] = code, strings.TrimPrefix(err.Error(), "raftlock: ")
 		printJSON(stdout, out)

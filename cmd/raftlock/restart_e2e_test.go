@@ -196,11 +196,11 @@ func TestClusterReusesDefaultDataDirectory(t *testing.T) {
 		_, p, _ := strings.Cut(addr, ":")
 		return p
 	}
-	peer, cport, hport := port(), port(), port()
+	peer, cport, hport, aport := port(), port(), port(), port()
 	endpoint := "127.0.0.1:" + cport
 	start := func() (*exec.Cmd, string) {
 		t.Helper()
-		cmd := exec.Command(bin, "cluster", "--nodes", "1", "--peer-port", peer, "--client-port", cport, "--http-port", hport)
+		cmd := exec.Command(bin, "cluster", "--nodes", "1", "--peer-port", peer, "--client-port", cport, "--http-port", hport, "--api-port", aport)
 		cmd.Dir = work
 		cmd.Stderr = os.Stderr
 		sc := startScanning(t, cmd, cmd.StdoutPipe)

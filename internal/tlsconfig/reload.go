@@ -102,10 +102,13 @@ func read(f Files) (*material, error) {
 
 // ServerConfig is the configuration of a member's listening ports: TLS 1.3,
 // the current certificate, and a client certificate signed by the current
-// CA required of everyone (peers, clients, HTTP).
-func (r *Reloader) ServerConfig() *tls.Config {
+// CA required of everyone (peers, clients, HTTP). nextProtos are the
+// application protocols it offers in ALPN (the API port's "h2" and
+// "http/1.1"), none for the others.
+func (r *Reloader) ServerConfig(nextProtos ...string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
+		NextProtos: nextProtos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			m := r.cur.Load()
 			return &tls.Config{
@@ -113,6 +116,7 @@ func (r *Reloader) ServerConfig() *tls.Config {
 				Certificates: []tls.Certificate{*m.cert},
 				ClientAuth:   tls.RequireAndVerifyClientCert,
 				ClientCAs:    m.pool,
+				NextProtos:   nextProtos,
 			}, nil
 		},
 	}

@@ -24,6 +24,7 @@ type Args struct {
 	ClusterID string // --cluster-id, 16 hex digits
 
 	PeerListen, Listen, HTTP, Data string
+	API                            string // --api ("": none)
 
 	TLS            tlsconfig.Files
 	FaultInjection bool
@@ -53,7 +54,7 @@ func (a Args) Argv() []string {
 	args := []string{"node", "--id", strconv.FormatUint(a.ID, 10)}
 	for _, f := range [][2]string{
 		{"--peers", FormatPeers(a.Peers)}, {"--join", strings.Join(a.Join, ",")}, {"--cluster-id", a.ClusterID},
-		{"--peer-listen", a.PeerListen}, {"--listen", a.Listen}, {"--http", a.HTTP}, {"--data", a.Data},
+		{"--peer-listen", a.PeerListen}, {"--listen", a.Listen}, {"--http", a.HTTP}, {"--api", a.API}, {"--data", a.Data},
 		{"--cert", a.TLS.Cert}, {"--key", a.TLS.Key}, {"--ca", a.TLS.CA}, {"--log-level", a.LogLevel},
 		{"--tick", a.TickInterval}, {"--snapshot-every", num(int64(a.SnapshotEvery))}, {"--snapshot-keep", num(int64(a.SnapshotKeep))},
 		{"--snapshot-chunk-size", num(int64(a.SnapshotChunkSize))}, {"--peer-frame-limit", num(int64(a.PeerFrameLimit))},

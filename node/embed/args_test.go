@@ -21,6 +21,8 @@ func TestArgsSpellRaftlockNode(t *testing.T) {
 			Extra: []string{"--unsafe-bug", "early-expire"}},
 			[]string{"node", "--id", "4", "--join", "c:1,c:2", "--peer-listen", "p:4", "--http", "w:4",
 				"--log-level", "info", "--fault-injection", "--unsafe-bug", "early-expire"}},
+		{"api", Args{ID: 1, Peers: map[uint64]string{1: "h:1"}, HTTP: "w:1", API: "a:1"},
+			[]string{"node", "--id", "1", "--peers", "1=h:1", "--http", "w:1", "--api", "a:1"}},
 	} {
 		if got := tc.a.Argv(); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: Argv() =\n%q\nwant\n%q", tc.name, got, tc.want)

@@ -2,6 +2,8 @@ package embed
 
 import (
 	"errors"
+	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,41 @@ func TestCheckPortRanges(t *testing.T) {
 	}
 	if err := CheckPortRanges([]PortRange{{"--http-port", 65534}}, 3); err == nil || !strings.Contains(err.Error(), "must lie in 1..65535") {
 		t.Fatalf("out of range: %v", err)
+	}
+}
+
+// raftlock cluster serves the API on 10001.. unless --api-port 0, and
+// each member announces its API address to the others (default --api,
+// else --advertise-api).
+func TestLocalClusterAPIPorts(t *testing.T) {
+	var l LocalFlags
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	l.RegisterFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.ports(); len(got) != 4 || got[3] != (PortRange{"--api-port", 10001}) || got[3].Addr(3) != "127.0.0.1:10003" {
+		t.Errorf("default ports %v, want the API's 10001..", got)
+	}
+	if err := fs.Parse([]string{"--api-port", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.ports(); len(got) != 3 {
+		t.Errorf("--api-port 0: ports %v, want none for the API", got)
+	}
+
+	var f Flags
+	fs = flag.NewFlagSet("node", flag.ContinueOnError)
+	f.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--api", "0.0.0.0:10001", "--advertise-api", "h1:10001"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.Config.API != "0.0.0.0:10001" || f.Config.AdvertiseAPI != "h1:10001" {
+		t.Errorf("--api, --advertise-api set %q, %q", f.Config.API, f.Config.AdvertiseAPI)
+	}
+	mb := &Member{cfg: f.Config, log: slog.New(slog.DiscardHandler)}
+	if _, err := mb.loadSecurity(); err == nil || !strings.Contains(err.Error(), "0.0.0.0:10001") {
+		t.Errorf("an API on every interface without TLS: %v", err)
 	}
 }
 

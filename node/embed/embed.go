@@ -1,5 +1,6 @@
 // Package embed runs a whole raftlock member in a process, as raftlock node
-// does: the node, its client port, its HTTP port, its certificates and ACL.
+// does: the node, its client port, its HTTP port, its HTTP/JSON API port,
+// its certificates and ACL.
 // It is what the CLI starts, and what a Go program that wants a member of
 // its own starts (as etcd's embed package does for etcd).
 package embed
@@ -22,6 +23,7 @@ import (
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -35,6 +37,11 @@ type Config struct {
 	Advertise string
 	// HTTP is the address of /metrics, /status and /healthz; "": none.
 	HTTP string
+	// API is the HTTP/JSON API's address (package httpapi); "": none.
+	// AdvertiseAPI is the one other members redirect its callers to
+	// (default API).
+	API          string
+	AdvertiseAPI string
 	// TLS are the member's certificate, key and CA (none: plain TCP, which
 	// only loopback addresses may use unless Insecure); ACL is the file of
 	// client rights, which needs them.
@@ -54,6 +61,7 @@ type Member struct {
 	node   *node.Node
 	server *server.Server
 	http   *http.Server
+	api    *http.Server // nil without Config.API
 	log    *slog.Logger
 	cfg    Config
 	tls    *tlsconfig.Reloader // nil: plain TCP
@@ -74,7 +82,7 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
-	var hln net.Listener
+	var hln, aln net.Listener
 	if cfg.HTTP != "" {
 		if hln, err = mb.listen(cfg.HTTP); err != nil {
 			ln.Close()
@@ -82,9 +90,16 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 		}
 	}
 	closeListeners := func() {
-		ln.Close()
-		if hln != nil {
-			hln.Close()
+		for _, l := range []net.Listener{ln, hln, aln} {
+			if l != nil {
+				l.Close()
+			}
+		}
+	}
+	if cfg.API != "" {
+		if aln, err = mb.listen(cfg.API, "h2", "http/1.1"); err != nil {
+			closeListeners()
+			return nil, fmt.Errorf("listen for the API: %w", err)
 		}
 	}
 	undo, err := CreateDataDir(cfg.Node.DataDir)
@@ -109,6 +124,10 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 	if hln != nil {
 		mb.serveHTTP(hln, skew)
 	}
+	if aln != nil {
+		mb.api = httpapi.NewServer(httpapi.New(mb.server, n, cfg.Limits.MaxConns), mb.log.With("component", "api"))
+		go mb.api.Serve(aln)
+	}
 	return mb, nil
 }
 
@@ -119,6 +138,9 @@ func (mb *Member) startNode() (n *node.Node, skew *clock.Skew, err error) {
 	nc.Clock, nc.Logger, nc.ClientAddr = clock.NewSystem(), mb.log, mb.cfg.Advertise
 	if nc.ClientAddr == "" {
 		nc.ClientAddr = mb.cfg.Listen
+	}
+	if nc.APIAddr = mb.cfg.AdvertiseAPI; nc.APIAddr == "" {
+		nc.APIAddr = mb.cfg.API
 	}
 	if mb.cfg.FaultInjection {
 		mb.log.Warn("FAULT INJECTION ENABLED: this member's clock can be changed over HTTP; never run it in production", "member", nc.ID, "bug", nc.Bug)
@@ -165,7 +187,7 @@ func (mb *Member) loadSecurity() (*server.ACL, error) {
 	}
 	if !cfg.TLS.Set() {
 		var exposed []string
-		for _, a := range []string{cfg.Listen, cfg.Node.PeerListen, cfg.Node.Peers[id], cfg.HTTP, cfg.Advertise} {
+		for _, a := range []string{cfg.Listen, cfg.Node.PeerListen, cfg.Node.Peers[id], cfg.HTTP, cfg.Advertise, cfg.API, cfg.AdvertiseAPI} {
 			if a != "" && !tlsconfig.IsLoopback(a) {
 				exposed = append(exposed, a)
 			}
@@ -199,13 +221,14 @@ func (mb *Member) loadSecurity() (*server.ACL, error) {
 	return server.LoadACL(cfg.ACL)
 }
 
-// listen listens on addr, with TLS when the member has certificates.
-func (mb *Member) listen(addr string) (net.Listener, error) {
+// listen listens on addr, with TLS when the member has certificates,
+// offering nextProtos in ALPN.
+func (mb *Member) listen(addr string, nextProtos ...string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil || mb.tls == nil {
 		return ln, err
 	}
-	return tls.NewListener(ln, mb.tls.ServerConfig()), nil
+	return tls.NewListener(ln, mb.tls.ServerConfig(nextProtos...)), nil
 }
 
 // Node is the member's node.
@@ -245,6 +268,9 @@ func (mb *Member) Close() {
 		mb.http.Shutdown(ctx)
 		cancel()
 	}
+	if mb.api != nil {
+		mb.api.Close() // ends the calls in progress: their callers are gone
+	}
 	mb.server.Close()
 	mb.node.Close()
 }
@@ -278,6 +304,13 @@ func (mb *Member) Stopped(ctx context.Context) error {
 func (mb *Member) stopServing(ctx context.Context) {
 	if mb.http != nil {
 		mb.http.Shutdown(ctx)
+	}
+	if mb.api != nil {
+		// Calls in progress are answered (a stopped node answers them
+		// unavailable, which callers retry elsewhere); past ctx they end.
+		if mb.api.Shutdown(ctx) != nil {
+			mb.api.Close()
+		}
 	}
 	mb.server.Shutdown(ctx)
 }

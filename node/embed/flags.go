@@ -42,6 +42,8 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Advertise, "advertise-client", "", "client address other members give out in redirects (default: --listen; set it when --listen is 0.0.0.0)")
 	fs.StringVar(&c.Node.PeerListen, "peer-listen", "", "raft address to listen on (default: this member's address in --peers, which is what the others dial)")
 	fs.StringVar(&c.HTTP, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
+	fs.StringVar(&c.API, "api", "", "HTTP/JSON API address (POST /v1/acquire, ...; docs/http-api.md) (empty: off)")
+	fs.StringVar(&c.AdvertiseAPI, "advertise-api", "", "API address other members redirect API callers to (default: --api; set it when --api is 0.0.0.0)")
 	fs.StringVar(&c.Node.DataDir, "data", "", "data directory (required)")
 	fs.StringVar(&c.Node.DataDir, "dir", "", "alias of --data")
 	fs.StringVar(&f.join, "join", "", "client endpoints of a running cluster to join, after raftlock member add (instead of --peers; ignored once --data holds data)")
@@ -260,9 +262,9 @@ const DefaultLocalData = "raftlock-data"
 // directory and port ranges, and the tuning they all share.
 type LocalFlags struct {
 	Flags
-	Nodes                          int
-	Dir                            string
-	PeerPort, ClientPort, HTTPPort int
+	Nodes                                   int
+	Dir                                     string
+	PeerPort, ClientPort, HTTPPort, APIPort int
 }
 
 // RegisterFlags defines raftlock cluster's flags on fs.
@@ -273,6 +275,7 @@ func (l *LocalFlags) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.PeerPort, "peer-port", 7001, "raft port of member 1 (member N uses this + N-1)")
 	fs.IntVar(&l.ClientPort, "client-port", 8001, "client port of member 1")
 	fs.IntVar(&l.HTTPPort, "http-port", 9001, "HTTP port of member 1")
+	fs.IntVar(&l.APIPort, "api-port", 10001, "HTTP/JSON API port of member 1 (0: no API)")
 	l.RegisterTuningFlags(fs)
 }
 
@@ -288,9 +291,14 @@ func (l *LocalFlags) Check() error {
 	return nil
 }
 
-// ports are the cluster's port ranges: peer, client, HTTP.
+// ports are the cluster's port ranges: peer, client, HTTP, and the API's
+// unless --api-port is 0.
 func (l *LocalFlags) ports() []PortRange {
-	return []PortRange{{Name: "--peer-port", Port: l.PeerPort}, {Name: "--client-port", Port: l.ClientPort}, {Name: "--http-port", Port: l.HTTPPort}}
+	ports := []PortRange{{Name: "--peer-port", Port: l.PeerPort}, {Name: "--client-port", Port: l.ClientPort}, {Name: "--http-port", Port: l.HTTPPort}}
+	if l.APIPort != 0 {
+		ports = append(ports, PortRange{Name: "--api-port", Port: l.APIPort})
+	}
+	return ports
 }
 
 // Start checks the ports, the data directory and the members' settings
@@ -325,6 +333,9 @@ func (l *LocalFlags) Start(log *slog.Logger) (members []*Member, reused bool, er
 	members, err = StartLocal(l.Dir, l.Nodes, func(id int) (Config, error) {
 		mf := l.Flags
 		mf.Config.Node.ID, mf.Config.Listen, mf.Config.HTTP, mf.Config.Node.DataDir = uint64(id), ports[1].Addr(id), ports[2].Addr(id), LocalDataDir(l.Dir, id)
+		if len(ports) > 3 {
+			mf.Config.API = ports[3].Addr(id)
+		}
 		return mf.MemberConfig(peers, nil)
 	}, log)
 	return members, size > 0, err

@@ -227,12 +227,25 @@ func (c *Cluster) Restart(id uint64) *node.Node {
 	return c.Node(id)
 }
 
-// Node returns member id, or nil when it is stopped.
-func (c *Cluster) Node(id uint64) *node.Node {
+// running is member id, nil when it is stopped.
+func (c *Cluster) running(id uint64) *member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if m := c.members[id]; m != nil {
+	return c.members[id]
+}
+
+// Node returns member id, or nil when it is stopped.
+func (c *Cluster) Node(id uint64) *node.Node {
+	if m := c.running(id); m != nil {
 		return m.node
+	}
+	return nil
+}
+
+// Server returns member id's client server, or nil when it is stopped.
+func (c *Cluster) Server(id uint64) *server.Server {
+	if m := c.running(id); m != nil {
+		return m.server
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ type Config struct {
 	Removed    []uint64          // ids removed from the configuration: refused from the first stream on
 	Listen     string            // where to listen; default Peers[ID]
 	ClientAddr string            // announced to peers in hellos, for redirects
+	APIAddr    string            // announced on accepted streams, for the HTTP/JSON API's redirects (announce.go)
 	Logger     *slog.Logger      // default: slog.Default()
 
 	// TLS, when set, makes every peer stream mutual TLS 1.3 with these

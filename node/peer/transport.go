@@ -35,6 +35,9 @@ type Transport interface {
 	Send(msgs []*raftpb.Message)
 	// PeerClientAddr returns the client API address a peer announced, if any.
 	PeerClientAddr(id uint64) string
+	// PeerAPIAddr returns the HTTP/JSON API address a peer announced
+	// (announce.go), or this member's own; "" when unknown.
+	PeerAPIAddr(id uint64) string
 	Close() error
 }
 
@@ -102,6 +105,7 @@ type TCP struct {
 	id         uint64
 	listenAddr string
 	clientAddr string
+	apiAddr    string // announced on accepted streams (announce.go)
 	peerAddr   string // where peers dial this member, announced in hellos
 	log        *slog.Logger
 	// peers is replaced whole (SetPeers) and read without a lock on the
@@ -113,6 +117,7 @@ type TCP struct {
 	learned     map[uint64]*learnedPeer // peers known only from their hellos (learn)
 	inbound     map[uint64]int          // accepted streams open, per sender id past its hello
 	clientAddrs map[uint64]string
+	apiAddrs    map[uint64]string // what the receivers of this member's streams announced (announce.go)
 	conns       map[net.Conn]struct{}
 	ln          net.Listener
 	handler     Handler
@@ -154,8 +159,8 @@ func NewTCP(cfg Config) (*TCP, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &TCP{
-		id: id, listenAddr: listen, clientAddr: cfg.ClientAddr, peerAddr: peers[id], log: log.With("component", "transport"),
-		clientAddrs: map[uint64]string{id: cfg.ClientAddr}, learned: map[uint64]*learnedPeer{}, inbound: map[uint64]int{},
+		id: id, listenAddr: listen, clientAddr: cfg.ClientAddr, apiAddr: cfg.APIAddr, peerAddr: peers[id], log: log.With("component", "transport"),
+		clientAddrs: map[uint64]string{id: cfg.ClientAddr}, apiAddrs: map[uint64]string{}, learned: map[uint64]*learnedPeer{}, inbound: map[uint64]int{},
 		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
 		snap: newSnapshotConfig(), snapIn: map[uint64]bool{},
 		learnedExpiry: DefaultLearnedExpiry, now: time.Now, refusals: newRepeats(repeatWindow, time.Now),
@@ -413,6 +418,9 @@ func (t *TCP) serve(c net.Conn) error {
 		}
 		if first && string(frame) == snapshotStreamMarker {
 			return t.serveSnapshot(c, r, from)
+		}
+		if first {
+			t.announceAPI(c)
 		}
 		m := &raftpb.Message{}
 		if err := proto.Unmarshal(frame, m); err != nil {
@@ -709,18 +717,12 @@ func (p *peerSender) stream(c net.Conn) error {
 	}
 }
 
-// watch reads stream c, which only detects the peer closing it, and the
-// notice of a peer that knows this member was removed; it closes done
-// when c ends.
+// watch reads stream c, which detects the peer closing it, the notice of
+// a peer that knows this member was removed and the peer's API address
+// (readBack); it closes done when c ends.
 func (p *peerSender) watch(c net.Conn, done chan struct{}) {
 	defer close(done)
-	buf := make([]byte, len(removedNotice))
-	if n, _ := io.ReadFull(c, buf); n == len(buf) && string(buf) == removedNotice {
-		if rh, ok := p.t.handler.(RemovedHandler); ok {
-			rh.ReportRemoved(p.id)
-		}
-	}
-	io.Copy(io.Discard, c)
+	p.readBack(c)
 	p.wmu.Lock()
 	if p.conn == c {
 		p.breakLocked()

@@ -118,15 +118,22 @@ type auth struct {
 // SetACL puts a in force for every request from now on (nil: none).
 func (s *Server) SetACL(a *ACL) { s.auth.acl.Store(a) }
 
-// identity is a connection's client identity: its certificate's common
-// name, "" over plain TCP.
+// identity is a connection's client identity (Identity), "" over plain
+// TCP.
 func identity(c net.Conn) string {
 	tc, ok := c.(*tls.Conn)
 	if !ok {
 		return ""
 	}
 	cs := tc.ConnectionState()
-	if len(cs.PeerCertificates) == 0 {
+	return Identity(&cs)
+}
+
+// Identity is the client identity the ACL knows a TLS client by: its
+// certificate's (tlsconfig.Identity), "" without TLS (cs nil) or without a
+// certificate. The client port and every HTTP port derive it here.
+func Identity(cs *tls.ConnectionState) string {
+	if cs == nil || len(cs.PeerCertificates) == 0 {
 		return ""
 	}
 	return tlsconfig.Identity(cs.PeerCertificates[0])
@@ -179,10 +186,7 @@ func permission(req *wire.Request) (right, what, key string) {
 func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := s.auth.acl.Load(); a != nil {
-			who := ""
-			if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-				who = tlsconfig.Identity(r.TLS.PeerCertificates[0])
-			}
+			who := Identity(r.TLS)
 			if !a.Allows(who, RightAdmin, "") {
 				http.Error(w, fmt.Sprintf("permission denied: identity %q has no admin right", who), http.StatusForbidden)
 				return

@@ -294,13 +294,7 @@ func (cc *clientConn) dispatch(req *wire.Request) error {
 	}
 	feats := cc.features
 	cc.reqWG.Go(func() {
-		resp := cc.s.refuse(cc.who, feats, req)
-		if resp == nil {
-			resp = cc.s.Handle(rctx, req)
-			if req.Force && resp != nil {
-				cc.s.logForced(cc.who, req, resp)
-			}
-		}
+		resp := cc.s.Do(rctx, cc.who, feats, req)
 		cc.cmu.Lock()
 		delete(cc.cancels, req.ID)
 		cc.cmu.Unlock()
@@ -329,8 +323,28 @@ func (s *Server) greet(c net.Conn, r *bufio.Reader) error {
 	return err
 }
 
-// handle runs one request and returns its answer, or nil when the request
-// was cancelled and nobody waits for an answer.
+// Do runs one request of the client identity who (Identity; "" without a
+// client certificate) as the client port runs it: refused when the ACL
+// does not allow it, else Handle, a forced release logged with who asked.
+// features are the answers the client understands (wire.Feature*): a
+// refusal is OpPermissionDenied only for a client that announced it. The
+// answer is nil when ctx ended first and nobody waits for one; ending ctx
+// is how a requester leaves (a grant that applies after is released, rule
+// 7). The client port and the HTTP/JSON API (package httpapi) both call it.
+func (s *Server) Do(ctx context.Context, who string, features uint64, req *wire.Request) *wire.Response {
+	if resp := s.refuse(who, features, req); resp != nil {
+		return resp
+	}
+	resp := s.Handle(ctx, req)
+	if req.Force && resp != nil {
+		s.logForced(who, req, resp)
+	}
+	return resp
+}
+
+// Handle runs one request, with no ACL check (Do checks it), and returns
+// its answer, or nil when the request was cancelled and nobody waits for
+// an answer.
 func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 	n := s.node
 	resp := &wire.Response{ID: req.ID}

@@ -1,0 +1,174 @@
+package httpapi
+
+import (
+	"io"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/member"
+)
+
+// call is one path of the API: how its body becomes a request, the answer
+// that is its success, and the JSON that success is.
+type call struct {
+	op    string // its name in the member's request metrics
+	parse func(io.Reader) (*wire.Request, error)
+	ok    wire.Op
+	body  func(req *wire.Request, resp *wire.Response) any
+}
+
+// calls are the API's paths. Their bodies and answers are fixed by
+// docs/http-api.md (and by scripts written against it): change nothing,
+// only add.
+var calls = map[string]call{
+	"/v1/acquire": {member.OpAcquire.String(), parse[acquireArgs], wire.OpGranted, func(req *wire.Request, resp *wire.Response) any {
+		return leaseBody{Key: req.Key, Token: resp.Token, LeaseMS: resp.LeaseMS}
+	}},
+	"/v1/release": {member.OpRelease.String(), parse[tokenArgs], wire.OpReleased, func(req *wire.Request, _ *wire.Response) any {
+		return releasedBody{Key: req.Key, Token: req.Token, Released: true}
+	}},
+	"/v1/renew": {member.OpRenew.String(), parse[renewArgs], wire.OpRenewed, func(req *wire.Request, _ *wire.Response) any {
+		return leaseBody{Key: req.Key, Token: req.Token, LeaseMS: req.LeaseMS}
+	}},
+	"/v1/get":    {member.OpGet.String(), parse[keyArgs], wire.OpValue, getAnswer},
+	"/v1/list":   {member.OpList.String(), parse[listArgs], wire.OpLocks, listAnswer},
+	"/v1/status": {"status", parse[statusArgs], wire.OpStatusInfo, func(_ *wire.Request, resp *wire.Response) any { return resp.Status }},
+}
+
+// The request bodies.
+type (
+	acquireArgs struct {
+		Key     string `json:"key"`
+		LeaseMS uint64 `json:"lease_ms"`
+		WaitMS  uint64 `json:"wait_ms"`
+		Owner   string `json:"owner"`
+	}
+	tokenArgs struct { // release's
+		Key   string `json:"key"`
+		Token uint64 `json:"token"`
+	}
+	renewArgs struct {
+		Key     string `json:"key"`
+		Token   uint64 `json:"token"`
+		LeaseMS uint64 `json:"lease_ms"`
+	}
+	keyArgs struct { // get's
+		Key string `json:"key"`
+	}
+	listArgs struct {
+		Prefix string `json:"prefix"`
+		Limit  uint64 `json:"limit"`
+		After  string `json:"after"`
+	}
+	statusArgs struct{} // none: an empty body or {}
+)
+
+// The success answers.
+type (
+	// leaseBody answers acquire and renew.
+	leaseBody struct {
+		Key     string `json:"key"`
+		Token   uint64 `json:"token"`
+		LeaseMS uint64 `json:"lease_ms"`
+	}
+	releasedBody struct {
+		Key      string `json:"key"`
+		Token    uint64 `json:"token"`
+		Released bool   `json:"released"`
+	}
+	// getBody is get's answer, as raftlock get --json prints it: the
+	// owner only when the lock is held.
+	getBody struct {
+		Key         string  `json:"key"`
+		Held        bool    `json:"held"`
+		Token       uint64  `json:"token"`
+		RemainingMS uint64  `json:"remaining_ms"`
+		Owner       *string `json:"owner,omitempty"`
+	}
+	// listBody is a page, as raftlock list --json prints it, and Next,
+	// the after of the next page when More says there is one.
+	listBody struct {
+		Locks []listedLock `json:"locks"`
+		More  bool         `json:"more"`
+		Next  string       `json:"next,omitempty"`
+	}
+	listedLock struct {
+		Key         string `json:"key"`
+		Token       uint64 `json:"token"`
+		Owner       string `json:"owner"`
+		RemainingMS uint64 `json:"remaining_ms"`
+	}
+)
+
+// args is a call's request body: the request it asks for, or why it is
+// refused.
+type args interface{ request() (*wire.Request, error) }
+
+// parse is a call's parser: its body decoded into an A (decodeBody), then
+// the request the A asks for.
+func parse[A any, P interface {
+	*A
+	args
+}](body io.Reader) (*wire.Request, error) {
+	var a A
+	if err := decodeBody(body, &a); err != nil {
+		return nil, err
+	}
+	return P(&a).request()
+}
+
+// keyed is req, unless its key is one no lock can have: refused on any
+// member (the leader checks again), so a follower answers 400 rather than
+// a redirect.
+func keyed(req *wire.Request) (*wire.Request, error) {
+	if err := wire.ValidateKey(req.Key); err != nil {
+		return nil, err
+	}
+	req.ID = 1
+	return req, nil
+}
+
+func (a *acquireArgs) request() (*wire.Request, error) {
+	if err := wire.ValidateOwner(a.Owner); err != nil {
+		return nil, err
+	}
+	return keyed(&wire.Request{Op: wire.OpAcquire, Key: a.Key, LeaseMS: a.LeaseMS, WaitMS: a.WaitMS, Owner: a.Owner})
+}
+
+func (a *tokenArgs) request() (*wire.Request, error) {
+	return keyed(&wire.Request{Op: wire.OpRelease, Key: a.Key, Token: a.Token})
+}
+
+func (a *renewArgs) request() (*wire.Request, error) {
+	return keyed(&wire.Request{Op: wire.OpRenew, Key: a.Key, Token: a.Token, LeaseMS: a.LeaseMS})
+}
+
+func (a *keyArgs) request() (*wire.Request, error) {
+	return keyed(&wire.Request{Op: wire.OpGet, Key: a.Key})
+}
+
+func (a *listArgs) request() (*wire.Request, error) {
+	return &wire.Request{ID: 1, Op: wire.OpList, Prefix: a.Prefix, After: a.After, Limit: a.Limit}, nil
+}
+
+func (a *statusArgs) request() (*wire.Request, error) {
+	return &wire.Request{ID: 1, Op: wire.OpStatus}, nil
+}
+
+func getAnswer(req *wire.Request, resp *wire.Response) any {
+	b := getBody{Key: req.Key, Held: resp.Held, Token: resp.Token, RemainingMS: resp.RemainingMS}
+	if resp.Held {
+		b.Owner = &resp.Owner
+	}
+	return b
+}
+
+func listAnswer(_ *wire.Request, resp *wire.Response) any {
+	b := listBody{Locks: make([]listedLock, len(resp.Locks)), More: resp.More}
+	for i, l := range resp.Locks {
+		b.Locks[i] = listedLock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: l.RemainingMS}
+	}
+	if resp.More && len(resp.Locks) > 0 {
+		b.Next = resp.Locks[len(resp.Locks)-1].Key
+	}
+	return b
+}

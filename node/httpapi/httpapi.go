@@ -1,0 +1,290 @@
+// Package httpapi is a member's HTTP/JSON API (raftlock node --api): every
+// call is a POST of a JSON body to a path of /v1/ (acquire, release, renew,
+// get, list, status), answered in JSON. It only translates: each call
+// becomes the client protocol's request (package wire) and runs through
+// the client port's own dispatch, server.Server.Do, with the same ACL and
+// the identity of the same client certificate, so the two protocols cannot
+// disagree on a lock. A follower answers 307 to the leader's advertised
+// API address, which members announce to each other on their peer streams
+// (peer.TCP.PeerAPIAddr). Failures are {"error","message"} with the CLI's
+// error names (wire.ErrorName). The server (NewServer) speaks HTTP/1.1 and
+// HTTP/2, over TLS by ALPN and without TLS by prior knowledge, so gRPC can
+// later share the port. docs/http-api.md is the user's description.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+// MaxBody bounds a request's body: a key, an owner and a few numbers fit
+// in a few hundred bytes.
+const MaxBody = 16 << 10
+
+// retryAfter is the Retry-After of a 503: a second, about an election.
+const retryAfter = "1"
+
+// Backend is what the API runs its calls on: a member's client dispatch
+// and its view of the other members' API addresses.
+type Backend interface {
+	// Do runs one client request for the identity who
+	// (server.Server.Do).
+	Do(ctx context.Context, who string, features uint64, req *wire.Request) *wire.Response
+	// PeerAPIAddr is the API address of member id, "" when unknown
+	// (node.Node.PeerAPIAddr).
+	PeerAPIAddr(id uint64) string
+}
+
+// memberBackend is the Backend of a running member: its server and its node.
+type memberBackend struct {
+	*server.Server
+	n *node.Node
+}
+
+func (m memberBackend) PeerAPIAddr(id uint64) string { return m.n.PeerAPIAddr(id) }
+
+// Handler serves the API's paths.
+type Handler struct {
+	b       Backend
+	metrics *node.Metrics // nil: the refusals made here are not counted
+	slots   chan struct{} // one per call in progress (New's maxInflight)
+}
+
+// New returns the API of the member whose client server is s and node n.
+// At most maxInflight calls run at once (waiting acquires included; 0:
+// server.DefaultMaxConns); one more is answered 503 overloaded.
+func New(s *server.Server, n *node.Node, maxInflight int) *Handler {
+	h := NewWithBackend(memberBackend{s, n}, maxInflight)
+	h.metrics = n.Metrics()
+	return h
+}
+
+// NewWithBackend is New on any Backend (tests).
+func NewWithBackend(b Backend, maxInflight int) *Handler {
+	if maxInflight <= 0 {
+		maxInflight = server.DefaultMaxConns
+	}
+	return &Handler{b: b, slots: make(chan struct{}, maxInflight)}
+}
+
+// NewServer is the http.Server of the API port: HTTP/1.1 and HTTP/2
+// (over TLS when the listener it serves is a TLS one offering "h2" in
+// ALPN; without TLS by prior knowledge, h2c, as gRPC clients speak it),
+// with bounded headers and idle connections. log receives the server's
+// own errors (a failed TLS handshake, say).
+func NewServer(h http.Handler, log *slog.Logger) *http.Server {
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
+	protos.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		Protocols:         &protos,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelInfo),
+	}
+}
+
+// ServeHTTP runs one call.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, ok := calls[r.URL.Path]
+	if !ok {
+		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status", r.URL.Path))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, wire.ErrorNameInvalidArgument, fmt.Sprintf("%s %s: every call is a POST with a JSON body", r.Method, r.URL.Path))
+		return
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		h.count(c.op, "overloaded")
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, http.StatusServiceUnavailable, wire.ErrorNameOverloaded, fmt.Sprintf("%d API calls in progress on this member (limit %d)", cap(h.slots), cap(h.slots)))
+		return
+	}
+	req, err := c.parse(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		h.count(c.op, "invalid_argument")
+		writeError(w, http.StatusBadRequest, wire.ErrorNameInvalidArgument, err.Error())
+		return
+	}
+	// r.Context() ends when the caller hangs up: a waiting acquire then
+	// leaves the queue, and a grant that applies after is released (rule 7).
+	resp := h.b.Do(r.Context(), server.Identity(r.TLS), wire.FeaturePermissionDenied, req)
+	if resp == nil {
+		return // the caller left; nobody reads an answer
+	}
+	h.answer(w, r, c, req, resp)
+}
+
+// answer writes resp, the answer to req.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c call, req *wire.Request, resp *wire.Response) {
+	if resp.Op == c.ok {
+		writeJSON(w, http.StatusOK, c.body(req, resp))
+		return
+	}
+	if resp.Op == wire.OpRedirect {
+		h.redirect(w, r, resp)
+		return
+	}
+	st := statusOf(resp.Op)
+	if st.retry {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	writeError(w, st.code, st.name, message(resp, req))
+}
+
+// redirect sends the caller to the leader's API, or answers unavailable
+// when its address is not known here (a leader from before the API, one
+// serving none, or one this member has no stream with yet).
+func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, resp *wire.Response) {
+	addr := h.b.PeerAPIAddr(resp.LeaderID)
+	if addr == "" {
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, http.StatusServiceUnavailable, wire.ErrorNameUnavailable,
+			fmt.Sprintf("not the leader; the leader, member %d, has no API address known here", resp.LeaderID))
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	loc := scheme + "://" + addr + r.URL.Path
+	w.Header().Set("Location", loc)
+	writeJSON(w, http.StatusTemporaryRedirect, redirectBody{LeaderID: resp.LeaderID, Location: loc})
+}
+
+// count records a call refused here, before it reached the member
+// (Server.Handle counts the rest), as the client port counts its own.
+func (h *Handler) count(op, result string) {
+	if h.metrics != nil {
+		h.metrics.ClientRequests.WithLabelValues(op, result).Inc()
+	}
+}
+
+// status is how an error answer goes out over HTTP.
+type status struct {
+	code  int
+	name  string // wire.ErrorName
+	retry bool   // nothing was proposed: Retry-After
+}
+
+// statusOf maps an error answer to its HTTP status, as the issue's table
+// (docs/http-api.md) has it. The client port's error answers come from
+// the member's errors in one place (server's errorResponse); this maps
+// those answers.
+func statusOf(op wire.Op) status {
+	name := wire.ErrorName(op)
+	switch op {
+	case wire.OpHeld:
+		return status{http.StatusConflict, name, false}
+	case wire.OpNotFound:
+		return status{http.StatusNotFound, name, false}
+	case wire.OpInvalidArgument:
+		return status{http.StatusBadRequest, name, false}
+	case wire.OpPermissionDenied:
+		return status{http.StatusForbidden, name, false}
+	case wire.OpUnavailable, wire.OpOverloaded:
+		return status{http.StatusServiceUnavailable, name, true}
+	case wire.OpOutcomeUnknown:
+		return status{http.StatusInternalServerError, name, false}
+	}
+	return status{http.StatusInternalServerError, wire.ErrorNameError, false}
+}
+
+// message is the one-line message of an error answer: the member's
+// reason, or what the answer means when it gives none.
+func message(resp *wire.Response, req *wire.Request) string {
+	if resp.Reason != "" {
+		return resp.Reason
+	}
+	switch resp.Op {
+	case wire.OpHeld:
+		return fmt.Sprintf("lock %q is held", req.Key)
+	case wire.OpNotFound:
+		return fmt.Sprintf("not the holder: lock %q is not held with token %d", req.Key, req.Token)
+	}
+	return "answer " + strconv.Itoa(int(resp.Op)) + " of the member"
+}
+
+// errorBody is every failure's answer.
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// redirectBody is a 307's answer, beside its Location.
+type redirectBody struct {
+	LeaderID uint64 `json:"leader_id"`
+	Location string `json:"location"`
+}
+
+func writeError(w http.ResponseWriter, code int, name, msg string) {
+	writeJSON(w, code, errorBody{Error: name, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// decodeBody reads a call's JSON body into v: one object (an empty body
+// is {}), no field v lacks, each of its type, within MaxBody. Its error
+// is the one line a 400 carries.
+func decodeBody(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if errors.Is(err, io.EOF) {
+		return nil // no body: every field is zero
+	}
+	if err == nil {
+		if dec.Decode(&struct{}{}) != io.EOF {
+			return errors.New("bad request body: want one JSON object")
+		}
+		return nil
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return fmt.Errorf("request body exceeds %d bytes", tooBig.Limit)
+	}
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		if typ.Field == "" {
+			return fmt.Errorf("bad request body: want a JSON object, got %s", typ.Value)
+		}
+		return fmt.Errorf("bad request body: %q must be %s, got %s", typ.Field, kindName(typ.Type.Kind()), typ.Value)
+	}
+	return fmt.Errorf("bad request body: %v", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// kindName says what a field of kind k takes, in a caller's words.
+func kindName(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Uint64:
+		return "a whole number, 0 or more"
+	}
+	return "a " + k.String()
+}

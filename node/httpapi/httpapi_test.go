@@ -1,0 +1,306 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/httpapi"
+	"github.com/raftlock/raftlock/node/nodetest"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+// apiCluster is an in-process cluster whose members serve the API.
+type apiCluster struct {
+	*nodetest.Cluster
+	apis map[uint64]string // each member's API address
+}
+
+// newAPICluster starts size members, each serving the API on an address
+// it announces to the others; tune, if not nil, adjusts each member.
+func newAPICluster(t *testing.T, size int, tune func(*node.Config)) *apiCluster {
+	t.Helper()
+	apis := map[uint64]string{}
+	for id := uint64(1); id <= uint64(size); id++ {
+		addr, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		apis[id] = addr
+	}
+	c := nodetest.New(t, size, func(cfg *node.Config) {
+		cfg.APIAddr = apis[cfg.ID]
+		if tune != nil {
+			tune(cfg)
+		}
+	})
+	for _, id := range c.IDs() {
+		ln, err := net.Listen("tcp", apis[id])
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httpapi.NewServer(httpapi.New(c.Server(id), c.Node(id), 0), slog.New(slog.DiscardHandler))
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}
+	return &apiCluster{Cluster: c, apis: apis}
+}
+
+// url is member id's API path.
+func (c *apiCluster) url(id uint64, path string) string { return "http://" + c.apis[id] + path }
+
+// answer is one API answer: its status, headers and JSON object.
+type answer struct {
+	code   int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+// noRedirects is a client that shows a 307 instead of following it.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// post posts body to url with client cl and reads the JSON answer.
+func post(t *testing.T, cl *http.Client, url, body string) answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s %s: %v", url, body, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{code: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	if err := json.Unmarshal(raw, &a.body); err != nil {
+		t.Fatalf("POST %s %s: %d answer %q is no JSON object: %v", url, body, a.code, raw, err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("POST %s: Content-Type %q", url, ct)
+	}
+	return a
+}
+
+// expect checks a's status and that its fields are exactly fields (nil:
+// any), with the values want gives (JSON numbers as float64).
+func (a answer) expect(t *testing.T, what string, code int, fields []string, want map[string]any) {
+	t.Helper()
+	if a.code != code {
+		t.Fatalf("%s: status %d (%s), want %d", what, a.code, a.raw, code)
+	}
+	if got := slices.Sorted(maps.Keys(a.body)); fields != nil && !slices.Equal(got, slices.Sorted(slices.Values(fields))) {
+		t.Errorf("%s: fields %v, want %v (%s)", what, got, fields, a.raw)
+	}
+	for k, v := range want {
+		if a.body[k] != v {
+			t.Errorf("%s: %s is %v, want %v (%s)", what, k, a.body[k], v, a.raw)
+		}
+	}
+}
+
+// expectError checks a is the error name with status code, a one-line
+// message, and Retry-After only when the call is safe to retry.
+func (a answer) expectError(t *testing.T, what string, code int, name string) {
+	t.Helper()
+	a.expect(t, what, code, []string{"error", "message"}, map[string]any{"error": name})
+	if msg, _ := a.body["message"].(string); msg == "" || strings.Contains(msg, "\n") {
+		t.Errorf("%s: message %q is not one line", what, msg)
+	}
+	if retry := a.header.Get("Retry-After"); (retry != "") != (code == http.StatusServiceUnavailable) {
+		t.Errorf("%s: %d with Retry-After %q", what, code, retry)
+	}
+}
+
+// Every call's success on the leader, with its exact fields, and the
+// answers of a lock held, a wrong token, bad input and a wrong method or
+// path.
+func TestEveryCallAndItsErrors(t *testing.T) {
+	c := newAPICluster(t, 3, nil)
+	id := c.WaitLeader().ID()
+	at := func(path string) string { return c.url(id, path) }
+	cl := http.DefaultClient
+
+	a := post(t, cl, at("/v1/acquire"), `{"key":"jobs/a","lease_ms":10000,"owner":"builder"}`)
+	a.expect(t, "acquire", 200, []string{"key", "token", "lease_ms"}, map[string]any{"key": "jobs/a", "lease_ms": 10000.0})
+	tok := a.body["token"].(float64)
+	post(t, cl, at("/v1/acquire"), `{"key":"jobs/a","lease_ms":10000}`).expectError(t, "acquire of a held key", 409, "held")
+
+	g := post(t, cl, at("/v1/get"), `{"key":"jobs/a"}`)
+	g.expect(t, "get", 200, []string{"key", "held", "token", "remaining_ms", "owner"}, map[string]any{"key": "jobs/a", "held": true, "token": tok, "owner": "builder"})
+	if ms := g.body["remaining_ms"].(float64); ms <= 0 || ms > 10000 {
+		t.Errorf("get: remaining_ms %v", ms)
+	}
+	post(t, cl, at("/v1/renew"), `{"key":"jobs/a","token":`+num(tok)+`,"lease_ms":20000}`).
+		expect(t, "renew", 200, []string{"key", "token", "lease_ms"}, map[string]any{"key": "jobs/a", "token": tok, "lease_ms": 20000.0})
+	post(t, cl, at("/v1/renew"), `{"key":"jobs/a","token":`+num(tok+1)+`,"lease_ms":20000}`).expectError(t, "renew with a wrong token", 404, "not-found")
+
+	post(t, cl, at("/v1/acquire"), `{"key":"jobs/b","lease_ms":10000}`).expect(t, "acquire b", 200, []string{"key", "token", "lease_ms"}, nil)
+	post(t, cl, at("/v1/acquire"), `{"key":"other","lease_ms":10000}`).expect(t, "acquire other", 200, []string{"key", "token", "lease_ms"}, nil)
+	l := post(t, cl, at("/v1/list"), `{"prefix":"jobs/","limit":1}`)
+	l.expect(t, "list", 200, []string{"locks", "more", "next"}, map[string]any{"more": true, "next": "jobs/a"})
+	locks := l.body["locks"].([]any)
+	if len(locks) != 1 {
+		t.Fatalf("list: %d locks, want 1", len(locks))
+	}
+	lock := locks[0].(map[string]any)
+	if got := slices.Sorted(maps.Keys(lock)); !slices.Equal(got, []string{"key", "owner", "remaining_ms", "token"}) || lock["key"] != "jobs/a" || lock["owner"] != "builder" || lock["token"] != tok {
+		t.Errorf("list: lock %v", lock)
+	}
+	l = post(t, cl, at("/v1/list"), `{"prefix":"jobs/","limit":1,"after":"jobs/a"}`)
+	l.expect(t, "list's last page", 200, []string{"locks", "more"}, map[string]any{"more": false})
+	if locks := l.body["locks"].([]any); len(locks) != 1 || locks[0].(map[string]any)["key"] != "jobs/b" {
+		t.Errorf("list's last page: %s", l.raw)
+	}
+
+	post(t, cl, at("/v1/release"), `{"key":"jobs/a","token":`+num(tok+1)+`}`).expectError(t, "release with a wrong token", 404, "not-found")
+	post(t, cl, at("/v1/release"), `{"key":"jobs/a","token":`+num(tok)+`}`).
+		expect(t, "release", 200, []string{"key", "token", "released"}, map[string]any{"key": "jobs/a", "token": tok, "released": true})
+	post(t, cl, at("/v1/get"), `{"key":"jobs/a"}`).expect(t, "get of a free key", 200, []string{"key", "held", "token", "remaining_ms"}, map[string]any{"held": false})
+
+	// status answers what the HTTP port's /status does.
+	st := post(t, cl, at("/v1/status"), "")
+	rec := httptest.NewRecorder()
+	server.HTTPHandler(c.Node(id)).ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	var want map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &want); err != nil {
+		t.Fatal(err)
+	}
+	st.expect(t, "status", 200, slices.Collect(maps.Keys(want)), map[string]any{"id": want["id"], "role": "leader"})
+	post(t, cl, at("/v1/status"), "{}").expect(t, "status with {}", 200, slices.Collect(maps.Keys(want)), nil)
+
+	for _, tc := range []struct{ what, path, body string }{
+		{"bad JSON", "/v1/acquire", `{"key":`},
+		{"an unknown field", "/v1/acquire", `{"key":"a","lease_ms":10000,"force":true}`},
+		{"a wrong type", "/v1/release", `{"key":"a","token":"7"}`},
+		{"a negative number", "/v1/acquire", `{"key":"a","lease_ms":-1}`},
+		{"two objects", "/v1/get", `{"key":"a"}{"key":"b"}`},
+		{"an array", "/v1/get", `["a"]`},
+		{"an over-long key", "/v1/get", `{"key":"` + strings.Repeat("k", 257) + `"}`},
+		{"no key", "/v1/release", `{"token":1}`},
+		{"a lease out of bounds", "/v1/acquire", `{"key":"a","lease_ms":5}`},
+		{"an over-long owner", "/v1/acquire", `{"key":"a","lease_ms":10000,"owner":"` + strings.Repeat("o", 129) + `"}`},
+		{"a list limit out of bounds", "/v1/list", `{"limit":100000}`},
+		{"a status with arguments", "/v1/status", `{"verbose":true}`},
+		{"a body past the limit", "/v1/get", `{"key":"` + strings.Repeat("k", httpapi.MaxBody) + `"}`},
+	} {
+		post(t, cl, at(tc.path), tc.body).expectError(t, tc.what, 400, "invalid-argument")
+	}
+
+	resp, err := http.Get(at("/v1/get"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /v1/get: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	post(t, cl, at("/v1/lock"), `{}`).expectError(t, "an unknown path", 404, "invalid-argument")
+}
+
+func num(f float64) string { b, _ := json.Marshal(f); return string(b) }
+
+// A follower sends every leader-only call to the leader's API address
+// (307, same path), which a client that follows redirects (curl -L, Go's)
+// reaches with the same body; status is the member's own.
+func TestFollowerRedirectsToTheLeader(t *testing.T) {
+	c := newAPICluster(t, 3, nil)
+	leader := c.WaitLeader()
+	f := c.Followers(leader)[0].ID()
+	want := c.url(leader.ID(), "/v1/acquire")
+	var a answer
+	nodetest.WaitFor(t, 10*time.Second, "the follower to know the leader's API address", func() bool {
+		a = post(t, noRedirects, c.url(f, "/v1/acquire"), `{"key":"r","lease_ms":10000}`)
+		return a.code == http.StatusTemporaryRedirect
+	})
+	if loc := a.header.Get("Location"); loc != want {
+		t.Errorf("redirect to %q, want %q", loc, want)
+	}
+	a.expect(t, "redirect", 307, []string{"leader_id", "location"}, map[string]any{"leader_id": float64(leader.ID()), "location": want})
+	post(t, http.DefaultClient, c.url(f, "/v1/acquire"), `{"key":"r","lease_ms":10000}`).
+		expect(t, "acquire through the follower", 200, []string{"key", "token", "lease_ms"}, map[string]any{"key": "r"})
+	post(t, http.DefaultClient, c.url(f, "/v1/get"), `{"key":"r"}`).expect(t, "get through the follower", 200, []string{"key", "held", "token", "remaining_ms", "owner"}, map[string]any{"held": true})
+	post(t, noRedirects, c.url(f, "/v1/status"), ``).expect(t, "a follower's status", 200, nil, map[string]any{"role": "follower", "id": float64(f)})
+}
+
+// A member's limit hit answers 503 overloaded with Retry-After: nothing
+// was proposed, a retry is safe.
+func TestOverloadedIsRetryable(t *testing.T) {
+	c := newAPICluster(t, 1, func(cfg *node.Config) { cfg.Limits.MaxKeys = 1 })
+	id := c.WaitLeader().ID()
+	post(t, http.DefaultClient, c.url(id, "/v1/acquire"), `{"key":"a","lease_ms":10000}`).expect(t, "acquire", 200, []string{"key", "token", "lease_ms"}, nil)
+	post(t, http.DefaultClient, c.url(id, "/v1/acquire"), `{"key":"b","lease_ms":10000}`).expectError(t, "acquire past --max-keys", 503, "overloaded")
+}
+
+// Rule guarded (7): a waiting acquire whose HTTP caller hangs up leaves
+// the queue, so the release it waited for frees the key instead of
+// granting it to nobody for an hour.
+func TestWaitingAcquireLeavesWhenItsCallerHangsUp(t *testing.T) {
+	c := newAPICluster(t, 3, nil)
+	leader := c.WaitLeader()
+	at := func(path string) string { return c.url(leader.ID(), path) }
+	tok := post(t, http.DefaultClient, at("/v1/acquire"), `{"key":"q","lease_ms":10000}`).body["token"].(float64)
+
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, at("/v1/acquire"), strings.NewReader(`{"key":"q","lease_ms":3600000,"wait_ms":60000}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = errors.New("answered " + resp.Status)
+		}
+		done <- err
+	}()
+	waiters := func() float64 {
+		var m dto.Metric
+		leader.Metrics().Waiters.Write(&m)
+		return m.GetGauge().GetValue()
+	}
+	nodetest.WaitFor(t, 10*time.Second, "the acquire to wait in the queue", func() bool { return waiters() == 1 })
+	hangUp()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting acquire ended with %v, want the caller's cancel", err)
+	}
+	nodetest.WaitFor(t, 10*time.Second, "the waiter to leave the queue", func() bool { return waiters() == 0 })
+
+	post(t, http.DefaultClient, at("/v1/release"), `{"key":"q","token":`+num(tok)+`}`).expect(t, "release", 200, []string{"key", "token", "released"}, nil)
+	post(t, http.DefaultClient, at("/v1/get"), `{"key":"q"}`).expect(t, "get after the release", 200, []string{"key", "held", "token", "remaining_ms"}, map[string]any{"held": false})
+}
+
+// The port speaks HTTP/2 without TLS to a client that knows it does
+// (h2c, as gRPC clients do), beside HTTP/1.1.
+func TestHTTP2WithoutTLS(t *testing.T) {
+	c := newAPICluster(t, 1, nil)
+	id := c.WaitLeader().ID()
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: &protos}}
+	resp, err := h2c.Post(c.url(id, "/v1/get"), "application/json", bytes.NewReader([]byte(`{"key":"x"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Errorf("h2c get: %s over %s", resp.Status, resp.Proto)
+	}
+}
