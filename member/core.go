@@ -399,19 +399,7 @@ func (c *Core) Tick(now time.Duration) {
 	// raft drops a ReadIndex silently when leadership changes hands or
 	// there is no leader: a read unanswered after a few election timeouts
 	// gets the retryable Unavailable instead of waiting forever.
-	live := c.reads[:0]
-	var expired []uint64
-	for _, r := range c.reads {
-		if c.ticks >= r.until {
-			expired = append(expired, r.handle)
-		} else {
-			live = append(live, r)
-		}
-	}
-	c.reads = live
-	for _, h := range expired {
-		c.lm.Confirmed(now, h, ErrUnavailable)
-	}
+	c.endReads(now, func(r *pendingRead) bool { return c.ticks >= r.until }, ErrUnavailable)
 	if p := c.pending; p != nil && c.ticks >= p.until {
 		c.pending = nil
 		c.answers = append(c.answers, Answer{Handle: p.handle, Err: ErrOutcomeUnknown})
@@ -921,10 +909,16 @@ func (c *Core) Advance(now time.Duration) error {
 // whose index has applied.
 func (c *Core) resolveReads(now time.Duration) {
 	applied, _ := c.lm.Applied()
+	c.endReads(now, func(r *pendingRead) bool { return r.known && r.index <= applied }, nil)
+}
+
+// endReads answers, with err (nil: confirmed), the pending reads for which
+// ended says so, in the order they came, and keeps the others.
+func (c *Core) endReads(now time.Duration, ended func(*pendingRead) bool, err error) {
 	live := c.reads[:0]
 	var done []uint64
 	for _, r := range c.reads {
-		if r.known && r.index <= applied {
+		if ended(r) {
 			done = append(done, r.handle)
 		} else {
 			live = append(live, r)
@@ -932,7 +926,7 @@ func (c *Core) resolveReads(now time.Duration) {
 	}
 	c.reads = live
 	for _, h := range done {
-		c.lm.Confirmed(now, h, nil)
+		c.lm.Confirmed(now, h, err)
 	}
 }
 
