@@ -317,8 +317,7 @@ func checkLinearizable(ops []*Op, timeout time.Duration) (Result, map[string]por
 			switch r {
 			case porcupine.Illegal:
 				res.FailedKeys = append(res.FailedKeys, key)
-				res.Violations = append(res.Violations, Violation{Key: key,
-					Message: fmt.Sprintf("key %q: no linearization of its %d operations exists (see lin-%s.html)", key, len(kops), fileSafe(key))})
+				res.Violations = append(res.Violations, nonLinearizable(key, kops, info))
 			case porcupine.Unknown:
 				unknown = true
 			}
@@ -336,6 +335,47 @@ func checkLinearizable(ops []*Op, timeout time.Duration) (Result, map[string]por
 		res.Note = fmt.Sprintf("checker timed out after %v", timeout)
 	}
 	return res, infos
+}
+
+// nonLinearizable names where the search for a linearization of key's
+// operations failed: the longest order it found, the last operation it
+// placed, and the operation it could not place next (of those left, the
+// first to return: every order must place it before anything called after
+// its return). The events are those two operations'.
+func nonLinearizable(key string, kops []*Op, info porcupine.LinearizationInfo) Violation {
+	v := Violation{Key: key}
+	var longest []int
+	for _, part := range info.PartialLinearizations() {
+		for _, l := range part {
+			if len(l) > len(longest) {
+				longest = l
+			}
+		}
+	}
+	placed := make([]bool, len(kops))
+	for _, id := range longest {
+		if id >= 0 && id < len(kops) {
+			placed[id] = true
+		}
+	}
+	var stuck *Op
+	for i, o := range kops {
+		if !placed[i] && (stuck == nil || o.Return() < stuck.Return()) {
+			stuck = o
+		}
+	}
+	where := ""
+	if n := len(longest); n > 0 && longest[n-1] < len(kops) {
+		last := kops[longest[n-1]]
+		where = fmt.Sprintf("; the longest order found places %d, the last %s", n, describe(last))
+		v.Events = append(v.Events, last.events()...)
+	}
+	if stuck != nil {
+		where += fmt.Sprintf(", and cannot place %s after it", describe(stuck))
+		v.Events = append(v.Events, stuck.events()...)
+	}
+	v.Message = fmt.Sprintf("key %q: no linearization of its %d operations exists%s (see lin-%s.html)", key, len(kops), where, fileSafe(key))
+	return v
 }
 
 // checkFencing: the state machine never had to reject a grant; every

@@ -446,3 +446,34 @@ func TestBackupFreshnessDecides(t *testing.T) {
 		t.Fatalf("no backups: %s, decides %v; want skipped", r.Status, r.Decides)
 	}
 }
+
+// A linearizability violation names where the search failed: the last
+// operation the longest order found could place and the one it could not
+// place after it, with their events, not only the count of operations.
+func TestLinearizabilityViolationNamesTheFailurePoint(t *testing.T) {
+	b := new(builder).
+		add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
+		add(0, "invoke", "release", "k", tok(1)).add(0, "ok", "release", "k", history.Value{}).
+		add(1, "invoke", "get", "k", history.Value{}).add(1, "ok", "get", "k", held(1))
+	v := Check(b.events, Options{})
+	for _, r := range v.Checks {
+		if r.Name != "linearizability" {
+			continue
+		}
+		if len(r.Violations) != 1 {
+			t.Fatalf("violations: %+v", r.Violations)
+		}
+		got := r.Violations[0]
+		t.Log(got.Message)
+		for _, want := range []string{`no linearization of its 3 operations exists`, `places 2, the last release(1) on "k"`, `cannot place get() on "k" -> held by 1`} {
+			if !strings.Contains(got.Message, want) {
+				t.Errorf("message %q lacks %q", got.Message, want)
+			}
+		}
+		if len(got.Events) != 4 {
+			t.Errorf("events: %d, want the two operations' invocations and completions", len(got.Events))
+		}
+		return
+	}
+	t.Fatal("no linearizability result")
+}
