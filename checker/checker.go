@@ -116,6 +116,9 @@ type Violation struct {
 	Key     string          `json:"key,omitempty"`
 	Message string          `json:"message"`
 	Events  []history.Event `json:"events,omitempty"`
+	// Incident numbers, from 1, the violations that one fault caused
+	// (fenced-resource: a stale write and the updates it made look lost).
+	Incident int `json:"incident,omitempty"`
 }
 
 // Result is one check's outcome.
@@ -125,6 +128,9 @@ type Result struct {
 	Decides    bool        `json:"decides"`
 	Note       string      `json:"note,omitempty"`
 	Violations []Violation `json:"violations,omitempty"`
+	// Incidents counts the violations' incidents, where the check groups
+	// them (fenced-resource).
+	Incidents int `json:"incidents,omitempty"`
 	// Linearizability only: keys checked, and the keys that failed.
 	Keys       int      `json:"keys,omitempty"`
 	FailedKeys []string `json:"failed_keys,omitempty"`
@@ -480,33 +486,51 @@ func checkResource(ops []*Op) Result {
 		var highestOp *Op
 		var counter int64
 		var lastWrite *Op
+		// One stale write shows as several violations: its token, the
+		// update it overwrote, and the honest holder's next write, which
+		// finds the counter the stale one left. Violations at consecutive
+		// operations of a key are one incident.
+		inIncident := false
+		flag := func(vi Violation) {
+			if !inIncident {
+				res.Incidents++
+				inIncident = true
+			}
+			vi.Incident = res.Incidents
+			res.Violations = append(res.Violations, vi)
+		}
 		for _, o := range writes[key] {
+			before := len(res.Violations)
 			t := o.Token()
 			if t < highest {
-				res.Violations = append(res.Violations, Violation{Key: key,
+				flag(Violation{Key: key,
 					Message: fmt.Sprintf("%s with token %d accepted after token %d", o.F, t, highest),
 					Events:  []history.Event{*highestOp.Done, *o.Done}})
 			}
 			if t >= highest {
 				highest, highestOp = t, o
 			}
-			if o.F != history.OpWrite || o.Done.Value.Value == nil {
-				continue
-			}
-			v := *o.Done.Value.Value
-			if v != counter+1 {
-				vi := Violation{Key: key, Message: fmt.Sprintf("write of %d accepted when the counter was %d: an update was lost", v, counter)}
-				if lastWrite != nil {
-					vi.Events = append(vi.Events, *lastWrite.Done)
+			if o.F == history.OpWrite && o.Done.Value.Value != nil {
+				v := *o.Done.Value.Value
+				if v != counter+1 {
+					vi := Violation{Key: key, Message: fmt.Sprintf("write of %d accepted when the counter was %d: an update was lost", v, counter)}
+					if lastWrite != nil {
+						vi.Events = append(vi.Events, *lastWrite.Done)
+					}
+					vi.Events = append(vi.Events, *o.Done)
+					flag(vi)
 				}
-				vi.Events = append(vi.Events, *o.Done)
-				res.Violations = append(res.Violations, vi)
+				counter, lastWrite = v, o
 			}
-			counter, lastWrite = v, o
+			if o.F == history.OpWrite || len(res.Violations) > before {
+				inIncident = len(res.Violations) > before // a clean read between them does not end one
+			}
 		}
 	}
 	if len(res.Violations) > 0 {
 		res.Status = StatusViolation
+		res.Note = fmt.Sprintf("%s in %s (a stale write and what it caused, at consecutive operations of a key, are one incident)",
+			count(len(res.Violations), "violation"), count(res.Incidents, "incident"))
 	}
 	return res
 }

@@ -477,3 +477,40 @@ func TestLinearizabilityViolationNamesTheFailurePoint(t *testing.T) {
 	}
 	t.Fatal("no linearizability result")
 }
+
+// One stale write accepted by an unfenced register is one incident, though
+// it shows as three violations: its token, the update it overwrote, and the
+// honest holder's next write, which finds the counter the stale one left.
+// A later, separate stale write is a second incident.
+func TestStaleWriteViolationsAreOneIncident(t *testing.T) {
+	rd := func(tk uint64) history.Value { return history.Value{Token: &tk} }
+	b := new(builder).
+		add(0, "invoke", "write", "r", write(1, 1)).add(0, "ok", "write", "r", write(1, 1)).
+		add(1, "invoke", "write", "r", write(2, 2)).add(1, "ok", "write", "r", write(2, 2)).
+		// holder 1 (token 1, paused past its lease) writes 2 again: stale and lost
+		add(0, "invoke", "write", "r", write(1, 2)).add(0, "ok", "write", "r", write(1, 2)).
+		add(1, "invoke", "read", "r", rd(2)).add(1, "ok", "read", "r", rd(2)).
+		add(1, "invoke", "write", "r", write(2, 4)).add(1, "ok", "write", "r", write(2, 4)).
+		add(1, "invoke", "write", "r", write(2, 5)).add(1, "ok", "write", "r", write(2, 5)).
+		add(0, "invoke", "write", "r", write(1, 6)).add(0, "ok", "write", "r", write(1, 6))
+	v := Check(b.events, Options{})
+	for _, r := range v.Checks {
+		if r.Name != "fenced-resource" {
+			continue
+		}
+		if len(r.Violations) != 4 || r.Incidents != 2 {
+			t.Fatalf("%d violations in %d incidents, want 4 in 2: %+v", len(r.Violations), r.Incidents, r.Violations)
+		}
+		want := []int{1, 1, 1, 2}
+		for i, vi := range r.Violations {
+			if vi.Incident != want[i] {
+				t.Errorf("violation %d (%s) in incident %d, want %d", i, vi.Message, vi.Incident, want[i])
+			}
+		}
+		if !strings.Contains(r.Note, "4 violations in 2 incidents") {
+			t.Errorf("note %q", r.Note)
+		}
+		return
+	}
+	t.Fatal("no fenced-resource result")
+}
