@@ -4,7 +4,7 @@ BIN := bin/raftlock
 SEED ?= 1
 CHAOS_DURATION ?= 30s
 
-.PHONY: build run test test-invariants lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload rolling
+.PHONY: build run test release release-smoke docker test-invariants lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload rolling
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
@@ -81,7 +81,7 @@ mutation: build
 	scripts/mutation.sh $(BIN)
 
 clean:
-	rm -rf bin chaos-out mutation-out sim-out
+	rm -rf bin chaos-out mutation-out sim-out dist
 
 # Debian's etcd-server (3.4) and redis-server (7.0), the benchmark's peers.
 peers:
@@ -105,3 +105,21 @@ bench-full: build
 	$(BIN) bench --clients 64 --max-inflight 1 --duration 10s --out results/bench/ablation-max-inflight-1
 	$(BIN) bench --clients 64 --workload contended --no-handoff --duration 10s --out results/bench/ablation-no-handoff
 	$(BIN) bench --clients 64 --no-write-overlap --duration 10s --out results/bench/ablation-no-write-overlap
+
+# Release archives: make release VERSION=v0.1.0 writes dist/raftlock-VERSION-OS-ARCH.tar.gz
+# (static binaries, CGO off, for RELEASE_TARGETS: linux/amd64 linux/arm64
+# darwin/arm64 darwin/amd64 by default) with the README, the LICENSE and
+# deploy/, and dist/SHA256SUMS. release-smoke unpacks the linux/amd64 one,
+# checks its sum and runs its `version` and `cluster`.
+VERSION ?=
+release:
+	scripts/release.sh $(VERSION)
+
+release-smoke:
+	scripts/release-smoke.sh $(VERSION)
+
+# The container image (static binary on distroless); only where docker is
+# installed, never in CI.
+docker:
+	@command -v docker >/dev/null || (echo "docker: not installed; the image is built only where docker exists" && false)
+	docker build -t raftlock:$(or $(VERSION),dev) --build-arg VERSION=$(VERSION) .

@@ -48,6 +48,11 @@ func printDefaults(fs *flag.FlagSet) {
 	io.WriteString(fs.Output(), b.String())
 }
 
+// releaseVersion is the version a release build stamps in with
+// -ldflags "-X main.releaseVersion=v0.1.0" (make release); empty in other
+// builds, which report the module version Go recorded.
+var releaseVersion string
+
 func runVersion(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("version", "version")
 	if err := parseNoArgs(fs, args, stderr); err != nil {
@@ -68,6 +73,9 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 				modified = " (modified)"
 			}
 		}
+	}
+	if releaseVersion != "" {
+		version = releaseVersion
 	}
 	fmt.Fprintf(stdout, "raftlock %s\ncommit %s%s\n%s\n", version, commit, modified, goVersion)
 	return nil

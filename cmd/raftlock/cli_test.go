@@ -432,3 +432,17 @@ func TestStatusHelpStatesItsExitStatus(t *testing.T) {
 		}
 	}
 }
+
+// A release build prints the version make release stamped in; any other
+// build prints the module version Go recorded, never an empty one.
+func TestVersionPrintsTheReleaseVersion(t *testing.T) {
+	code, out, _ := cli(t, "version")
+	if first, _, _ := strings.Cut(out, "\n"); code != 0 || !strings.HasPrefix(first, "raftlock ") || first == "raftlock " {
+		t.Fatalf("version: exit %d, %q", code, out)
+	}
+	defer func(v string) { releaseVersion = v }(releaseVersion)
+	releaseVersion = "v1.2.3"
+	if code, out, _ := cli(t, "version"); code != 0 || !strings.HasPrefix(out, "raftlock v1.2.3\ncommit ") {
+		t.Fatalf("release build's version: exit %d, %q", code, out)
+	}
+}
