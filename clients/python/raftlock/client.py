@@ -476,6 +476,7 @@ class Client:
                 if ans.status == 200:
                     if not isinstance(ans.body, dict):
                         raise RaftlockError("%s%s answered 200 without a JSON object" % (target.url, path))
+                    self._set_leader(target)  # only the leader answers lock calls
                     return ans.body
                 if ans.status == 307 and ans.location:
                     leader = self._location(ans.location, target)

@@ -1,0 +1,122 @@
+"""A leader killed under calls in flight, and a lock lost when the member
+the client talks to is paused past the lease."""
+
+import threading
+import time
+import unittest
+from typing import List, Optional
+
+import raftlock
+from tests.cluster import Cluster, wait_until
+
+
+class _SentSignal(raftlock.Client):
+    """A Client that says when a request has been written to a member."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.sent = threading.Event()
+
+    def _send(self, conn, path, payload):  # type: ignore[no-untyped-def]
+        super()._send(conn, path, payload)
+        self.sent.set()
+
+
+def _run(target, out: List[object]) -> threading.Thread:  # type: ignore[no-untyped-def]
+    """Run target in a thread; out gets its result or its exception."""
+
+    def body() -> None:
+        try:
+            out.append(target())
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out.append(e)
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t
+
+
+class LeaderKillTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.cluster = Cluster(3)
+        self.addCleanup(self.cluster.stop)
+        self.leader = self.cluster.leader()
+        self.admin = self.cluster.client()
+        self.addCleanup(self.admin.close)
+
+    def test_lock_changing_call_in_flight_is_never_retried(self) -> None:
+        holder = self.admin.acquire("kill/job", lease=60)
+        c = _SentSignal(self.cluster.urls(), timeout=10)
+        self.addCleanup(c.close)
+        c.get("kill/job")  # finds the leader
+        c.sent.clear()
+        out: List[object] = []
+        start = time.monotonic()
+        # A waiting acquire sits at the leader, queued behind the holder.
+        t = _run(lambda: c.acquire("kill/job", lease=10, wait=8), out)
+        self.assertTrue(c.sent.wait(5))
+        self.cluster.kill(self.leader)
+        t.join(15)
+        self.assertEqual(len(out), 1)
+        # Resent to the next leader it would have queued again until its
+        # wait ran out (Held) or taken the lock: it ended at once instead.
+        self.assertIsInstance(out[0], raftlock.OutcomeUnknown, out[0])
+        self.assertLess(time.monotonic() - start, 6)
+        # The lock is still the holder's, on the new leader.
+        info = self.admin.get("kill/job")
+        self.assertEqual((info.held, info.token), (True, holder.token))
+
+    def test_read_in_flight_is_retried(self) -> None:
+        holder = self.admin.acquire("kill/read", lease=60)
+        c = _SentSignal(self.cluster.urls(), timeout=15)
+        self.addCleanup(c.close)
+        c.get("kill/read")
+        self.assertEqual(c.leader, self.cluster.url(self.leader))
+        # The leader stops answering, a read is sent to it, and then it dies.
+        self.cluster.pause(self.leader)
+        c.sent.clear()
+        out: List[object] = []
+        t = _run(lambda: c.get("kill/read"), out)
+        self.assertTrue(c.sent.wait(5))
+        self.cluster.kill(self.leader)
+        t.join(20)
+        self.assertEqual(len(out), 1)
+        self.assertIsInstance(out[0], raftlock.LockInfo, out[0])
+        info = out[0]
+        assert isinstance(info, raftlock.LockInfo)
+        self.assertEqual((info.held, info.token), (True, holder.token))
+        # It found the new leader, and calls go on.
+        self.assertNotEqual(c.leader, self.cluster.url(self.leader))
+        g = c.acquire("kill/after", lease=5)
+        c.release("kill/after", g.token)
+
+
+class PauseTest(unittest.TestCase):
+    def test_lock_lost_when_the_member_is_paused_past_the_lease(self) -> None:
+        cluster = Cluster(1)
+        self.addCleanup(cluster.stop)
+        member = cluster.leader()
+        c = cluster.client(timeout=5)
+        self.addCleanup(c.close)
+        lease = 0.9
+        lost_at: Optional[float] = None
+        start = time.monotonic()
+        with c.lock("pause/job", lease=lease) as lk:
+            # A renewal goes through first: more of the lease is left than
+            # the acquire alone would leave.
+            wait_until("a renewal", lambda: c.get("pause/job").remaining > lease - (time.monotonic() - start) + 0.1, timeout=5)
+            self.assertFalse(lk.lost.is_set())
+            paused_at = time.monotonic()
+            cluster.pause(member)
+            self.assertTrue(lk.lost.wait(lease * 3), "lost not set while the member stayed paused")
+            lost_at = time.monotonic()
+            cluster.resume(member)
+        # Lost within a lease of the pause (counted from the last good
+        # renewal, which was before it), never before the last renewal.
+        assert lost_at is not None
+        self.assertLessEqual(lost_at - paused_at, lease + 1.0)
+        self.assertIn("lease ran out", str(lk.lost_reason))
+
+
+if __name__ == "__main__":
+    unittest.main()
