@@ -145,11 +145,12 @@ class CallsTest(ClusterTest):
         class Boom(Exception):
             pass
 
-        with self.assertRaises(Boom):
+        with self.assertLogs("raftlock", "WARNING") as logs, self.assertRaises(Boom):
             with c.lock("ctx/boom", lease=30) as lk:
                 # Someone else frees the lock: the release on exit fails.
                 c.release("ctx/boom", lk.token)
                 raise Boom()
+        self.assertIn("not the holder", logs.output[0])
         # Without an exception in the block, the failed release is raised.
         with self.assertRaises(raftlock.NotHolder):
             with c.lock("ctx/boom", lease=30) as lk:
