@@ -11,14 +11,17 @@ from tests.cluster import Cluster, wait_until
 
 
 class _SentSignal(raftlock.Client):
-    """A Client that says when a request has been written to a member."""
+    """A Client that says when a request has been written to a member, and
+    when each was."""
 
     def __init__(self, *args: object, **kw: object) -> None:
         super().__init__(*args, **kw)  # type: ignore[arg-type]
         self.sent = threading.Event()
+        self.sends: List[float] = []
 
     def _send(self, conn, path, payload):  # type: ignore[no-untyped-def]
         super()._send(conn, path, payload)
+        self.sends.append(time.monotonic())
         self.sent.set()
 
 
@@ -89,6 +92,27 @@ class LeaderKillTest(unittest.TestCase):
         self.assertNotEqual(c.leader, self.cluster.url(self.leader))
         g = c.acquire("kill/after", lease=5)
         c.release("kill/after", g.token)
+
+
+    def test_no_leader_is_retried_after_retry_after(self) -> None:
+        survivor = self.cluster.followers(self.leader)[0]
+        for m in self.cluster.members:
+            if m is not survivor:
+                self.cluster.kill(m)
+        c = _SentSignal([self.cluster.url(survivor)], timeout=2.5)
+        self.addCleanup(c.close)
+        start = time.monotonic()
+        with self.assertRaises(raftlock.Unavailable) as cm:
+            c.get("kill/none")
+        elapsed = time.monotonic() - start
+        self.assertNotIsInstance(cm.exception, raftlock.OutcomeUnknown)
+        self.assertIn("gave up after 2.5s", cm.exception.message)
+        self.assertGreaterEqual(elapsed, 2.4)
+        # The survivor answers 503 with Retry-After: 1, and the client
+        # waits that long between attempts, not its 10-200 ms backoff.
+        sends = c.sends
+        self.assertTrue(2 <= len(sends) <= 4, sends)
+        self.assertTrue(all(b - a >= 0.9 for a, b in zip(sends, sends[1:])), sends)
 
 
 class PauseTest(unittest.TestCase):
