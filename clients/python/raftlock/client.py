@@ -465,12 +465,10 @@ class Client:
             except (OSError, http.client.HTTPException) as e:
                 # The request may have reached the member.
                 self._forget_leader(target)
+                why = _lost_why(e)
                 if not idempotent:
-                    raise OutcomeUnknown(
-                        "%s: connection lost after the request was sent: %s" % (target.url, e or type(e).__name__),
-                        name="outcome-unknown",
-                    ) from None
-                last = Unavailable("%s: %s" % (target.url, e or type(e).__name__), name="unavailable")
+                    raise OutcomeUnknown("%s: %s" % (target.url, why), name="outcome-unknown") from None
+                last = Unavailable("%s: %s" % (target.url, why), name="unavailable")
                 target = self._target(target)
             else:
                 if ans.status == 200:
@@ -622,6 +620,13 @@ class Client:
     def _put(self, ep: _Endpoint, conn: http.client.HTTPConnection) -> None:
         with self._mu:
             self._idle.setdefault(ep, []).append((conn, time.monotonic()))
+
+
+def _lost_why(e: BaseException) -> str:
+    """What happened to a request that may have reached a member."""
+    if isinstance(e, socket.timeout):
+        return "no answer before the call's timeout"
+    return "connection lost after the request was sent: %s" % (str(e) or type(e).__name__)
 
 
 def _dropped(conn: http.client.HTTPConnection) -> bool:

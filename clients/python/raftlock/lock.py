@@ -107,17 +107,22 @@ class Lock:
 
     def _renew_loop(self, valid_from: float) -> None:
         """Renew every lease/3 until stopped or lost. The lease is counted
-        from the start of the last successful renewal (or acquire)."""
+        from the start of the last successful renewal (or acquire), and the
+        lock is lost the moment it runs out, not at the next tick."""
         every = max(self.lease / 3, 0.005)
         tick = valid_from + every
-        while not self._stop.wait(max(tick - time.monotonic(), 0)):
-            now = time.monotonic()
-            while tick <= now:  # ticks missed while a renewal ran are dropped
-                tick += every
+        while True:
             deadline = valid_from + self.lease
+            if self._stop.wait(max(min(tick, deadline) - time.monotonic(), 0)):
+                return
+            now = time.monotonic()
             if now >= deadline:
                 self._mark_lost(RaftlockError("lease ran out before a renewal succeeded"))
                 return
+            if now < tick:
+                continue  # woken early
+            while tick <= now:  # ticks missed while a renewal ran are dropped
+                tick += every
             try:
                 self._client.renew(self.key, self.token, self.lease, timeout=deadline - now)
             except NotHolder as e:

@@ -4,7 +4,7 @@ the client talks to is paused past the lease."""
 import threading
 import time
 import unittest
-from typing import List, Optional
+from typing import Callable, List, Tuple
 
 import raftlock
 from tests.cluster import Cluster, wait_until
@@ -115,31 +115,51 @@ class LeaderKillTest(unittest.TestCase):
         self.assertTrue(all(b - a >= 0.9 for a, b in zip(sends, sends[1:])), sends)
 
 
-class PauseTest(unittest.TestCase):
-    def test_lock_lost_when_the_member_is_paused_past_the_lease(self) -> None:
-        cluster = Cluster(1)
-        self.addCleanup(cluster.stop)
-        member = cluster.leader()
-        c = cluster.client(timeout=5)
-        self.addCleanup(c.close)
-        lease = 0.9
-        lost_at: Optional[float] = None
+class LostTest(unittest.TestCase):
+    """A lock whose renewals stop getting through is lost once its lease
+    has run out on the client's clock."""
+
+    LEASE = 0.9
+
+    def setUp(self) -> None:
+        self.cluster = Cluster(1)
+        self.addCleanup(self.cluster.stop)
+        self.member = self.cluster.leader()
+        self.client = self.cluster.client(timeout=5)
+        self.addCleanup(self.client.close)
+
+    def hold_until_cut_off(self, cut_off: Callable[[], None]) -> Tuple[float, raftlock.Lock]:
+        """Hold a lock, cut_off() its renewals once one went through, and
+        return how long after that the lock was lost, and the lock."""
+        c, lease = self.client, self.LEASE
         start = time.monotonic()
-        with c.lock("pause/job", lease=lease) as lk:
+        with c.lock("lost/job", lease=lease) as lk:
             # A renewal goes through first: more of the lease is left than
             # the acquire alone would leave.
-            wait_until("a renewal", lambda: c.get("pause/job").remaining > lease - (time.monotonic() - start) + 0.1, timeout=5)
+            wait_until("a renewal", lambda: c.get("lost/job").remaining > lease - (time.monotonic() - start) + 0.1, timeout=5)
             self.assertFalse(lk.lost.is_set())
-            paused_at = time.monotonic()
-            cluster.pause(member)
-            self.assertTrue(lk.lost.wait(lease * 3), "lost not set while the member stayed paused")
-            lost_at = time.monotonic()
-            cluster.resume(member)
-        # Lost within a lease of the pause (counted from the last good
-        # renewal, which was before it), never before the last renewal.
-        assert lost_at is not None
-        self.assertLessEqual(lost_at - paused_at, lease + 1.0)
+            cut_at = time.monotonic()
+            cut_off()
+            self.assertTrue(lk.lost.wait(lease * 3), "lost not set while renewals were cut off")
+            lost_after = time.monotonic() - cut_at
         self.assertIn("lease ran out", str(lk.lost_reason))
+        return lost_after, lk
+
+    def test_lock_lost_when_the_member_is_paused_past_the_lease(self) -> None:
+        def pause() -> None:
+            self.cluster.pause(self.member)
+            self.addCleanup(self.cluster.resume, self.member)
+
+        lost_after, _ = self.hold_until_cut_off(pause)
+        # Within a lease of the pause: the lease counts from the start of
+        # the last good renewal, which came before it.
+        self.assertLessEqual(lost_after, self.LEASE + 0.5)
+
+    def test_lock_lost_when_the_member_is_gone(self) -> None:
+        # Renewals now fail at once (the connection is refused): the lock
+        # is lost when the lease runs out, not at a later tick.
+        lost_after, _ = self.hold_until_cut_off(lambda: self.cluster.kill(self.member))
+        self.assertLessEqual(lost_after, self.LEASE + 0.2)
 
 
 if __name__ == "__main__":
