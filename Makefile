@@ -18,9 +18,13 @@ run: build
 # The test suite CI runs: unit tests, in-process clusters over loopback TCP
 # and real pebble directories, and an end-to-end test against built
 # `raftlock node` processes, all under the race detector. The member core's
-# tests check its invariants after every step in any build.
+# tests check its invariants after every step in any build. Then the Python
+# client's tests (python3 only, standard library) against `raftlock node`
+# processes of the binary just built.
 test:
 	$(GO) test -race -timeout 9m ./...
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
+	RAFTLOCK_BIN=$(BIN) python3 -m unittest discover -s clients/python/tests -t clients/python -v
 
 # The member core, its drivers and the simulator's tests with the core's own
 # invariant checks on (internal/invariants): after every Ready and Advance.
