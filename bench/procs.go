@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/procattr"
 )
 
 // procGroup is a set of server processes the bench started.
@@ -65,7 +66,7 @@ func (g *procGroup) launch(p *proc) error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), g.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procattr.DieWithParent()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.bin, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/periodic"
+	"github.com/raftlock/raftlock/internal/procattr"
 	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/peer"
 )
@@ -321,7 +322,7 @@ func (s *Supervisor) StartNode(id int) error {
 	}
 	cmd := exec.Command(s.spec.Bin, s.argsLocked(m).Argv()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procattr.DieWithParent()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start node %d: %w", id, err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/procattr"
 	"github.com/raftlock/raftlock/internal/promtext"
 	"github.com/raftlock/raftlock/internal/testbin"
 	"github.com/raftlock/raftlock/node/embed"
@@ -105,7 +106,7 @@ func (c *processCluster) start(m *processMember) {
 	}
 	m.cmd = exec.Command(c.bin, a.Argv()...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	m.cmd.SysProcAttr = procattr.DieWithParent()
 	if err := m.cmd.Start(); err != nil {
 		c.t.Fatalf("start member %d: %v", m.id, err)
 	}
