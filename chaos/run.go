@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,8 +56,11 @@ type Config struct {
 	// choice (SnapshotChunks).
 	SnapshotChunkSize int
 	PeerFrameLimit    int
-	Progress          io.Writer // one line every few seconds; nil: none
-	Log               *slog.Logger
+	// Resource is what the locks guard (--resource): workload.Fenced (""
+	// too, the default) or workload.Unfenced.
+	Resource workload.Resource
+	Progress io.Writer // one line every few seconds; nil: none
+	Log      *slog.Logger
 }
 
 // Defaults returns the settings of a run nobody tuned, as `raftlock
@@ -111,6 +115,8 @@ func (c *Config) Validate() error {
 		return errors.New("--snapshot-chunk-size and --peer-frame-limit must not be negative")
 	case c.PeerFrameLimit > 0 && c.PeerFrameLimit < minPeerFrameLimit:
 		return fmt.Errorf("--peer-frame-limit must be at least %d: raft's appends are up to 1 MiB of entries", minPeerFrameLimit)
+	case c.Resource != "" && !slices.Contains(workload.Resources, c.Resource):
+		return fmt.Errorf("unknown --resource %q (want %s)", c.Resource, joinResources())
 	case !member.ValidBug(c.Bug):
 		// Checked here, not by the members: a misspelt bug would start a
 		// cluster that cannot come up and read as the cluster's failure.
@@ -122,6 +128,36 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// resource is the run's resource mode: Fenced unless Unfenced was asked.
+func (c *Config) resource() workload.Resource {
+	if c.Resource == "" {
+		return workload.Fenced
+	}
+	return c.Resource
+}
+
+// joinResources lists the resource modes as --resource takes them.
+func joinResources() string {
+	parts := make([]string, len(workload.Resources))
+	for i, r := range workload.Resources {
+		parts[i] = string(r)
+	}
+	return strings.Join(parts, "|")
+}
+
+// settingsNotes are what a run's history header and summary.md add to say
+// how it differs from a default run; nil for a run whose reports are as
+// they were before these settings existed.
+func (c *Config) settingsNotes() (header map[string]any, lines []string) {
+	header = map[string]any{}
+	if r := c.resource(); r != workload.Fenced {
+		header["resource"] = string(r)
+		lines = append(lines, "Resource: unfenced, a read-sleep-write register that accepts every write whatever its token: "+
+			"a client that lost its lock overwrites, and the fenced-resource check is expected to find it under pauses.")
+	}
+	return header, lines
 }
 
 // The members' snapshot transfer settings of a run with held locks: small
@@ -381,23 +417,32 @@ func (r *run) start(ctx context.Context) error {
 	return nil
 }
 
+// header is the history's header line of a run on keys: the settings
+// both harnesses write, the members' snapshot transfer, and only where
+// the run differs from a default one, its resource mode (settingsNotes).
+func (c *Config) header(keys []string) map[string]any {
+	tr := c.Transfer()
+	h := workload.Header{Seed: c.Seed, Nodes: c.Nodes, Nemeses: c.Nemeses, Clients: c.Clients, Keys: keys,
+		LeaseMin: c.LeaseMin, LeaseMax: c.LeaseMax, Time: c.Time, Bug: c.Bug,
+		SnapshotEvery: c.SnapshotEvery, SnapshotKeep: c.SnapshotKeep, Held: c.Held, KeySize: c.KeySize}
+	extra := map[string]any{"snapshot_by_entries": tr.ByEntries, "snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit}
+	notes, _ := c.settingsNotes()
+	maps.Copy(extra, notes)
+	return h.Map(extra)
+}
+
 // record opens the history with its header and sets up the workload and
 // the nemesis that write to it.
 func (r *run) record() error {
 	cfg := r.cfg
 	r.keys = workload.Keys(cfg.Keys)
-	tr := cfg.Transfer()
-	h := workload.Header{Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Nemeses, Clients: cfg.Clients, Keys: r.keys,
-		LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax, Time: cfg.Time, Bug: cfg.Bug,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Held: cfg.Held, KeySize: cfg.KeySize}
 	var err error
-	r.rec, err = history.NewRecorder(r.hf, h.Map(map[string]any{"snapshot_by_entries": tr.ByEntries,
-		"snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit}))
+	r.rec, err = history.NewRecorder(r.hf, cfg.header(r.keys))
 	if err != nil {
 		return err
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
-		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: workload.NewFencedStore(r.rec)}
+		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: workload.NewResource(r.rec, cfg.resource())}
 	r.nem = &Nemesis{Sup: r.sup, Rec: r.rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log, BigSnapshots: cfg.Held > 0}
 	return nil
