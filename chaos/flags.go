@@ -57,6 +57,7 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.Out, "out", "", "report directory (default chaos-out/seed-N); replaced if it holds a previous report, refused if it holds anything else")
 	fs.StringVar(&cfg.Bin, "bin", "", "raftlock executable for the nodes (default: this one)")
 	fs.StringVar((*string)(&cfg.Resource), "resource", string(workload.Fenced), "what the locks guard: fenced (refuses a token lower than the highest it accepted) or unfenced (a read-sleep-write register that accepts every write: shows what fencing buys)")
+	fs.IntVar(&cfg.ClientProcs, "client-procs", d.ClientProcs, "`N` workload clients run as processes beside --clients, which the opt-in family "+fault.Join(ClientFamilies)+" stops (SIGSTOP) past their lease")
 	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(OptInFamilies)+")")
 }
 

@@ -107,6 +107,15 @@ type Recorder interface {
 	Record(p history.Process, typ, f, key string, v history.Value) history.Event
 }
 
+// Store is the resource as a client's critical section uses it: a
+// *FencedStore, or a chaos-client process's way to the harness's.
+type Store interface {
+	// Read returns the counter of key, false if the store refused token.
+	Read(p history.Process, key string, token uint64) (int64, bool)
+	// Write sets the counter of key, false if the store refused token.
+	Write(p history.Process, key string, token uint64, v int64) bool
+}
+
 // Resource names the resource the locks guard (raftlock chaos
 // --resource): what a run shows is what fencing buys.
 type Resource string
