@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/reportdir"
@@ -54,6 +56,8 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.Bug, "unsafe-bug", "", "plant a known bug in every node (proves the checker catches it)")
 	fs.StringVar(&cfg.Out, "out", "", "report directory (default chaos-out/seed-N); replaced if it holds a previous report, refused if it holds anything else")
 	fs.StringVar(&cfg.Bin, "bin", "", "raftlock executable for the nodes (default: this one)")
+	fs.StringVar((*string)(&cfg.Resource), "resource", string(workload.Fenced), "what the locks guard: fenced (refuses a token lower than the highest it accepted) or unfenced (a read-sleep-write register that accepts every write: shows what fencing buys)")
+	fs.IntVar(&cfg.ClientProcs, "client-procs", d.ClientProcs, "`N` workload clients run as processes beside --clients, which the opt-in family "+fault.Join(ClientFamilies)+" stops (SIGSTOP) past their lease")
 	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(OptInFamilies)+")")
 }
 
@@ -92,6 +96,9 @@ func RunAndCheck(ctx context.Context, cfg Config, progress io.Writer) (v *checke
 	cfg.Progress = progress
 	cfg.Log = slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fmt.Fprintf(progress, "chaos: seed %d, %d nodes, %v, nemeses %v, bug %q -> %s\n", cfg.Seed, cfg.Nodes, cfg.Time, cfg.Nemeses, cfg.Bug, cfg.Out)
+	if _, lines := cfg.settingsNotes(); len(lines) > 0 {
+		fmt.Fprintf(progress, "chaos: %s\n", strings.Join(lines, "\nchaos: "))
+	}
 	if cfg.Held > 0 {
 		t := cfg.Transfer()
 		fmt.Fprintf(progress, "chaos: %d held locks of %d-byte keys; members snapshot every %d entries, in chunks of %d bytes, frame limit %d\n",
@@ -114,6 +121,27 @@ func RunAndCheck(ctx context.Context, cfg Config, progress io.Writer) (v *checke
 	if _, err := v.WriteReports(cfg.Out); err != nil {
 		return nil, nil, err
 	}
+	if _, lines := cfg.settingsNotes(); len(lines) > 0 {
+		if err := noteSettings(filepath.Join(cfg.Out, "summary.md"), lines); err != nil {
+			return nil, nil, err
+		}
+	}
 	written, err = reportdir.Files(cfg.Out)
 	return v, written, err
+}
+
+// noteSettings adds lines, the run's settings that differ from a default
+// run, to the summary.md the checker wrote, after its title: the
+// checker knows the history, not the run that made it.
+func noteSettings(summary string, lines []string) error {
+	b, err := os.ReadFile(summary)
+	if err != nil {
+		return fmt.Errorf("note the run's settings: %w", err)
+	}
+	title, rest, _ := strings.Cut(string(b), "\n\n")
+	text := title + "\n\n" + strings.Join(lines, "\n\n") + "\n\n" + rest
+	if err := os.WriteFile(summary, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("note the run's settings: %w", err)
+	}
+	return nil
 }

@@ -29,6 +29,20 @@ var Families = []fault.Family{fault.FamilyKill, fault.FamilyPause, fault.FamilyP
 // measured, and CI runs it on its own (.ci/run).
 var OptInFamilies = []fault.Family{fault.FamilyGarbageHeartbeat, fault.FamilyMembership}
 
+// ClientFamilies are families that stop workload client processes: a run
+// has them only when --nemesis names them, and carries them out only with
+// --client-procs (else the header and summary.md name them as not run).
+var ClientFamilies = []fault.Family{fault.FamilyClientPause}
+
+// The client-pause family's timing: a pause lasts at least the longest
+// lease and clientPauseMargin more, so the paused holder's lease has run
+// out when it continues; it waits up to clientPauseWait for the client to
+// reach a critical section (a store read) before stopping it wherever it is.
+const (
+	clientPauseMargin = 500 * time.Millisecond
+	clientPauseWait   = 3 * time.Second
+)
+
 // combinable are the families that may run two at once: each touches state
 // of its own (clocks, link faults, cut links, processes, signals), so any
 // two of them heal independently. snapshot drives a partition and kills of
@@ -49,6 +63,10 @@ type Nemesis struct {
 	// BigSnapshots: the table is big (chaos --held), so snapshots stream
 	// in many chunks and the snapshot family cuts streams mid-transfer.
 	BigSnapshots bool
+	// Clients are the client processes the client-pause family stops,
+	// each for ClientPauseMin at least.
+	Clients        []*clientProc
+	ClientPauseMin time.Duration
 
 	current        atomic.Value // string: the fault in force, for the progress line
 	snapshotFaults int          // snapshot faults so far; Run's goroutine only
@@ -77,6 +95,10 @@ type NemesisCounts struct {
 	ReplacedBySnapshot atomic.Int64
 	RemovedStopped     atomic.Int64
 	MembershipFailed   atomic.Int64
+	// The client-pause family's: client processes stopped, and of them
+	// those stopped in a critical section (between a read and a write).
+	ClientPauses        atomic.Int64
+	ClientPausesHolding atomic.Int64
 }
 
 // String summarises the counts for the log.
@@ -89,6 +111,9 @@ func (c *NemesisCounts) String() string {
 	if r := c.Replaced.Load() + c.MembershipFailed.Load(); r > 0 {
 		s += fmt.Sprintf(", members replaced %d (by snapshot %d, removed member stopped itself %d), membership faults failed %d",
 			c.Replaced.Load(), c.ReplacedBySnapshot.Load(), c.RemovedStopped.Load(), c.MembershipFailed.Load())
+	}
+	if k := c.ClientPauses.Load(); k > 0 {
+		s += fmt.Sprintf(", client pauses %d (%d between a read and a write)", k, c.ClientPausesHolding.Load())
 	}
 	return s
 }
@@ -192,6 +217,8 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family fault.Famil
 		return n.garbage(ctx, rng, fault.DrawGarbage(rng, c, family), garbageUnsafeKinds)
 	case fault.FamilyMembership:
 		return n.membership(ctx, rng)
+	case fault.FamilyClientPause:
+		return n.clientPause(ctx, rng)
 	default: // snapshot: the kinds take turns, isolation first, since
 		// it is the only fault that reliably makes a member install a
 		// snapshot, and a short run may have room for one snapshot fault;
@@ -437,4 +464,17 @@ func (n *Nemesis) compactedPast(ctx context.Context, f int) bool {
 		case <-t.C:
 		}
 	}
+}
+
+// clientPause stops a client process drawn by rng at its next critical
+// section (or wherever it is after clientPauseWait); its heal continues
+// it once it was stopped for ClientPauseMin, past its lease.
+func (n *Nemesis) clientPause(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
+	cp := n.Clients[rng.IntN(len(n.Clients))]
+	n.setCurrent("pause client %d at its next critical section", cp.id)
+	n.Counts.ClientPauses.Add(1)
+	if cp.pause(ctx, clientPauseWait) {
+		n.Counts.ClientPausesHolding.Add(1)
+	}
+	return func(context.Context) { cp.resume(n.ClientPauseMin) }, fmt.Sprintf("pause client %d", cp.id)
 }

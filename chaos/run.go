@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,8 +56,15 @@ type Config struct {
 	// choice (SnapshotChunks).
 	SnapshotChunkSize int
 	PeerFrameLimit    int
-	Progress          io.Writer // one line every few seconds; nil: none
-	Log               *slog.Logger
+	// Resource is what the locks guard (--resource): workload.Fenced (""
+	// too, the default) or workload.Unfenced.
+	Resource workload.Resource
+	// ClientProcs are workload clients run as raftlock chaos-client
+	// processes beside the Clients in the harness (--client-procs), so
+	// the client-pause family can stop them; 0: none.
+	ClientProcs int
+	Progress    io.Writer // one line every few seconds; nil: none
+	Log         *slog.Logger
 }
 
 // Defaults returns the settings of a run nobody tuned, as `raftlock
@@ -111,17 +119,77 @@ func (c *Config) Validate() error {
 		return errors.New("--snapshot-chunk-size and --peer-frame-limit must not be negative")
 	case c.PeerFrameLimit > 0 && c.PeerFrameLimit < minPeerFrameLimit:
 		return fmt.Errorf("--peer-frame-limit must be at least %d: raft's appends are up to 1 MiB of entries", minPeerFrameLimit)
+	case c.ClientProcs < 0:
+		return errors.New("--client-procs must not be negative")
+	case c.Resource != "" && !slices.Contains(workload.Resources, c.Resource):
+		return fmt.Errorf("unknown --resource %q (want %s)", c.Resource, joinResources())
 	case !member.ValidBug(c.Bug):
 		// Checked here, not by the members: a misspelt bug would start a
 		// cluster that cannot come up and read as the cluster's failure.
 		return fmt.Errorf("unknown --unsafe-bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs(), ", "))
 	}
 	for _, f := range c.Nemeses {
-		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) {
+		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) && !slices.Contains(ClientFamilies, f) {
 			return fmt.Errorf("unknown nemesis %q (want some of %v, or of %v)", f, Families, OptInFamilies)
 		}
 	}
 	return nil
+}
+
+// resource is the run's resource mode: Fenced unless Unfenced was asked.
+func (c *Config) resource() workload.Resource {
+	if c.Resource == "" {
+		return workload.Fenced
+	}
+	return c.Resource
+}
+
+// joinResources lists the resource modes as --resource takes them.
+func joinResources() string {
+	parts := make([]string, len(workload.Resources))
+	for i, r := range workload.Resources {
+		parts[i] = string(r)
+	}
+	return strings.Join(parts, "|")
+}
+
+// settingsNotes are what a run's history header and summary.md add to say
+// how it differs from a default run; nil for a run whose reports are as
+// they were before these settings existed.
+func (c *Config) settingsNotes() (header map[string]any, lines []string) {
+	header = map[string]any{}
+	if r := c.resource(); r != workload.Fenced {
+		header["resource"] = string(r)
+		lines = append(lines, "Resource: unfenced, a read-sleep-write register that accepts every write whatever its token: "+
+			"a client that lost its lock overwrites, and the fenced-resource check is expected to find it under pauses.")
+	}
+	if c.ClientProcs > 0 {
+		header["client_procs"] = c.ClientProcs
+		lines = append(lines, fmt.Sprintf("Client processes: %d raftlock chaos-client processes beside the %d clients in the harness, numbered in one history with them.",
+			c.ClientProcs, c.Clients))
+	}
+	if _, notRun := c.nemeses(); len(notRun) > 0 {
+		header["nemeses_not_run"] = notRun
+		lines = append(lines, fmt.Sprintf("Not run: %s (it stops client processes, and --client-procs is 0).", fault.Join(notRun)))
+	}
+	if len(header) == 0 {
+		return nil, nil
+	}
+	return header, lines
+}
+
+// nemeses splits the families asked for into those the run carries out
+// and those it cannot: client-pause without client processes. The latter
+// are named in the header and summary.md, never dropped silently.
+func (c *Config) nemeses() (run, notRun []fault.Family) {
+	for _, f := range c.Nemeses {
+		if slices.Contains(ClientFamilies, f) && c.ClientProcs == 0 {
+			notRun = append(notRun, f)
+			continue
+		}
+		run = append(run, f)
+	}
+	return run, notRun
 }
 
 // The members' snapshot transfer settings of a run with held locks: small
@@ -297,9 +365,12 @@ type run struct {
 	wl   *Workload
 	nem  *Nemesis
 	held HeldFill
+	// clients are the chaos-client processes (--client-procs).
+	clients []*clientProc
 }
 
 func (r *run) close() {
+	killClientProcs(r.clients)
 	if r.sup != nil {
 		r.sup.Close()
 	}
@@ -381,36 +452,62 @@ func (r *run) start(ctx context.Context) error {
 	return nil
 }
 
+// header is the history's header line of a run on keys: the settings
+// both harnesses write, the members' snapshot transfer, and only where
+// the run differs from a default one, its resource mode (settingsNotes).
+func (c *Config) header(keys []string) map[string]any {
+	tr := c.Transfer()
+	h := workload.Header{Seed: c.Seed, Nodes: c.Nodes, Nemeses: c.Nemeses, Clients: c.Clients, Keys: keys,
+		LeaseMin: c.LeaseMin, LeaseMax: c.LeaseMax, Time: c.Time, Bug: c.Bug,
+		SnapshotEvery: c.SnapshotEvery, SnapshotKeep: c.SnapshotKeep, Held: c.Held, KeySize: c.KeySize}
+	extra := map[string]any{"snapshot_by_entries": tr.ByEntries, "snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit}
+	notes, _ := c.settingsNotes()
+	maps.Copy(extra, notes)
+	return h.Map(extra)
+}
+
 // record opens the history with its header and sets up the workload and
 // the nemesis that write to it.
 func (r *run) record() error {
 	cfg := r.cfg
 	r.keys = workload.Keys(cfg.Keys)
-	tr := cfg.Transfer()
-	h := workload.Header{Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Nemeses, Clients: cfg.Clients, Keys: r.keys,
-		LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax, Time: cfg.Time, Bug: cfg.Bug,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Held: cfg.Held, KeySize: cfg.KeySize}
 	var err error
-	r.rec, err = history.NewRecorder(r.hf, h.Map(map[string]any{"snapshot_by_entries": tr.ByEntries,
-		"snapshot_chunk_size": tr.ChunkSize, "peer_frame_limit": tr.FrameLimit}))
+	r.rec, err = history.NewRecorder(r.hf, cfg.header(r.keys))
 	if err != nil {
 		return err
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
-		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: workload.NewFencedStore(r.rec)}
-	r.nem = &Nemesis{Sup: r.sup, Rec: r.rec, Families: cfg.Nemeses, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
-		Seed: cfg.Seed, Log: cfg.Log, BigSnapshots: cfg.Held > 0}
+		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: workload.NewResource(r.rec, cfg.resource())}
+	families, _ := cfg.nemeses()
+	if len(families) == len(cfg.Nemeses) {
+		families = cfg.Nemeses // as it always was: nil for none
+	}
+	r.nem = &Nemesis{Sup: r.sup, Rec: r.rec, Families: families, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
+		Seed: cfg.Seed, Log: cfg.Log, BigSnapshots: cfg.Held > 0, ClientPauseMin: cfg.LeaseMax + clientPauseMargin}
 	return nil
 }
 
 // workload runs the clients for cfg.Time, the nemesis and the progress
 // lines beside them.
 func (r *run) workload(ctx context.Context) error {
+	if r.cfg.ClientProcs > 0 {
+		procs, err := startClientProcs(r.cfg, r.wl, r.rec, r.logs)
+		if err != nil {
+			return err
+		}
+		r.clients, r.nem.Clients = procs, procs
+	}
 	runCtx, stop := context.WithTimeout(ctx, r.cfg.Time)
 	defer stop()
 	var wg sync.WaitGroup
-	if len(r.cfg.Nemeses) > 0 {
+	if len(r.nem.Families) > 0 {
 		wg.Go(func() { r.nem.Run(runCtx) })
+	}
+	if len(r.clients) > 0 {
+		wg.Go(func() {
+			<-runCtx.Done()
+			stopClientProcs(r.clients)
+		})
 	}
 	wg.Go(func() { printProgress(runCtx, r.cfg, r.rec, r.wl, r.nem) })
 	err := r.wl.Run(runCtx)

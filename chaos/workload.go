@@ -27,8 +27,16 @@ type Workload struct {
 	// clients know them from the start (unused ones refuse connections).
 	Spare []string
 	Seed  uint64
-	Rec   *history.Recorder
-	Store *workload.FencedStore
+	Rec   workload.Recorder
+	Store workload.Store
+	// First is the index of the first client's random stream (0 in the
+	// harness; a chaos-client process takes the one after the harness's
+	// own clients', so no two clients draw alike).
+	First int
+	// NewProcess, when set, gives a client its history process id (a
+	// chaos-client process asks the harness, which numbers every
+	// client); else the workload numbers its own from 0.
+	NewProcess func() history.Process
 
 	nextProc atomic.Int64
 	Counts   Counts
@@ -39,7 +47,12 @@ type Counts struct {
 	OK, Fail, Info atomic.Int64
 }
 
-func (w *Workload) newProcess() history.Process { return history.Process(w.nextProc.Add(1) - 1) }
+func (w *Workload) newProcess() history.Process {
+	if w.NewProcess != nil {
+		return w.NewProcess()
+	}
+	return history.Process(w.nextProc.Add(1) - 1)
+}
 
 // Run runs the clients until ctx ends.
 func (w *Workload) Run(ctx context.Context) error {
@@ -49,7 +62,7 @@ func (w *Workload) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := w.worker(ctx, i); err != nil {
+			if err := w.worker(ctx, w.First+i); err != nil {
 				errc <- err
 			}
 		}()
@@ -106,14 +119,21 @@ func (w *Workload) plan() workload.Plan {
 
 func (wk *worker) record(typ, f, key string, v history.Value) {
 	wk.w.Rec.Record(wk.proc, typ, f, key, v)
+	wk.w.count(typ)
+	if typ == history.Info {
+		wk.proc = wk.w.newProcess() // a process never issues again after an info
+	}
+}
+
+// count adds a completion of type typ to the progress line's totals.
+func (w *Workload) count(typ string) {
 	switch typ {
 	case history.OK:
-		wk.w.Counts.OK.Add(1)
+		w.Counts.OK.Add(1)
 	case history.Fail:
-		wk.w.Counts.Fail.Add(1)
+		w.Counts.Fail.Add(1)
 	case history.Info:
-		wk.w.Counts.Info.Add(1)
-		wk.proc = wk.w.newProcess() // a process never issues again after an info
+		w.Counts.Info.Add(1)
 	}
 }
 

@@ -35,6 +35,9 @@ const (
 	FamilyGarbage          Family = "garbage"
 	FamilyGarbageHeartbeat Family = "garbage-heartbeat"
 	FamilyMembership       Family = "membership"
+	// FamilyClientPause stops a workload client process (SIGSTOP) past
+	// its lease: the fault that breaks lease-only locking.
+	FamilyClientPause Family = "client-pause"
 )
 
 // Split parses a comma-separated list of families, as the flags give it.

@@ -50,6 +50,23 @@ func DrawPause(rng *rand.Rand, c Cluster) Pause {
 	return Pause{Nodes: nodes}
 }
 
+// ClientPause stops workload client processes (SIGSTOP), each named by
+// the history process it was running.
+type ClientPause struct{ Processes []history.Process }
+
+// Record writes the pause.
+func (p ClientPause) Record(r Recorder) {
+	record(r, history.FaultClientPause, history.Value{Processes: p.Processes})
+}
+
+// ClientResume is a client pause undone (SIGCONT).
+type ClientResume struct{ Processes []history.Process }
+
+// Record writes the resume.
+func (p ClientResume) Record(r Recorder) {
+	record(r, history.FaultClientResume, history.Value{Processes: p.Processes})
+}
+
 // Cut is a fault on the links between members: a Partition or a OneWay.
 type Cut interface {
 	Fault

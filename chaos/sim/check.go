@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 )
 
@@ -103,6 +104,9 @@ func WriteSummary(w io.Writer, cfg Config, res *Result, v *checker.Verdict, repl
 	}
 	fmt.Fprintf(bw, "%d members, %v simulated, faults %s, bug %q, max ops %d, max faults %d (0: no bound)\n\n",
 		cfg.Nodes, cfg.Duration, faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults)
+	if cfg.Resource == workload.Unfenced {
+		fmt.Fprintf(bw, "Resource: unfenced, a register that accepts every write whatever its token: a holder that stalled past its lease overwrites, and the fenced-resource check is expected to find it.\n\n")
+	}
 	if cfg.Held > 0 {
 		fmt.Fprintf(bw, "%d locks held before the workload (keys of %d bytes, leases of %v): %d taken in %.3f s simulated\n\n",
 			cfg.Held, cfg.KeySize, HeldLease, res.Stats.Held, res.Stats.FillSeconds)

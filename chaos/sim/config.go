@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
 )
@@ -61,6 +62,10 @@ type Config struct {
 	// old term's tail before a new leader decides anything, which hides
 	// what the term barrier is for.
 	MaxUncommitted int
+	// Resource is what the locks guard (--resource): workload.Fenced (""
+	// too, the default) or workload.Unfenced, a register that accepts
+	// every token, so a holder that stalled past its lease overwrites.
+	Resource workload.Resource
 	// Trace receives trace.log; nil: no trace (the fast path of a swarm).
 	Trace io.Writer
 }
@@ -121,6 +126,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--held must be from 0 to %d", member.DefaultMaxKeys-c.Keys)
 	case c.KeySize < minHeldKeySize || c.KeySize > wire.MaxKeyLen:
 		return fmt.Errorf("--key-size must be from %d to %d bytes", minHeldKeySize, wire.MaxKeyLen)
+	}
+	if c.Resource != "" && !slices.Contains(workload.Resources, c.Resource) {
+		return fmt.Errorf("unknown --resource %q (want fenced or unfenced)", c.Resource)
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(Families, f) {

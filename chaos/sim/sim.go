@@ -160,7 +160,7 @@ func newSim(cfg Config) *sim {
 	s.brokenTransfer = s.brokenTransferHook(cfg.Bug)
 	s.stats.Faults = map[fault.Family]int{}
 	s.keys = workload.Keys(cfg.Keys)
-	s.store = workload.NewFencedStore(s)
+	s.store = workload.NewResource(s, cfg.Resource)
 	s.mem = newMembership(s)
 	for i := 1; i <= cfg.Nodes; i++ {
 		for j := 1; j <= cfg.Nodes; j++ {
@@ -214,8 +214,12 @@ func (s *sim) boot() {
 	h := workload.Header{Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Faults, Clients: cfg.Clients, Keys: s.keys,
 		LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax, Time: cfg.Duration, Bug: cfg.Bug,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Held: cfg.Held, KeySize: cfg.KeySize}
-	s.res.Header = h.Map(map[string]any{"simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
-		"skip_faults": cfg.SkipFaults, "max_uncommitted": cfg.MaxUncommitted})
+	extra := map[string]any{"simulated": true, "max_ops": cfg.MaxOps, "max_faults": cfg.MaxFaults,
+		"skip_faults": cfg.SkipFaults, "max_uncommitted": cfg.MaxUncommitted}
+	if cfg.Resource == workload.Unfenced {
+		extra["resource"] = string(cfg.Resource) // only then: a default run's header is as it was
+	}
+	s.res.Header = h.Map(extra)
 	if s.tr.on() {
 		s.tr.printf("run seed=%d nodes=%d duration=%v faults=%v bug=%q max-ops=%d max-faults=%d skip-faults=%v held=%d key-size=%d max-uncommitted=%d",
 			cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Bug, cfg.MaxOps, cfg.MaxFaults, cfg.SkipFaults, cfg.Held, cfg.KeySize, cfg.MaxUncommitted)

@@ -107,20 +107,56 @@ type Recorder interface {
 	Record(p history.Process, typ, f, key string, v history.Value) history.Event
 }
 
-// FencedStore is the resource the locks guard: it rejects any access with
-// a token lower than the highest it has accepted, and holds a counter
-// that each critical section increments. Each access is recorded under
-// the store's lock, so the history shows the store's own order.
-type FencedStore struct {
-	mu      sync.Mutex
-	rec     Recorder
-	highest map[string]uint64
-	counter map[string]int64
+// Store is the resource as a client's critical section uses it: a
+// *FencedStore, or a chaos-client process's way to the harness's.
+type Store interface {
+	// Read returns the counter of key, false if the store refused token.
+	Read(p history.Process, key string, token uint64) (int64, bool)
+	// Write sets the counter of key, false if the store refused token.
+	Write(p history.Process, key string, token uint64, v int64) bool
 }
 
-// NewFencedStore returns an empty store recording into rec.
-func NewFencedStore(rec Recorder) *FencedStore {
-	return &FencedStore{rec: rec, highest: map[string]uint64{}, counter: map[string]int64{}}
+// Resource names the resource the locks guard (raftlock chaos
+// --resource): what a run shows is what fencing buys.
+type Resource string
+
+// The resources. Fenced is the default and every run before --resource
+// existed: the store refuses a token lower than the highest it accepted.
+// Unfenced is a Jepsen-style read-sleep-write register (the sleep is the
+// plan's stall, or a paused client): it accepts every access whatever its
+// token, so a client that lost its lock overwrites the next holder's
+// update. The history records its accesses as the fenced store's, tokens
+// included, so the fenced-resource check finds the stale writes and the
+// updates they lost: a lease-based lock without fencing is expected to
+// fail it under pauses.
+const (
+	Fenced   Resource = "fenced"
+	Unfenced Resource = "unfenced"
+)
+
+// Resources are the valid modes, in the order --resource documents them.
+var Resources = []Resource{Fenced, Unfenced}
+
+// FencedStore is the resource the locks guard: it rejects any access with
+// a token lower than the highest it has accepted (unless made unfenced by
+// NewResource), and holds a counter that each critical section increments.
+// Each access is recorded under the store's lock, so the history shows the
+// store's own order.
+type FencedStore struct {
+	mu       sync.Mutex
+	rec      Recorder
+	unfenced bool
+	highest  map[string]uint64
+	counter  map[string]int64
+}
+
+// NewFencedStore returns an empty fenced store recording into rec.
+func NewFencedStore(rec Recorder) *FencedStore { return NewResource(rec, Fenced) }
+
+// NewResource returns an empty store of mode recording into rec: fenced,
+// or unfenced (Unfenced: it checks no token).
+func NewResource(rec Recorder, mode Resource) *FencedStore {
+	return &FencedStore{rec: rec, unfenced: mode == Unfenced, highest: map[string]uint64{}, counter: map[string]int64{}}
 }
 
 // Read returns the counter of key if token is not stale.
@@ -150,8 +186,12 @@ func (s *FencedStore) Write(p history.Process, key string, token uint64, v int64
 }
 
 // admit checks token against the highest accepted for key: a stale one
-// fails the access, any other becomes the highest.
+// fails the access, any other becomes the highest. An unfenced store
+// admits every token.
 func (s *FencedStore) admit(p history.Process, f, key string, token uint64) bool {
+	if s.unfenced {
+		return true
+	}
 	if token < s.highest[key] {
 		s.rec.Record(p, history.Fail, f, key, history.Value{Error: "stale-token"})
 		return false

@@ -68,3 +68,28 @@ func TestPlanDrawsWithinItsBounds(t *testing.T) {
 		t.Fatalf("header %v", h)
 	}
 }
+
+// The unfenced register accepts every token: a stale write lands, and the
+// history records it as the fenced store records an accepted one, so the
+// fenced-resource check sees it.
+func TestUnfencedStoreAcceptsStaleTokens(t *testing.T) {
+	r, _ := history.NewRecorder(io.Discard, nil)
+	s := NewResource(r, Unfenced)
+	if !s.Write(1, "k1", 5, 1) {
+		t.Fatal("write refused")
+	}
+	if v, ok := s.Read(2, "k1", 4); !ok || v != 1 {
+		t.Fatalf("read with a stale token: %d %v, want 1 true", v, ok)
+	}
+	if !s.Write(2, "k1", 4, 7) {
+		t.Fatal("write with a stale token refused by the unfenced store")
+	}
+	for _, e := range r.Events() {
+		if e.Type == history.Fail {
+			t.Errorf("unfenced store failed an access: %+v", e)
+		}
+	}
+	if len(r.Events()) != 6 {
+		t.Fatalf("%d events, want 6", len(r.Events()))
+	}
+}

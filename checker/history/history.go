@@ -41,8 +41,9 @@ const (
 // effect and again when it is undone: kill and start, pause and resume,
 // partition (groups, or cut links) and heal, delay, loss and duplicate
 // (on links) and heal, clock (a rate and offset; rate 1 and offset 0 undo
-// it), disk and heal, a garbage family and its end, and a membership
-// change's steps.
+// it), disk and heal, a garbage family and its end, a membership
+// change's steps, and a workload client process paused and resumed
+// (client-pause and client-resume, naming its history processes).
 const (
 	FaultKill                = "kill"
 	FaultStart               = "start"
@@ -64,6 +65,8 @@ const (
 	FaultMemberRemoved       = "member-removed"
 	FaultMemberAdd           = "member-add"
 	FaultMemberPromote       = "member-promote"
+	FaultClientPause         = "client-pause"
+	FaultClientResume        = "client-resume"
 )
 
 // Nemesis is the process id of fault events; it is written as "nemesis".
@@ -128,6 +131,9 @@ type Value struct {
 	DelayMS  *int64   `json:"delay_ms,omitempty"`
 	JitterMS *int64   `json:"jitter_ms,omitempty"`
 	Loss     *float64 `json:"loss,omitempty"`
+	// Processes are the client processes a client-pause stopped (or its
+	// resume restarted): the history process each was running.
+	Processes []Process `json:"processes,omitempty"`
 }
 
 // ListedLock is one lock of a list's page.
@@ -368,6 +374,10 @@ func checkNemesis(e Event) error {
 	case FaultKill, FaultStart, FaultPause, FaultResume, FaultGarbage, FaultGarbageEnd, FaultGarbageHeartbeat, FaultGarbageHeartbeatEnd:
 		if len(v.Nodes) == 0 {
 			return fmt.Errorf("nemesis %s without nodes", e.F)
+		}
+	case FaultClientPause, FaultClientResume:
+		if len(v.Processes) == 0 {
+			return fmt.Errorf("nemesis %s without processes", e.F)
 		}
 	case FaultPartition:
 		if len(v.Groups) == 0 && len(v.Links) == 0 {

@@ -190,3 +190,21 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	printVerdict(v, cfg.Out, written, *asJSON, stdout)
 	return verdictErr(v)
 }
+
+// runChaosClient is one workload client process of raftlock chaos
+// --client-procs: its history events and store accesses go to the
+// harness as JSON lines on stdout, answered on stdin.
+func runChaosClient(args []string, stdout, stderr io.Writer) error {
+	var f chaos.ClientFlags
+	fs := newFlagSet("chaos-client", chaos.ClientSynopsis)
+	f.RegisterFlags(fs)
+	if err := parseHarnessNoArgs(fs, args, stderr); err != nil {
+		return err
+	}
+	ctx, stop := untilInterrupted()
+	defer stop()
+	if err := f.RunClient(ctx, os.Stdin, stdout); err != nil {
+		return harnessErr(err)
+	}
+	return nil
+}

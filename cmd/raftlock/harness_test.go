@@ -198,3 +198,19 @@ func TestCheckOutReplacesOnlyAReport(t *testing.T) {
 		t.Fatalf("the history checked is gone: %v", err)
 	}
 }
+
+// chaos-client is the harness's own: it runs and has --help, but the
+// command list does not show it.
+func TestChaosClientIsHidden(t *testing.T) {
+	code, stdout, _ := cli(t, "--help")
+	if code != 0 || strings.Contains(stdout, "chaos-client") {
+		t.Fatalf("raftlock --help: exit %d, lists chaos-client:\n%s", code, stdout)
+	}
+	code, _, help := cli(t, "chaos-client", "--help")
+	if code != 0 || !strings.Contains(help, "--endpoints") || !strings.Contains(help, "--index") {
+		t.Fatalf("raftlock chaos-client --help: exit %d\n%s", code, help)
+	}
+	if code, _, stderr := cli(t, "chaos-client"); code != 3 || !strings.Contains(stderr, "--endpoints and --keys are required") {
+		t.Fatalf("raftlock chaos-client without flags: exit %d, %q", code, stderr)
+	}
+}

@@ -70,6 +70,13 @@ func commands() []command {
 	}
 }
 
+// hiddenCommands run but are not listed: the harness starts them.
+func hiddenCommands() []command {
+	return []command{
+		{"chaos-client", "one workload client of raftlock chaos --client-procs", runChaosClient},
+	}
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: raftlock COMMAND [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
@@ -109,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		complete(args[1:], stdout)
 		return exitOK
 	}
-	for _, c := range commands() {
+	for _, c := range append(commands(), hiddenCommands()...) {
 		if c.name != args[0] {
 			continue
 		}

@@ -62,6 +62,7 @@ func (c *Command) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Config.Held, "held", 0, "take `N` locks with 1 h leases before the workload, on keys it never touches, so it runs against a big table and big snapshots")
 	fs.IntVar(&c.Config.KeySize, "key-size", 250, "bytes of each --held lock's key (16 to 256)")
 	fs.IntVar(&c.Config.MaxUncommitted, "max-uncommitted", 0, "entries a leader keeps proposed and not yet committed, as raftlock node's flag (-1: no limit; 0: drawn from the seed)")
+	fs.StringVar((*string)(&c.Config.Resource), "resource", "fenced", "what the locks guard: fenced (refuses a token lower than the highest it accepted) or unfenced (a register that accepts every write: shows what fencing buys)")
 	fs.Var((*cliflag.IntList)(&c.Config.SkipFaults), "skip-faults", "`I,J,...`: do not inject these faults (1 for the first), keeping their turn; shrinking sets it")
 }
 

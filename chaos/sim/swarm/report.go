@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/sim"
+	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/reportdir"
@@ -86,6 +87,9 @@ func Replay(cfg sim.Config) string {
 	}
 	if len(cfg.SkipFaults) > 0 {
 		parts = append(parts, "--skip-faults", joinInts(cfg.SkipFaults))
+	}
+	if cfg.Resource == workload.Unfenced {
+		parts = append(parts, "--resource", string(cfg.Resource))
 	}
 	return strings.Join(parts, " ")
 }
