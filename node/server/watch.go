@@ -1,0 +1,54 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node"
+)
+
+// Watch starts a watch of the locks under prefix on this member
+// (node.Node.Watch) for the identity who. The ACL must let who read
+// prefix, the right a list of prefix needs; a refusal, or a prefix longer
+// than a key, comes back as the answer the client port gives (a nil
+// watch).
+func (s *Server) Watch(ctx context.Context, who string, features uint64, prefix string) (*node.Watch, *wire.Response) {
+	if a := s.auth.acl.Load(); a != nil && !a.Allows(who, RightRead, prefix) {
+		return nil, s.refusal(who, features, 0, RightRead, fmt.Sprintf("watch %q", prefix), prefix)
+	}
+	if len(prefix) > wire.MaxKeyLen {
+		return nil, &wire.Response{Op: wire.OpInvalidArgument, Reason: fmt.Sprintf("prefix must be at most %d bytes, got %d", wire.MaxKeyLen, len(prefix))}
+	}
+	w, err := s.node.Watch(ctx, prefix)
+	if err != nil {
+		resp := &wire.Response{}
+		errorResponse(resp, err)
+		return nil, resp
+	}
+	return w, nil
+}
+
+// WireEvent is ev as the client protocol and the HTTP API carry it.
+func WireEvent(ev node.Event) wire.Event {
+	return wire.Event{Key: ev.Key, Type: wire.EventType(ev.Type), Token: ev.Token, Owner: ev.Owner, LeaseMS: ev.LeaseMS, Index: ev.Index}
+}
+
+// WatchEnded is the answer that ends a watch cut off by err (Watch.Err):
+// overloaded for a reader too slow (a limit of the member: its buffer),
+// unavailable for a member that stopped or caught up by snapshot (watch
+// again, here or elsewhere), error for anything else.
+func WatchEnded(err error) *wire.Response {
+	var slow *node.TooSlowError
+	var snap *node.SnapshotError
+	switch {
+	case errors.As(err, &slow):
+		return &wire.Response{Op: wire.OpOverloaded, Reason: err.Error()}
+	case errors.As(err, &snap), errors.Is(err, node.ErrStopped):
+		return &wire.Response{Op: wire.OpUnavailable, Reason: err.Error()}
+	case err == nil:
+		return &wire.Response{Op: wire.OpError, Reason: "the watch ended"}
+	}
+	return &wire.Response{Op: wire.OpError, Reason: err.Error()}
+}
