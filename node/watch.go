@@ -138,8 +138,8 @@ func (h *watchers) endLocked(w *Watch, err error) {
 	delete(h.set, w)
 	h.count.Add(-1)
 	w.err = err
+	close(w.done) // before c: a reader that sees c closed finds Err set
 	close(w.c)
-	close(w.done)
 }
 
 // endAll ends every watch with err (the member stops).

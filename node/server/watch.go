@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
@@ -51,4 +52,57 @@ func WatchEnded(err error) *wire.Response {
 		return &wire.Response{Op: wire.OpError, Reason: "the watch ended"}
 	}
 	return &wire.Response{Op: wire.OpError, Reason: err.Error()}
+}
+
+// maxWatchBacklog bounds the bytes of events a watch leaves in its
+// connection's writer: past it, the stream stops taking events until the
+// client reads, so a client too slow for its events fills its watch's
+// buffer in the node and is cut off there, instead of this member's
+// memory filling.
+const maxWatchBacklog = 256 << 10
+
+// streamWatch serves one OpWatch on its connection: OpWatching, then one
+// OpEvent per event, all under the request's id. It returns the answer
+// that ends the stream (a refusal, or why the watch was cut off), nil
+// once ctx ends (the client cancelled, or the connection closed).
+func (cc *clientConn) streamWatch(ctx context.Context, features uint64, req *wire.Request) *wire.Response {
+	if features&wire.FeatureWatch == 0 {
+		return &wire.Response{ID: req.ID, Op: wire.OpInvalidArgument, Reason: "a watch needs a client that announced it reads its events"}
+	}
+	w, resp := cc.s.Watch(ctx, cc.who, features, req.Prefix)
+	if resp != nil {
+		resp.ID = req.ID
+		return resp
+	}
+	cc.write(&wire.Response{ID: req.ID, Op: wire.OpWatching, From: w.From})
+	held := time.NewTicker(5 * time.Millisecond)
+	defer held.Stop()
+	for {
+		for cc.out.Buffered() > maxWatchBacklog {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-held.C:
+			}
+		}
+		select {
+		case ev, ok := <-w.C:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				end := WatchEnded(w.Err())
+				end.ID = req.ID
+				return end
+			}
+			cc.write(&wire.Response{ID: req.ID, Op: wire.OpEvent, Event: WireEvent(ev)})
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// write queues resp on the connection.
+func (cc *clientConn) write(resp *wire.Response) {
+	cc.out.Write(func(b []byte) []byte { return wire.AppendResponse(b, resp) })
 }
