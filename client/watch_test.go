@@ -17,20 +17,7 @@ import (
 // nextEvents reads n events from w within 20 s, failing t otherwise.
 func nextEvents(t *testing.T, w *client.Watch, n int) []client.Event {
 	t.Helper()
-	var got []client.Event
-	timeout := time.After(20 * time.Second)
-	for len(got) < n {
-		select {
-		case ev, ok := <-w.C:
-			if !ok {
-				t.Fatalf("watch ended after %d of %d events: %v", len(got), n, w.Err())
-			}
-			got = append(got, ev)
-		case <-timeout:
-			t.Fatalf("only %d of %d events came: %+v", len(got), n, got)
-		}
-	}
-	return got
+	return nodetest.Receive(t, w.C, n, w.Err)
 }
 
 func describe(evs []client.Event) string {

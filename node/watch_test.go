@@ -17,20 +17,7 @@ import (
 // the watch ends first.
 func collect(t *testing.T, w *node.Watch, n int) []node.Event {
 	t.Helper()
-	var got []node.Event
-	timeout := time.After(20 * time.Second)
-	for len(got) < n {
-		select {
-		case ev, ok := <-w.C:
-			if !ok {
-				t.Fatalf("watch ended after %d of %d events: %v", len(got), n, w.Err())
-			}
-			got = append(got, ev)
-		case <-timeout:
-			t.Fatalf("only %d of %d events came: %+v", len(got), n, got)
-		}
-	}
-	return got
+	return nodetest.Receive(t, w.C, n, w.Err)
 }
 
 // TestEveryMemberWatchesTheSameEvents: the events come from applied
