@@ -59,3 +59,36 @@ expired j token 3 owner "" lease 100
 		t.Fatalf("member 3 is not watching but produced %+v", events[3])
 	}
 }
+
+// A member that catches up by snapshot never applied the entries it
+// covers: while watching, it says so with an EventSnapshot at the
+// snapshot's index, after which its events go on as every member's.
+func TestSnapshotInstallIsAnEvent(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.SnapshotEvery, cfg.SnapshotKeep = 5, 1 })
+	var events []Event
+	c.onReady = func(id uint64, ev readyEvent) {
+		if id == 3 {
+			events = append(events, ev.rd.Events...)
+		}
+	}
+	c.elect(1)
+	c.cores[3].SetWatching(true)
+	c.down[3] = true
+	for h := uint64(1); h <= 20; h++ {
+		c.call(1, acquire(h, fmt.Sprintf("k%d", h)))
+	}
+	c.down[3] = false
+	c.waitFor("member 3 to catch up", func() bool { return c.cores[3].Applied() == c.cores[1].Applied() })
+	c.check("acquire after", c.call(1, acquire(21, "after")), "token 21")
+	if counted(c.cores[3], SnapshotsInstalled) == 0 {
+		t.Fatal("member 3 caught up without a snapshot: the test does not test what it names")
+	}
+	if len(events) < 2 || events[0].Type != EventSnapshot || events[len(events)-1].Key != "after" {
+		t.Fatalf("member 3's events: %+v, want a snapshot, then grants up to that of \"after\"", events)
+	}
+	for i, ev := range events[1:] {
+		if ev.Type != EventGranted || ev.Index <= events[i].Index {
+			t.Fatalf("member 3's events after its snapshot: %+v", events)
+		}
+	}
+}
