@@ -544,6 +544,27 @@ func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
 		return cn, nil
 	}
 	c.mu.Unlock()
+	cn, err := c.dial(ctx, addr, wire.FeaturePermissionDenied)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		cn.close(ErrClosed)
+		return nil, ErrClosed
+	}
+	if old, ok := c.conns[addr]; ok && !old.broken() {
+		cn.close(errors.New("duplicate connection"))
+		return old, nil
+	}
+	c.conns[addr] = cn
+	return cn, nil
+}
+
+// dial opens a new connection to addr, greeted, on which the client first
+// announces features, the answers it understands.
+func (c *Client) dial(ctx context.Context, addr string, features uint64) (*conn, error) {
 	d := net.Dialer{Timeout: c.opts.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -559,18 +580,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*conn, error) {
 	}
 	cn := newConn(addr, nc, c.opts.Logger)
 	// First on the connection: the answers this client understands.
-	hello := &wire.Request{ID: c.nextID.Add(1), Op: wire.OpStatus, Features: wire.FeaturePermissionDenied}
+	hello := &wire.Request{ID: c.nextID.Add(1), Op: wire.OpStatus, Features: features}
 	cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, hello) })
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		cn.close(ErrClosed)
-		return nil, ErrClosed
-	}
-	if old, ok := c.conns[addr]; ok && !old.broken() {
-		cn.close(errors.New("duplicate connection"))
-		return old, nil
-	}
-	c.conns[addr] = cn
 	return cn, nil
 }

@@ -133,7 +133,37 @@ func (cn *conn) readLoop() {
 		ch, ok := cn.pending[resp.ID]
 		cn.mu.Unlock()
 		if ok {
-			ch <- resp
+			// A call's channel has room for its one answer; a watch's
+			// blocks while its reader lags, which holds the member's
+			// stream back until the member cuts the watch off.
+			select {
+			case ch <- resp:
+			case <-cn.done:
+				return
+			}
 		}
 	}
+}
+
+// stream sends req, whose answers (any number) go to ch until the caller
+// ends it (end) or the connection closes.
+func (cn *conn) stream(req *wire.Request, ch chan wire.Response) error {
+	cn.mu.Lock()
+	if cn.err != nil {
+		cn.mu.Unlock()
+		return cn.err
+	}
+	cn.pending[req.ID] = ch
+	cn.mu.Unlock()
+	if _, err := cn.w.Write(func(b []byte) []byte { return wire.AppendRequest(b, req) }); err != nil {
+		return fmt.Errorf("connection to %s lost: %w", cn.addr, err)
+	}
+	return nil
+}
+
+// failure is why the connection closed (nil while it is open).
+func (cn *conn) failure() error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.err
 }

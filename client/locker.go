@@ -18,8 +18,7 @@ type Locker struct {
 	lost     chan struct{}
 	lostOnce sync.Once
 	lostErr  error
-	stop     chan struct{}
-	stopOnce sync.Once
+	stop     context.CancelFunc // ends the renewals
 	stopped  chan struct{}
 }
 
@@ -31,9 +30,10 @@ func (c *Client) Lock(ctx context.Context, key string, lease, wait time.Duration
 	if err != nil {
 		return nil, err
 	}
+	rctx, stop := context.WithCancel(context.Background())
 	l := &Locker{c: c, key: key, lease: lease, token: g.Token,
-		lost: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
-	go l.renewLoop(start)
+		lost: make(chan struct{}), stop: stop, stopped: make(chan struct{})}
+	go l.renewLoop(rctx, start)
 	return l, nil
 }
 
@@ -65,43 +65,65 @@ func (l *Locker) markLost(err error) {
 	})
 }
 
-// renewLoop renews every lease/3. The lease is counted from the start of the
-// last successful call, never from its answer, so the holder's view always
-// ends before the cluster's.
-func (l *Locker) renewLoop(validFrom time.Time) {
+// renewLoop renews the lease until Unlock ends ctx or until the lock is
+// lost (KeepAlive).
+func (l *Locker) renewLoop(ctx context.Context, validFrom time.Time) {
 	defer close(l.stopped)
-	every := max(l.lease/3, 5*time.Millisecond)
-	t := time.NewTicker(every)
+	if err := l.c.keepAlive(ctx, l.key, l.token, l.lease, validFrom); err != nil {
+		l.markLost(err)
+	}
+}
+
+// ErrLeaseRanOut says a full lease passed without a successful renewal:
+// the cluster may have expired the lock meanwhile, so it cannot be
+// trusted any more.
+var ErrLeaseRanOut = errors.New("raftlock: lease ran out before a renewal succeeded")
+
+// KeepAlive renews the lease of key, held with token, every third of
+// lease until ctx ends (it then returns nil), and returns the moment the
+// lock is lost: an error wrapping ErrNotFound when the cluster answers
+// that token no longer holds key (released, forced, expired), or
+// ErrLeaseRanOut when a full lease passed without a renewal succeeding.
+// Call it right after the acquire or renew that began the lease: the
+// lease is counted from the call, and from the start of each successful
+// renewal, never from its answer, so the holder's view always ends before
+// the cluster's. A renewal under way when ctx ends is finished first.
+func (c *Client) KeepAlive(ctx context.Context, key string, token uint64, lease time.Duration) error {
+	if err := validate(key, &lease); err != nil {
+		return err
+	}
+	return c.keepAlive(ctx, key, token, lease, time.Now())
+}
+
+// keepAlive is KeepAlive with the time the current lease was counted from.
+func (c *Client) keepAlive(ctx context.Context, key string, token uint64, lease time.Duration, validFrom time.Time) error {
+	t := time.NewTicker(max(lease/3, 5*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
-		case <-l.stop:
-			return
-		case <-l.lost:
-			return
+		case <-ctx.Done():
+			return nil
 		case <-t.C:
 		}
 		start := time.Now()
-		deadline := validFrom.Add(l.lease)
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err := l.c.Renew(ctx, l.key, l.token, l.lease)
+		deadline := validFrom.Add(lease)
+		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		err := c.Renew(rctx, key, token, lease)
 		cancel()
 		switch {
 		case err == nil:
 			validFrom = start
 		case errors.Is(err, ErrNotFound):
-			l.markLost(err)
-			return
+			return err
 		case !time.Now().Before(deadline):
-			l.markLost(errors.New("raftlock: lease ran out before a renewal succeeded"))
-			return
+			return ErrLeaseRanOut
 		}
 	}
 }
 
 // Unlock stops renewing and releases the lock.
 func (l *Locker) Unlock(ctx context.Context) error {
-	l.stopOnce.Do(func() { close(l.stop) })
+	l.stop()
 	<-l.stopped
 	select {
 	case <-l.lost:

@@ -34,6 +34,13 @@ type Holder interface {
 	Hold(rd Ready) bool
 }
 
+// A Publisher is a Carrier that takes lock events (Ready.Events): the
+// node hands them to its watchers. It must not block: a driver's loop
+// waits on nobody who watches.
+type Publisher interface {
+	Publish(events []Event)
+}
+
 // A SyncCarrier is a Carrier that writes in the driver's own step
 // (Ready.Carry).
 type SyncCarrier interface {
@@ -49,7 +56,8 @@ func (rd Ready) Writes() bool {
 }
 
 // Start carries rd out up to its write: the applied entries are
-// journalled, the compaction is stored (unless the journal failed), and a
+// journalled, their lock events published (Publisher; they are of
+// entries applied already, so nothing of the write is promised), the compaction is stored (unless the journal failed), and a
 // leader's appends go out (they need not wait for its own fsync). False
 // means c held rd back (Holder) or failed (err); the driver then neither
 // writes nor finishes it.
@@ -57,6 +65,9 @@ func (rd Ready) Start(c Carrier) (bool, error) {
 	compact := true
 	if len(rd.Applied) > 0 {
 		compact = c.Journal(rd.Applied)
+	}
+	if p, ok := c.(Publisher); ok && len(rd.Events) > 0 {
+		p.Publish(rd.Events)
 	}
 	if cp := rd.Compaction; cp != nil && compact {
 		if err := c.Compact(cp); err != nil {

@@ -160,9 +160,12 @@ type Ready struct {
 	SendBeforePersist []*raftpb.Message
 	// Messages go out only once the write is durable: a follower's
 	// acknowledgements and votes promise what it stored.
-	Messages   []*raftpb.Message
-	Answers    []Answer
-	Applied    []AppliedEntry
+	Messages []*raftpb.Message
+	Answers  []Answer
+	Applied  []AppliedEntry
+	// Events are the lock events of the entries applied since the last
+	// Ready, in log order, while the core is watching (SetWatching).
+	Events     []Event
 	Compaction *Compaction
 }
 
@@ -284,6 +287,10 @@ type Core struct {
 	applied    []AppliedEntry
 	compaction *Compaction
 	stopped    bool
+	// watching: the driver wants lock events (events.go), which wait in
+	// events for the next Ready.
+	watching bool
+	events   []Event
 
 	// checked is the last snapshot Step decoded to check it, kept so the
 	// apply that installs the same snapshot does not decode it again (a
@@ -665,7 +672,7 @@ func (c *Core) HasReady() bool {
 	if c.rd != nil {
 		return false // Advance first
 	}
-	return (len(c.queue) > 0 && !c.pipelineFull()) || len(c.answers) > 0 || len(c.applied) > 0 || c.compaction != nil ||
+	return (len(c.queue) > 0 && !c.pipelineFull()) || len(c.answers) > 0 || len(c.applied) > 0 || len(c.events) > 0 || c.compaction != nil ||
 		(!c.stopped && c.rn.HasReady())
 }
 
@@ -713,6 +720,7 @@ func (c *Core) Ready(now time.Duration) Ready {
 	}
 	out.Answers, c.answers = c.answers, nil
 	out.Applied, c.applied = c.applied, nil
+	out.Events, c.events = c.events, nil
 	out.Compaction, c.compaction = c.compaction, nil
 	c.lm.checkInvariants()
 	return out
@@ -949,6 +957,7 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 		c.lastSnap = md.GetIndex()
 		c.appliedAt = c.ticks
 		c.metrics.Add(SnapshotsInstalled, 1)
+		c.noteSnapshot(md.GetIndex())
 		c.log.Info("installed snapshot", "index", md.GetIndex())
 	}
 	applied, _ := c.lm.Applied()
@@ -967,7 +976,9 @@ func (c *Core) apply(now time.Duration, rd *raft.Ready) error {
 				c.log.Error("skipping undecodable entry", "index", e.GetIndex(), "err", err)
 			}
 			for _, env := range envs {
+				prev, held := c.beforeApply(env)
 				res := c.lm.Apply(now, env, e.GetTerm())
+				c.noteEvent(e.GetIndex(), env, res, prev, held)
 				c.metrics.Add(CommandsApplied, 1)
 				if c.cfg.Journal {
 					logged = append(logged, NewLoggedCommand(e.GetIndex(), e.GetTerm(), env, res))

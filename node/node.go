@@ -52,6 +52,9 @@ type Config struct {
 	// NoWriteOverlap: the loop waits for each Ready's write, taking no
 	// call or message meanwhile (ablation of the write overlap, run).
 	NoWriteOverlap bool
+	// WatchBuffer is how many events a watch may leave unread before it
+	// is cut off (default DefaultWatchBuffer; Watch).
+	WatchBuffer int
 
 	Clock     clock.Clock    // default: system clock
 	Transport peer.Transport // default: TCP on Peers[ID]
@@ -95,6 +98,9 @@ const DefaultTickInterval = 20 * time.Millisecond
 func (c *Config) SetDefaults() {
 	if c.TickInterval <= 0 {
 		c.TickInterval = DefaultTickInterval
+	}
+	if c.WatchBuffer <= 0 {
+		c.WatchBuffer = DefaultWatchBuffer
 	}
 	c.Config.SetDefaults()
 }
@@ -140,7 +146,8 @@ type Node struct {
 	compactc       chan compactDone
 	compactWG      sync.WaitGroup
 
-	handles atomic.Uint64
+	handles  atomic.Uint64
+	watchers watchers // Watch's streams (watch.go)
 	// callc carries calls and their abandonment in one queue, so the loop
 	// always sees a call before the news that its caller left.
 	callc   chan callInput
@@ -505,6 +512,9 @@ func (n *Node) run() {
 			}
 			return
 		}
+		// Lock events cost the core something only while somebody
+		// watches.
+		n.core.SetWatching(n.watchers.active())
 		if err := l.readies(); err != nil {
 			n.fail(err)
 			return
@@ -550,6 +560,7 @@ func (l *loop) stop() {
 	for _, cl := range l.calls {
 		cl.done <- member.Answer{Handle: cl.req.Handle, Err: ErrStopped}
 	}
+	n.watchers.endAll(ErrStopped)
 	n.publish()
 }
 

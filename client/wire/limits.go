@@ -148,7 +148,7 @@ func RequestHeader(body []byte) (Op, uint64, bool) {
 		return 0, 0, false
 	}
 	switch op {
-	case OpAcquire, OpRelease, OpRenew, OpGet, OpStatus, OpList:
+	case OpAcquire, OpRelease, OpRenew, OpGet, OpStatus, OpList, OpWatch:
 		return op, id, true
 	}
 	return 0, 0, false

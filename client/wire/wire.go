@@ -34,6 +34,13 @@ const (
 	// OpList pages the held locks in key order: up to Limit (0: the
 	// member's default) whose keys start with Prefix, after the key After.
 	OpList Op = 0x08 // Prefix, After, Limit, Stale
+	// OpWatch streams the lock events under Prefix: OpWatching first,
+	// then an OpEvent per event, all under the request's id, until an
+	// error answer ends the stream (OpOverloaded: the reader fell behind)
+	// or the client cancels it. Only from a client that announced
+	// FeatureWatch; a member from before it closes the connection at the
+	// unknown opcode, so a client watches on a connection of its own.
+	OpWatch Op = 0x09 // Prefix
 )
 
 // A status request with non-zero Features is no status request: it tells
@@ -48,6 +55,10 @@ const (
 	// client that has not said so is refused with OpError, whose reason
 	// every client prints.
 	FeaturePermissionDenied uint64 = 1 << 0
+	// FeatureWatch: the client decodes OpWatching and OpEvent. A member
+	// answers OpWatch from a client that has not said so with
+	// OpInvalidArgument.
+	FeatureWatch uint64 = 1 << 1
 )
 
 // Answers.
@@ -75,6 +86,11 @@ const (
 	OpAdminResult Op = 0x8f // Body
 	// OpLocks answers OpList.
 	OpLocks Op = 0x90 // Locks, More
+	// OpWatching starts a watch's stream: the index the member had
+	// applied when it began (its events come after it).
+	OpWatching Op = 0x91 // From
+	// OpEvent is one lock event of a watch.
+	OpEvent Op = 0x92 // Event: Key, Type, Token, Owner, LeaseMS, Index
 )
 
 // GoAwayID is the request id of a goaway: an OpUnavailable answer a
@@ -147,6 +163,8 @@ type Response struct {
 	Owner       string // a Value's
 	Locks       []Lock // a list's page
 	More        bool   // a list: more locks follow the page
+	From        uint64 // a watch's start (OpWatching)
+	Event       Event  // a watch's event (OpEvent)
 }
 
 // AppendRequest appends r as a frame to b.
@@ -190,6 +208,8 @@ func AppendRequest(b []byte, r *Request) []byte {
 		b = appendString(b, r.After)
 		b = binary.AppendUvarint(b, r.Limit)
 		b = appendBool(b, r.Stale)
+	case OpWatch:
+		b = appendString(b, r.Prefix)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
@@ -243,6 +263,16 @@ func AppendResponse(b []byte, r *Response) []byte {
 		}
 	case OpAdminResult:
 		b = appendBytes(b, r.Body)
+	case OpWatching:
+		b = binary.AppendUvarint(b, r.From)
+	case OpEvent:
+		e := &r.Event
+		b = appendString(b, e.Key)
+		b = append(b, byte(e.Type))
+		b = binary.AppendUvarint(b, e.Token)
+		b = appendString(b, e.Owner)
+		b = binary.AppendUvarint(b, e.LeaseMS)
+		b = binary.AppendUvarint(b, e.Index)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
@@ -273,6 +303,8 @@ func DecodeRequest(body []byte) (Request, error) {
 		r.Key, r.Body = d.string(), d.bytes()
 	case OpList:
 		r.Prefix, r.After, r.Limit, r.Stale = d.string(), d.string(), d.Uvarint(), d.bool()
+	case OpWatch:
+		r.Prefix = d.string()
 	default:
 		return Request{}, fmt.Errorf("%w: unknown request opcode 0x%02x", ErrMalformed, uint8(op))
 	}
@@ -322,6 +354,12 @@ func DecodeResponse(body []byte) (Response, error) {
 		}
 	case OpAdminResult:
 		r.Body = d.bytes()
+	case OpWatching:
+		r.From = d.Uvarint()
+	case OpEvent:
+		e := &r.Event
+		e.Key, e.Type = d.string(), d.eventType()
+		e.Token, e.Owner, e.LeaseMS, e.Index = d.Uvarint(), d.string(), d.Uvarint(), d.Uvarint()
 	default:
 		return Response{}, fmt.Errorf("%w: unknown answer opcode 0x%02x", ErrMalformed, uint8(op))
 	}
@@ -449,4 +487,14 @@ func (d *decoder) bool() bool {
 	v := d.Buf[0] == 1
 	d.Buf = d.Buf[1:]
 	return v
+}
+
+// eventType reads an event's type: one byte, a known one (an unknown one
+// would be printed as nothing a reader could act on).
+func (d *decoder) eventType() EventType {
+	t := EventType(d.Byte())
+	if d.Err == nil && (t < EventGranted || t > EventExpired) {
+		d.Fail("unknown lock event %d", uint8(t))
+	}
+	return t
 }

@@ -35,6 +35,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{ID: 12, Op: OpRelease, Key: "k", Tag: 3, Force: true},
 		{ID: 13, Op: OpList, Prefix: "jobs/", After: "jobs/a", Limit: 100, Stale: true},
 		{ID: 14, Op: OpList},
+		{ID: 15, Op: OpWatch, Prefix: "jobs/"},
 	} {
 		got, err := DecodeRequest(roundTripFrame(t, AppendRequest(nil, &r)))
 		if err != nil || !reflect.DeepEqual(got, r) {
@@ -73,6 +74,8 @@ func TestResponseRoundTrip(t *testing.T) {
 		{ID: 12, Op: OpStatusInfo, Status: Status{ID: 1, Addr: "a", Role: "leader", Term: 2, Leader: 1, Commit: 9, Applied: 9, Locks: 1, LastToken: 4, Digest: "ab"}},
 		{ID: 14, Op: OpStatusInfo, Status: Status{ID: 1, Role: "leader", Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}},
 		{ID: 15, Op: OpAdminResult, Body: []byte(`{"members":[]}`)},
+		{ID: 16, Op: OpWatching, From: 42},
+		{ID: 16, Op: OpEvent, Event: Event{Key: "jobs/a", Type: EventGranted, Token: 3, Owner: "ci", LeaseMS: 30000, Index: 43}},
 		{ID: 16, Op: OpReleased, Token: 9},
 		{ID: 17, Op: OpValue, Held: true, Token: 3, RemainingMS: 900, Owner: "web-1:4242"},
 		{ID: 18, Op: OpLocks, Locks: []Lock{{Key: "a", Token: 1, Owner: "o", RemainingMS: 5}, {Key: "b", Token: 2}}, More: true},
@@ -131,6 +134,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(AppendRequest(nil, &Request{ID: 4, Op: OpAcquire, Key: "k", LeaseMS: 10, Owner: "o"})[4:])
 	f.Add(AppendRequest(nil, &Request{ID: 5, Op: OpRelease, Key: "k", Force: true})[4:])
 	f.Add(AppendRequest(nil, &Request{ID: 6, Op: OpList, Prefix: "p", After: "p/a", Limit: 3})[4:])
+	f.Add(AppendRequest(nil, &Request{ID: 7, Op: OpWatch, Prefix: "jobs/"})[4:])
 	f.Fuzz(func(t *testing.T, body []byte) { checkReencodes(t, body, DecodeRequest, AppendRequest) })
 }
 
@@ -141,6 +145,8 @@ func FuzzDecodeResponse(f *testing.F) {
 	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpAdminResult, Body: []byte("{}")})[4:])
 	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpLocks, Locks: []Lock{{Key: "a", Token: 1, Owner: "o"}}, More: true})[4:])
 	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpValue, Held: true, Token: 1, Owner: "o"})[4:])
+	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpWatching, From: 7})[4:])
+	f.Add(AppendResponse(nil, &Response{ID: 1, Op: OpEvent, Event: Event{Key: "k", Type: EventExpired, Token: 3, Owner: "o", LeaseMS: 10, Index: 9}})[4:])
 	f.Fuzz(func(t *testing.T, body []byte) { checkReencodes(t, body, DecodeResponse, AppendResponse) })
 }
 

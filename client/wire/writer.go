@@ -53,6 +53,15 @@ func (fw *Writer) Write(add func([]byte) []byte) (queued bool, err error) {
 	return true, nil
 }
 
+// Buffered is how many bytes wait to be written: a stream that writes
+// faster than the connection takes them (a watch) holds back past a bound,
+// rather than letting the buffer grow.
+func (fw *Writer) Buffered() int {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return len(fw.buf)
+}
+
 // Close stops the flusher; frames not yet written are dropped.
 func (fw *Writer) Close() {
 	fw.once.Do(func() {

@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -61,7 +63,13 @@ func TestHTTPAPIDocExamplesRunAsPrinted(t *testing.T) {
 		return false
 	})
 	ports := strings.NewReplacer("127.0.0.1:10001", api(1), "127.0.0.1:10002", api(2), "127.0.0.1:10003", api(3))
+	var streams []*docStream
 	for _, ex := range examples {
+		if strings.HasPrefix(ex.command, "curl -sN ") {
+			// A watch: it streams while the examples after it run.
+			streams = append(streams, startDocStream(t, ports.Replace(ex.command), ex))
+			continue
+		}
 		run := exec.Command("sh", "-c", ports.Replace(ex.command))
 		out, err := run.Output()
 		if err != nil {
@@ -75,6 +83,59 @@ func TestHTTPAPIDocExamplesRunAsPrinted(t *testing.T) {
 			if msg := sameAnswer(got[i], ports.Replace(want)); msg != "" {
 				t.Errorf("%s: %s\ngot  %s\nwant %s", ex.command, msg, got[i], want)
 			}
+		}
+	}
+	for _, st := range streams {
+		st.check(t, ports)
+	}
+}
+
+// docStream is a streaming example (curl -N) running in the background.
+type docStream struct {
+	ex    example
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+}
+
+// startDocStream starts command and waits for its first line (a watch's
+// opening comment, written once the watch began), so the examples after
+// it run while it watches.
+func startDocStream(t *testing.T, command string, ex example) *docStream {
+	t.Helper()
+	st := &docStream{ex: ex, cmd: exec.Command("sh", "-c", command)}
+	sc := startScanning(t, st.cmd, st.cmd.StdoutPipe)
+	go func() {
+		for sc.Scan() {
+			st.mu.Lock()
+			st.lines = append(st.lines, sc.Text())
+			st.mu.Unlock()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitUntil(ctx, t, ex.command+" to start", func() bool { return len(st.got()) > 0 })
+	return st
+}
+
+func (st *docStream) got() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Clone(st.lines)
+}
+
+// check waits for the lines the page shows, stops the stream and compares
+// them.
+func (st *docStream) check(t *testing.T, ports *strings.Replacer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitUntil(ctx, t, st.ex.command+" to print what the page shows", func() bool { return len(st.got()) >= len(st.ex.output) })
+	st.cmd.Process.Kill()
+	got := st.got()
+	for i, want := range st.ex.output {
+		if msg := sameAnswer(got[i], ports.Replace(want)); msg != "" {
+			t.Errorf("%s: %s\ngot  %s\nwant %s", st.ex.command, msg, got[i], want)
 		}
 	}
 }
@@ -121,6 +182,15 @@ func docExamples(t *testing.T, path string) []example {
 // not): a JSON answer in its fields and the values a run cannot change,
 // any other line exactly.
 func sameAnswer(got, want string) string {
+	if g, ok := strings.CutPrefix(got, "data: "); ok && strings.HasPrefix(want, "data: ") {
+		// An event of a stream: its JSON.
+		got, want = g, strings.TrimPrefix(want, "data: ")
+	}
+	if strings.HasPrefix(want, ": ") {
+		// A stream's comment: the same but for its numbers (an index).
+		digits := regexp.MustCompile(`[0-9]+`)
+		got, want = digits.ReplaceAllString(got, "N"), digits.ReplaceAllString(want, "N")
+	}
 	if !strings.HasPrefix(want, "{") {
 		if got != want {
 			return "a different line"
@@ -135,7 +205,7 @@ func sameAnswer(got, want string) string {
 	if gk, wk := slices.Sorted(maps.Keys(g)), slices.Sorted(maps.Keys(w)); !slices.Equal(gk, wk) {
 		return fmt.Sprintf("fields %v, want %v", gk, wk)
 	}
-	for _, k := range []string{"key", "error", "message", "held", "released", "more", "next", "lease_ms", "owner", "role", "id", "leader"} {
+	for _, k := range []string{"key", "error", "message", "held", "released", "more", "next", "lease_ms", "owner", "role", "id", "leader", "type"} {
 		if fmt.Sprint(g[k]) != fmt.Sprint(w[k]) {
 			return fmt.Sprintf("%s is %v, want %v", k, g[k], w[k])
 		}

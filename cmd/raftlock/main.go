@@ -55,6 +55,7 @@ func commands() []command {
 		{"renew", "renew the lease of a lock held with a token", runRenew},
 		{"get", "read a lock: holder's token, owner and lease left (linearizable)", runGet},
 		{"list", "list the held locks under a prefix, paged (linearizable)", runList},
+		{"watch", "print each change to the locks under a prefix as it applies, until Ctrl-C", runWatch},
 		{"exec", "run a command while holding a lock", runExec},
 		{"status", "show every member's raft status", runStatus},
 		{"member", "list, add, promote or remove members (member list|add|promote|remove)", runMember},

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node"
 )
 
 // fakeBackend answers every request with resp; leaders maps member ids to
@@ -123,4 +124,10 @@ func FuzzParseBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+func (f *fakeBackend) Watch(_ context.Context, who string, _ uint64, prefix string) (*node.Watch, *wire.Response) {
+	f.got, f.who = &wire.Request{Prefix: prefix}, who
+	r := f.resp
+	return nil, &r
 }

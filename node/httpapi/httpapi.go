@@ -1,6 +1,7 @@
 // Package httpapi is a member's HTTP/JSON API (raftlock node --api): every
 // call is a POST of a JSON body to a path of /v1/ (acquire, release, renew,
-// get, list, status), answered in JSON. It only translates: each call
+// get, list, status), answered in JSON; GET /v1/watch streams lock events
+// as Server-Sent Events. It only translates: each call
 // becomes the client protocol's request (package wire) and runs through
 // the client port's own dispatch, server.Server.Do, with the same ACL and
 // the identity of the same client certificate, so the two protocols cannot
@@ -46,6 +47,9 @@ type Backend interface {
 	// PeerAPIAddr is the API address of member id, "" when unknown
 	// (node.Node.PeerAPIAddr).
 	PeerAPIAddr(id uint64) string
+	// Watch starts a watch of the locks under prefix for the identity
+	// who, or answers why not (server.Server.Watch).
+	Watch(ctx context.Context, who string, features uint64, prefix string) (*node.Watch, *wire.Response)
 }
 
 // memberBackend is the Backend of a running member: its server and its node.
@@ -61,11 +65,13 @@ type Handler struct {
 	b       Backend
 	metrics *node.Metrics // nil: the refusals made here are not counted
 	slots   chan struct{} // one per call in progress (New's maxInflight)
+	watches chan struct{} // one per watch in progress (as many)
 }
 
 // New returns the API of the member whose client server is s and node n.
 // At most maxInflight calls run at once (waiting acquires included; 0:
-// server.DefaultMaxConns); one more is answered 503 overloaded.
+// server.DefaultMaxConns), and as many watches beside them; one more is
+// answered 503 overloaded.
 func New(s *server.Server, n *node.Node, maxInflight int) *Handler {
 	h := NewWithBackend(memberBackend{s, n}, maxInflight)
 	h.metrics = n.Metrics()
@@ -77,7 +83,7 @@ func NewWithBackend(b Backend, maxInflight int) *Handler {
 	if maxInflight <= 0 {
 		maxInflight = server.DefaultMaxConns
 	}
-	return &Handler{b: b, slots: make(chan struct{}, maxInflight)}
+	return &Handler{b: b, slots: make(chan struct{}, maxInflight), watches: make(chan struct{}, maxInflight)}
 }
 
 // NewServer is the http.Server of the API port: HTTP/1.1 and HTTP/2
@@ -102,6 +108,10 @@ func NewServer(h http.Handler, log *slog.Logger) *http.Server {
 
 // ServeHTTP runs one call.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == watchPath {
+		h.watch(w, r)
+		return
+	}
 	c, ok := calls[r.URL.Path]
 	if !ok {
 		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status", r.URL.Path))

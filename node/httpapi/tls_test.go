@@ -83,6 +83,12 @@ func TestTLSIdentityAndACL(t *testing.T) {
 	post(t, reader, url+"/v1/acquire", `{"key":"jobs/b","lease_ms":10000}`).expectError(t, "acquire by reader", 403, "permission-denied")
 	post(t, reader, url+"/v1/get", `{"key":"jobs/a"}`).expect(t, "get by reader", 200, nil, map[string]any{"held": true})
 	post(t, reader, url+"/v1/status", ``).expectError(t, "status without the admin right", 403, "permission-denied")
+	openWatch(t, reader, url+"/v1/watch?prefix=jobs/")
+	if resp, err := builder.Get(url + "/v1/watch?prefix=other/"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a watch outside the builder's read prefixes: %s, want 403", resp.Status)
+	}
 
 	if resp, err := clientAs("").Post(url+"/v1/get", "application/json", strings.NewReader(`{"key":"jobs/a"}`)); err == nil {
 		resp.Body.Close()

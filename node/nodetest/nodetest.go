@@ -404,3 +404,24 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Receive reads n values from c within 20 seconds (a watch's events), and
+// fails t if they do not come in time or c is closed first, saying why
+// with ended (a watch's Err).
+func Receive[T any](t testing.TB, c <-chan T, n int, ended func() error) []T {
+	t.Helper()
+	var got []T
+	timeout := time.After(20 * time.Second)
+	for len(got) < n {
+		select {
+		case v, ok := <-c:
+			if !ok {
+				t.Fatalf("ended after %d of %d values: %v", len(got), n, ended())
+			}
+			got = append(got, v)
+		case <-timeout:
+			t.Fatalf("only %d of %d values came: %+v", len(got), n, got)
+		}
+	}
+	return got
+}

@@ -151,13 +151,19 @@ func (s *Server) refuse(who string, features uint64, req *wire.Request) *wire.Re
 	if a.Allows(who, right, key) {
 		return nil
 	}
+	return s.refusal(who, features, req.ID, right, what, req.Key)
+}
+
+// refusal is the answer to request id, refused by the ACL: who may not
+// what, which needs right on key.
+func (s *Server) refusal(who string, features, id uint64, right, what, key string) *wire.Response {
 	reason := fmt.Sprintf("identity %q may not %s", who, what)
-	s.log.Info("request refused by the ACL", "identity", who, "right", right, "key", req.Key)
+	s.log.Info("request refused by the ACL", "identity", who, "right", right, "key", key)
 	s.node.Metrics().ClientRequests.WithLabelValues(right, "permission_denied").Inc()
 	if features&wire.FeaturePermissionDenied != 0 {
-		return &wire.Response{ID: req.ID, Op: wire.OpPermissionDenied, Reason: reason}
+		return &wire.Response{ID: id, Op: wire.OpPermissionDenied, Reason: reason}
 	}
-	return &wire.Response{ID: req.ID, Op: wire.OpError, Reason: "permission denied: " + reason}
+	return &wire.Response{ID: id, Op: wire.OpError, Reason: "permission denied: " + reason}
 }
 
 // permission names the right req needs, on which key (a list's prefix),

@@ -294,7 +294,12 @@ func (cc *clientConn) dispatch(req *wire.Request) error {
 	}
 	feats := cc.features
 	cc.reqWG.Go(func() {
-		resp := cc.s.Do(rctx, cc.who, feats, req)
+		var resp *wire.Response
+		if req.Op == wire.OpWatch {
+			resp = cc.streamWatch(rctx, feats, req)
+		} else {
+			resp = cc.s.Do(rctx, cc.who, feats, req)
+		}
 		cc.cmu.Lock()
 		delete(cc.cancels, req.ID)
 		cc.cmu.Unlock()

@@ -128,3 +128,19 @@ func TestForcedReleaseNeedsAdminAndListNeedsReadOnItsPrefix(t *testing.T) {
 		t.Error("the admin right did not allow a forced release")
 	}
 }
+
+// The protocol carries the member's event types as they are (WireEvent):
+// their numbers and names must agree.
+func TestEventTypesAreTheProtocols(t *testing.T) {
+	for _, c := range []struct {
+		m member.EventType
+		w wire.EventType
+	}{
+		{member.EventGranted, wire.EventGranted}, {member.EventRenewed, wire.EventRenewed},
+		{member.EventReleased, wire.EventReleased}, {member.EventExpired, wire.EventExpired},
+	} {
+		if uint8(c.m) != uint8(c.w) || c.m.String() != c.w.String() {
+			t.Errorf("member event %d %q, wire %d %q", c.m, c.m, c.w, c.w)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node/server"
+)
+
+// watchPath is the API's one GET: the lock events under a prefix, as
+// Server-Sent Events.
+const watchPath = "/v1/watch"
+
+// keepAlive is how often an idle event stream gets a comment line, so a
+// caller that left is noticed and proxies keep the stream open.
+const keepAlive = 15 * time.Second
+
+// watch serves GET /v1/watch?prefix=P: one "data: {json}" message per
+// lock event (wire.Event's JSON), from the index the member had applied
+// when the watch began, until the caller hangs up. A watch the member cuts
+// off (a reader too slow, the member stopping) ends with an "event: error"
+// message carrying {"error","message"}. Any member serves it, leader or
+// not: every member applies the same entries.
+func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, wire.ErrorNameInvalidArgument, fmt.Sprintf("%s %s: a watch is a GET", r.Method, r.URL.Path))
+		return
+	}
+	select {
+	case h.watches <- struct{}{}:
+		defer func() { <-h.watches }()
+	default:
+		h.count("watch", "overloaded")
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, http.StatusServiceUnavailable, wire.ErrorNameOverloaded, fmt.Sprintf("%d watches on this member (limit %d)", cap(h.watches), cap(h.watches)))
+		return
+	}
+	prefix := r.URL.Query().Get("prefix")
+	wt, resp := h.b.Watch(r.Context(), server.Identity(r.TLS), wire.FeaturePermissionDenied, prefix)
+	if resp != nil {
+		st := statusOf(resp.Op)
+		if st.retry {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		writeError(w, st.code, st.name, message(resp, &wire.Request{Key: prefix}))
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, ": watching %q from index %d\n\n", prefix, wt.From)
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		if err := rc.Flush(); err != nil {
+			return // the caller left; its context ends the watch
+		}
+		select {
+		case ev, ok := <-wt.C:
+			if !ok {
+				end := server.WatchEnded(wt.Err())
+				writeEvent(w, "error", errorBody{Error: wire.ErrorName(end.Op), Message: end.Reason})
+				rc.Flush()
+				return
+			}
+			writeEvent(w, "", server.WireEvent(ev))
+			// What is already waiting goes out in the same flush.
+			for n := len(wt.C); n > 0; n-- {
+				if ev, ok = <-wt.C; ok {
+					writeEvent(w, "", server.WireEvent(ev))
+				}
+			}
+		case <-tick.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// writeEvent writes one Server-Sent Events message: its event name (none
+// for a lock event) and v as one line of JSON.
+func writeEvent(w http.ResponseWriter, name string, v any) {
+	b, _ := json.Marshal(v) // plain structs: never fails
+	if name != "" {
+		fmt.Fprintf(w, "event: %s\n", name)
+	}
+	fmt.Fprintf(w, "data: %s\n\n", b)
+}
