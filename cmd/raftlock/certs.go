@@ -34,7 +34,7 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *out == "":
 		return argErr(fs, "--out is required: the directory to write into")
-	case !flagGiven(fs, "members"):
+	case !cliflag.Given(fs, "members"):
 		return argErr(fs, "--members is required: the number of members")
 	case *members < 1 || *members > tlsconfig.MaxMembers:
 		return argErr(fs, "--members %d: want 1..%d", *members, tlsconfig.MaxMembers)

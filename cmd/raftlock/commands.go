@@ -131,7 +131,7 @@ type timeoutError struct {
 func (e *timeoutError) Unwrap() error { return e.err }
 
 func (e *timeoutError) Error() string {
-	msg := "no answer within --timeout " + shortDuration(e.timeout)
+	msg := "no answer within --timeout " + cliflag.ShortDuration(e.timeout)
 	if errors.Is(e.err, client.ErrOutcomeUnknown) {
 		return "outcome unknown: " + msg + " (the call was sent: it may have applied)"
 	}
@@ -244,7 +244,7 @@ func runRenew(args []string, stdout, stderr io.Writer) error {
 // tokenErr is the usage error of a release or renew without a token: a
 // --token 0 was given, but no grant ever has token 0.
 func tokenErr(fs *flag.FlagSet) error {
-	if flagGiven(fs, "token") {
+	if cliflag.Given(fs, "token") {
 		return argErr(fs, "--token 0: tokens start at 1; give the token acquire printed")
 	}
 	return argErr(fs, "--token is required: the token acquire printed")

@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/chaos"
 	"github.com/raftlock/raftlock/checker"
-	"github.com/raftlock/raftlock/checker/history"
 	"github.com/raftlock/raftlock/internal/reportdir"
 )
 
@@ -64,13 +61,13 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return harnessErr(argErr(fs, "want exactly one HISTORY file"))
 	}
 	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockOverride: *clockFaults}
-	in := checkInputs{history: pos[0], digests: *digests, log: *logFile, resolved: *resolved}
-	events, err := in.load(&opts)
+	in := checker.Inputs{History: pos[0], Digests: *digests, Log: *logFile, Resolved: *resolved}
+	events, err := in.Load(&opts)
 	if err != nil {
 		return harnessErr(err)
 	}
 	if *out != "" {
-		if err := in.prepareOut(*out); err != nil {
+		if err := in.PrepareOut(*out); err != nil {
 			return harnessErr(err)
 		}
 	}
@@ -86,64 +83,6 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return withCode(checker.ExitUnknown, fmt.Errorf("%s: nothing to check: the history has no client operations", pos[0]))
 	}
 	return verdictErr(v)
-}
-
-// checkInputs are the files check reads.
-type checkInputs struct{ history, digests, log, resolved string }
-
-// load reads the history, and the other inputs named into opts.
-func (in checkInputs) load(opts *checker.Options) ([]history.Event, error) {
-	f, err := os.Open(in.history)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	_, events, err := history.Read(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: malformed history: %w", in.history, err)
-	}
-	if in.log != "" {
-		opts.Log = &checker.CommittedLog{}
-	}
-	for _, j := range []struct {
-		file string
-		into any
-	}{{in.digests, &opts.Digests}, {in.log, opts.Log}, {in.resolved, &opts.Resolutions}} {
-		if j.file == "" {
-			continue
-		}
-		b, err := os.ReadFile(j.file)
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(b, j.into); err != nil {
-			return nil, fmt.Errorf("%s: %w", j.file, err)
-		}
-	}
-	return events, nil
-}
-
-// prepareOut readies the report directory out: as chaos and sim do, it
-// replaces only a previous report, refuses anything else, and never the
-// report being checked, whose history and logs would go with it.
-func (in checkInputs) prepareOut(out string) error {
-	for _, f := range []string{in.history, in.digests, in.log, in.resolved} {
-		if f != "" && within(f, out) {
-			return fmt.Errorf("--out %s holds %s, an input of this check: choose another --out", out, f)
-		}
-	}
-	return reportdir.Prepare(out)
-}
-
-// within says whether file lies in dir or below it.
-func within(file, dir string) bool {
-	f, err1 := filepath.Abs(file)
-	d, err2 := filepath.Abs(dir)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	rel, err := filepath.Rel(d, f)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // parseHarness parses the flags of a harness command (chaos, check,

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -170,7 +169,7 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []strin
 				fs.Usage()
 				return nil, nil, err
 			}
-			return nil, nil, argErr(fs, "%s", dashDash(err.Error()))
+			return nil, nil, argErr(fs, "%s", cliflag.DashDash(err.Error()))
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -202,7 +201,7 @@ func checkDurations(fs *flag.FlagSet) error {
 		case f.Name == "timeout" && d == 0:
 			err = argErr(fs, "--timeout %v: must be more than 0", d)
 		case f.Name == "lease" && wire.ValidateLease(d.Milliseconds()) != nil:
-			err = argErr(fs, "--lease %s: must be %s..%s", shortDuration(d), shortDuration(minLease), shortDuration(maxLease))
+			err = argErr(fs, "--lease %s: must be %s..%s", cliflag.ShortDuration(d), cliflag.ShortDuration(minLease), cliflag.ShortDuration(maxLease))
 		}
 	})
 	return err
@@ -214,37 +213,10 @@ const (
 	maxLease = wire.MaxLeaseMS * time.Millisecond
 )
 
-// shortDuration spells d as a user types it: 1h, not 1h0m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-// flagGiven says whether flag name was set, on the command line or in the
-// environment.
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
-}
-
 // argErr is a usage error of fs's command, with where to find its usage.
 func argErr(fs *flag.FlagSet, format string, args ...any) error {
 	return usageErr("%s (see raftlock %s --help)", fmt.Sprintf(format, args...), fs.Name())
 }
-
-// flagInMessage is a flag name as the flag package writes it in errors.
-var flagInMessage = regexp.MustCompile(`(^|\s)-([A-Za-z][\w-]*)`)
-
-// dashDash spells the flag names of a flag package error --name, as every
-// command's help does.
-func dashDash(msg string) string { return flagInMessage.ReplaceAllString(msg, "$1--$2") }
 
 // parseNoArgs parses a command that takes flags only.
 func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
@@ -267,7 +239,7 @@ func newFlagSet(name, synopsis string) *flag.FlagSet {
 			// enforces them with.
 			limits := fmt.Sprintf("KEY is %d..%d bytes", 1, wire.MaxKeyLen)
 			if fs.Lookup("lease") != nil {
-				limits += fmt.Sprintf("; --lease is %s..%s", shortDuration(minLease), shortDuration(maxLease))
+				limits += fmt.Sprintf("; --lease is %s..%s", cliflag.ShortDuration(minLease), cliflag.ShortDuration(maxLease))
 			}
 			fmt.Fprintf(fs.Output(), "\n%s.\n", limits)
 		}

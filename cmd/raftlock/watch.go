@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/cliflag"
 )
 
 // runWatch prints the lock events under a prefix, one line each, until
@@ -57,7 +58,7 @@ func runWatch(args []string, stdout, stderr io.Writer) error {
 // after timeout.
 func startWatch(ctx context.Context, cl *client.Client, prefix string, timeout time.Duration) (*client.Watch, error) {
 	wctx, cancel := context.WithCancelCause(ctx)
-	errTimeout := errors.New("no member started the watch within --timeout " + shortDuration(timeout))
+	errTimeout := errors.New("no member started the watch within --timeout " + cliflag.ShortDuration(timeout))
 	t := time.AfterFunc(timeout, func() { cancel(errTimeout) })
 	w, err := cl.Watch(wctx, prefix)
 	if !t.Stop() {

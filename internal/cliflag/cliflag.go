@@ -13,9 +13,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Exit codes every command shares, as the README tables them.
@@ -215,3 +217,30 @@ func Parse(r Registrar, name string, args ...string) (*flag.FlagSet, error) {
 	r.RegisterFlags(fs)
 	return fs, fs.Parse(args)
 }
+
+// ShortDuration spells d as a user types it: 1h, not 1h0m0s.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Given says whether flag name was set, on the command line or in the
+// environment.
+func Given(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// flagInMessage is a flag name as the flag package writes it in errors.
+var flagInMessage = regexp.MustCompile(`(^|\s)-([A-Za-z][\w-]*)`)
+
+// DashDash spells the flag names of a flag package error --name, as every
+// command's help does.
+func DashDash(msg string) string { return flagInMessage.ReplaceAllString(msg, "$1--$2") }
