@@ -11,7 +11,7 @@ Standard library only; Python 3.9 or later::
         if lk.lost.is_set():
             ...                       # stop: the lock can no longer be trusted
 
-Watching locks change (the API's watch) is not available in this client yet.
+``client.watch(prefix)`` follows the lock events under a prefix (the API's watch).
 """
 
 from .client import (
@@ -39,12 +39,14 @@ from .errors import (
     Unavailable,
 )
 from .lock import Lock
+from .watch import Event, Watch
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client",
     "DEFAULT_TIMEOUT",
+    "Event",
     "Grant",
     "Held",
     "HeldLock",
@@ -63,5 +65,6 @@ __all__ = [
     "PermissionDenied",
     "RaftlockError",
     "Unavailable",
+    "Watch",
     "default_owner",
 ]

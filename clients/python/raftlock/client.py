@@ -37,7 +37,7 @@ import ssl
 import threading
 import time
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from .errors import (
     InvalidArgument,
@@ -47,6 +47,7 @@ from .errors import (
     Unavailable,
     error_from_answer,
 )
+from .watch import Watch
 
 MAX_KEY_LEN = 256
 """The longest key, in bytes (UTF-8)."""
@@ -230,8 +231,7 @@ class Client:
     A Client is safe to use from several threads. Close it (or use it as a
     context manager) to close its connections.
 
-    Watching locks change (the API's watch) is not available in this
-    client yet.
+    :meth:`watch` follows the lock events under a prefix.
     """
 
     def __init__(
@@ -408,6 +408,49 @@ class Client:
         from .lock import Lock  # the lock module imports this one
 
         return Lock(self, key, lease, wait=wait, owner=owner, timeout=timeout)
+
+    def watch(self, prefix: str = "", endpoint: Optional[str] = None, timeout: Optional[float] = None) -> Watch:
+        """Starts a watch of the lock events under ``prefix`` (every key
+        when empty), from now on: iterate over the :class:`Watch` it
+        returns, and close it when done.
+
+        Any member serves a watch, leader or not; ``endpoint`` picks one,
+        else the first member that answers. ``timeout`` bounds the start
+        only. Raises :class:`raftlock.PermissionDenied` without the read
+        right on the prefix, :class:`raftlock.Unavailable` when no member
+        answers.
+        """
+        if len(prefix.encode("utf-8")) > 256:
+            raise InvalidArgument("prefix: at most 256 bytes", name="invalid-argument")
+        t = self._timeout if timeout is None else timeout
+        deadline = time.monotonic() + t
+        eps = [_parse_endpoint(endpoint, self._endpoints[0].scheme)] if endpoint else list(self._endpoints)
+        last: Optional[BaseException] = None
+        for ep in eps:
+            try:
+                conn = self._conn(ep, deadline)
+            except _NotSent as e:
+                last = e.err
+                continue
+            try:
+                conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                conn.request("GET", "/v1/watch?" + urlencode({"prefix": prefix}), headers={"Accept": "text/event-stream"})
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                last = e
+                continue
+            if resp.status != 200:
+                data = resp.read()
+                conn.close()
+                try:
+                    body = json.loads(data.decode("utf-8")) if data else None
+                except ValueError:
+                    body = None
+                raise self._answer_error(_Answer(resp.status, _retry_after(resp), resp.getheader("Location"), body))
+            conn.sock.settimeout(None)  # a watch waits as long as nothing changes
+            return Watch(conn, resp)
+        raise Unavailable("no member started the watch: %s" % (last,), name="unavailable")
 
     def close(self) -> None:
         """Close every idle connection; later calls open new ones."""

@@ -178,3 +178,34 @@ class RedirectTest(ClusterTest):
         c.release("redirect/a", g.token)
         # Status is never redirected: every member answers for itself.
         self.assertEqual(c.status()["id"], follower.id)
+
+
+class WatchTest(ClusterTest):
+    def test_watch_sees_every_change_under_its_prefix_in_order(self) -> None:
+        c = self.cluster.client()
+        self.addCleanup(c.close)
+        got = []
+        with c.watch("watched/") as w:
+            done = threading.Event()
+
+            def read() -> None:
+                for ev in w:
+                    got.append(ev)
+                    if len(got) == 3:
+                        break
+                done.set()
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            g = c.acquire("watched/a", lease=30, owner="py-watch")
+            c.acquire("elsewhere/b", lease=30)  # outside the prefix: no event
+            c.renew("watched/a", g.token, lease=60)
+            c.release("watched/a", g.token)
+            wait_until("three events", done.is_set, 10)
+        self.assertEqual([(e.type, e.key, e.token) for e in got],
+                         [("granted", "watched/a", g.token), ("renewed", "watched/a", g.token), ("released", "watched/a", g.token)])
+        self.assertEqual(got[0].owner, "py-watch")
+        self.assertEqual(got[1].lease, 60.0)
+        self.assertLess(got[0].index, got[1].index)
+        self.assertLess(got[1].index, got[2].index)
+        self.assertIsNone(w.error)

@@ -164,3 +164,22 @@ class LostTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WatchEndsTest(unittest.TestCase):
+    def test_a_watch_on_a_killed_member_ends_unavailable(self) -> None:
+        cluster = Cluster(3)
+        self.addCleanup(cluster.stop)
+        follower = cluster.followers(cluster.leader())[0]
+        c = cluster.client()
+        self.addCleanup(c.close)
+        w = c.watch("gone/", endpoint=cluster.url(follower))
+        self.addCleanup(w.close)
+        out: List[object] = []
+        reader = _run(lambda: list(w), out)
+        c.acquire("gone/a", lease=30)
+        cluster.kill(follower)
+        reader.join(10)
+        self.assertFalse(reader.is_alive(), "the watch did not end when its member was killed")
+        self.assertIsInstance(w.error, raftlock.Unavailable)
+        self.assertIsInstance(out[0], list)  # the iteration ended; it raised nothing

@@ -1,0 +1,101 @@
+"""Watching lock events: the API's ``GET /v1/watch`` stream (Server-Sent
+Events), one :class:`Event` per change to a lock under a prefix."""
+
+import http.client
+import json
+import threading
+from typing import Any, Iterator, NamedTuple, Optional
+
+from .errors import RaftlockError, Unavailable, error_from_answer
+
+
+class Event(NamedTuple):
+    """One change to a lock, as every member applies it."""
+
+    key: str
+    type: str  #: granted, renewed, released (a forced release too) or expired
+    token: int
+    owner: str
+    lease: float  #: the lock's lease, in seconds
+    index: int  #: the log index of the entry that made the change
+
+
+class Watch:
+    """A running watch: iterate over it for its events, in log order.
+
+    The iteration ends when the watch is closed (:meth:`close`, or the
+    ``with`` block's end) or when the member ends the stream; then
+    :attr:`error` says why it ended, or is None after :meth:`close`. A
+    member cuts off a reader that falls 1,024 events behind
+    (:class:`raftlock.Overloaded`) and ends its watches when it stops or
+    catches up by snapshot (:class:`raftlock.Unavailable`): watch again to
+    go on, comparing :attr:`Event.index` to see what may have been missed.
+    """
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        self._conn = conn
+        self._resp = resp
+        self._closed = threading.Event()
+        self.error: Optional[RaftlockError] = None
+
+    def __iter__(self) -> Iterator[Event]:
+        kind, data = "message", ""
+        while not self._closed.is_set():
+            try:
+                raw = self._resp.readline()
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                if not self._closed.is_set():
+                    self.error = Unavailable("watch ended: connection lost: %s" % e, name="unavailable")
+                return
+            if not raw:
+                if not self._closed.is_set():
+                    self.error = Unavailable("watch ended: the member closed the stream", name="unavailable")
+                return
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if line.startswith(":"):
+                continue  # a comment: the opening line, keep-alives
+            if line.startswith("event:"):
+                kind = line[len("event:"):].strip()
+            elif line.startswith("data:"):
+                data += line[len("data:"):].strip()
+            elif line == "" and data:
+                msg, failed = _decode(data), kind == "error"
+                kind, data = "message", ""
+                if failed or "type" not in msg:
+                    self.error = error_from_answer(str(msg.get("error", "error")), str(msg.get("message", "")), 0)
+                    return
+                yield Event(
+                    key=str(msg.get("key", "")),
+                    type=str(msg.get("type", "")),
+                    token=int(msg.get("token", 0)),
+                    owner=str(msg.get("owner", "")),
+                    lease=int(msg.get("lease_ms", 0)) / 1000.0,
+                    index=int(msg.get("index", 0)),
+                )
+
+    def close(self) -> None:
+        """Ends the watch; an iteration in progress stops."""
+        self._closed.set()
+        try:
+            if self._conn.sock is not None:
+                self._conn.sock.shutdown(2)
+        except OSError:
+            pass
+        self._conn.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _decode(data: str) -> dict:
+    """An event's JSON object; anything else is read as an error message."""
+    try:
+        msg = json.loads(data)
+    except ValueError:
+        return {"error": "error", "message": "the member sent an event that is not JSON: %r" % data[:80]}
+    if not isinstance(msg, dict):
+        return {"error": "error", "message": "the member sent an event that is not a JSON object"}
+    return msg
