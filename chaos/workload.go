@@ -37,9 +37,31 @@ type Workload struct {
 	// chaos-client process asks the harness, which numbers every
 	// client); else the workload numbers its own from 0.
 	NewProcess func() history.Process
+	// Dial, when set, connects worker i's clients to endpoints (its
+	// writer to all of them, its reader to the first only); else they use
+	// raftlock's binary protocol (client.New). A protocol or a target
+	// other than raftlock's binary port plugs in here.
+	Dial func(i int, endpoints []string) (LockClient, error)
 
 	nextProc atomic.Int64
 	Counts   Counts
+}
+
+// LockClient is what a workload client calls: *client.Client, or an
+// adapter for another protocol or lock service. Errors follow the client
+// package's: ErrHeld, ErrNotFound, ErrUnavailable (nothing happened),
+// *client.InvalidArgumentError, and anything else (ErrOutcomeUnknown
+// included) is an unknown outcome. A tag is the history's invoke index + 1,
+// which the audit looks for in the committed log; an adapter that cannot
+// carry one drops it, and the audit then settles none of its operations.
+type LockClient interface {
+	AcquireWith(ctx context.Context, r client.AcquireRequest) (client.Grant, error)
+	RenewTagged(ctx context.Context, key string, token uint64, lease time.Duration, tag uint64) error
+	ReleaseTagged(ctx context.Context, key string, token, tag uint64) error
+	ForceReleaseTagged(ctx context.Context, key string, tag uint64) (uint64, error)
+	Get(ctx context.Context, key string) (client.LockInfo, error)
+	List(ctx context.Context, o client.ListOptions) (client.LockPage, error)
+	Close() error
 }
 
 // Counts are live totals for the progress line.
@@ -77,8 +99,8 @@ func (w *Workload) Run(ctx context.Context) error {
 type worker struct {
 	w      *Workload
 	rng    *rand.Rand
-	cl     *client.Client
-	reader *client.Client // talks to one member first, to expose stale reads
+	cl     LockClient
+	reader LockClient // talks to one member first, to expose stale reads
 	proc   history.Process
 }
 
@@ -86,12 +108,12 @@ func (w *Workload) worker(ctx context.Context, i int) error {
 	rng := workload.Rand(w.Seed, i)
 	eps := append([]string(nil), w.Endpoints...)
 	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
-	cl, err := client.New(append(slices.Clone(eps), w.Spare...), client.Options{})
+	cl, err := w.dial(i, append(slices.Clone(eps), w.Spare...))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	reader, err := client.New(eps[:1], client.Options{})
+	reader, err := w.dial(i, eps[:1])
 	if err != nil {
 		return err
 	}
@@ -111,6 +133,13 @@ func (w *Workload) worker(ctx context.Context, i int) error {
 		}
 	}
 	return nil
+}
+
+func (w *Workload) dial(i int, endpoints []string) (LockClient, error) {
+	if w.Dial != nil {
+		return w.Dial(i, endpoints)
+	}
+	return client.New(endpoints, client.Options{})
 }
 
 func (w *Workload) plan() workload.Plan {
