@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -237,6 +238,41 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 		e := grpcapi.ErrorOf(err)
 		return status.Code(err) == codes.Unavailable && e != nil && e.LeaderApi == g.addrs[id]
 	})
+}
+
+// A waiting acquire whose caller cancels leaves the queue (rule 7): the
+// call's context ends on the member as the caller's does.
+func TestWaitingAcquireLeavesWhenCancelled(t *testing.T) {
+	g, ctx := startGRPC(t)
+	id := g.leader(t, ctx)
+	a, err := g.clients[id].Acquire(ctx, &pb.AcquireRequest{Key: "q", LeaseMs: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.clients[id].Acquire(wctx, &pb.AcquireRequest{Key: "q", LeaseMs: 3600000, WaitMs: 60000})
+		done <- err
+	}()
+	waiters := func() float64 {
+		var m dto.Metric
+		g.Node(id).Metrics().Waiters.Write(&m)
+		return m.GetGauge().GetValue()
+	}
+	nodetest.WaitFor(t, 10*time.Second, "the acquire to wait in the queue", func() bool { return waiters() == 1 })
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("the waiting acquire ended with %v, want CANCELED", err)
+	}
+	nodetest.WaitFor(t, 10*time.Second, "the waiter to leave the queue", func() bool { return waiters() == 0 })
+	if _, err := g.clients[id].Release(ctx, &pb.ReleaseRequest{Key: "q", Token: a.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := g.clients[id].Get(ctx, &pb.GetRequest{Key: "q"}); err != nil || got.Held {
+		t.Fatalf("after the release: %v, %v; want free (no grant to the waiter that left)", got, err)
+	}
 }
 
 // A keep-alive on a member that stops leading ends UNAVAILABLE naming the
