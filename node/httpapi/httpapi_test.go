@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,7 +16,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -35,29 +32,7 @@ type apiCluster struct {
 // it announces to the others; tune, if not nil, adjusts each member.
 func newAPICluster(t *testing.T, size int, tune func(*node.Config)) *apiCluster {
 	t.Helper()
-	apis := map[uint64]string{}
-	for id := uint64(1); id <= uint64(size); id++ {
-		addr, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		apis[id] = addr
-	}
-	c := nodetest.New(t, size, func(cfg *node.Config) {
-		cfg.APIAddr = apis[cfg.ID]
-		if tune != nil {
-			tune(cfg)
-		}
-	})
-	for _, id := range c.IDs() {
-		ln, err := net.Listen("tcp", apis[id])
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httpapi.NewServer(httpapi.New(c.Server(id), c.Node(id), 0), slog.New(slog.DiscardHandler))
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
-	}
+	c, apis := nodetest.NewWithAPI(t, size, tune)
 	return &apiCluster{Cluster: c, apis: apis}
 }
 

@@ -1,0 +1,195 @@
+package apiclient_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/apiclient"
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/node/nodetest"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Every call of the workload's method set over HTTP, through a follower
+// (its 307 followed to the leader), with the binary client's errors.
+func TestHTTPCallsThroughAFollower(t *testing.T) {
+	c, apis := nodetest.NewWithAPI(t, 3, nil)
+	leader := c.WaitLeader()
+	cl, err := apiclient.NewHTTP([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := ctxFor(t, 30*time.Second)
+
+	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Hour, Owner: "me", Tag: 7})
+	if err != nil || g.Token == 0 || g.LeaseMS != 3600000 {
+		t.Fatalf("acquire: %+v, %v", g, err)
+	}
+	if _, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, client.ErrHeld) {
+		t.Errorf("acquire of a held key: %v, want ErrHeld", err)
+	}
+	if info, err := cl.Get(ctx, "k"); err != nil || !info.Held || info.Token != g.Token || info.Owner != "me" {
+		t.Errorf("get: %+v, %v", info, err)
+	}
+	if err := cl.RenewTagged(ctx, "k", g.Token+1, time.Hour, 8); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("renew with a wrong token: %v, want ErrNotFound", err)
+	}
+	if err := cl.RenewTagged(ctx, "k", g.Token, time.Hour, 8); err != nil {
+		t.Errorf("renew: %v", err)
+	}
+	page, err := cl.List(ctx, client.ListOptions{Limit: 10})
+	if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != "k" || page.Locks[0].Owner != "me" || page.More {
+		t.Errorf("list: %+v, %v", page, err)
+	}
+	if tok, err := cl.ForceReleaseTagged(ctx, "k", 9); err != nil || tok != g.Token {
+		t.Errorf("forced release: %d, %v, want %d", tok, err, g.Token)
+	}
+	if _, err := cl.ForceReleaseTagged(ctx, "k", 10); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("forced release of a free key: %v, want ErrNotFound", err)
+	}
+	g2, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Hour})
+	if err != nil || g2.Token <= g.Token {
+		t.Fatalf("acquire after the forced release: %+v, %v", g2, err)
+	}
+	if err := cl.ReleaseTagged(ctx, "k", g.Token, 11); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("release with the evicted token: %v, want ErrNotFound", err)
+	}
+	if err := cl.ReleaseTagged(ctx, "k", g2.Token, 12); err != nil {
+		t.Errorf("release: %v", err)
+	}
+	var inv *client.InvalidArgumentError
+	if _, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Millisecond}); !errors.As(err, &inv) {
+		t.Errorf("acquire with a 1ms lease: %v, want an InvalidArgumentError", err)
+	}
+}
+
+// fake is a stand-in member whose answer to each request the test
+// chooses; it counts the requests it got.
+type fake struct {
+	*httptest.Server
+	n atomic.Int64
+}
+
+func newFake(t *testing.T, answer func(n int64, w http.ResponseWriter, r *http.Request)) *fake {
+	f := &fake{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		answer(f.n.Add(1), w, r)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// hangUp closes the connection with no answer: the request reached the
+// member, whatever it did with it.
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}
+
+func answer(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(code)
+	io.WriteString(w, body)
+}
+
+// A lock-changing call whose connection broke after the request went out
+// is never sent again: it may have applied. A read is.
+func TestHTTPNeverResendsALockChangeWhoseOutcomeIsUnknown(t *testing.T) {
+	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n == 1 || r.URL.Path != "/v1/get" {
+			hangUp(w)
+			return
+		}
+		answer(w, 200, `{"key":"k","held":false,"token":0,"remaining_ms":0}`)
+	})
+	cl, err := apiclient.NewHTTP([]string{f.URL}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Get(ctxFor(t, 10*time.Second), "k"); err != nil || f.n.Load() != 2 {
+		t.Errorf("get after a broken connection: %v after %d requests, want a success on the second", err, f.n.Load())
+	}
+	f.n.Store(0)
+	for name, call := range map[string]func(context.Context) error{
+		"acquire": func(ctx context.Context) error {
+			_, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Second})
+			return err
+		},
+		"release": func(ctx context.Context) error { return cl.ReleaseTagged(ctx, "k", 1, 0) },
+		"renew":   func(ctx context.Context) error { return cl.RenewTagged(ctx, "k", 1, time.Second, 0) },
+	} {
+		f.n.Store(0)
+		if err := call(ctxFor(t, 10*time.Second)); !errors.Is(err, client.ErrOutcomeUnknown) || f.n.Load() != 1 {
+			t.Errorf("%s: %v after %d requests, want ErrOutcomeUnknown after 1", name, err, f.n.Load())
+		}
+	}
+}
+
+// 503 unavailable and overloaded say nothing was proposed: the call is
+// asked again (an unavailable member's neighbour first) until it is
+// answered; a member that refuses the connection is skipped.
+func TestHTTPRetriesWhatWasNotProposed(t *testing.T) {
+	granted := `{"key":"k","token":5,"lease_ms":1000}`
+	busy := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n <= 2 {
+			answer(w, 503, `{"error":"overloaded","message":"busy"}`)
+			return
+		}
+		answer(w, 200, granted)
+	})
+	down := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		answer(w, 503, `{"error":"unavailable","message":"no leader"}`)
+	})
+	refusing, err := freeport.Addr() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		endpoints []string
+	}{
+		{"overloaded", []string{busy.URL}},
+		{"unavailable then overloaded", []string{down.URL, busy.URL}},
+		{"refused then overloaded", []string{refusing, busy.URL}},
+	} {
+		busy.n.Store(0)
+		cl, err := apiclient.NewHTTP(tc.endpoints, apiclient.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := cl.AcquireWith(ctxFor(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
+		if err != nil || g.Token != 5 || busy.n.Load() != 3 {
+			t.Errorf("%s: %+v, %v after %d requests to the busy member, want token 5 after 3", tc.name, g, err, busy.n.Load())
+		}
+		cl.Close()
+	}
+	cl, err := apiclient.NewHTTP([]string{down.URL}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.AcquireWith(ctxFor(t, 300*time.Millisecond), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no leader") {
+		t.Errorf("acquire against a member that stays unavailable: %v, want its answer at the deadline", err)
+	}
+}
