@@ -164,3 +164,14 @@ func validateList(o client.ListOptions) error {
 	}
 	return nil
 }
+
+// The protocols a member speaks, as raftlock chaos --protocols and
+// raftlock bench --protocol name them: its client port's binary protocol
+// (package client) and its API port's HTTP/JSON (NewHTTP).
+const (
+	Binary   = "binary"
+	HTTPJSON = "http"
+)
+
+// Protocols lists the protocols' names in the order help texts give them.
+func Protocols() []string { return []string{Binary, HTTPJSON} }
