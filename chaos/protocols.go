@@ -1,11 +1,13 @@
 package chaos
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/internal/cliflag"
 )
@@ -15,7 +17,7 @@ import (
 // number. Unset, every client speaks the binary protocol, as always.
 func registerProtocols(fs *flag.FlagSet, protocols *[]string) {
 	fs.Func("protocols", "`LIST` of protocols the workload's clients speak, client i the i-th modulo their number: some of "+
-		strings.Join(apiclient.Protocols(), ",")+" (default "+apiclient.Binary+"; the others reach each member's --api port)", func(s string) error {
+		strings.Join(apiclient.Protocols(), ",")+" (default "+apiclient.ProtocolBinary+"; the others reach each member's --api port)", func(s string) error {
 		if *protocols = cliflag.SplitList(s); len(*protocols) == 0 {
 			return fmt.Errorf("want some of %s", strings.Join(apiclient.Protocols(), ","))
 		}
@@ -27,7 +29,7 @@ func registerProtocols(fs *flag.FlagSet, protocols *[]string) {
 // protocol alone.
 func (c *Config) protocols() []string {
 	if len(c.Protocols) == 0 {
-		return []string{apiclient.Binary}
+		return []string{apiclient.ProtocolBinary}
 	}
 	return c.Protocols
 }
@@ -36,7 +38,7 @@ func (c *Config) protocols() []string {
 // so the run's reports are as they were before --protocols.
 func (c *Config) defaultProtocols() bool {
 	p := c.protocols()
-	return len(p) == 1 && p[0] == apiclient.Binary
+	return len(p) == 1 && p[0] == apiclient.ProtocolBinary
 }
 
 // validateProtocols checks --protocols: known names, and a client for
@@ -56,7 +58,7 @@ func (c *Config) validateProtocols() error {
 // usesAPI says whether a client speaks a protocol of the API port, which
 // the members then serve (--api).
 func (c *Config) usesAPI() bool {
-	return slices.ContainsFunc(c.protocols(), func(p string) bool { return p != apiclient.Binary })
+	return slices.ContainsFunc(c.protocols(), func(p string) bool { return p != apiclient.ProtocolBinary })
 }
 
 // protocolNotes adds the protocols of a run that is not all binary to its
@@ -71,6 +73,9 @@ func (c *Config) protocolNotes(header map[string]any, lines []string) []string {
 		strings.Join(p, ", "), len(p))
 	if len(p) == 1 {
 		line = fmt.Sprintf("Protocols: %s; every client of the harness speaks it, on each member's API port.", p[0])
+	}
+	if slices.Contains(p, apiclient.ProtocolGRPC) {
+		line += " A gRPC client's forced releases go over binary: the gRPC API has none."
 	}
 	if c.ClientProcs > 0 {
 		line += " The client processes speak binary."
@@ -88,11 +93,39 @@ func (c *Config) dialer(sup *Supervisor) func(i int, endpoints []string) (LockCl
 	protocols := c.protocols()
 	return func(i int, endpoints []string) (LockClient, error) {
 		switch protocols[i%len(protocols)] {
-		case apiclient.HTTPJSON:
+		case apiclient.ProtocolHTTP:
 			return apiclient.NewHTTP(sup.apiAddrs(endpoints), apiclient.Options{})
+		case apiclient.ProtocolGRPC:
+			g, err := apiclient.NewGRPC(sup.apiAddrs(endpoints), apiclient.Options{})
+			if err != nil {
+				return nil, err
+			}
+			bin, err := newClient(endpoints)
+			if err != nil {
+				g.Close()
+				return nil, err
+			}
+			return grpcLockClient{g, bin}, nil
 		}
 		return newClient(endpoints)
 	}
+}
+
+// grpcLockClient is a workload client of the gRPC API whose forced
+// releases go over the binary protocol: the gRPC API has none (the
+// HTTP/JSON API and the binary protocol do).
+type grpcLockClient struct {
+	*apiclient.GRPC
+	bin *client.Client
+}
+
+func (c grpcLockClient) ForceReleaseTagged(ctx context.Context, key string, tag uint64) (uint64, error) {
+	return c.bin.ForceReleaseTagged(ctx, key, tag)
+}
+
+func (c grpcLockClient) Close() error {
+	c.bin.Close()
+	return c.GRPC.Close()
 }
 
 // apiAddrs are the API addresses of the members whose client addresses

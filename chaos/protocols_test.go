@@ -40,9 +40,11 @@ func TestDialerSpreadsClientsOverProtocols(t *testing.T) {
 		var got string
 		switch cl.(type) {
 		case *client.Client:
-			got = apiclient.Binary
+			got = apiclient.ProtocolBinary
 		case *apiclient.HTTP:
-			got = apiclient.HTTPJSON
+			got = apiclient.ProtocolHTTP
+		case grpcLockClient:
+			got = apiclient.ProtocolGRPC
 		}
 		if want := cfg.Protocols[i%len(cfg.Protocols)]; got != want {
 			t.Errorf("client %d speaks %q (%T), want %q", i, got, cl, want)

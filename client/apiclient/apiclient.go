@@ -167,11 +167,13 @@ func validateList(o client.ListOptions) error {
 
 // The protocols a member speaks, as raftlock chaos --protocols and
 // raftlock bench --protocol name them: its client port's binary protocol
-// (package client) and its API port's HTTP/JSON (NewHTTP).
+// (package client) and its API port's gRPC (NewGRPC) and HTTP/JSON
+// (NewHTTP).
 const (
-	Binary   = "binary"
-	HTTPJSON = "http"
+	ProtocolBinary = "binary"
+	ProtocolGRPC   = "grpc"
+	ProtocolHTTP   = "http"
 )
 
 // Protocols lists the protocols' names in the order help texts give them.
-func Protocols() []string { return []string{Binary, HTTPJSON} }
+func Protocols() []string { return []string{ProtocolBinary, ProtocolGRPC, ProtocolHTTP} }

@@ -23,18 +23,21 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// Every call of the workload's method set over HTTP, through a follower
-// (its 307 followed to the leader), with the binary client's errors.
-func TestHTTPCallsThroughAFollower(t *testing.T) {
-	c, apis := nodetest.NewWithAPI(t, 3, nil)
-	leader := c.WaitLeader()
-	cl, err := apiclient.NewHTTP([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := ctxFor(t, 30*time.Second)
+// lockCalls are the calls both clients have.
+type lockCalls interface {
+	AcquireWith(ctx context.Context, r client.AcquireRequest) (client.Grant, error)
+	RenewTagged(ctx context.Context, key string, token uint64, lease time.Duration, tag uint64) error
+	ReleaseTagged(ctx context.Context, key string, token, tag uint64) error
+	Get(ctx context.Context, key string) (client.LockInfo, error)
+	List(ctx context.Context, o client.ListOptions) (client.LockPage, error)
+}
 
+// checkLockCalls makes every call of cl on key "k" of cluster c, checks
+// its answers and errors are the binary client's, and that the tags of
+// those that changed the lock reached the leader's log.
+func checkLockCalls(t *testing.T, c *nodetest.Cluster, cl lockCalls) {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
 	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Hour, Owner: "me", Tag: 7})
 	if err != nil || g.Token == 0 || g.LeaseMS != 3600000 {
 		t.Fatalf("acquire: %+v, %v", g, err)
@@ -48,32 +51,64 @@ func TestHTTPCallsThroughAFollower(t *testing.T) {
 	if err := cl.RenewTagged(ctx, "k", g.Token+1, time.Hour, 8); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("renew with a wrong token: %v, want ErrNotFound", err)
 	}
-	if err := cl.RenewTagged(ctx, "k", g.Token, time.Hour, 8); err != nil {
+	if err := cl.RenewTagged(ctx, "k", g.Token, time.Hour, 9); err != nil {
 		t.Errorf("renew: %v", err)
 	}
 	page, err := cl.List(ctx, client.ListOptions{Limit: 10})
 	if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != "k" || page.Locks[0].Owner != "me" || page.More {
 		t.Errorf("list: %+v, %v", page, err)
 	}
-	if tok, err := cl.ForceReleaseTagged(ctx, "k", 9); err != nil || tok != g.Token {
-		t.Errorf("forced release: %d, %v, want %d", tok, err, g.Token)
+	if err := cl.ReleaseTagged(ctx, "k", g.Token+1, 0); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("release with a wrong token: %v, want ErrNotFound", err)
 	}
-	if _, err := cl.ForceReleaseTagged(ctx, "k", 10); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("forced release of a free key: %v, want ErrNotFound", err)
-	}
-	g2, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Hour})
-	if err != nil || g2.Token <= g.Token {
-		t.Fatalf("acquire after the forced release: %+v, %v", g2, err)
-	}
-	if err := cl.ReleaseTagged(ctx, "k", g.Token, 11); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("release with the evicted token: %v, want ErrNotFound", err)
-	}
-	if err := cl.ReleaseTagged(ctx, "k", g2.Token, 12); err != nil {
+	if err := cl.ReleaseTagged(ctx, "k", g.Token, 10); err != nil {
 		t.Errorf("release: %v", err)
 	}
 	var inv *client.InvalidArgumentError
 	if _, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Millisecond}); !errors.As(err, &inv) {
 		t.Errorf("acquire with a 1ms lease: %v, want an InvalidArgumentError", err)
+	}
+	leader := c.WaitLeader()
+	cmds, _, err := leader.CommittedLog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]uint64{}
+	for _, cmd := range cmds {
+		if cmd.Key == "k" && cmd.Tag != 0 {
+			tags[cmd.Op] = cmd.Tag
+		}
+	}
+	if tags["grant"] != 7 || tags["renew"] != 9 || tags["release"] != 10 {
+		t.Errorf("tags in the log %v, want grant 7, renew 9, release 10", tags)
+	}
+}
+
+// Every call of the HTTP client, through a follower (its 307 followed to
+// the leader), with the binary client's errors and tags
+// (checkLockCalls), and its forced release.
+func TestHTTPCallsThroughAFollower(t *testing.T) {
+	c, apis := nodetest.NewWithAPI(t, 3, nil)
+	leader := c.WaitLeader()
+	cl, err := apiclient.NewHTTP([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	checkLockCalls(t, c, cl)
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "f", Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := cl.ForceReleaseTagged(ctx, "f", 11); err != nil || tok != g.Token {
+		t.Errorf("forced release: %d, %v, want %d", tok, err, g.Token)
+	}
+	if _, err := cl.ForceReleaseTagged(ctx, "f", 12); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("forced release of a free key: %v, want ErrNotFound", err)
+	}
+	if err := cl.ReleaseTagged(ctx, "f", g.Token, 13); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("release with the evicted token: %v, want ErrNotFound", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package nodetest
 import (
 	"log/slog"
 	"net"
+	"net/http"
 	"testing"
 
 	"github.com/raftlock/raftlock/internal/freeport"
@@ -16,6 +17,15 @@ import (
 // are those addresses. The API is served by the members as they first
 // started: a member restarted serves none.
 func NewWithAPI(t testing.TB, size int, tune func(*node.Config)) (c *Cluster, apis map[uint64]string) {
+	t.Helper()
+	return NewWithAPIHandler(t, size, tune, func(c *Cluster, id uint64) http.Handler {
+		return httpapi.New(c.Server(id), c.Node(id), 0)
+	})
+}
+
+// NewWithAPIHandler is NewWithAPI with each member's API port served by
+// the handler api makes for it (gRPC beside the HTTP/JSON API, say).
+func NewWithAPIHandler(t testing.TB, size int, tune func(*node.Config), api func(c *Cluster, id uint64) http.Handler) (c *Cluster, apis map[uint64]string) {
 	t.Helper()
 	apis = map[uint64]string{}
 	for id := uint64(1); id <= uint64(size); id++ {
@@ -36,7 +46,7 @@ func NewWithAPI(t testing.TB, size int, tune func(*node.Config)) (c *Cluster, ap
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httpapi.NewServer(httpapi.New(c.Server(id), c.Node(id), 0), slog.New(slog.DiscardHandler))
+		srv := httpapi.NewServer(api(c, id), slog.New(slog.DiscardHandler))
 		go srv.Serve(ln)
 		t.Cleanup(func() { srv.Close() })
 	}
