@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -29,13 +30,14 @@ type grpcCluster struct {
 	*nodetest.Cluster
 	addrs   map[uint64]string         // each member's API address
 	clients map[uint64]pb.LocksClient // a gRPC client of each
+	apis    map[uint64]*grpcapi.API
 }
 
 func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	g := &grpcCluster{addrs: map[uint64]string{}, clients: map[uint64]pb.LocksClient{}}
+	g := &grpcCluster{addrs: map[uint64]string{}, clients: map[uint64]pb.LocksClient{}, apis: map[uint64]*grpcapi.API{}}
 	lns := map[uint64]net.Listener{}
 	for id := uint64(1); id <= 3; id++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,6 +49,7 @@ func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 	g.Cluster = nodetest.New(t, 3, func(cfg *node.Config) { cfg.APIAddr = g.addrs[cfg.ID] })
 	for id, ln := range lns {
 		api := grpcapi.New(g.Server(id), g.Node(id), 0)
+		g.apis[id] = api
 		srv := httpapi.NewServer(api.Handler(httpapi.New(g.Server(id), g.Node(id), 0)), slog.New(slog.DiscardHandler))
 		go srv.Serve(ln)
 		t.Cleanup(func() { api.Close(); srv.Close() })
@@ -174,7 +177,7 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 	g, ctx := startGRPC(t)
 	id := g.leader(t, ctx)
 	cl := g.clients[id]
-	const lease = 300 // ms
+	const lease = 500 // ms
 	a, err := cl.Acquire(ctx, &pb.AcquireRequest{Key: "k", LeaseMs: lease})
 	if err != nil {
 		t.Fatal(err)
@@ -187,14 +190,14 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	for n := 0; time.Since(start) < 4*lease*time.Millisecond; n++ {
+	for n := 0; time.Since(start) < 3*lease*time.Millisecond; n++ {
 		r, err := ka.Recv()
 		if err != nil || r.Token != a.Token || r.LeaseMs != lease {
 			t.Fatalf("renewal %d: %v, %v", n, r, err)
 		}
 	}
 	if got, err := cl.Get(ctx, &pb.GetRequest{Key: "k"}); err != nil || !got.Held || got.Token != a.Token {
-		t.Fatalf("after four leases of keep-alive: %v, %v; want held with token %d", got, err, a.Token)
+		t.Fatalf("after three leases of keep-alive: %v, %v; want held with token %d", got, err, a.Token)
 	}
 	ka.CloseSend()
 	for {
@@ -205,7 +208,7 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 		}
 	}
 
-	b, err := cl.Acquire(ctx, &pb.AcquireRequest{Key: "k2", LeaseMs: 3000})
+	b, err := cl.Acquire(ctx, &pb.AcquireRequest{Key: "k2", LeaseMs: 1500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +216,7 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ka.Send(&pb.KeepAliveRequest{Key: "k2", Token: b.Token, LeaseMs: 3000})
+	ka.Send(&pb.KeepAliveRequest{Key: "k2", Token: b.Token, LeaseMs: 1500})
 	if _, err := ka.Recv(); err != nil {
 		t.Fatalf("the first renewal: %v", err)
 	}
@@ -235,6 +238,85 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 		e := grpcapi.ErrorOf(err)
 		return status.Code(err) == codes.Unavailable && e != nil && e.LeaderApi == g.addrs[id]
 	})
+}
+
+// A waiting acquire whose caller cancels leaves the queue (rule 7): the
+// call's context ends on the member as the caller's does.
+func TestWaitingAcquireLeavesWhenCancelled(t *testing.T) {
+	g, ctx := startGRPC(t)
+	id := g.leader(t, ctx)
+	a, err := g.clients[id].Acquire(ctx, &pb.AcquireRequest{Key: "q", LeaseMs: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.clients[id].Acquire(wctx, &pb.AcquireRequest{Key: "q", LeaseMs: 3600000, WaitMs: 60000})
+		done <- err
+	}()
+	waiters := func() float64 {
+		var m dto.Metric
+		g.Node(id).Metrics().Waiters.Write(&m)
+		return m.GetGauge().GetValue()
+	}
+	nodetest.WaitFor(t, 10*time.Second, "the acquire to wait in the queue", func() bool { return waiters() == 1 })
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("the waiting acquire ended with %v, want CANCELED", err)
+	}
+	nodetest.WaitFor(t, 10*time.Second, "the waiter to leave the queue", func() bool { return waiters() == 0 })
+	if _, err := g.clients[id].Release(ctx, &pb.ReleaseRequest{Key: "q", Token: a.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := g.clients[id].Get(ctx, &pb.GetRequest{Key: "q"}); err != nil || got.Held {
+		t.Fatalf("after the release: %v, %v; want free (no grant to the waiter that left)", got, err)
+	}
+}
+
+// A keep-alive on a member that stops leading ends UNAVAILABLE naming the
+// new leader's API (the lock is not lost: keep it alive there), and one on
+// a member that stops serving ends UNAVAILABLE at once.
+func TestKeepAliveEndsNamingANewLeader(t *testing.T) {
+	g, ctx := startGRPC(t)
+	leader := g.leader(t, ctx)
+	a, err := g.clients[leader].Acquire(ctx, &pb.AcquireRequest{Key: "k", LeaseMs: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka, err := g.clients[leader].KeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka.Send(&pb.KeepAliveRequest{Key: "k", Token: a.Token, LeaseMs: 3000})
+	if _, err := ka.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	next := g.Followers(g.Node(leader))[0].ID()
+	if _, err := g.Node(leader).TransferLeader(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	for err = nil; err == nil; _, err = ka.Recv() {
+	}
+	if e := expectStatus(t, "a keep-alive on a member that stopped leading", err, codes.Unavailable, "unavailable", "not the leader"); e.LeaderApi != g.addrs[next] {
+		t.Fatalf("it named %q, want the new leader's API %s", e.LeaderApi, g.addrs[next])
+	}
+	if got, err := g.clients[next].Get(ctx, &pb.GetRequest{Key: "k"}); err != nil || !got.Held || got.Token != a.Token {
+		t.Fatalf("the lock after the leader changed: %v, %v; want still held", got, err)
+	}
+	ka, err = g.clients[next].KeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka.Send(&pb.KeepAliveRequest{Key: "k", Token: a.Token, LeaseMs: 3000})
+	if _, err := ka.Recv(); err != nil {
+		t.Fatalf("a keep-alive at the new leader: %v", err)
+	}
+	g.apis[next].Stop()
+	for err = nil; err == nil; _, err = ka.Recv() {
+	}
+	expectStatus(t, "a keep-alive on a member stopping", err, codes.Unavailable, "unavailable", "stopping")
 }
 
 // A watch over gRPC sees the same events at the same indexes on the
