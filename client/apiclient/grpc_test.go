@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/apiclient"
-	"github.com/raftlock/raftlock/node/grpcapi"
-	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/nodetest"
 	raftlockv1 "github.com/raftlock/raftlock/proto/raftlock/v1"
 )
@@ -26,11 +23,7 @@ import (
 // the leader followed), with the binary client's errors; tags reach the
 // leader's log (checkLockCalls).
 func TestGRPCCallsThroughAFollower(t *testing.T) {
-	c, apis := nodetest.NewWithAPIHandler(t, 3, nil, func(c *nodetest.Cluster, id uint64) http.Handler {
-		api := grpcapi.New(c.Server(id), c.Node(id), 0)
-		t.Cleanup(api.Close)
-		return api.Handler(httpapi.New(c.Server(id), c.Node(id), 0))
-	})
+	c, apis := nodetest.NewWithAPI(t, 3, nil)
 	leader := c.WaitLeader()
 	cl, err := apiclient.NewGRPC([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
 	if err != nil {

@@ -3,29 +3,20 @@ package nodetest
 import (
 	"log/slog"
 	"net"
-	"net/http"
 	"testing"
 
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/grpcapi"
 	"github.com/raftlock/raftlock/node/httpapi"
 )
 
-// NewWithAPI is New with every member also serving the HTTP/JSON API
-// (package httpapi) on an address it announces to the others
-// (node.Config.APIAddr), so a follower redirects to the leader's; apis
-// are those addresses. The API is served by the members as they first
-// started: a member restarted serves none.
+// NewWithAPI is New with every member also serving its API port as a
+// member does (gRPC beside the HTTP/JSON API, without TLS) on an address
+// it announces to the others (node.Config.APIAddr), so a follower sends
+// callers to the leader's; apis are those addresses. The API is served by
+// the members as they first started: a member restarted serves none.
 func NewWithAPI(t testing.TB, size int, tune func(*node.Config)) (c *Cluster, apis map[uint64]string) {
-	t.Helper()
-	return NewWithAPIHandler(t, size, tune, func(c *Cluster, id uint64) http.Handler {
-		return httpapi.New(c.Server(id), c.Node(id), 0)
-	})
-}
-
-// NewWithAPIHandler is NewWithAPI with each member's API port served by
-// the handler api makes for it (gRPC beside the HTTP/JSON API, say).
-func NewWithAPIHandler(t testing.TB, size int, tune func(*node.Config), api func(c *Cluster, id uint64) http.Handler) (c *Cluster, apis map[uint64]string) {
 	t.Helper()
 	apis = map[uint64]string{}
 	for id := uint64(1); id <= uint64(size); id++ {
@@ -46,9 +37,10 @@ func NewWithAPIHandler(t testing.TB, size int, tune func(*node.Config), api func
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httpapi.NewServer(api(c, id), slog.New(slog.DiscardHandler))
+		g := grpcapi.New(c.Server(id), c.Node(id), 0)
+		srv := httpapi.NewServer(g.Handler(httpapi.New(c.Server(id), c.Node(id), 0)), slog.New(slog.DiscardHandler))
 		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
+		t.Cleanup(func() { g.Close(); srv.Close() })
 	}
 	return c, apis
 }
