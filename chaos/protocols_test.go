@@ -74,7 +74,7 @@ func TestRunOverEveryProtocolIsValid(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	cfg := shortRun(t, 21, workload.Fenced, fault.FamilyKill)
-	cfg.Time, cfg.Protocols = 6*time.Second, apiclient.Protocols()
+	cfg.Time, cfg.Protocols = 4*time.Second, apiclient.Protocols()
 	v, _, err := RunAndCheck(context.Background(), cfg, &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
