@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node/httpapi"
 	raftlockv1 "github.com/raftlock/raftlock/proto/raftlock/v1"
@@ -79,15 +80,4 @@ func overloaded(what string, n int) error {
 // ErrorOf is the Error detail of err, a status from this API, or nil when
 // it carries none: how a Go caller reads the error's name and the leader's
 // API address.
-func ErrorOf(err error) *raftlockv1.Error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return nil
-	}
-	for _, d := range st.Details() {
-		if e, ok := d.(*raftlockv1.Error); ok {
-			return e
-		}
-	}
-	return nil
-}
+func ErrorOf(err error) *raftlockv1.Error { return apiclient.ErrorDetail(err) }

@@ -138,6 +138,7 @@ func (a *API) do(ctx context.Context, op string, req *wire.Request, ok wire.Op) 
 		return nil, err
 	}
 	defer release()
+	req.Tag = tagOf(ctx) // the member reads it only where the protocol has one
 	resp := a.b.Do(ctx, identity(ctx), wire.FeaturePermissionDenied, req)
 	if resp == nil {
 		return nil, ctx.Err()
