@@ -50,6 +50,7 @@ type Proxy struct {
 	rng     *rand.Rand // loss and jitter draws, seeded: guarded by mu
 
 	cut *snapshotCut // armed by CutSnapshot; guarded by mu
+	raw bool         // a byte-stream link (NewByteProxy): no frames read
 
 	forwarded, dropped, blackholed atomic.Int64
 }
@@ -315,6 +316,10 @@ func (p *Proxy) serve(in net.Conn, r io.Reader) {
 	if !p.track(out) {
 		out.Close()
 		p.untrack(in)
+		return
+	}
+	if p.raw {
+		p.copyBytes(in, r, out)
 		return
 	}
 	quit := make(chan struct{})

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,8 +29,17 @@ type Proc struct {
 	bin     string
 	args    []string
 	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed once the process has been waited for
+
+	mu     sync.Mutex // guards cmd and exited: a restart replaces them
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has been waited for
+}
+
+// current is p's process and its exit, nil before it started.
+func (p *Proc) current() (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.exited
 }
 
 // Start starts a process, its output appended to logPath, and adds it to
@@ -58,22 +68,26 @@ func (g *Group) launch(p *Proc) error {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.bin, err)
 	}
-	p.cmd, p.exited = cmd, make(chan struct{})
-	go func(done chan struct{}) {
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, done
+	p.mu.Unlock()
+	go func() {
 		cmd.Wait()
 		logf.Close()
 		close(done)
-	}(p.exited)
+	}()
 	return nil
 }
 
 // Running reports whether p's process has not exited.
 func (p *Proc) Running() bool {
-	if p.cmd == nil {
+	cmd, exited := p.current()
+	if cmd == nil {
 		return false
 	}
 	select {
-	case <-p.exited:
+	case <-exited:
 		return false
 	default:
 		return true
@@ -81,15 +95,19 @@ func (p *Proc) Running() bool {
 }
 
 // Exited is closed once p's current process has exited.
-func (p *Proc) Exited() <-chan struct{} { return p.exited }
+func (p *Proc) Exited() <-chan struct{} {
+	_, exited := p.current()
+	return exited
+}
 
 // Kill ends p's process with SIGKILL, as a crash would, and waits for it.
 func (p *Proc) Kill() {
-	if p.cmd == nil {
+	cmd, exited := p.current()
+	if cmd == nil {
 		return
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
 }
 
 // Signal sends sig to p's process if it runs (SIGSTOP, SIGCONT).
@@ -97,7 +115,8 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	if !p.Running() {
 		return fmt.Errorf("signal %s: not running", p.logPath)
 	}
-	return p.cmd.Process.Signal(sig)
+	cmd, _ := p.current()
+	return cmd.Process.Signal(sig)
 }
 
 // Restart starts p's process again with the same command line.
@@ -121,10 +140,11 @@ func (p *Proc) Terminate(grace time.Duration) {
 	if !p.Running() {
 		return
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.cmd.Process.Signal(syscall.SIGCONT)
+	cmd, exited := p.current()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(syscall.SIGCONT)
 	select {
-	case <-p.exited:
+	case <-exited:
 	case <-time.After(grace):
 		p.Kill()
 	}
@@ -132,10 +152,11 @@ func (p *Proc) Terminate(grace time.Duration) {
 
 // PID is p's process id (0 before it started).
 func (p *Proc) PID() int {
-	if p.cmd == nil {
+	cmd, _ := p.current()
+	if cmd == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return cmd.Process.Pid
 }
 
 // PIDs are the running processes: one killed is not counted until it
@@ -155,8 +176,8 @@ func (g *Group) PIDs() []int {
 func (g *Group) Stop() {
 	for _, p := range g.procs {
 		if p.Running() {
-			p.cmd.Process.Signal(syscall.SIGTERM)
-			p.cmd.Process.Signal(syscall.SIGCONT)
+			p.Signal(syscall.SIGTERM)
+			p.Signal(syscall.SIGCONT)
 		}
 	}
 	for _, p := range g.procs {
