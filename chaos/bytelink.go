@@ -20,12 +20,7 @@ import (
 // NewByteProxy is NewProxy in byte-stream mode: the link is cut by
 // SetBlocked; SetFault has no effect.
 func NewByteProxy(target string, seed uint64) (*Proxy, error) {
-	p, err := NewProxy(target, seed)
-	if err != nil {
-		return nil, err
-	}
-	p.raw = true
-	return p, nil
+	return newByteLink(target, seed).listen()
 }
 
 // newByteLink is newLink in byte-stream mode, for an HTTPGateway.

@@ -150,11 +150,15 @@ func chunkData(payload []byte) int64 {
 // NewProxy listens on a free loopback port and forwards to target; seed
 // drives its loss and jitter draws.
 func NewProxy(target string, seed uint64) (*Proxy, error) {
+	return newLink(target, seed).listen()
+}
+
+// listen serves p on a free loopback port.
+func (p *Proxy) listen() (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("proxy for %s: %w", target, err)
+		return nil, fmt.Errorf("proxy for %s: %w", p.target, err)
 	}
-	p := newLink(target, seed)
 	p.ln = ln
 	p.wg.Add(1)
 	go p.accept(ln, func(in net.Conn) { p.serve(in, in) })
