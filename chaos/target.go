@@ -154,9 +154,7 @@ func newPeer(c *Config, dir string) (peerService, error) {
 	case TargetEtcd:
 		return newEtcdPeer(dir, c.Seed, c.Log), nil
 	case TargetRedis:
-		if p := newRedisPeer(dir, c.Seed, c.Log); p != nil {
-			return p, nil
-		}
+		return newRedisPeer(dir, c.Seed, c.Log), nil
 	}
 	return nil, fmt.Errorf("no peer adapter for --target %s", c.target())
 }
