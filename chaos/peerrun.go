@@ -52,8 +52,8 @@ func (r *run) peerPhases(ctx context.Context) (*Result, error) {
 	if err := r.rec.Flush(); err != nil {
 		return nil, err
 	}
-	if cfg.Progress != nil && r.nem.Counts.ClientPauses.Load() > 0 {
-		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", r.nem.Counts.String())
+	if c := &r.nem.Counts; cfg.Progress != nil && c.ClientPauses.Load() > 0 {
+		fmt.Fprintf(cfg.Progress, "chaos: nemesis: client pauses %d (%d between a read and a write)\n", c.ClientPauses.Load(), c.ClientPausesHolding.Load())
 	}
 	return &Result{Events: r.rec.Events(), Crashes: p.Crashes(), Target: cfg.target()}, nil
 }
