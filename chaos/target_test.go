@@ -166,3 +166,52 @@ func TestByteProxyCarriesAndCuts(t *testing.T) {
 		t.Fatalf("healed link: %v", err)
 	}
 }
+
+// A partition cuts the etcd leader off through the byte-stream links:
+// the rest elect another leader, and the cut-off one takes no write.
+func TestEtcdPartitionIsolatesTheLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd processes")
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		t.Skip("etcd is not installed (make peers installs it): the etcd target is not tried")
+	}
+	e := newEtcdPeer(t.TempDir(), 1, nil)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := e.Leader(ctx)
+	if old == 0 {
+		t.Fatal("no leader")
+	}
+	p := fault.Isolate(fault.Fixed{IDs: e.IDs(), Lead: old}, old)
+	e.SetLinks(p.Connected)
+	for {
+		if l := e.Leader(ctx); l != 0 && l != old {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("member %d cut off, and no other member leads", old)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cut, err := dialEtcd([]string{e.members[old-1].client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = cut.(*etcdLocks).cli.Put(wctx, "/chaos/cut", "x")
+	wcancel()
+	if err == nil {
+		t.Fatalf("member %d, cut off, took a write", old)
+	}
+	e.SetLinks(func(int, int) bool { return true })
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
