@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -132,9 +133,20 @@ func (r *redisPeer) startSentinel(bin string, n int) error {
 	return nil
 }
 
-// sentinelsReady: every Sentinel names a primary, knows a replica and
+// sentinelsReady: the replica finished its first sync (else the first
+// failover would promote an empty replica: Redis delays a diskless
+// sync 5 s), and every Sentinel names a primary, knows a replica and
 // its peers (ckquorum).
 func (r *redisPeer) sentinelsReady(ctx context.Context) error {
+	c, err := resp.Dial(ctx, r.data[1].addr)
+	if err != nil {
+		return err
+	}
+	info, err := c.Do("INFO", "replication")
+	c.Close()
+	if err != nil || !strings.Contains(info, "master_link_status:up") {
+		return fmt.Errorf("the replica has not synced yet: %v", err)
+	}
 	for _, s := range r.sentinels {
 		c, err := resp.Dial(ctx, s.addr)
 		if err != nil {
