@@ -55,7 +55,7 @@ func (c *Config) validateTarget() error {
 	case t == TargetRaftlock:
 		return nil
 	case c.Bug != "":
-		return fmt.Errorf("--unsafe-bug plants bugs in raftlock: not with --target %s", t)
+		return fmt.Errorf("--unsafe-bug plants bugs in raftlock's members, not with --target %s", t)
 	case c.Held > 0:
 		return fmt.Errorf("--held fills raftlock's table: not with --target %s", t)
 	case c.Nodes != 3:
