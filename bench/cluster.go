@@ -113,7 +113,7 @@ func CatchUp(ctx context.Context, t Target, behind uint64, keySize int) (CatchUp
 	if err != nil {
 		return CatchUpResult{}, fmt.Errorf("status of member %d: %w", f.id, err)
 	}
-	f.proc.kill()
+	f.proc.Kill()
 	// Until the leader applied behind more entries and compacted its log
 	// past what the follower has: a big table is snapshotted only once the
 	// log is as big as the table, so a fixed count of entries may not get there.
@@ -128,7 +128,7 @@ func CatchUp(ctx context.Context, t Target, behind uint64, keySize int) (CatchUp
 		return CatchUpResult{}, fmt.Errorf("drive the leader past member %d: %w", f.id, err)
 	}
 	start := time.Now()
-	if err := rt.procs.restart(f.proc); err != nil {
+	if err := rt.procs.Restart(f.proc); err != nil {
 		return CatchUpResult{}, err
 	}
 	ready, err := rt.waitAnswers(ctx, f)
@@ -162,7 +162,7 @@ func JoinMember(ctx context.Context, t Target) (res JoinResult, err error) {
 	start := time.Now()
 	a := rt.tuning
 	a.ID, a.Join, a.PeerListen, a.Listen, a.HTTP, a.Data = uint64(m.id), rt.cl.Endpoints(), m.peer, m.client, m.http, memberDir(rt.dir, m.id)
-	if m.proc, err = rt.procs.add(rt.bin, a.Argv(), memberDir(rt.dir, m.id)+".log"); err != nil {
+	if m.proc, err = rt.procs.Start(rt.bin, a.Argv(), memberDir(rt.dir, m.id)+".log"); err != nil {
 		return JoinResult{}, err
 	}
 	rt.members = append(rt.members, m)
@@ -204,10 +204,10 @@ func (rt *raftlockTarget) removeMember(ctx context.Context, m *benchMember) erro
 		err = fmt.Errorf("member.remove %d: %w", m.id, err)
 	}
 	select {
-	case <-m.proc.exited:
+	case <-m.proc.Exited():
 	case <-cctx.Done():
 	}
-	rt.procs.remove(m.proc, 5*time.Second)
+	rt.procs.Remove(m.proc, 5*time.Second)
 	for i, x := range rt.members {
 		if x == m {
 			rt.members = append(rt.members[:i], rt.members[i+1:]...)
@@ -261,8 +261,8 @@ func (rt *raftlockTarget) waitAnswers(ctx context.Context, m *benchMember) (time
 		if _, err := rt.status(ctx, m); err == nil {
 			return time.Now(), nil
 		}
-		if !m.proc.running() {
-			return time.Time{}, fmt.Errorf("member %d exited while starting (see %s)", m.id, m.proc.logPath)
+		if !m.proc.Running() {
+			return time.Time{}, fmt.Errorf("member %d exited while starting (see %s)", m.id, m.proc.LogPath())
 		}
 		if !sleepCtx(ctx, 10*time.Millisecond) {
 			return time.Time{}, fmt.Errorf("member %d starting: %w", m.id, ctx.Err())
@@ -290,7 +290,7 @@ func leaderPID(ctx context.Context, t Target) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return l.proc.pid(), nil
+	return l.proc.PID(), nil
 }
 
 // waitCaughtUp polls m every 20 ms until it has applied what the leader
@@ -304,8 +304,8 @@ func (rt *raftlockTarget) waitCaughtUp(ctx context.Context, m *benchMember) erro
 		if st, err := rt.status(ctx, m); err == nil && st.Applied >= lst.Applied {
 			return nil
 		}
-		if !m.proc.running() {
-			return fmt.Errorf("member %d exited before it caught up (see %s)", m.id, m.proc.logPath)
+		if !m.proc.Running() {
+			return fmt.Errorf("member %d exited before it caught up (see %s)", m.id, m.proc.LogPath())
 		}
 		if !sleepCtx(ctx, 20*time.Millisecond) {
 			return fmt.Errorf("member %d catching up: %w", m.id, ctx.Err())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raftlock/raftlock/internal/procgroup"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ type etcdTarget struct {
 	mode  string
 	lease time.Duration
 	cli   *clientv3.Client
-	procs *procGroup
+	procs *procgroup.Group
 }
 
 // StartEtcd starts an etcd cluster of cfg.Nodes members from the etcd
@@ -49,7 +50,7 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (Target, error) {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
 		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
 	}
-	g := &procGroup{env: shareCores(nodes)}
+	g := &procgroup.Group{Env: shareCores(nodes)}
 	for i := 0; i < nodes; i++ {
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
@@ -58,14 +59,14 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (Target, error) {
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "raftlock-bench", "--logger", "zap", "--log-level", "error"}
-		if err := g.start(bin, args, filepath.Join(cfg.Dir, fmt.Sprintf("etcd-%s-%d.log", cfg.Mode, i+1))); err != nil {
-			g.stop()
+		if _, err := g.Start(bin, args, filepath.Join(cfg.Dir, fmt.Sprintf("etcd-%s-%d.log", cfg.Mode, i+1))); err != nil {
+			g.Stop()
 			return nil, err
 		}
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		g.stop()
+		g.Stop()
 		return nil, err
 	}
 	t := &etcdTarget{mode: cfg.Mode, lease: cfg.Lease, cli: cli, procs: g}
@@ -77,12 +78,12 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (Target, error) {
 }
 
 func (t *etcdTarget) Name() string                                { return t.mode }
-func (t *etcdTarget) PIDs() []int                                 { return t.procs.pids() }
+func (t *etcdTarget) PIDs() []int                                 { return t.procs.PIDs() }
 func (t *etcdTarget) RaftStats(context.Context) (RaftStats, bool) { return RaftStats{}, false }
 
 func (t *etcdTarget) Close() error {
 	t.cli.Close()
-	t.procs.stop()
+	t.procs.Stop()
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/raftlock/raftlock/internal/procgroup"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -52,7 +53,7 @@ type benchMember struct {
 	id                 int
 	client, http, peer string
 	api                string // "": none (RaftlockConfig.Protocol binary)
-	proc               *proc
+	proc               *procgroup.Proc
 }
 
 type raftlockTarget struct {
@@ -60,7 +61,7 @@ type raftlockTarget struct {
 	lease time.Duration
 	cl    *client.Client
 	calls lockCalls // what the sessions call: cl, or an API client
-	procs *procGroup
+	procs *procgroup.Group
 	// members, for a cluster the bench started, in the order of their
 	// client endpoints; with the command line to start one more.
 	members  []*benchMember
@@ -123,9 +124,9 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		tc = r.ClientConfig()
 	}
 	tuning := cfg.tuning()
-	g := &procGroup{env: shareCores(cfg.Nodes)}
+	g := &procgroup.Group{Env: shareCores(cfg.Nodes)}
 	if cfg.MemberProcs > 0 {
-		g.env = []string{fmt.Sprintf("GOMAXPROCS=%d", cfg.MemberProcs)}
+		g.Env = []string{fmt.Sprintf("GOMAXPROCS=%d", cfg.MemberProcs)}
 	}
 	for _, m := range members {
 		a := tuning
@@ -134,8 +135,8 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 			c := filepath.Join(certDir, fmt.Sprintf("member-%d", m.id))
 			a.TLS = tlsconfig.Files{Cert: c + ".pem", Key: c + "-key.pem", CA: filepath.Join(certDir, "ca.pem")}
 		}
-		if m.proc, err = g.add(cfg.Bin, a.Argv(), memberDir(cfg.Dir, m.id)+".log"); err != nil {
-			g.stop()
+		if m.proc, err = g.Start(cfg.Bin, a.Argv(), memberDir(cfg.Dir, m.id)+".log"); err != nil {
+			g.Stop()
 			return nil, err
 		}
 	}
@@ -145,7 +146,7 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	}
 	t, err := newRaftlockTarget(name, eps, cfg.Lease, tc)
 	if err != nil {
-		g.stop()
+		g.Stop()
 		return nil, err
 	}
 	t.procs, t.members, t.bin, t.dir, t.tuning, t.nextID = g, members, cfg.Bin, cfg.Dir, tuning, cfg.Nodes+1
@@ -223,7 +224,7 @@ func (t *raftlockTarget) PIDs() []int {
 	if t.procs == nil {
 		return nil
 	}
-	return t.procs.pids()
+	return t.procs.PIDs()
 }
 
 // All sessions share one client: calls from every session are pipelined
@@ -259,7 +260,7 @@ func (t *raftlockTarget) Close() error {
 		tr.CloseIdleConnections()
 	}
 	if t.procs != nil {
-		t.procs.stop()
+		t.procs.Stop()
 	}
 	return nil
 }

@@ -115,6 +115,7 @@ type ClientFlags struct {
 	Index     int
 	LeaseMin  time.Duration
 	LeaseMax  time.Duration
+	Target    string
 }
 
 // ClientSynopsis is raftlock chaos-client's usage line.
@@ -131,6 +132,7 @@ func (f *ClientFlags) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.Index, "index", 0, "which of the workload's random streams this client draws from")
 	fs.DurationVar(&f.LeaseMin, "lease-min", d.LeaseMin, "shortest lease the client asks for")
 	fs.DurationVar(&f.LeaseMax, "lease-max", d.LeaseMax, "longest lease the client asks for")
+	fs.StringVar(&f.Target, "target", string(TargetRaftlock), "the lock service the endpoints are: "+joinTargets())
 }
 
 // RunClient runs one workload client until ctx ends or the harness hangs
@@ -152,6 +154,9 @@ func (f *ClientFlags) RunClient(ctx context.Context, in io.Reader, out io.Writer
 	}
 	w := &Workload{Clients: 1, First: f.Index, Keys: strings.Split(f.Keys, ","), LeaseMin: f.LeaseMin, LeaseMax: f.LeaseMax,
 		Endpoints: strings.Split(f.Endpoints, ","), Spare: spare, Seed: f.Seed, Rec: p, Store: p, NewProcess: p.newProcess}
+	if t := Target(f.Target); t != TargetRaftlock && t != "" {
+		w.Dial = func(_ int, endpoints []string) (LockClient, error) { return dialPeer(t, endpoints) }
+	}
 	if err := w.Run(ctx); err != nil {
 		return err
 	}
@@ -199,6 +204,9 @@ func startClientProcs(cfg Config, wl *Workload, rec *history.Recorder, logs stri
 			"--lease-min", cfg.LeaseMin.String(), "--lease-max", cfg.LeaseMax.String()}
 		if len(wl.Spare) > 0 {
 			args = append(args, "--spare", strings.Join(wl.Spare, ","))
+		}
+		if t := cfg.target(); t != TargetRaftlock {
+			args = append(args, "--target", string(t))
 		}
 		cp := &clientProc{id: k + 1, cmd: exec.Command(cfg.Bin, args...), rec: rec, wl: wl, store: wl.Store, log: cfg.Log,
 			done: make(chan struct{}), proc: -1}

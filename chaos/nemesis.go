@@ -67,6 +67,9 @@ type Nemesis struct {
 	// each for ClientPauseMin at least.
 	Clients        []*clientProc
 	ClientPauseMin time.Duration
+	// Peer, when set, carries the member faults out on a peer target
+	// (--target etcd|redis) in place of Sup.
+	Peer *peerFaults
 
 	current        atomic.Value // string: the fault in force, for the progress line
 	snapshotFaults int          // snapshot faults so far; Run's goroutine only
@@ -178,6 +181,9 @@ func (v view) Leader() int    { return v.sup.Leader(v.ctx) }
 // inject draws one fault of family, carries it out and returns its heal
 // and a description.
 func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family fault.Family) (func(context.Context), string) {
+	if n.Peer != nil && family != fault.FamilyClientPause {
+		return n.Peer.inject(ctx, rng, family)
+	}
 	c := view{ctx, n.Sup}
 	switch family {
 	case fault.FamilyKill:

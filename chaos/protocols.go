@@ -100,14 +100,14 @@ func (c *Config) dialer(sup *Supervisor) func(i int, endpoints []string) (LockCl
 			if err != nil {
 				return nil, err
 			}
-			bin, err := newClient(endpoints)
+			bin, err := client.New(endpoints, client.Options{})
 			if err != nil {
 				g.Close()
 				return nil, err
 			}
 			return grpcLockClient{g, bin}, nil
 		}
-		return newClient(endpoints)
+		return client.New(endpoints, client.Options{})
 	}
 }
 

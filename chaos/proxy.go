@@ -50,6 +50,7 @@ type Proxy struct {
 	rng     *rand.Rand // loss and jitter draws, seeded: guarded by mu
 
 	cut *snapshotCut // armed by CutSnapshot; guarded by mu
+	raw bool         // a byte-stream link (NewByteProxy): no frames read
 
 	forwarded, dropped, blackholed atomic.Int64
 }
@@ -149,11 +150,15 @@ func chunkData(payload []byte) int64 {
 // NewProxy listens on a free loopback port and forwards to target; seed
 // drives its loss and jitter draws.
 func NewProxy(target string, seed uint64) (*Proxy, error) {
+	return newLink(target, seed).listen()
+}
+
+// listen serves p on a free loopback port.
+func (p *Proxy) listen() (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("proxy for %s: %w", target, err)
+		return nil, fmt.Errorf("proxy for %s: %w", p.target, err)
 	}
-	p := newLink(target, seed)
 	p.ln = ln
 	p.wg.Add(1)
 	go p.accept(ln, func(in net.Conn) { p.serve(in, in) })
@@ -315,6 +320,10 @@ func (p *Proxy) serve(in net.Conn, r io.Reader) {
 	if !p.track(out) {
 		out.Close()
 		p.untrack(in)
+		return
+	}
+	if p.raw {
+		p.copyBytes(in, r, out)
 		return
 	}
 	quit := make(chan struct{})

@@ -66,8 +66,11 @@ type Config struct {
 	// Protocols are the protocols the workload's clients speak, client i
 	// the i-th modulo their number (--protocols); nil: binary.
 	Protocols []string
-	Progress  io.Writer // one line every few seconds; nil: none
-	Log       *slog.Logger
+	// Target is the lock service tried (--target): TargetRaftlock (""
+	// too, the default), TargetEtcd or TargetRedis.
+	Target   Target
+	Progress io.Writer // one line every few seconds; nil: none
+	Log      *slog.Logger
 }
 
 // Defaults returns the settings of a run nobody tuned, as `raftlock
@@ -134,6 +137,9 @@ func (c *Config) Validate() error {
 	if err := c.validateProtocols(); err != nil {
 		return err
 	}
+	if err := c.validateTarget(); err != nil {
+		return err
+	}
 	for _, f := range c.Nemeses {
 		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) && !slices.Contains(ClientFamilies, f) {
 			return fmt.Errorf("unknown nemesis %q (want some of %v, or of %v)", f, Families, OptInFamilies)
@@ -164,6 +170,10 @@ func joinResources() string {
 // they were before these settings existed.
 func (c *Config) settingsNotes() (header map[string]any, lines []string) {
 	header = map[string]any{}
+	if t := c.target(); t != TargetRaftlock {
+		header["target"] = string(t)
+		lines = append(lines, targetLine(t))
+	}
 	if r := c.resource(); r != workload.Fenced {
 		header["resource"] = string(r)
 		lines = append(lines, "Resource: unfenced, a read-sleep-write register that accepts every write whatever its token: "+
@@ -176,7 +186,7 @@ func (c *Config) settingsNotes() (header map[string]any, lines []string) {
 	}
 	if _, notRun := c.nemeses(); len(notRun) > 0 {
 		header["nemeses_not_run"] = notRun
-		lines = append(lines, fmt.Sprintf("Not run: %s (it stops client processes, and --client-procs is 0).", fault.Join(notRun)))
+		lines = append(lines, notRunLine(c, notRun))
 	}
 	lines = c.protocolNotes(header, lines)
 	if len(header) == 0 {
@@ -186,11 +196,12 @@ func (c *Config) settingsNotes() (header map[string]any, lines []string) {
 }
 
 // nemeses splits the families asked for into those the run carries out
-// and those it cannot: client-pause without client processes. The latter
-// are named in the header and summary.md, never dropped silently.
+// and those it cannot: client-pause without client processes, and what
+// the target cannot do (notCarried). The latter are named in the header
+// and summary.md, never dropped silently.
 func (c *Config) nemeses() (run, notRun []fault.Family) {
 	for _, f := range c.Nemeses {
-		if slices.Contains(ClientFamilies, f) && c.ClientProcs == 0 {
+		if c.notCarried(f) != "" {
 			notRun = append(notRun, f)
 			continue
 		}
@@ -259,6 +270,9 @@ type Result struct {
 	Held HeldFill
 	// Integrity is the snapshot-integrity check's evidence.
 	Integrity SnapshotIntegrity
+	// Target is the service tried ("": raftlock): a peer has no
+	// membership changes or snapshot counters to check.
+	Target Target
 }
 
 // SnapshotIntegrity is, per member, the snapshots it received whose data
@@ -349,7 +363,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r := &run{cfg: cfg, logs: filepath.Join(cfg.Out, "logs")}
 	defer r.close()
-	res, err := r.phases(ctx)
+	phases := r.phases
+	if cfg.target() != TargetRaftlock {
+		phases = r.peerPhases
+	}
+	res, err := phases(ctx)
 	if err != nil {
 		var he *HarnessError
 		if !errors.As(err, &he) {
@@ -374,10 +392,15 @@ type run struct {
 	held HeldFill
 	// clients are the chaos-client processes (--client-procs).
 	clients []*clientProc
+	// peer is the service tried when it is not raftlock (--target).
+	peer peerService
 }
 
 func (r *run) close() {
 	killClientProcs(r.clients)
+	if r.peer != nil {
+		r.peer.Close()
+	}
 	if r.sup != nil {
 		r.sup.Close()
 	}
@@ -682,7 +705,7 @@ func crashNote(crashes []Crash) string {
 func finalReads(ctx context.Context, wl *Workload, keys []string) {
 	wk := &worker{w: wl, proc: wl.newProcess()}
 	var err error
-	if wk.reader, err = newClient(append(slices.Clone(wl.Endpoints), wl.Spare...)); err != nil {
+	if wk.reader, err = wl.dial(0, append(slices.Clone(wl.Endpoints), wl.Spare...)); err != nil {
 		return
 	}
 	defer wk.reader.Close()

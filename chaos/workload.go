@@ -300,7 +300,3 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
-
-func newClient(endpoints []string) (*client.Client, error) {
-	return client.New(endpoints, client.Options{})
-}
