@@ -8,7 +8,9 @@ import (
 )
 
 // Run calls f every d, the first time d from now, until ctx ends; it
-// returns once ctx has ended and no call is running.
+// returns once ctx has ended and no call is running. No call starts after
+// ctx ended, even when a tick was due at the same moment (select would
+// pick either).
 func Run(ctx context.Context, d time.Duration, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
@@ -17,6 +19,9 @@ func Run(ctx context.Context, d time.Duration, f func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if ctx.Err() != nil {
+				return
+			}
 			f()
 		}
 	}
