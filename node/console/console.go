@@ -126,8 +126,9 @@ type Cluster struct {
 	Members      []Member `json:"members"`
 	Voters       []uint64 `json:"voters"`
 	Learners     []uint64 `json:"learners"`
-	Events       []Event  `json:"events"` // newest first
-	Series       []Point  `json:"series"` // oldest first, one a second
+	Events       []Event  `json:"events"`   // newest first
+	Expiries     []Expiry `json:"expiries"` // newest first, of keys the caller may read
+	Series       []Point  `json:"series"`   // oldest first, one a second
 }
 
 func (c *Console) serveCluster(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +150,7 @@ func (c *Console) serveCluster(w http.ResponseWriter, r *http.Request) {
 	if id := c.node.ClusterID(); id != 0 {
 		out.Cluster = fmt.Sprintf("%016x", id)
 	}
-	out.Events, out.Series, out.Waiters = c.rec.view(func(key string) bool { return c.server.MayRead(who, key) })
+	out.Events, out.Expiries, out.Series, out.Waiters = c.rec.view(func(key string) bool { return c.server.MayRead(who, key) })
 	writeJSON(w, http.StatusOK, out)
 }
 

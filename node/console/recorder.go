@@ -23,8 +23,9 @@ const (
 	maxEvents   = 100
 	maxExpiries = 100
 	maxPoints   = 120
-	// The console shows the newest 30 events of the cluster and the newest
-	// 20 expiries, so a burst of expiries never hides a leader change.
+	// The console shows the newest 30 events of the cluster and, apart,
+	// the newest 20 expiries, so a burst of expiries never hides a leader
+	// change.
 	shownEvents   = 30
 	shownExpiries = 20
 )
@@ -33,13 +34,19 @@ const (
 // expiries stays on: nobody looking, the member makes no lock events.
 const idle = 30 * time.Second
 
-// Event is one line of the recent events.
+// Event is one line of the cluster's recent events.
 type Event struct {
 	Time time.Time `json:"time"`
-	// Kind is leader, membership, snapshot or expired.
-	Kind string `json:"kind"`
-	Text string `json:"text"`
-	key  string // an expiry's, for the ACL
+	Kind string    `json:"kind"` // leader, membership or snapshot
+	Text string    `json:"text"`
+}
+
+// Expiry is a lock whose lease ran out and whose Expire applied.
+type Expiry struct {
+	Time  time.Time `json:"time"`
+	Key   string    `json:"key"`
+	Token uint64    `json:"token"`
+	Owner string    `json:"owner"`
 }
 
 // Point is one second of the charts: rates over the second before Time,
@@ -62,7 +69,7 @@ type recorder struct {
 
 	mu       sync.Mutex
 	events   []Event
-	expiries []Event
+	expiries []Expiry
 	points   []Point
 	waiters  int64
 	prev     *sample
@@ -130,8 +137,9 @@ func (r *recorder) drain(ctx context.Context, w *node.Watch) {
 				return
 			}
 			if ev.Type == node.EventExpired {
-				r.add(&r.expiries, maxExpiries, Event{Time: time.Now(), Kind: "expired", key: ev.Key,
-					Text: fmt.Sprintf("%q expired · token %d · owner %s", ev.Key, ev.Token, orNone(ev.Owner))})
+				r.mu.Lock()
+				r.expiries = push(r.expiries, maxExpiries, Expiry{Time: time.Now(), Key: ev.Key, Token: ev.Token, Owner: ev.Owner})
+				r.mu.Unlock()
 			}
 		case <-check.C:
 			if !r.looked() {
@@ -258,12 +266,6 @@ func configChanges(a, b node.Status) []string {
 	return out
 }
 
-func (r *recorder) add(ring *[]Event, size int, e Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	*ring = push(*ring, size, e)
-}
-
 // push appends v to ring, dropping its oldest once it holds size.
 func push[T any](ring []T, size int, v T) []T {
 	if len(ring) == size {
@@ -272,21 +274,20 @@ func push[T any](ring []T, size int, v T) []T {
 	return append(ring, v)
 }
 
-// view returns the newest events (the expiries of keys the caller may
-// read among them), the chart's points and the waiters gauge.
-func (r *recorder) view(mayRead func(key string) bool) ([]Event, []Point, int64) {
+// view returns the newest events, newest first, the newest expiries of
+// the keys the caller may read, the chart's points and the waiters gauge.
+func (r *recorder) view(mayRead func(key string) bool) ([]Event, []Expiry, []Point, int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	evs := slices.Clone(r.events[max(0, len(r.events)-shownEvents):])
-	expiries := 0
-	for i := len(r.expiries) - 1; i >= 0 && expiries < shownExpiries; i-- {
-		if e := r.expiries[i]; mayRead(e.key) {
-			evs = append(evs, e)
-			expiries++
+	slices.Reverse(evs)
+	exps := []Expiry{}
+	for i := len(r.expiries) - 1; i >= 0 && len(exps) < shownExpiries; i-- {
+		if e := r.expiries[i]; mayRead(e.Key) {
+			exps = append(exps, e)
 		}
 	}
-	slices.SortStableFunc(evs, func(a, b Event) int { return b.Time.Compare(a.Time) })
-	return evs, slices.Clone(r.points), r.waiters
+	return evs, exps, slices.Clone(r.points), r.waiters
 }
 
 // point is the chart point of the second between p and s.
@@ -384,11 +385,4 @@ func ids(list []uint64) string {
 		s[i] = fmt.Sprint(id)
 	}
 	return strings.Join(s, ", ")
-}
-
-func orNone(owner string) string {
-	if owner == "" {
-		return "none"
-	}
-	return owner
 }

@@ -101,6 +101,10 @@ function renderCluster(c) {
   $("events").replaceChildren(...(c.events.length ? c.events.map((e) => h("li", {},
     h("time", {}, hms(e.time)), h("span", { class: `kind ${e.kind}` }, e.kind), h("span", {}, e.text))) :
     [h("li", { class: "empty" }, "no events yet")]));
+  $("expiries").replaceChildren(...(c.expiries.length ? c.expiries.slice(0, 8).map((e) => h("tr", {},
+    h("td", { class: "mono" }, hms(e.time)), h("td", { class: "key", title: e.key }, e.key),
+    h("td", { class: "mono" }, fmtNum(e.token)), h("td", { class: "owner", title: e.owner }, e.owner || "—"))) :
+    [h("tr", {}, h("td", { class: "empty", colspan: 4 }, "none while this page was open"))]));
 
   drawChart($("chart-rate"), c.series, [
     { key: "requests", name: "client requests / s", color: "#2f6fde" },
@@ -115,14 +119,17 @@ function renderCluster(c) {
 
 // drawChart draws series as lines over the last two minutes, in SVG.
 function drawChart(el, points, lines) {
-  const W = Math.max(300, Math.round(el.clientWidth || 600)), H = 130, L = 44, R = 6, T = 8, B = 18;
+  const W = Math.max(300, Math.round(el.clientWidth || 600)), H = 130, L = 50, R = 6, T = 8, B = 18;
   const now = points.length ? points[points.length - 1].t : Date.now();
   const from = now - 120000;
-  let top = 0;
-  for (const p of points) for (const l of lines) if (p[l.key] != null) top = Math.max(top, p[l.key]);
-  top = niceTop(top);
+  // The scale fits the 95th percentile, so one burst (a restarted member
+  // replaying its log) does not flatten the rest; lines above it are cut.
+  const vals = [];
+  for (const p of points) for (const l of lines) if (p[l.key] != null && p.t >= from) vals.push(p[l.key]);
+  vals.sort((a, b) => a - b);
+  const top = niceTop(vals.length ? vals[Math.floor(0.95 * (vals.length - 1))] * 1.2 : 0);
   const x = (t) => L + (W - L - R) * (t - from) / 120000;
-  const y = (v) => T + (H - T - B) * (1 - v / top);
+  const y = (v) => T + (H - T - B) * (1 - Math.min(v, top) / top);
   const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img" });
   for (const f of [0, 0.5, 1]) {
     s.append(svg("line", { class: "axis", x1: L, x2: W - R, y1: y(top * f), y2: y(top * f) }));
@@ -146,6 +153,11 @@ function drawChart(el, points, lines) {
     }
     if (d) s.append(svg("path", { d, fill: "none", stroke: l.color, "stroke-width": 2, "vector-effect": "non-scaling-stroke", "stroke-linejoin": "round" }));
   }
+  if (!vals.length) {
+    const t = svg("text", { x: (L + W - R) / 2, y: H / 2, "text-anchor": "middle" });
+    t.textContent = "nothing measured yet";
+    s.append(t);
+  }
   const legend = h("div", { class: "legend" }, ...lines.map((l) => {
     const i = h("i"); i.style.background = l.color;
     const seen = points.filter((p) => p[l.key] != null);
@@ -163,6 +175,8 @@ function niceTop(v) {
 }
 
 function fmtAxis(v) {
+  if (v >= 1e6) return `${+(v / 1e6).toFixed(1)}M`;
+  if (v >= 1e4) return `${+(v / 1e3).toFixed(0)}k`;
   if (v >= 1000) return fmtNum(Math.round(v));
   if (v >= 10) return String(Math.round(v));
   if (v >= 1) return v.toFixed(1);
