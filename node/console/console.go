@@ -68,7 +68,13 @@ func New(cfg Config) (*Console, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	peers, err := client.New([]string{cfg.Node.PeerClientAddr(cfg.Node.ID())}, client.Options{TLS: cfg.TLS, DialTimeout: time.Second})
+	// The client only asks members by address (Status); New wants an
+	// endpoint all the same.
+	self := cfg.Node.PeerClientAddr(cfg.Node.ID())
+	if self == "" {
+		self = "127.0.0.1:0"
+	}
+	peers, err := client.New([]string{self}, client.Options{TLS: cfg.TLS, DialTimeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}

@@ -162,9 +162,9 @@ func (mb *Member) startNode() (n *node.Node, skew *clock.Skew, err error) {
 	return n, skew, nil
 }
 
-// serveHTTP serves the HTTP port: the web console, metrics, status and health, profiles with
-// Debug, the clock and audit journal with fault injection, the admin
-// endpoints only to admin identities.
+// serveHTTP serves the HTTP port: the web console, metrics, status and
+// health, profiles with Debug, the clock and audit journal with fault
+// injection, the admin endpoints only to admin identities.
 func (mb *Member) serveHTTP(ln net.Listener, skew *clock.Skew) {
 	mux := server.HTTPHandler(mb.node)
 	mb.serveConsole(mux)
