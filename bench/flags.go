@@ -12,8 +12,10 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node"
@@ -69,6 +71,8 @@ type Command struct {
 	catchUp       bool
 	snapshotEvery uint64
 	memberProcs   int
+	// protocol is what raftlock's measured clients speak (--protocol).
+	protocol string
 	// The flags' text, which Check parses.
 	workloadList, clientList, compareList, heldList string
 	catchUpFlag                                     cliflag.OptBool
@@ -88,6 +92,8 @@ func (c *Command) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured time before each run")
 	fs.DurationVar(&c.lease, "lease", 10*time.Second, "lease of every acquire (the held locks' is 1h)")
 	fs.IntVar(&c.hotKeys, "hot-keys", 1, "contended workload: number of hot keys")
+	fs.StringVar(&c.protocol, "protocol", apiclient.ProtocolBinary, "what raftlock's clients speak: "+strings.Join(apiclient.Protocols(), ", ")+
+		" (binary on each member's client port, the others on its --api port, which the bench then has every member serve)")
 	fs.StringVar(&c.compareList, "compare", "", "peers to run side by side: etcd (= etcd-mutex,etcd-txn), etcd-mutex, etcd-txn, redis")
 	fs.BoolVar(&c.noBatch, "no-batch", false, "ablation: one command per log entry")
 	fs.BoolVar(&c.noOverlap, "no-write-overlap", false, "ablation: members take no call or message while a log write is being synced")
@@ -125,6 +131,9 @@ func (c *Command) Check() error {
 		return err
 	}
 	if err := c.validate(); err != nil {
+		return err
+	}
+	if err := checkProtocol(c.protocol, c.endpoints != ""); err != nil {
 		return err
 	}
 	// After validate: certificates without --endpoints are a usage error
@@ -250,7 +259,7 @@ func (c *Command) report(rep *Report, stdout io.Writer) error {
 func (c *Command) raftlockConfig() RaftlockConfig {
 	cfg := RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch, NoHandoff: c.noHandoff, NoWriteOverlap: c.noOverlap,
 		MaxInflight: c.maxInflight, MaxUncommitted: c.maxUncommitted, Lease: c.lease, TLS: c.useTLS,
-		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs}
+		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs, Protocol: c.protocol}
 	if c.snapshotEvery == 0 {
 		cfg.SnapshotKeep = 0
 	}

@@ -36,6 +36,8 @@ func TestCheckRefusesWhatCannotRun(t *testing.T) {
 		{[]string{"--held", "5", "--compare", "etcd"}, "--held measures raftlock only"},
 		{[]string{"--nodes", "0"}, "--nodes must be at least 1"},
 		{[]string{"--fill-clients", "0"}, "--fill-clients must be at least 1"},
+		{[]string{"--protocol", "smtp"}, `unknown --protocol "smtp"`},
+		{[]string{"--protocol", "http", "--endpoints", "a:1"}, "against --endpoints only binary"},
 	} {
 		_, err := parseCommand(t, tc.args...)
 		var ce *cliflag.Error

@@ -10,4 +10,9 @@ func TestAblationNameSpellsTheFlags(t *testing.T) {
 	if got, want := cfg.AblationName(), "raftlock --no-batch --no-write-overlap --max-inflight 1 --max-uncommitted -1 --tls"; got != want {
 		t.Fatalf("AblationName = %q, want %q", got, want)
 	}
+	for protocol, want := range map[string]string{"": "raftlock", "binary": "raftlock", "grpc": "raftlock --protocol grpc", "http": "raftlock --protocol http"} {
+		if got := (RaftlockConfig{Protocol: protocol}).AblationName(); got != want {
+			t.Errorf("protocol %q: AblationName = %q, want %q", protocol, got, want)
+		}
+	}
 }

@@ -41,12 +41,17 @@ type RaftlockConfig struct {
 	// MemberProcs is every member's GOMAXPROCS (0: the machine's cores
 	// shared among the members, shareCores).
 	MemberProcs int
+	// Protocol is what the measured sessions speak (bench --protocol):
+	// binary ("" too) on the client port, or grpc or http on the API port
+	// every member then serves.
+	Protocol string
 }
 
 // benchMember is one member the bench started.
 type benchMember struct {
 	id                 int
 	client, http, peer string
+	api                string // "": none (RaftlockConfig.Protocol binary)
 	proc               *proc
 }
 
@@ -54,6 +59,7 @@ type raftlockTarget struct {
 	name  string
 	lease time.Duration
 	cl    *client.Client
+	calls lockCalls // what the sessions call: cl, or an API client
 	procs *procGroup
 	// members, for a cluster the bench started, in the order of their
 	// client endpoints; with the command line to start one more.
@@ -99,6 +105,10 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		peers[uint64(m.id)] = m.peer
 		eps = append(eps, m.client)
 	}
+	apis, err := apiAddrs(cfg.Protocol, members)
+	if err != nil {
+		return nil, err
+	}
 	var tc *tls.Config
 	certDir := filepath.Join(cfg.Dir, "tls")
 	if cfg.TLS {
@@ -119,7 +129,7 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	}
 	for _, m := range members {
 		a := tuning
-		a.ID, a.Peers, a.Listen, a.HTTP, a.Data = uint64(m.id), peers, m.client, m.http, memberDir(cfg.Dir, m.id)
+		a.ID, a.Peers, a.Listen, a.HTTP, a.API, a.Data = uint64(m.id), peers, m.client, m.http, m.api, memberDir(cfg.Dir, m.id)
 		if cfg.TLS {
 			c := filepath.Join(certDir, fmt.Sprintf("member-%d", m.id))
 			a.TLS = tlsconfig.Files{Cert: c + ".pem", Key: c + "-key.pem", CA: filepath.Join(certDir, "ca.pem")}
@@ -139,7 +149,12 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		return nil, err
 	}
 	t.procs, t.members, t.bin, t.dir, t.tuning, t.nextID = g, members, cfg.Bin, cfg.Dir, tuning, cfg.Nodes+1
-	if err := waitUntil(ctx, "raftlock", func(ctx context.Context) error { _, err := t.cl.Get(ctx, "bench-probe"); return err }); err != nil {
+	if t.calls, err = dialCalls(cfg.Protocol, t.cl, apis, tc); err != nil {
+		t.Close()
+		return nil, err
+	}
+	// Probed through the sessions' protocol: its port is up too.
+	if err := waitUntil(ctx, "raftlock", func(ctx context.Context) error { _, err := t.calls.Get(ctx, "bench-probe"); return err }); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -157,7 +172,7 @@ func (cfg RaftlockConfig) AblationName() string {
 		{cfg.NoBatch, " --no-batch"}, {cfg.NoHandoff, " --no-handoff"}, {cfg.NoWriteOverlap, " --no-write-overlap"},
 		{cfg.MaxInflight > 0, fmt.Sprintf(" --max-inflight %d", cfg.MaxInflight)},
 		{cfg.MaxUncommitted != 0, fmt.Sprintf(" --max-uncommitted %d", cfg.MaxUncommitted)},
-		{cfg.TLS, " --tls"},
+		{cfg.TLS, " --tls"}, {usesAPI(cfg.Protocol), " --protocol " + cfg.Protocol},
 	} {
 		if f.on {
 			name += f.flag
@@ -194,7 +209,7 @@ func newRaftlockTarget(name string, eps []string, lease time.Duration, tc *tls.C
 	if err != nil {
 		return nil, err
 	}
-	t := &raftlockTarget{name: name, lease: lease, cl: cl, metrics: http.DefaultClient, scheme: "http"}
+	t := &raftlockTarget{name: name, lease: lease, cl: cl, calls: cl, metrics: http.DefaultClient, scheme: "http"}
 	if tc != nil {
 		t.metrics = &http.Client{Transport: &http.Transport{TLSClientConfig: tc.Clone()}}
 		t.scheme = "https"
@@ -238,6 +253,7 @@ func (t *raftlockTarget) metricsURL(m *benchMember) string {
 }
 
 func (t *raftlockTarget) Close() error {
+	t.calls.Close()
 	t.cl.Close()
 	if tr, ok := t.metrics.Transport.(*http.Transport); ok {
 		tr.CloseIdleConnections()
@@ -259,7 +275,7 @@ func (s raftlockSession) Lock(ctx context.Context, key string, wait bool) (func(
 			w = time.Minute
 		}
 	}
-	g, err := s.t.cl.Acquire(ctx, key, s.t.lease, w)
+	g, err := s.t.calls.AcquireWith(ctx, client.AcquireRequest{Key: key, Lease: s.t.lease, Wait: w})
 	if err != nil {
 		if !errors.Is(err, client.ErrHeld) {
 			// Cut off by the run's end, or lost with the connection:
@@ -270,7 +286,7 @@ func (s raftlockSession) Lock(ctx context.Context, key string, wait bool) (func(
 	}
 	s.t.ledger.took(key, g.Token)
 	return func(ctx context.Context) error {
-		err := s.t.cl.Release(ctx, key, g.Token)
+		err := s.t.calls.ReleaseTagged(ctx, key, g.Token, 0)
 		if err == nil || errors.Is(err, client.ErrNotFound) {
 			s.t.ledger.released(key, g.Token)
 		}
@@ -279,7 +295,7 @@ func (s raftlockSession) Lock(ctx context.Context, key string, wait bool) (func(
 }
 
 func (s raftlockSession) Read(ctx context.Context, key string) error {
-	_, err := s.t.cl.Get(ctx, key)
+	_, err := s.t.calls.Get(ctx, key)
 	return err
 }
 

@@ -161,7 +161,9 @@ func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run,
 			wg.Go(func() {
 				for n := int64(0); runCtx.Err() == nil; n++ {
 					start := time.Now()
+					m.calling[i].Store(start.UnixNano())
 					wait, err := spec.cycle(runCtx, sess, spec.key(run, i, n))
+					m.calling[i].Store(0)
 					if runCtx.Err() != nil {
 						return
 					}
@@ -226,10 +228,16 @@ type meter struct {
 	ops, errs   atomic.Int64
 	lastErr     atomic.Pointer[string] // for the progress line: why ops fail
 	hists, wait []*Histogram
+	// calling is when each closed-loop client's call began (unix nanos,
+	// 0 between calls): a call the client keeps retrying (a member
+	// answering overloaded, a cluster with no leader) is neither an op
+	// nor an error until it ends, and the progress line must not read as
+	// an idle cluster.
+	calling []atomic.Int64
 }
 
 func newMeter(clients int) *meter {
-	m := &meter{hists: make([]*Histogram, clients), wait: make([]*Histogram, clients)}
+	m := &meter{hists: make([]*Histogram, clients), wait: make([]*Histogram, clients), calling: make([]atomic.Int64, clients)}
 	for i := range m.hists {
 		m.hists[i], m.wait[i] = NewHistogram(), NewHistogram()
 	}
@@ -275,11 +283,25 @@ func (m *meter) window(ctx context.Context, spec Spec, system string, progress i
 				if n, msg := m.errs.Load(), m.lastErr.Load(); n > 0 && msg != nil {
 					failed = fmt.Sprintf(", %d failed (last: %s)", n, *msg)
 				}
+				if n := m.slowCalls(time.Now(), time.Second); n > 0 {
+					failed += fmt.Sprintf(", %s unanswered for over 1s (retried: overloaded or no leader?)", countOf(n, "call", "calls"))
+				}
 				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %4.0fs/%v %8d ops %9.0f ops/s%s\n",
 					system, spec.Workload, spec.Clients, el, spec.Duration, m.ops.Load(), float64(m.ops.Load())/el, failed)
 			}
 		}
 	}
+}
+
+// slowCalls counts the calls under way for longer than d at now.
+func (m *meter) slowCalls(now time.Time, d time.Duration) int {
+	n := 0
+	for i := range m.calling {
+		if t := m.calling[i].Load(); t != 0 && now.Sub(time.Unix(0, t)) > d {
+			n++
+		}
+	}
+	return n
 }
 
 // result is the window's run: throughput, latency and, contended, waits.

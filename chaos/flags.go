@@ -58,6 +58,7 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.Bin, "bin", "", "raftlock executable for the nodes (default: this one)")
 	fs.StringVar((*string)(&cfg.Resource), "resource", string(workload.Fenced), "what the locks guard: fenced (refuses a token lower than the highest it accepted) or unfenced (a read-sleep-write register that accepts every write: shows what fencing buys)")
 	fs.IntVar(&cfg.ClientProcs, "client-procs", d.ClientProcs, "`N` workload clients run as processes beside --clients, which the opt-in family "+fault.Join(ClientFamilies)+" stops (SIGSTOP) past their lease")
+	registerProtocols(fs, &cfg.Protocols)
 	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(OptInFamilies)+")")
 }
 

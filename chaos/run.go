@@ -63,8 +63,11 @@ type Config struct {
 	// processes beside the Clients in the harness (--client-procs), so
 	// the client-pause family can stop them; 0: none.
 	ClientProcs int
-	Progress    io.Writer // one line every few seconds; nil: none
-	Log         *slog.Logger
+	// Protocols are the protocols the workload's clients speak, client i
+	// the i-th modulo their number (--protocols); nil: binary.
+	Protocols []string
+	Progress  io.Writer // one line every few seconds; nil: none
+	Log       *slog.Logger
 }
 
 // Defaults returns the settings of a run nobody tuned, as `raftlock
@@ -128,6 +131,9 @@ func (c *Config) Validate() error {
 		// cluster that cannot come up and read as the cluster's failure.
 		return fmt.Errorf("unknown --unsafe-bug %q (want one of %s)", c.Bug, strings.Join(member.Bugs(), ", "))
 	}
+	if err := c.validateProtocols(); err != nil {
+		return err
+	}
 	for _, f := range c.Nemeses {
 		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) && !slices.Contains(ClientFamilies, f) {
 			return fmt.Errorf("unknown nemesis %q (want some of %v, or of %v)", f, Families, OptInFamilies)
@@ -172,6 +178,7 @@ func (c *Config) settingsNotes() (header map[string]any, lines []string) {
 		header["nemeses_not_run"] = notRun
 		lines = append(lines, fmt.Sprintf("Not run: %s (it stops client processes, and --client-procs is 0).", fault.Join(notRun)))
 	}
+	lines = c.protocolNotes(header, lines)
 	if len(header) == 0 {
 		return nil, nil
 	}
@@ -429,7 +436,7 @@ func (r *run) start(ctx context.Context) error {
 	}
 	r.sup, err = NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: r.logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Transfer: cfg.Transfer(),
-		Membership: slices.Contains(cfg.Nemeses, fault.FamilyMembership)})
+		Membership: slices.Contains(cfg.Nemeses, fault.FamilyMembership), API: cfg.usesAPI()})
 	if err != nil {
 		return err
 	}
@@ -477,7 +484,8 @@ func (r *run) record() error {
 		return err
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
-		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: workload.NewResource(r.rec, cfg.resource())}
+		Endpoints: r.sup.ClientAddrs(), Spare: r.sup.AllClientAddrs()[cfg.Nodes:], Seed: cfg.Seed, Rec: r.rec, Store: workload.NewResource(r.rec, cfg.resource()),
+		Dial: cfg.dialer(r.sup)}
 	families, _ := cfg.nemeses()
 	if len(families) == len(cfg.Nemeses) {
 		families = cfg.Nemeses // as it always was: nil for none

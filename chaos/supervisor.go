@@ -49,6 +49,9 @@ type ClusterSpec struct {
 	// Membership: the run may add members (up to spareMembers), whose
 	// addresses are drawn at the start.
 	Membership bool
+	// API: every member serves the API port too (--api), for clients of
+	// the gRPC and HTTP/JSON protocols (--protocols).
+	API bool
 }
 
 // Crash is a member process that exited without the harness killing it.
@@ -127,6 +130,7 @@ type Supervisor struct {
 type memberProc struct {
 	id                 int
 	raft, client, http string // real peer listen, client and HTTP addresses
+	api                string // its API address; "": none (ClusterSpec.API)
 	gateway            *Gateway
 
 	joined   bool          // added by AddMember: it joins the cluster
@@ -179,7 +183,11 @@ func NewSupervisor(spec ClusterSpec) (*Supervisor, error) {
 // starts its gateway.
 func (s *Supervisor) addresses(id int) error {
 	m := &memberProc{id: id}
-	for _, a := range []*string{&m.raft, &m.client, &m.http} {
+	addrs := []*string{&m.raft, &m.client, &m.http}
+	if s.spec.API {
+		addrs = append(addrs, &m.api)
+	}
+	for _, a := range addrs {
 		addr, err := freeport.Addr()
 		if err != nil {
 			return err
@@ -342,7 +350,7 @@ func (s *Supervisor) StartNode(id int) error {
 // restarts from its log).
 func (s *Supervisor) argsLocked(m *memberProc) embed.Args {
 	t := s.spec.Transfer
-	a := embed.Args{ID: uint64(m.id), PeerListen: m.raft, Listen: m.client, HTTP: m.http, Data: s.DataDir(m.id),
+	a := embed.Args{ID: uint64(m.id), PeerListen: m.raft, Listen: m.client, HTTP: m.http, API: m.api, Data: s.DataDir(m.id),
 		FaultInjection: true, LogLevel: "info",
 		SnapshotEvery: s.spec.SnapshotEvery, SnapshotKeep: s.spec.SnapshotKeep,
 		SnapshotChunkSize: max(t.ChunkSize, 0), PeerFrameLimit: max(t.FrameLimit, 0), SnapshotByEntries: t.ByEntries,

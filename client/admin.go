@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/retry"
 )
 
 // Admin runs an operator command on the leader (following redirects, as
@@ -39,7 +40,7 @@ func (c *Client) Admin(ctx context.Context, command string, in, out any, idempot
 		if resp.Op == wire.OpOutcomeUnknown && idempotent {
 			// The next leader decides it again, on a configuration that
 			// has the first try or does not.
-			t := time.NewTimer(jitter(backoff))
+			t := time.NewTimer(retry.Jitter(backoff))
 			select {
 			case <-ctx.Done():
 				t.Stop()

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/retry"
 )
 
 // Errors returned by Client calls.
@@ -99,24 +100,20 @@ type Client struct {
 	opts      Options
 	nextID    atomic.Uint64
 
+	targets *retry.Targets
+
 	mu     sync.Mutex
 	conns  map[string]*conn
-	leader string
-	next   int
 	closed bool
 }
 
 // New returns a client for the cluster whose members serve endpoints.
 func New(endpoints []string, opts Options) (*Client, error) {
-	var eps []string
-	for _, e := range endpoints {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
+	targets, err := retry.NewTargets(endpoints)
+	if err != nil {
+		return nil, err
 	}
-	if len(eps) == 0 {
-		return nil, errors.New("raftlock: no endpoints")
-	}
+	eps := targets.Endpoints()
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = time.Second
 	}
@@ -126,7 +123,7 @@ func New(endpoints []string, opts Options) (*Client, error) {
 	if err := wire.ValidateOwner(opts.Owner); err != nil {
 		return nil, &InvalidArgumentError{Reason: err.Error()}
 	}
-	return &Client{endpoints: eps, opts: opts, conns: make(map[string]*conn)}, nil
+	return &Client{endpoints: eps, opts: opts, targets: targets, conns: make(map[string]*conn)}, nil
 }
 
 // Endpoints returns the configured member addresses.
@@ -401,7 +398,7 @@ func answerError(resp wire.Response) error {
 // safe until ctx ends. idempotent marks reads, which may be retried even
 // after a connection broke with the request sent.
 func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (wire.Response, error) {
-	backoff := 10 * time.Millisecond
+	var backoff retry.Backoff
 	var lastErr error
 	refused := map[string]bool{} // endpoints that refused a connection
 	target := c.target("")
@@ -461,46 +458,17 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 			c.forgetLeader(target)
 			target = c.target(target)
 		}
-		t := time.NewTimer(jitter(backoff))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 200*time.Millisecond)
+		backoff.Wait(ctx)
 	}
 }
 
 // target picks where to send: the known leader, else the next endpoint after
 // the one that just failed.
-func (c *Client) target(failed string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.leader != "" && c.leader != failed {
-		return c.leader
-	}
-	ep := c.endpoints[c.next%len(c.endpoints)]
-	c.next++
-	if ep == failed && len(c.endpoints) > 1 {
-		ep = c.endpoints[c.next%len(c.endpoints)]
-		c.next++
-	}
-	return ep
-}
+func (c *Client) target(failed string) string { return c.targets.Next(failed) }
 
-func (c *Client) setLeader(addr string) {
-	c.mu.Lock()
-	c.leader = addr
-	c.mu.Unlock()
-}
+func (c *Client) setLeader(addr string) { c.targets.SetLeader(addr) }
 
-func (c *Client) forgetLeader(addr string) {
-	c.mu.Lock()
-	if c.leader == addr {
-		c.leader = ""
-	}
-	c.mu.Unlock()
-}
+func (c *Client) forgetLeader(addr string) { c.targets.ForgetLeader(addr) }
 
 // ProtocolError says an endpoint does not speak this client's protocol: the
 // wrong port, or another version. No retry can cure it.

@@ -164,7 +164,8 @@ func TestLeaseTableStaysInStepWithTheTable(t *testing.T) {
 
 // BenchmarkCollectWithMillionLeases measures a full garbage collection
 // with a lock manager holding a million locks of 250-byte keys: the table
-// and the leases together (results/scale.md).
+// and the leases together, and every key still a change since the last
+// snapshot (none was taken), as after a fill (results/scale.md).
 //
 //	go test ./member -run XXX -bench CollectWithMillionLeases -benchtime 10x
 func BenchmarkCollectWithMillionLeases(b *testing.B) {

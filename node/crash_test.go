@@ -228,8 +228,8 @@ func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
 }
 
 // /healthz says 503 with the reason when the member has no leader, as
-// etcd's /health does; /metrics has the leader gauge and the per-operation
-// request latency.
+// etcd's /health does; /metrics has the leader gauge, the per-operation
+// request latency and the log store's LSM statistics.
 func TestHealthzAndLeaderGauge(t *testing.T) {
 	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
@@ -246,6 +246,11 @@ func TestHealthzAndLeaderGauge(t *testing.T) {
 	if _, body := get(l, "/metrics"); !strings.Contains(body, "raftlock_has_leader 1") ||
 		!strings.Contains(body, `raftlock_request_duration_seconds_count{op="get"} 1`) {
 		t.Fatalf("metrics lack the leader gauge or the request histogram:\n%s", body)
+	}
+	for _, name := range []string{"raftlock_storage_compaction_debt_bytes", "raftlock_storage_write_stalls_total", "raftlock_storage_flushes_total"} {
+		if _, body := get(l, "/metrics"); !strings.Contains(body, "\n"+name+" ") {
+			t.Errorf("metrics lack the log store's %s", name)
+		}
 	}
 	fs := c.Followers(l) // in id order
 	f := fs[0]

@@ -5,6 +5,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node/logstore"
 )
 
 // Metrics are one member's Prometheus metrics, in a registry of its own so
@@ -121,6 +122,12 @@ func (m *Metrics) Set(g member.Gauge, v float64) { m.gauges[g].Set(v) }
 // ObserveBatch implements member.Meter.
 func (m *Metrics) ObserveBatch(commands int) { m.BatchSize.Observe(float64(commands)) }
 
+// WatchStorage exports the log store's LSM statistics, read by read at
+// each scrape.
+func (m *Metrics) WatchStorage(read func() logstore.StorageStats) {
+	m.Registry.MustRegister(newStorageCollector(read))
+}
+
 // CounterValue reads a counter (tests, reports).
 func CounterValue(c prometheus.Counter) float64 {
 	var m dto.Metric
@@ -128,4 +135,65 @@ func CounterValue(c prometheus.Counter) float64 {
 		return 0
 	}
 	return m.GetCounter().GetValue()
+}
+
+// storageCollector exports the log store's LSM statistics, read once per
+// scrape: compactions after a large fill, and the write stalls they cause,
+// are where a synced append's latency comes from when it is not the fsync.
+type storageCollector struct {
+	read    func() logstore.StorageStats
+	metrics []storageMetric
+}
+
+// storageMetric is one exported statistic: its description, whether it
+// is a counter, and its value in a reading.
+type storageMetric struct {
+	desc    *prometheus.Desc
+	counter bool
+	value   func(logstore.StorageStats) float64
+}
+
+func newStorageCollector(read func() logstore.StorageStats) *storageCollector {
+	def := func(name, help string, counter bool, value func(logstore.StorageStats) float64) storageMetric {
+		return storageMetric{prometheus.NewDesc("raftlock_"+name, help, nil, nil), counter, value}
+	}
+	return &storageCollector{read: read, metrics: []storageMetric{
+		def("storage_compactions_in_progress", "Compactions of the log store's LSM running now.", false,
+			func(s logstore.StorageStats) float64 { return float64(s.CompactionsInProgress) }),
+		def("storage_compaction_debt_bytes", "Bytes the log store's LSM has left to compact before it is stable (pebble's estimate; 0 when settled).", false,
+			func(s logstore.StorageStats) float64 { return float64(s.CompactionDebtBytes) }),
+		def("storage_l0_files", "Files in level 0 of the log store's LSM.", false,
+			func(s logstore.StorageStats) float64 { return float64(s.L0Files) }),
+		def("storage_l0_sublevels", "Sublevels of level 0 (its read amplification); pebble stalls writes when they pile up.", false,
+			func(s logstore.StorageStats) float64 { return float64(s.L0Sublevels) }),
+		def("storage_compactions_total", "Compactions of the log store's LSM done.", true,
+			func(s logstore.StorageStats) float64 { return float64(s.Compactions) }),
+		def("storage_flushes_total", "Memtable flushes of the log store.", true,
+			func(s logstore.StorageStats) float64 { return float64(s.Flushes) }),
+		def("storage_write_stalls_total", "Times the log store stalled writes, waiting for a flush or a compaction.", true,
+			func(s logstore.StorageStats) float64 { return float64(s.WriteStalls) }),
+		def("storage_write_stall_seconds_total", "Time writes of the log store waited in stalls.", true,
+			func(s logstore.StorageStats) float64 { return s.WriteStallSeconds }),
+		def("storage_disk_bytes", "Bytes of the log store's files on disk (snapshot files not included).", false,
+			func(s logstore.StorageStats) float64 { return float64(s.DiskBytes) }),
+	}}
+}
+
+// Describe implements prometheus.Collector.
+func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.metrics {
+		ch <- m.desc
+	}
+}
+
+// Collect implements prometheus.Collector: one reading for every metric.
+func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.read()
+	for _, m := range c.metrics {
+		typ := prometheus.GaugeValue
+		if m.counter {
+			typ = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(m.desc, typ, m.value(s))
+	}
 }

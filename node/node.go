@@ -281,6 +281,9 @@ func (n *Node) openStorage() error {
 	if n.storage, err = logstore.OpenSeeded(cfg.DataDir, vfs.Default, initial, n.log); err != nil {
 		return err
 	}
+	if d, ok := n.storage.(interface{ StorageStats() logstore.StorageStats }); ok {
+		n.metrics.WatchStorage(d.StorageStats)
+	}
 	if cfg.Join != nil {
 		if err := checkJoinStore(n.storage, initial); err != nil {
 			n.storage.Close()

@@ -28,7 +28,13 @@ declare -A masked=(
 # one: --held fills the table (5 MB snapshots in 16 KiB chunks), and the
 # snapshot family then cuts a stream mid-transfer first; the bug shows as
 # snapshot-integrity (the member refuses the partial data and counts it).
+# force-release-unchecked shows only when a forced release meets a handoff
+# in flight (a Grant proposed, not yet applied): over three keys about one
+# seed in two met one in 15 s (CI once missed it at seeds 1-3); with every
+# client on one key nearly every release hands off, and 6 seeds of 6 caught
+# it (results/mutation.md).
 declare -A flags=(
+  [force-release-unchecked]="--keys 1"
   [no-snapshot-on-add]="--nemesis membership"
   [no-peer-input-checks]="--nemesis garbage"
   [snapshot-partial]="--held 20000"

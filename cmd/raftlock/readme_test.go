@@ -13,7 +13,7 @@ import (
 // numbers or quotes from the tracker, targets as the project's own, links
 // only inside the repository, and one unit (ops) in the bench tables.
 func TestReadmesSpeakToUsers(t *testing.T) {
-	for _, name := range []string{"README.md", filepath.Join("results", "bench", "README.md"), filepath.Join("docs", "http-api.md")} {
+	for _, name := range []string{"README.md", filepath.Join("results", "bench", "README.md"), filepath.Join("docs", "http-api.md"), filepath.Join("docs", "grpc-api.md")} {
 		b, err := os.ReadFile(filepath.Join("..", "..", name))
 		if err != nil {
 			t.Fatal(err)

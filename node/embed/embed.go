@@ -1,6 +1,6 @@
 // Package embed runs a whole raftlock member in a process, as raftlock node
-// does: the node, its client port, its HTTP port, its HTTP/JSON API port,
-// its certificates and ACL.
+// does: the node, its client port, its HTTP port, its API port (HTTP/JSON
+// and gRPC), its certificates and ACL.
 // It is what the CLI starts, and what a Go program that wants a member of
 // its own starts (as etcd's embed package does for etcd).
 package embed
@@ -24,6 +24,7 @@ import (
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/clock"
 	"github.com/raftlock/raftlock/node/console"
+	"github.com/raftlock/raftlock/node/grpcapi"
 	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/server"
 )
@@ -38,7 +39,8 @@ type Config struct {
 	Advertise string
 	// HTTP is the address of /metrics, /status and /healthz; "": none.
 	HTTP string
-	// API is the HTTP/JSON API's address (package httpapi); "": none.
+	// API is the address of the HTTP/JSON API (package httpapi) and the
+	// gRPC API (package grpcapi), one port; "": none.
 	// AdvertiseAPI is the one other members redirect its callers to
 	// (default API).
 	API          string
@@ -63,6 +65,7 @@ type Member struct {
 	server *server.Server
 	http   *http.Server
 	api    *http.Server // nil without Config.API
+	grpc   *grpcapi.API // served by api
 	log    *slog.Logger
 	cfg    Config
 	tls    *tlsconfig.Reloader // nil: plain TCP
@@ -126,7 +129,9 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 		mb.serveHTTP(hln, skew)
 	}
 	if aln != nil {
-		mb.api = httpapi.NewServer(httpapi.New(mb.server, n, cfg.Limits.MaxConns), mb.log.With("component", "api"))
+		mb.grpc = grpcapi.New(mb.server, n, cfg.Limits.MaxConns)
+		h := mb.grpc.Handler(httpapi.New(mb.server, n, cfg.Limits.MaxConns))
+		mb.api = httpapi.NewServer(h, mb.log.With("component", "api"))
 		go mb.api.Serve(aln)
 	}
 	return mb, nil
@@ -287,6 +292,7 @@ func (mb *Member) Close() {
 		cancel()
 	}
 	if mb.api != nil {
+		mb.grpc.Close()
 		mb.api.Close() // ends the calls in progress: their callers are gone
 	}
 	mb.server.Close()
@@ -326,7 +332,10 @@ func (mb *Member) stopServing(ctx context.Context) {
 	if mb.api != nil {
 		// Calls in progress are answered (a stopped node answers them
 		// unavailable, which callers retry elsewhere); past ctx they end.
+		// gRPC streams end now (UNAVAILABLE: go on at another member).
+		mb.grpc.Stop()
 		if mb.api.Shutdown(ctx) != nil {
+			mb.grpc.Close()
 			mb.api.Close()
 		}
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"io"
 
 	"github.com/raftlock/raftlock/client/wire"
@@ -23,7 +24,10 @@ var calls = map[string]call{
 	"/v1/acquire": {member.OpAcquire.String(), parse[acquireArgs], wire.OpGranted, func(req *wire.Request, resp *wire.Response) any {
 		return leaseBody{Key: req.Key, Token: resp.Token, LeaseMS: resp.LeaseMS}
 	}},
-	"/v1/release": {member.OpRelease.String(), parse[tokenArgs], wire.OpReleased, func(req *wire.Request, _ *wire.Response) any {
+	"/v1/release": {member.OpRelease.String(), parse[tokenArgs], wire.OpReleased, func(req *wire.Request, resp *wire.Response) any {
+		if req.Force {
+			return releasedBody{Key: req.Key, Token: resp.Token, Released: true} // the holder's, which it ended
+		}
 		return releasedBody{Key: req.Key, Token: req.Token, Released: true}
 	}},
 	"/v1/renew": {member.OpRenew.String(), parse[renewArgs], wire.OpRenewed, func(req *wire.Request, _ *wire.Response) any {
@@ -34,22 +38,30 @@ var calls = map[string]call{
 	"/v1/status": {"status", parse[statusArgs], wire.OpStatusInfo, func(_ *wire.Request, resp *wire.Response) any { return resp.Status }},
 }
 
-// The request bodies.
+// The request bodies. Tag, on the calls that change a lock, is an
+// operation id recorded with the command in the member's log (the client
+// protocol's Tag), for audits such as the chaos harness's.
 type (
 	acquireArgs struct {
 		Key     string `json:"key"`
 		LeaseMS uint64 `json:"lease_ms"`
 		WaitMS  uint64 `json:"wait_ms"`
 		Owner   string `json:"owner"`
+		Tag     uint64 `json:"tag"`
 	}
 	tokenArgs struct { // release's
 		Key   string `json:"key"`
 		Token uint64 `json:"token"`
+		// Force frees the key whatever its token (the admin right), as
+		// raftlock release --force: the answer's token is the one ended.
+		Force bool   `json:"force"`
+		Tag   uint64 `json:"tag"`
 	}
 	renewArgs struct {
 		Key     string `json:"key"`
 		Token   uint64 `json:"token"`
 		LeaseMS uint64 `json:"lease_ms"`
+		Tag     uint64 `json:"tag"`
 	}
 	keyArgs struct { // get's
 		Key string `json:"key"`
@@ -131,15 +143,18 @@ func (a *acquireArgs) request() (*wire.Request, error) {
 	if err := wire.ValidateOwner(a.Owner); err != nil {
 		return nil, err
 	}
-	return keyed(&wire.Request{Op: wire.OpAcquire, Key: a.Key, LeaseMS: a.LeaseMS, WaitMS: a.WaitMS, Owner: a.Owner})
+	return keyed(&wire.Request{Op: wire.OpAcquire, Key: a.Key, LeaseMS: a.LeaseMS, WaitMS: a.WaitMS, Owner: a.Owner, Tag: a.Tag})
 }
 
 func (a *tokenArgs) request() (*wire.Request, error) {
-	return keyed(&wire.Request{Op: wire.OpRelease, Key: a.Key, Token: a.Token})
+	if a.Force && a.Token != 0 {
+		return nil, errors.New("a forced release takes no token: it ends the holder's, whatever it is")
+	}
+	return keyed(&wire.Request{Op: wire.OpRelease, Key: a.Key, Token: a.Token, Force: a.Force, Tag: a.Tag})
 }
 
 func (a *renewArgs) request() (*wire.Request, error) {
-	return keyed(&wire.Request{Op: wire.OpRenew, Key: a.Key, Token: a.Token, LeaseMS: a.LeaseMS})
+	return keyed(&wire.Request{Op: wire.OpRenew, Key: a.Key, Token: a.Token, LeaseMS: a.LeaseMS, Tag: a.Tag})
 }
 
 func (a *keyArgs) request() (*wire.Request, error) {

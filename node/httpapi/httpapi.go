@@ -60,6 +60,10 @@ type memberBackend struct {
 
 func (m memberBackend) PeerAPIAddr(id uint64) string { return m.n.PeerAPIAddr(id) }
 
+// MemberBackend is the Backend of the member whose client server is s and
+// node n (the gRPC API's too).
+func MemberBackend(s *server.Server, n *node.Node) Backend { return memberBackend{s, n} }
+
 // Handler serves the API's paths.
 type Handler struct {
 	b       Backend
@@ -160,7 +164,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c call, req *wi
 	if st.retry {
 		w.Header().Set("Retry-After", retryAfter)
 	}
-	writeError(w, st.code, st.name, message(resp, req))
+	writeError(w, st.code, st.name, ErrorMessage(resp, req))
 }
 
 // redirect sends the caller to the leader's API, or answers unavailable
@@ -221,9 +225,10 @@ func statusOf(op wire.Op) status {
 	return status{http.StatusInternalServerError, wire.ErrorNameError, false}
 }
 
-// message is the one-line message of an error answer: the member's
-// reason, or what the answer means when it gives none.
-func message(resp *wire.Response, req *wire.Request) string {
+// ErrorMessage is the one-line message of an error answer to req: the
+// member's reason, or what the answer means when it gives none (the gRPC
+// API's messages too).
+func ErrorMessage(resp *wire.Response, req *wire.Request) string {
 	if resp.Reason != "" {
 		return resp.Reason
 	}

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,7 +16,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -35,29 +32,7 @@ type apiCluster struct {
 // it announces to the others; tune, if not nil, adjusts each member.
 func newAPICluster(t *testing.T, size int, tune func(*node.Config)) *apiCluster {
 	t.Helper()
-	apis := map[uint64]string{}
-	for id := uint64(1); id <= uint64(size); id++ {
-		addr, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		apis[id] = addr
-	}
-	c := nodetest.New(t, size, func(cfg *node.Config) {
-		cfg.APIAddr = apis[cfg.ID]
-		if tune != nil {
-			tune(cfg)
-		}
-	})
-	for _, id := range c.IDs() {
-		ln, err := net.Listen("tcp", apis[id])
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httpapi.NewServer(httpapi.New(c.Server(id), c.Node(id), 0), slog.New(slog.DiscardHandler))
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
-	}
+	c, apis := nodetest.NewWithAPI(t, size, tune)
 	return &apiCluster{Cluster: c, apis: apis}
 }
 
@@ -302,5 +277,37 @@ func TestHTTP2WithoutTLS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
 		t.Errorf("h2c get: %s over %s", resp.Status, resp.Proto)
+	}
+}
+
+// A release with force ends the holder's hold whatever its token and
+// answers that token (rule 12: the admin right, which a member without an
+// ACL gives everyone); tags reach the member's log with their commands,
+// for the chaos harness's audit. force with a token is refused.
+func TestForcedReleaseAndTagsReachTheLog(t *testing.T) {
+	c := newAPICluster(t, 1, nil)
+	leader := c.WaitLeader()
+	at := func(path string) string { return c.url(leader.ID(), path) }
+	tok := post(t, http.DefaultClient, at("/v1/acquire"), `{"key":"f","lease_ms":3600000,"tag":11}`).body["token"].(float64)
+	post(t, http.DefaultClient, at("/v1/renew"), `{"key":"f","token":`+num(tok)+`,"lease_ms":3600000,"tag":12}`).expect(t, "renew", 200, nil, nil)
+	post(t, http.DefaultClient, at("/v1/release"), `{"key":"f","token":`+num(tok)+`,"force":true}`).expectError(t, "force with a token", 400, "invalid-argument")
+	post(t, http.DefaultClient, at("/v1/release"), `{"key":"f","force":true,"tag":13}`).
+		expect(t, "forced release", 200, []string{"key", "token", "released"}, map[string]any{"key": "f", "token": tok, "released": true})
+	post(t, http.DefaultClient, at("/v1/release"), `{"key":"f","force":true}`).expectError(t, "forced release of a free key", 404, "not-found")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmds, _, err := leader.CommittedLog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]uint64{}
+	for _, cmd := range cmds {
+		if cmd.Key == "f" && cmd.Tag != 0 {
+			tags[cmd.Op] = cmd.Tag
+		}
+	}
+	if want := map[string]uint64{"grant": 11, "renew": 12, "release": 13}; !maps.Equal(tags, want) {
+		t.Errorf("tags in the log %v, want %v", tags, want)
 	}
 }

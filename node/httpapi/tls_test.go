@@ -1,19 +1,11 @@
 package httpapi_test
 
 import (
-	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/freeport"
-	"github.com/raftlock/raftlock/internal/tlsconfig"
-	"github.com/raftlock/raftlock/member"
-	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
@@ -23,44 +15,14 @@ import (
 // the right gets 403 permission-denied, one without a certificate no
 // connection.
 func TestTLSIdentityAndACL(t *testing.T) {
-	dir := t.TempDir()
-	certs := filepath.Join(dir, "certs")
-	if _, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: certs, Members: 1, Clients: []string{"builder", "reader"}}); err != nil {
-		t.Fatal(err)
-	}
-	acl := filepath.Join(dir, "acl.json")
-	if err := os.WriteFile(acl, []byte(`{"rules":[
+	m := nodetest.StartTLSMember(t, `{"rules":[
 		{"identity":"builder","prefixes":["jobs/"],"rights":["lock","read"]},
-		{"identity":"reader","prefixes":[""],"rights":["read"]}]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	a := freeport.ForIDs(t, 1, 2, 3)
-	mb, err := embed.Start(embed.Config{
-		Node:   node.Config{Config: member.Config{ID: 1, Peers: map[uint64]string{1: a[1]}}, DataDir: filepath.Join(dir, "data")},
-		Listen: a[2], API: a[3],
-		TLS: tlsconfig.Files{Cert: filepath.Join(certs, "member-1.pem"), Key: filepath.Join(certs, "member-1-key.pem"), CA: filepath.Join(certs, "ca.pem")},
-		ACL: acl,
-	}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mb.Close)
+		{"identity":"reader","prefixes":[""],"rights":["read"]}]}`, "builder", "reader")
 	clientAs := func(name string) *http.Client {
-		cert := "builder" // "": a certificate the caller then does not present
-		if name != "" {
-			cert = name
-		}
-		files := tlsconfig.Files{CA: filepath.Join(certs, "ca.pem"), Cert: filepath.Join(certs, "client-"+cert+".pem"), Key: filepath.Join(certs, "client-"+cert+"-key.pem")}
-		tc, err := files.ClientConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if name == "" {
-			tc.Certificates, tc.GetClientCertificate = nil, nil
-		}
+		tc := m.ClientTLS(t, name)
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}, Timeout: 10 * time.Second}
 	}
-	url := "https://" + a[3]
+	url := "https://" + m.API
 	builder := clientAs("builder")
 	var got answer
 	nodetest.WaitFor(t, 10*time.Second, "the member to lead", func() bool {

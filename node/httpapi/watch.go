@@ -46,7 +46,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		if st.retry {
 			w.Header().Set("Retry-After", retryAfter)
 		}
-		writeError(w, st.code, st.name, message(resp, &wire.Request{Key: prefix}))
+		writeError(w, st.code, st.name, ErrorMessage(resp, &wire.Request{Key: prefix}))
 		return
 	}
 	rc := http.NewResponseController(w)

@@ -65,6 +65,7 @@ type Disk struct {
 	// chain is the files holding the stored snapshot's data (empty for
 	// data kept in pebble: the seed, and stores from before the files).
 	chain chain
+	stats *storeStats
 }
 
 var _ Store = (*Disk)(nil)
@@ -101,9 +102,11 @@ func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logge
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	st := new(storeStats)
 	db, err := pebble.Open(dir, &pebble.Options{
-		FS:     fs,
-		Logger: pebbleLogger{log},
+		FS:            fs,
+		Logger:        pebbleLogger{log},
+		EventListener: st.listener(),
 		// A large memtable lets most log entries be deleted by a compaction
 		// (snapshot) while still in memory, so they never reach an sstable:
 		// with the 4 MiB default, flushes and L0 compactions of entries that
@@ -119,7 +122,7 @@ func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}, log: log}
+	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}, log: log, stats: st}
 	if err := s.load(initial); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load raft log from %s: %w", dir, err)
@@ -508,7 +511,12 @@ func (s *Disk) compact(index uint64, cs *raftpb.ConfState, next chain, compactTo
 }
 
 // Close closes the pebble store.
-func (s *Disk) Close() error { return s.db.Close() }
+func (s *Disk) Close() error {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	s.stats.closed = true
+	return s.db.Close()
+}
 
 // pebbleLogger routes pebble's chatter into slog at debug level.
 type pebbleLogger struct{ log *slog.Logger }

@@ -1,4 +1,4 @@
-package client
+package retry
 
 import (
 	"testing"
@@ -11,16 +11,16 @@ func TestRetryDelayIsJittered(t *testing.T) {
 	const d = 40 * time.Millisecond
 	seen := map[time.Duration]bool{}
 	for range 200 {
-		got := jitter(d)
+		got := Jitter(d)
 		if got < d/2 || got > d {
-			t.Fatalf("jitter(%v) = %v, want within [%v, %v]", d, got, d/2, d)
+			t.Fatalf("Jitter(%v) = %v, want within [%v, %v]", d, got, d/2, d)
 		}
 		seen[got] = true
 	}
 	if len(seen) < 50 {
 		t.Errorf("200 delays took only %d values: not jittered", len(seen))
 	}
-	if got := jitter(0); got != 0 {
-		t.Errorf("jitter(0) = %v", got)
+	if got := Jitter(0); got != 0 {
+		t.Errorf("Jitter(0) = %v", got)
 	}
 }

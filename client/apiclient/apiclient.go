@@ -1,0 +1,179 @@
+// Package apiclient holds Go clients of a member's API port (raftlock node
+// --api): HTTP/JSON (NewHTTP) and gRPC (NewGRPC). Each offers the binary
+// client's lock calls (AcquireWith, RenewTagged, ReleaseTagged,
+// ForceReleaseTagged, Get, List, Close) with its errors (client.ErrHeld,
+// client.ErrNotFound, *client.InvalidArgumentError, client.ErrOutcomeUnknown
+// ...) and its retry rules: a follower's redirect is followed to the
+// leader, an answer saying nothing was proposed (unavailable, overloaded)
+// is retried with a jittered backoff until the call's deadline, a call
+// that never reached a member is sent elsewhere, and a lock-changing call
+// that may have reached one and got no answer is never sent again: it
+// returns client.ErrOutcomeUnknown. The chaos harness and the bench use
+// them to drive a cluster over each protocol; any Go program may.
+package apiclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/retry"
+)
+
+// attempt is what one try of a call at one member came to.
+type attempt struct {
+	// err is the call's error: nil (success) or its answer's, returned
+	// as it is unless a field below says otherwise; or, with failed, why
+	// no answer came.
+	err error
+	// failed: no answer came (the connection failed or broke); sent says
+	// whether the request may have reached the member before it did.
+	failed, sent bool
+	// redirect is the leader's address, to ask there instead.
+	redirect string
+	// overloaded: the member proposed nothing and is busy; ask it again
+	// after a backoff. unavailable: it proposed nothing and cannot
+	// serve now (no leader, stopping); ask the next member.
+	overloaded, unavailable bool
+}
+
+// retrier is the retry loop the clients share: where to send (the
+// leader when known, else the endpoints in turn) and what to do with
+// each attempt.
+type retrier struct {
+	endpoints []string
+	*retry.Targets
+}
+
+func newRetrier(endpoints []string) (*retrier, error) {
+	t, err := retry.NewTargets(endpoints)
+	if err != nil {
+		return nil, err
+	}
+	return &retrier{endpoints: t.Endpoints(), Targets: t}, nil
+}
+
+// do runs try until it answers, following redirects and retrying what is
+// safe until ctx ends. idempotent marks reads, which are retried even
+// when the request may have reached a member.
+func (r *retrier) do(ctx context.Context, idempotent bool, try func(ctx context.Context, target string) attempt) error {
+	var backoff retry.Backoff
+	var lastErr error
+	refused := map[string]bool{}
+	target := r.Next("")
+	for redirects := 0; ; {
+		if err := ctx.Err(); err != nil {
+			// Only overloaded is wrapped, as the binary client does: the
+			// harness reads an unwrapped give-up as an unknown outcome.
+			if errors.Is(lastErr, client.ErrOverloaded) {
+				return fmt.Errorf("gave up at the deadline: %w (%w)", lastErr, err)
+			}
+			if lastErr != nil {
+				return fmt.Errorf("gave up at the deadline: %v (%w)", lastErr, err)
+			}
+			return err
+		}
+		a := try(ctx, target)
+		switch {
+		case a.redirect != "":
+			r.SetLeader(a.redirect)
+			target = a.redirect
+			if redirects++; redirects <= 3 {
+				continue // a redirect is an answer, not a failure: no backoff
+			}
+			lastErr = fmt.Errorf("redirected to %s", a.redirect)
+		case a.overloaded:
+			lastErr = a.err
+		case a.unavailable:
+			lastErr = a.err
+			r.ForgetLeader(target)
+			target = r.Next(target)
+		case !a.failed:
+			return a.err
+		case a.sent && !idempotent:
+			r.ForgetLeader(target)
+			return fmt.Errorf("%w: %w", client.ErrOutcomeUnknown, a.err)
+		default:
+			if !a.sent && errors.Is(a.err, syscall.ECONNREFUSED) && slices.Contains(r.endpoints, target) {
+				if refused[target] = true; len(refused) == len(r.endpoints) {
+					return fmt.Errorf("%w at %s: every member refused the connection", client.ErrNoMember, strings.Join(r.endpoints, ","))
+				}
+			}
+			lastErr = a.err
+			r.ForgetLeader(target)
+			target = r.Next(target)
+		}
+		backoff.Wait(ctx)
+	}
+}
+
+// errorOf is the client package's error for an error answer named name
+// (wire.ErrorName*) with message msg, and whether nothing was proposed
+// (a retry is safe): unavailable and overloaded.
+func errorOf(name, msg string) (err error, retry bool) {
+	switch name {
+	case wire.ErrorNameHeld:
+		return client.ErrHeld, false
+	case wire.ErrorNameNotFound:
+		return client.ErrNotFound, false
+	case wire.ErrorNameInvalidArgument:
+		return &client.InvalidArgumentError{Reason: msg}, false
+	case wire.ErrorNamePermissionDenied:
+		return fmt.Errorf("%w: %s", client.ErrPermissionDenied, msg), false
+	case wire.ErrorNameOutcomeUnknown:
+		return fmt.Errorf("%w: %s", client.ErrOutcomeUnknown, msg), false
+	case wire.ErrorNameUnavailable:
+		return fmt.Errorf("%w: %s", client.ErrUnavailable, msg), true
+	case wire.ErrorNameOverloaded:
+		return fmt.Errorf("%w: %s", client.ErrOverloaded, msg), true
+	}
+	return &client.ServerError{Reason: msg}, false
+}
+
+// validate checks a call's arguments before anything is sent, as the
+// binary client does, so a call that could never succeed fails as an
+// invalid argument, never as an unknown outcome.
+func validate(key string, lease *time.Duration, owner string) error {
+	if err := wire.ValidateKey(key); err != nil {
+		return &client.InvalidArgumentError{Reason: err.Error()}
+	}
+	if lease != nil {
+		if err := wire.ValidateLease(lease.Milliseconds()); err != nil {
+			return &client.InvalidArgumentError{Reason: err.Error()}
+		}
+	}
+	if err := wire.ValidateOwner(owner); err != nil {
+		return &client.InvalidArgumentError{Reason: err.Error()}
+	}
+	return nil
+}
+
+// validateList checks a list's options as the binary client does.
+func validateList(o client.ListOptions) error {
+	if len(o.Prefix) > wire.MaxKeyLen || len(o.After) > wire.MaxKeyLen {
+		return &client.InvalidArgumentError{Reason: fmt.Sprintf("prefix and after must be at most %d bytes", wire.MaxKeyLen)}
+	}
+	if o.Limit < 0 || o.Limit > 1000 {
+		return &client.InvalidArgumentError{Reason: fmt.Sprintf("limit must be 1..1000, got %d", o.Limit)}
+	}
+	return nil
+}
+
+// The protocols a member speaks, as raftlock chaos --protocols and
+// raftlock bench --protocol name them: its client port's binary protocol
+// (package client) and its API port's gRPC (NewGRPC) and HTTP/JSON
+// (NewHTTP).
+const (
+	ProtocolBinary = "binary"
+	ProtocolGRPC   = "grpc"
+	ProtocolHTTP   = "http"
+)
+
+// Protocols lists the protocols' names in the order help texts give them.
+func Protocols() []string { return []string{ProtocolBinary, ProtocolGRPC, ProtocolHTTP} }

@@ -1,0 +1,228 @@
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/wire"
+)
+
+// Options tune a client of the API port.
+type Options struct {
+	DialTimeout time.Duration // default 1s
+	// TLS, when set, makes every connection mutual TLS with this
+	// configuration (a client certificate and the cluster's CA), and a
+	// bare host:port endpoint https.
+	TLS *tls.Config
+}
+
+// HTTP is a client of the HTTP/JSON API (docs/http-api.md). It is safe
+// for concurrent use; each call runs on one of its pooled HTTP/1.1
+// connections.
+type HTTP struct {
+	r  *retrier
+	hc *http.Client
+}
+
+// NewHTTP returns a client of the members whose API ports are endpoints:
+// http://host:port, https://host:port, or a bare host:port (https when
+// opts.TLS is set).
+func NewHTTP(endpoints []string, opts Options) (*HTTP, error) {
+	scheme := "http://"
+	if opts.TLS != nil {
+		scheme = "https://"
+	}
+	var bases []string
+	for _, e := range endpoints {
+		if e = strings.TrimSpace(e); e != "" && !strings.Contains(e, "://") {
+			e = scheme + e
+		}
+		bases = append(bases, strings.TrimSuffix(e, "/"))
+	}
+	r, err := newRetrier(bases)
+	if err != nil {
+		return nil, err
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = time.Second
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: opts.DialTimeout}).DialContext,
+		TLSClientConfig:     opts.TLS,
+		TLSHandshakeTimeout: opts.DialTimeout,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     time.Minute,
+	}
+	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // the retry loop follows redirects, remembering the leader
+	}}
+	return &HTTP{r: r, hc: hc}, nil
+}
+
+// Close closes the client's idle connections; calls in flight go on.
+func (c *HTTP) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
+// The bodies of the API's calls (node/httpapi's, as docs/http-api.md
+// gives them).
+type (
+	httpLease struct {
+		Token   uint64 `json:"token"`
+		LeaseMS uint64 `json:"lease_ms"`
+	}
+	httpGet struct {
+		Held        bool   `json:"held"`
+		Token       uint64 `json:"token"`
+		RemainingMS uint64 `json:"remaining_ms"`
+		Owner       string `json:"owner"`
+	}
+	httpList struct {
+		Locks []struct {
+			Key         string `json:"key"`
+			Token       uint64 `json:"token"`
+			Owner       string `json:"owner"`
+			RemainingMS uint64 `json:"remaining_ms"`
+		} `json:"locks"`
+		More bool `json:"more"`
+	}
+	httpError struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+)
+
+// AcquireWith takes r.Key (client.Client.AcquireWith), its tag recorded
+// in the log.
+func (c *HTTP) AcquireWith(ctx context.Context, r client.AcquireRequest) (client.Grant, error) {
+	if err := validate(r.Key, &r.Lease, r.Owner); err != nil {
+		return client.Grant{}, err
+	}
+	body := map[string]any{"key": r.Key, "lease_ms": r.Lease.Milliseconds(), "wait_ms": max(r.Wait, 0).Milliseconds(), "owner": r.Owner, "tag": r.Tag}
+	var ans httpLease
+	err := c.call(ctx, "/v1/acquire", body, &ans, false)
+	return client.Grant{Token: ans.Token, LeaseMS: ans.LeaseMS}, err
+}
+
+// RenewTagged restarts the holder's lease (client.Client.RenewTagged).
+func (c *HTTP) RenewTagged(ctx context.Context, key string, token uint64, lease time.Duration, tag uint64) error {
+	if err := validate(key, &lease, ""); err != nil {
+		return err
+	}
+	body := map[string]any{"key": key, "token": token, "lease_ms": lease.Milliseconds(), "tag": tag}
+	return c.call(ctx, "/v1/renew", body, &httpLease{}, false)
+}
+
+// ReleaseTagged gives key up (client.Client.ReleaseTagged).
+func (c *HTTP) ReleaseTagged(ctx context.Context, key string, token, tag uint64) error {
+	if err := validate(key, nil, ""); err != nil {
+		return err
+	}
+	return c.call(ctx, "/v1/release", map[string]any{"key": key, "token": token, "tag": tag}, &httpLease{}, false)
+}
+
+// ForceReleaseTagged frees key whatever its token and returns the token
+// it ended (client.Client.ForceReleaseTagged): the admin right.
+func (c *HTTP) ForceReleaseTagged(ctx context.Context, key string, tag uint64) (uint64, error) {
+	if err := validate(key, nil, ""); err != nil {
+		return 0, err
+	}
+	var ans httpLease
+	err := c.call(ctx, "/v1/release", map[string]any{"key": key, "force": true, "tag": tag}, &ans, false)
+	return ans.Token, err
+}
+
+// Get reads key linearizably (client.Client.Get).
+func (c *HTTP) Get(ctx context.Context, key string) (client.LockInfo, error) {
+	if err := validate(key, nil, ""); err != nil {
+		return client.LockInfo{}, err
+	}
+	var ans httpGet
+	if err := c.call(ctx, "/v1/get", map[string]any{"key": key}, &ans, true); err != nil {
+		return client.LockInfo{}, err
+	}
+	return client.LockInfo{Held: ans.Held, Token: ans.Token, Owner: ans.Owner, RemainingMS: ans.RemainingMS}, nil
+}
+
+// List reads a page of the held locks linearizably (client.Client.List;
+// the API has no stale read, so o.Stale reads through the leader too).
+func (c *HTTP) List(ctx context.Context, o client.ListOptions) (client.LockPage, error) {
+	if err := validateList(o); err != nil {
+		return client.LockPage{}, err
+	}
+	var ans httpList
+	if err := c.call(ctx, "/v1/list", map[string]any{"prefix": o.Prefix, "after": o.After, "limit": o.Limit}, &ans, true); err != nil {
+		return client.LockPage{}, err
+	}
+	page := client.LockPage{Locks: make([]client.HeldLock, len(ans.Locks)), More: ans.More}
+	for i, l := range ans.Locks {
+		page.Locks[i] = client.HeldLock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: l.RemainingMS}
+	}
+	return page, nil
+}
+
+// call posts body to path on the leader, retrying as the package says,
+// and decodes a success into ans.
+func (c *HTTP) call(ctx context.Context, path string, body, ans any, idempotent bool) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return c.r.do(ctx, idempotent, func(ctx context.Context, base string) attempt {
+		return c.post(ctx, base, path, b, ans)
+	})
+}
+
+// post is one attempt of a call at the member whose API is base.
+func (c *HTTP) post(ctx context.Context, base, path string, body []byte, ans any) attempt {
+	var sent atomic.Bool // set on the transport's goroutine
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, base+path, bytes.NewReader(body))
+	if err != nil {
+		return attempt{err: err} // a bad endpoint: no retry cures it
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return attempt{err: err, failed: true, sent: sent.Load()}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return attempt{err: fmt.Errorf("read the answer of %s: %w", base, err), failed: true, sent: true}
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if err := json.Unmarshal(raw, ans); err != nil {
+			return attempt{err: fmt.Errorf("%s answered %s%s with %q: %w", base, base, path, raw, err), failed: true, sent: true}
+		}
+		return attempt{}
+	case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		if err != nil || loc.Host == "" {
+			return attempt{err: fmt.Errorf("%s redirected to %q", base, resp.Header.Get("Location")), failed: true}
+		}
+		return attempt{redirect: loc.Scheme + "://" + loc.Host}
+	}
+	var e httpError
+	if json.Unmarshal(raw, &e) != nil || e.Error == "" {
+		// Not the API's answer (a proxy's, say): nothing says what happened.
+		return attempt{err: fmt.Errorf("%s answered %s: %q", base, resp.Status, raw), failed: true, sent: true}
+	}
+	err, retry := errorOf(e.Error, e.Message)
+	overloaded := e.Error == wire.ErrorNameOverloaded
+	return attempt{err: err, overloaded: retry && overloaded, unavailable: retry && !overloaded}
+}

@@ -1,0 +1,230 @@
+package apiclient_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/apiclient"
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/node/nodetest"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lockCalls are the calls both clients have.
+type lockCalls interface {
+	AcquireWith(ctx context.Context, r client.AcquireRequest) (client.Grant, error)
+	RenewTagged(ctx context.Context, key string, token uint64, lease time.Duration, tag uint64) error
+	ReleaseTagged(ctx context.Context, key string, token, tag uint64) error
+	Get(ctx context.Context, key string) (client.LockInfo, error)
+	List(ctx context.Context, o client.ListOptions) (client.LockPage, error)
+}
+
+// checkLockCalls makes every call of cl on key "k" of cluster c, checks
+// its answers and errors are the binary client's, and that the tags of
+// those that changed the lock reached the leader's log.
+func checkLockCalls(t *testing.T, c *nodetest.Cluster, cl lockCalls) {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Hour, Owner: "me", Tag: 7})
+	if err != nil || g.Token == 0 || g.LeaseMS != 3600000 {
+		t.Fatalf("acquire: %+v, %v", g, err)
+	}
+	if _, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, client.ErrHeld) {
+		t.Errorf("acquire of a held key: %v, want ErrHeld", err)
+	}
+	if info, err := cl.Get(ctx, "k"); err != nil || !info.Held || info.Token != g.Token || info.Owner != "me" {
+		t.Errorf("get: %+v, %v", info, err)
+	}
+	if err := cl.RenewTagged(ctx, "k", g.Token+1, time.Hour, 8); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("renew with a wrong token: %v, want ErrNotFound", err)
+	}
+	if err := cl.RenewTagged(ctx, "k", g.Token, time.Hour, 9); err != nil {
+		t.Errorf("renew: %v", err)
+	}
+	page, err := cl.List(ctx, client.ListOptions{Limit: 10})
+	if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != "k" || page.Locks[0].Owner != "me" || page.More {
+		t.Errorf("list: %+v, %v", page, err)
+	}
+	if err := cl.ReleaseTagged(ctx, "k", g.Token+1, 0); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("release with a wrong token: %v, want ErrNotFound", err)
+	}
+	if err := cl.ReleaseTagged(ctx, "k", g.Token, 10); err != nil {
+		t.Errorf("release: %v", err)
+	}
+	var inv *client.InvalidArgumentError
+	if _, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Millisecond}); !errors.As(err, &inv) {
+		t.Errorf("acquire with a 1ms lease: %v, want an InvalidArgumentError", err)
+	}
+	leader := c.WaitLeader()
+	cmds, _, err := leader.CommittedLog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]uint64{}
+	for _, cmd := range cmds {
+		if cmd.Key == "k" && cmd.Tag != 0 {
+			tags[cmd.Op] = cmd.Tag
+		}
+	}
+	if tags["grant"] != 7 || tags["renew"] != 9 || tags["release"] != 10 {
+		t.Errorf("tags in the log %v, want grant 7, renew 9, release 10", tags)
+	}
+}
+
+// Every call of the HTTP client, through a follower (its 307 followed to
+// the leader), with the binary client's errors and tags
+// (checkLockCalls), and its forced release.
+func TestHTTPCallsThroughAFollower(t *testing.T) {
+	c, apis := nodetest.NewWithAPI(t, 3, nil)
+	leader := c.WaitLeader()
+	cl, err := apiclient.NewHTTP([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	checkLockCalls(t, c, cl)
+	ctx := ctxFor(t, 30*time.Second)
+	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "f", Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := cl.ForceReleaseTagged(ctx, "f", 11); err != nil || tok != g.Token {
+		t.Errorf("forced release: %d, %v, want %d", tok, err, g.Token)
+	}
+	if _, err := cl.ForceReleaseTagged(ctx, "f", 12); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("forced release of a free key: %v, want ErrNotFound", err)
+	}
+	if err := cl.ReleaseTagged(ctx, "f", g.Token, 13); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("release with the evicted token: %v, want ErrNotFound", err)
+	}
+}
+
+// fake is a stand-in member whose answer to each request the test
+// chooses; it counts the requests it got.
+type fake struct {
+	*httptest.Server
+	n atomic.Int64
+}
+
+func newFake(t *testing.T, answer func(n int64, w http.ResponseWriter, r *http.Request)) *fake {
+	f := &fake{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		answer(f.n.Add(1), w, r)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// hangUp closes the connection with no answer: the request reached the
+// member, whatever it did with it.
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}
+
+func answer(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(code)
+	io.WriteString(w, body)
+}
+
+// A lock-changing call whose connection broke after the request went out
+// is never sent again: it may have applied. A read is.
+func TestHTTPNeverResendsALockChangeWhoseOutcomeIsUnknown(t *testing.T) {
+	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n == 1 || r.URL.Path != "/v1/get" {
+			hangUp(w)
+			return
+		}
+		answer(w, 200, `{"key":"k","held":false,"token":0,"remaining_ms":0}`)
+	})
+	cl, err := apiclient.NewHTTP([]string{f.URL}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Get(ctxFor(t, 10*time.Second), "k"); err != nil || f.n.Load() != 2 {
+		t.Errorf("get after a broken connection: %v after %d requests, want a success on the second", err, f.n.Load())
+	}
+	f.n.Store(0)
+	for name, call := range map[string]func(context.Context) error{
+		"acquire": func(ctx context.Context) error {
+			_, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Second})
+			return err
+		},
+		"release": func(ctx context.Context) error { return cl.ReleaseTagged(ctx, "k", 1, 0) },
+		"renew":   func(ctx context.Context) error { return cl.RenewTagged(ctx, "k", 1, time.Second, 0) },
+	} {
+		f.n.Store(0)
+		if err := call(ctxFor(t, 10*time.Second)); !errors.Is(err, client.ErrOutcomeUnknown) || f.n.Load() != 1 {
+			t.Errorf("%s: %v after %d requests, want ErrOutcomeUnknown after 1", name, err, f.n.Load())
+		}
+	}
+}
+
+// 503 unavailable and overloaded say nothing was proposed: the call is
+// asked again (an unavailable member's neighbour first) until it is
+// answered; a member that refuses the connection is skipped.
+func TestHTTPRetriesWhatWasNotProposed(t *testing.T) {
+	granted := `{"key":"k","token":5,"lease_ms":1000}`
+	busy := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n <= 2 {
+			answer(w, 503, `{"error":"overloaded","message":"busy"}`)
+			return
+		}
+		answer(w, 200, granted)
+	})
+	down := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		answer(w, 503, `{"error":"unavailable","message":"no leader"}`)
+	})
+	refusing, err := freeport.Addr() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		endpoints []string
+	}{
+		{"overloaded", []string{busy.URL}},
+		{"unavailable then overloaded", []string{down.URL, busy.URL}},
+		{"refused then overloaded", []string{refusing, busy.URL}},
+	} {
+		busy.n.Store(0)
+		cl, err := apiclient.NewHTTP(tc.endpoints, apiclient.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := cl.AcquireWith(ctxFor(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
+		if err != nil || g.Token != 5 || busy.n.Load() != 3 {
+			t.Errorf("%s: %+v, %v after %d requests to the busy member, want token 5 after 3", tc.name, g, err, busy.n.Load())
+		}
+		cl.Close()
+	}
+	cl, err := apiclient.NewHTTP([]string{down.URL}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.AcquireWith(ctxFor(t, 300*time.Millisecond), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no leader") {
+		t.Errorf("acquire against a member that stays unavailable: %v, want its answer at the deadline", err)
+	}
+}

@@ -1,0 +1,153 @@
+package grpcapi_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/grpcapi"
+	pb "github.com/raftlock/raftlock/proto/raftlock/v1"
+)
+
+// fakeBackend answers every call with resp, after entered is sent to and
+// proceed received from when they are not nil; member 2's API is known.
+type fakeBackend struct {
+	resp    wire.Response
+	entered chan struct{}
+	proceed chan struct{}
+	check   func(*wire.Request) // called with every request, if not nil
+}
+
+func (f *fakeBackend) Do(ctx context.Context, _ string, _ uint64, req *wire.Request) *wire.Response {
+	if f.check != nil {
+		f.check(req)
+	}
+	if f.entered != nil {
+		f.entered <- struct{}{}
+		<-f.proceed
+	}
+	r := f.resp
+	return &r
+}
+
+func (f *fakeBackend) PeerAPIAddr(id uint64) string {
+	if id == 2 {
+		return "10.0.0.2:10002"
+	}
+	return ""
+}
+
+func (f *fakeBackend) Watch(context.Context, string, uint64, string) (*node.Watch, *wire.Response) {
+	r := f.resp
+	return nil, &r
+}
+
+// Each answer of the member maps to its code and keeps its CLI name, as
+// docs/grpc-api.md tables it: only outcome-unknown is UNKNOWN, only the
+// answers after which nothing was proposed are UNAVAILABLE.
+func TestEveryAnswerMapsToItsCode(t *testing.T) {
+	for _, tc := range []struct {
+		resp      wire.Response
+		code      codes.Code
+		name      string
+		leaderAPI string
+	}{
+		{wire.Response{Op: wire.OpHeld}, codes.FailedPrecondition, "held", ""},
+		{wire.Response{Op: wire.OpNotFound}, codes.NotFound, "not-found", ""},
+		{wire.Response{Op: wire.OpInvalidArgument, Reason: "bad"}, codes.InvalidArgument, "invalid-argument", ""},
+		{wire.Response{Op: wire.OpPermissionDenied, Reason: "no"}, codes.PermissionDenied, "permission-denied", ""},
+		{wire.Response{Op: wire.OpUnavailable, Reason: "no leader known"}, codes.Unavailable, "unavailable", ""},
+		{wire.Response{Op: wire.OpOverloaded, Reason: "full"}, codes.Unavailable, "overloaded", ""},
+		{wire.Response{Op: wire.OpOutcomeUnknown, Reason: "leadership lost"}, codes.Unknown, "outcome-unknown", ""},
+		{wire.Response{Op: wire.OpError, Reason: "disk"}, codes.Internal, "error", ""},
+		{wire.Response{Op: wire.OpRedirect, LeaderID: 2, Leader: "10.0.0.2:8002"}, codes.Unavailable, "unavailable", "10.0.0.2:10002"},
+		{wire.Response{Op: wire.OpRedirect, LeaderID: 3, Leader: "10.0.0.3:8003"}, codes.Unavailable, "unavailable", ""},
+	} {
+		api := grpcapi.NewWithBackend(&fakeBackend{resp: tc.resp}, 0)
+		_, err := api.Acquire(context.Background(), &pb.AcquireRequest{Key: "k", LeaseMs: 1000})
+		e := expectStatus(t, wire.ErrorName(tc.resp.Op)+" "+tc.resp.Reason, err, tc.code, tc.name, tc.resp.Reason)
+		if e.LeaderApi != tc.leaderAPI || (tc.resp.Op == wire.OpRedirect) != (e.LeaderId != 0) {
+			t.Errorf("%v: leader %d at %q, want %q", tc.resp, e.LeaderId, e.LeaderApi, tc.leaderAPI)
+		}
+	}
+}
+
+// Past maxInflight calls in progress, one more is answered UNAVAILABLE,
+// name overloaded, without reaching the member.
+func TestCallsPastTheLimitAreOverloaded(t *testing.T) {
+	f := &fakeBackend{resp: wire.Response{Op: wire.OpValue}, entered: make(chan struct{}), proceed: make(chan struct{})}
+	api := grpcapi.NewWithBackend(f, 1)
+	done := make(chan error)
+	go func() {
+		_, err := api.Get(context.Background(), &pb.GetRequest{Key: "k"})
+		done <- err
+	}()
+	<-f.entered
+	_, err := api.Get(context.Background(), &pb.GetRequest{Key: "k"})
+	expectStatus(t, "a call past the limit", err, codes.Unavailable, "overloaded", "limit 1")
+	close(f.proceed)
+	if err := <-done; err != nil {
+		t.Fatalf("the call in progress: %v", err)
+	}
+}
+
+// No message a caller can send makes a call panic, and what reaches the
+// member is a request it can take: a key of 1 to 256 bytes (a list's
+// prefix is the member's to check), an owner of at most 128.
+func FuzzRequests(f *testing.F) {
+	for _, m := range []proto.Message{
+		&pb.AcquireRequest{Key: "jobs/a", LeaseMs: 1000, WaitMs: 10, Owner: "me"},
+		&pb.ReleaseRequest{Key: "k", Token: 3},
+		&pb.RenewRequest{Key: "k", Token: 3, LeaseMs: 100},
+		&pb.GetRequest{Key: strings.Repeat("k", 300)},
+		&pb.ListRequest{Prefix: "jobs/", Limit: 5, After: "jobs/a"},
+	} {
+		b, _ := proto.Marshal(m)
+		f.Add(b, uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
+		check := func(req *wire.Request) {
+			if req.Op != wire.OpList && wire.ValidateKey(req.Key) != nil || wire.ValidateOwner(req.Owner) != nil {
+				t.Fatalf("the member was asked %+v", req)
+			}
+		}
+		api := grpcapi.NewWithBackend(&fakeBackend{resp: wire.Response{Op: wire.Op(which)}, check: check}, 0)
+		ctx := context.Background()
+		var err error
+		switch which % 5 {
+		case 0:
+			m := &pb.AcquireRequest{}
+			if proto.Unmarshal(data, m) == nil {
+				_, err = api.Acquire(ctx, m)
+			}
+		case 1:
+			m := &pb.ReleaseRequest{}
+			if proto.Unmarshal(data, m) == nil {
+				_, err = api.Release(ctx, m)
+			}
+		case 2:
+			m := &pb.RenewRequest{}
+			if proto.Unmarshal(data, m) == nil {
+				_, err = api.Renew(ctx, m)
+			}
+		case 3:
+			m := &pb.GetRequest{}
+			if proto.Unmarshal(data, m) == nil {
+				_, err = api.Get(ctx, m)
+			}
+		case 4:
+			m := &pb.ListRequest{}
+			if proto.Unmarshal(data, m) == nil {
+				_, err = api.List(ctx, m)
+			}
+		}
+		if err != nil && grpcapi.ErrorOf(err) == nil {
+			t.Fatalf("an error without its Error detail: %v", err)
+		}
+	})
+}

@@ -1,0 +1,163 @@
+// Package grpcapi is a member's gRPC API, service raftlock.v1.Locks
+// (proto/raftlock/v1/locks.proto, docs/grpc-api.md), served on the --api
+// port beside the HTTP/JSON API: Handler sends a request whose
+// Content-Type is application/grpc to the gRPC server and any other to the
+// HTTP/JSON API, on the one net/http server (HTTP/2 by ALPN under TLS, by
+// prior knowledge without: h2c, as gRPC clients speak it).
+//
+// Like package httpapi it only translates: each call becomes the client
+// protocol's request (package wire) and runs through the client port's own
+// dispatch, server.Server.Do, with the same ACL and the caller's identity
+// taken from the same client certificate, so the protocols cannot disagree
+// on a lock. A failed call's status code is mapped from the CLI's error
+// name (statusOf), which an Error detail carries with the leader's API
+// address when a follower answered: a follower does not forward a call, it
+// answers UNAVAILABLE naming the leader, as the other two protocols
+// redirect. KeepAlive renews a lock on the member every third of its lease
+// and Watch streams lock events from node.Node.Watch (server.Server.Watch).
+package grpcapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/httpapi"
+	"github.com/raftlock/raftlock/node/server"
+	raftlockv1 "github.com/raftlock/raftlock/proto/raftlock/v1"
+)
+
+// maxMessage bounds a received message: a key, an owner and a few numbers
+// fit in a few hundred bytes (the HTTP API's bodies are bounded alike).
+const maxMessage = httpapi.MaxBody
+
+// Backend is what the API runs its calls on: a member's client dispatch,
+// its watches and its view of the other members' API addresses (the HTTP
+// API's, so one fake serves the tests of both).
+type Backend = httpapi.Backend
+
+// API is the gRPC service of one member and the grpc.Server it is
+// registered on.
+type API struct {
+	raftlockv1.UnimplementedLocksServer
+	b        Backend
+	srv      *grpc.Server
+	metrics  *node.Metrics // nil: the refusals made here are not counted
+	slots    chan struct{} // one per call or keep-alive in progress
+	watches  chan struct{} // one per watch in progress
+	stopping chan struct{} // closed by Stop: streams end
+	stopOnce sync.Once
+}
+
+// New returns the gRPC API of the member whose client server is s and node
+// n. At most maxInflight calls and keep-alives run at once (waiting
+// acquires included; 0: server.DefaultMaxConns), and as many watches
+// beside them; one more is answered UNAVAILABLE, name overloaded.
+func New(s *server.Server, n *node.Node, maxInflight int) *API {
+	return newAPI(httpapi.MemberBackend(s, n), n.Metrics(), maxInflight)
+}
+
+// NewWithBackend is New on any Backend (tests), counting nothing.
+func NewWithBackend(b Backend, maxInflight int) *API { return newAPI(b, nil, maxInflight) }
+
+func newAPI(b Backend, metrics *node.Metrics, maxInflight int) *API {
+	if maxInflight <= 0 {
+		maxInflight = server.DefaultMaxConns
+	}
+	a := &API{
+		b:        b,
+		metrics:  metrics,
+		srv:      grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage)),
+		slots:    make(chan struct{}, maxInflight),
+		watches:  make(chan struct{}, maxInflight),
+		stopping: make(chan struct{}),
+	}
+	raftlockv1.RegisterLocksServer(a.srv, a)
+	return a
+}
+
+// Handler serves gRPC requests (HTTP/2 with a Content-Type of
+// application/grpc, or application/grpc+proto and the like) with the API
+// and every other request with next, the HTTP/JSON API.
+func (a *API) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if IsGRPC(r) {
+			a.srv.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// IsGRPC says whether r is a gRPC call.
+func IsGRPC(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return r.ProtoMajor == 2 && (ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc;"))
+}
+
+// Stop ends the streams in progress (keep-alives and watches answer
+// UNAVAILABLE: the member is stopping, go on at another) and lets calls
+// in progress finish, so the HTTP server's graceful Shutdown is not held
+// by streams that would run forever.
+func (a *API) Stop() {
+	a.stopOnce.Do(func() { close(a.stopping) })
+}
+
+// Close ends everything at once: streams and calls in progress.
+func (a *API) Close() {
+	a.Stop()
+	a.srv.Stop()
+}
+
+// identity is the caller's identity: its client certificate's (as
+// server.Identity reads it), "" without one.
+func identity(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+		return server.Identity(&ti.State)
+	}
+	return ""
+}
+
+// do runs one request for the caller of ctx, in one of the call slots; nil
+// when ctx ended first (nobody reads an answer). An answer other than ok
+// comes back as the call's error status.
+func (a *API) do(ctx context.Context, op string, req *wire.Request, ok wire.Op) (*wire.Response, error) {
+	release, err := a.take(a.slots, op, "API calls")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	req.Tag = tagOf(ctx) // the member reads it only where the protocol has one
+	resp := a.b.Do(ctx, identity(ctx), wire.FeaturePermissionDenied, req)
+	if resp == nil {
+		return nil, ctx.Err()
+	}
+	if resp.Op != ok {
+		return nil, a.errorStatus(resp, req)
+	}
+	return resp, nil
+}
+
+// take takes one of slots, or answers overloaded when all are taken.
+func (a *API) take(slots chan struct{}, op, what string) (release func(), err error) {
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
+	default:
+		if a.metrics != nil {
+			a.metrics.ClientRequests.WithLabelValues(op, "overloaded").Inc()
+		}
+		return nil, overloaded(what, cap(slots))
+	}
+}

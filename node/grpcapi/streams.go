@@ -1,0 +1,170 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node/server"
+	raftlockv1 "github.com/raftlock/raftlock/proto/raftlock/v1"
+)
+
+// maxBatch bounds the events one WatchResponse carries: those already
+// waiting when one is sent, so a busy watch sends fewer, larger messages.
+const maxBatch = 256
+
+// stoppingError ends a stream when the member stops serving.
+func stoppingError() error {
+	return withError(codes.Unavailable, &raftlockv1.Error{Name: wire.ErrorNameUnavailable, Message: "this member is stopping; go on at another"})
+}
+
+// lost ends a keep-alive whose lock is lost (NOT_FOUND, name not-found).
+func lost(key string, token uint64, why string) error {
+	return withError(codes.NotFound, &raftlockv1.Error{Name: wire.ErrorNameNotFound, Message: fmt.Sprintf("lock %q lost (token %d): %s", key, token, why)})
+}
+
+// KeepAlive renews a held lock at once, then every third of its lease,
+// answering each renewal, until the client closes its side (OK), or ends
+// the stream the moment a renewal shows the lock lost (NOT_FOUND). A
+// renewal answered unavailable, overloaded or outcome-unknown is tried
+// again a third of a lease later, until a whole lease passed since the
+// last renewal that succeeded began (the cluster may have expired the
+// lock by then: NOT_FOUND); a redirect ends the stream UNAVAILABLE naming
+// the leader (the lock is not known lost: keep it alive there).
+func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequest, raftlockv1.KeepAliveResponse]) error {
+	ctx := stream.Context()
+	in, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return invalid(errors.New("a keep-alive starts with a KeepAliveRequest"))
+	}
+	if err != nil {
+		return err
+	}
+	req, err := keyed(&wire.Request{Op: wire.OpRenew, Key: in.GetKey(), Token: in.GetToken(), LeaseMS: in.GetLeaseMs()})
+	if err == nil { // bounded first: a huge lease would overflow int64
+		err = wire.ValidateLease(int64(min(in.GetLeaseMs(), wire.MaxLeaseMS+1)))
+	}
+	if err != nil {
+		return invalid(err)
+	}
+	release, err := a.take(a.slots, "keepalive", "API calls")
+	if err != nil {
+		return err
+	}
+	defer release()
+	closed := make(chan error, 1) // the client's side ended: io.EOF, or why not
+	go func() {
+		_, err := stream.Recv()
+		if err == nil {
+			err = invalid(errors.New("a keep-alive takes one KeepAliveRequest; close the stream to stop it"))
+		}
+		closed <- err
+	}()
+	lease := time.Duration(req.LeaseMS) * time.Millisecond
+	tick := time.NewTicker(max(lease/3, 5*time.Millisecond))
+	defer tick.Stop()
+	for validFrom := time.Now(); ; {
+		var err error
+		if validFrom, err = a.renew(ctx, stream, req, validFrom, lease); err != nil {
+			return err
+		}
+		select {
+		case err := <-closed:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.stopping:
+			return stoppingError()
+		case <-tick.C:
+		}
+	}
+}
+
+// renew renews req's lock once for a keep-alive whose lease was last
+// counted from validFrom, and returns the time it is counted from now;
+// an error ends the stream.
+func (a *API) renew(ctx context.Context, stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequest, raftlockv1.KeepAliveResponse], req *wire.Request, validFrom time.Time, lease time.Duration) (time.Time, error) {
+	start := time.Now()
+	deadline := validFrom.Add(lease)
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	resp := a.b.Do(rctx, identity(ctx), wire.FeaturePermissionDenied, req)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return validFrom, ctx.Err()
+	case resp != nil && resp.Op == wire.OpRenewed:
+		err := stream.Send(&raftlockv1.KeepAliveResponse{Key: req.Key, Token: req.Token, LeaseMs: req.LeaseMS})
+		return start, err
+	case resp != nil && resp.Op == wire.OpNotFound:
+		return validFrom, lost(req.Key, req.Token, "the cluster says the token no longer holds it (released, forced or expired)")
+	case resp != nil && (resp.Op == wire.OpRedirect || resp.Op == wire.OpPermissionDenied || resp.Op == wire.OpInvalidArgument):
+		return validFrom, a.errorStatus(resp, req)
+	case !time.Now().Before(deadline):
+		return validFrom, lost(req.Key, req.Token, "a whole lease passed without a renewal succeeding")
+	}
+	return validFrom, nil // unavailable, overloaded, outcome unknown: again at the next tick
+}
+
+// Watch streams the lock events under a prefix: first a response with
+// only the index the watch starts after, then the events, those waiting
+// sent together, until the client cancels (its context ends), the member
+// cuts the watch off (UNAVAILABLE, name overloaded or unavailable, as
+// server.WatchEnded says) or stops serving. Any member serves it.
+func (a *API) Watch(in *raftlockv1.WatchRequest, stream grpc.ServerStreamingServer[raftlockv1.WatchResponse]) error {
+	release, err := a.take(a.watches, "watch", "watches")
+	if err != nil {
+		return err
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	w, resp := a.b.Watch(ctx, identity(ctx), wire.FeaturePermissionDenied, in.GetPrefix())
+	if resp != nil {
+		return a.errorStatus(resp, &wire.Request{Key: in.GetPrefix()})
+	}
+	if err := stream.Send(&raftlockv1.WatchResponse{FromIndex: w.From}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case ev, ok := <-w.C:
+			if !ok {
+				if err := stream.Context().Err(); err != nil {
+					return err
+				}
+				end := server.WatchEnded(w.Err())
+				return a.errorStatus(end, &wire.Request{Key: in.GetPrefix()})
+			}
+			out := &raftlockv1.WatchResponse{FromIndex: w.From, Events: []*raftlockv1.LockEvent{lockEvent(server.WireEvent(ev))}}
+			for n := min(len(w.C), maxBatch-1); n > 0; n-- {
+				if ev, ok = <-w.C; ok {
+					out.Events = append(out.Events, lockEvent(server.WireEvent(ev)))
+				}
+			}
+			// A client too slow to read blocks this send; meanwhile its
+			// events fill the watch's buffer in the node, which cuts it
+			// off: the member is never slowed.
+			if err := stream.Send(out); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.stopping:
+			return stoppingError()
+		}
+	}
+}
+
+// lockEvent is ev as the gRPC API carries it.
+func lockEvent(ev wire.Event) *raftlockv1.LockEvent {
+	return &raftlockv1.LockEvent{Key: ev.Key, Type: raftlockv1.EventType(ev.Type), Token: ev.Token, Owner: ev.Owner, LeaseMs: ev.LeaseMS, Index: ev.Index}
+}

@@ -1,0 +1,71 @@
+package nodetest
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
+	membercore "github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/embed"
+)
+
+// TLSMember is a one-member cluster under TLS with an ACL, serving the
+// API port (HTTP/JSON and gRPC), for the tests of the API's identities:
+// API is its address.
+type TLSMember struct {
+	API     string
+	certs   string
+	clients []string
+}
+
+// StartTLSMember starts the member with certificates for clients (at
+// least one) and the ACL acl (its JSON), closed when t ends.
+func StartTLSMember(t testing.TB, acl string, clients ...string) *TLSMember {
+	t.Helper()
+	dir := t.TempDir()
+	certs := filepath.Join(dir, "certs")
+	if _, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: certs, Members: 1, Clients: clients}); err != nil {
+		t.Fatal(err)
+	}
+	aclFile := filepath.Join(dir, "acl.json")
+	if err := os.WriteFile(aclFile, []byte(acl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := freeport.ForIDs(t, 1, 2, 3)
+	mb, err := embed.Start(embed.Config{
+		Node:   node.Config{Config: membercore.Config{ID: 1, Peers: map[uint64]string{1: a[1]}}, DataDir: filepath.Join(dir, "data")},
+		Listen: a[2], API: a[3],
+		TLS: tlsconfig.Files{Cert: filepath.Join(certs, "member-1.pem"), Key: filepath.Join(certs, "member-1-key.pem"), CA: filepath.Join(certs, "ca.pem")},
+		ACL: aclFile,
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mb.Close)
+	return &TLSMember{API: a[3], certs: certs, clients: clients}
+}
+
+// ClientTLS is the TLS configuration of client name (its certificate,
+// the cluster's CA); "" is one that trusts the CA but presents no
+// certificate.
+func (m *TLSMember) ClientTLS(t testing.TB, name string) *tls.Config {
+	t.Helper()
+	cert := name
+	if cert == "" {
+		cert = m.clients[0]
+	}
+	files := tlsconfig.Files{CA: filepath.Join(m.certs, "ca.pem"), Cert: filepath.Join(m.certs, "client-"+cert+".pem"), Key: filepath.Join(m.certs, "client-"+cert+"-key.pem")}
+	tc, err := files.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name == "" {
+		tc.Certificates, tc.GetClientCertificate = nil, nil
+	}
+	return tc
+}
