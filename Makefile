@@ -4,7 +4,7 @@ BIN := bin/raftlock
 SEED ?= 1
 CHAOS_DURATION ?= 30s
 
-.PHONY: proto proto-tools proto-check build run test release release-smoke docker test-invariants lint fuzz chaos chaos-suite sim mutation bench bench-full peers clean overload rolling
+.PHONY: proto proto-tools proto-check build run test release release-smoke docker test-invariants lint fuzz chaos chaos-suite sim mutation bench bench-full peers browser clean overload rolling
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
@@ -126,6 +126,14 @@ clean:
 peers:
 	command -v etcd >/dev/null && command -v redis-server >/dev/null || \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server redis-server)
+
+# Debian's chromium, in which the web console's test (node/console
+# TestConsoleInABrowser) loads a cluster's console; without it that test
+# skips. Its screenshot goes to $RAFTLOCK_SCREENSHOT_DIR, else
+# node/console/testdata/out/.
+browser:
+	command -v chromium >/dev/null || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 # A quick benchmark (about 4 minutes): raftlock against etcd and Redis at 1,
 # 64 and 256 clients. Peers that are not installed are skipped with a note. The

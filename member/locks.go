@@ -82,6 +82,7 @@ type ListedLock struct {
 	Token       uint64
 	Owner       string
 	RemainingMS int64
+	LeaseMS     uint64 // the lease it was granted or last renewed for
 }
 
 // LockList answers a list: a page of locks in key order, and whether more
@@ -570,7 +571,7 @@ func (lm *LockManager) list(now time.Duration, req *request) {
 			out.More = true
 			break
 		}
-		out.Locks = append(out.Locks, ListedLock{Key: e.Key, Token: e.Lock.Token, Owner: e.Lock.Owner, RemainingMS: lm.remainingMS(e.Key, now)})
+		out.Locks = append(out.Locks, ListedLock{Key: e.Key, Token: e.Lock.Token, Owner: e.Lock.Owner, RemainingMS: lm.remainingMS(e.Key, now), LeaseMS: e.Lock.LeaseMS})
 	}
 	req.delivered = true
 	delete(lm.requests, req.Handle)

@@ -131,6 +131,33 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 // one. The API redirects a follower's callers to the leader's.
 func (n *Node) PeerAPIAddr(id uint64) string { return n.transport.PeerAPIAddr(id) }
 
+// PeerClientAddr is the client address member id announced to this one
+// (this member's own for its id), "" when it is not known.
+func (n *Node) PeerClientAddr(id uint64) string {
+	if id == n.cfg.ID {
+		return n.cfg.ClientAddr
+	}
+	return n.transport.PeerClientAddr(id)
+}
+
+// Waiters returns how many acquires are queued on each of keys at this
+// member, and whether it leads: only the leader queues acquires, so a
+// follower's counts are all 0 and say nothing.
+func (n *Node) Waiters(ctx context.Context, keys []string) (counts []int, leader bool, err error) {
+	counts = make([]int, len(keys))
+	err = n.inspectContext(ctx, func(c *member.Core) {
+		if _, leader = c.Leader(); leader {
+			for i, k := range keys {
+				counts[i] = c.Waiters(k)
+			}
+		}
+	})
+	if errors.Is(err, errLoopEnded) {
+		err = ErrStopped
+	}
+	return counts, leader, err
+}
+
 // Healthy says why this member cannot serve, as etcd's /health does: it
 // stopped on an error, knows no leader, or is not applying what is
 // committed, or ctx ended before its loop could tell (a loop held up, by

@@ -23,6 +23,7 @@ import (
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/clock"
+	"github.com/raftlock/raftlock/node/console"
 	"github.com/raftlock/raftlock/node/grpcapi"
 	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/server"
@@ -166,11 +167,12 @@ func (mb *Member) startNode() (n *node.Node, skew *clock.Skew, err error) {
 	return n, skew, nil
 }
 
-// serveHTTP serves the HTTP port: metrics, status and health, profiles with
-// Debug, the clock and audit journal with fault injection, the admin
-// endpoints only to admin identities.
+// serveHTTP serves the HTTP port: the web console, metrics, status and
+// health, profiles with Debug, the clock and audit journal with fault
+// injection, the admin endpoints only to admin identities.
 func (mb *Member) serveHTTP(ln net.Listener, skew *clock.Skew) {
 	mux := server.HTTPHandler(mb.node)
+	mb.serveConsole(mux)
 	if mb.cfg.Debug {
 		server.DebugHandlers(mux)
 	}
@@ -180,6 +182,22 @@ func (mb *Member) serveHTTP(ln net.Listener, skew *clock.Skew) {
 	}
 	mb.http = &http.Server{Handler: mb.server.RequireAdmin(mux), ReadHeaderTimeout: 5 * time.Second}
 	go mb.http.Serve(ln)
+}
+
+// serveConsole adds the web console (package console) at / to the HTTP
+// port; it records the member's events until the node stops.
+func (mb *Member) serveConsole(mux *http.ServeMux) {
+	cfg := console.Config{Node: mb.node, Server: mb.server, Logger: mb.log.With("component", "console")}
+	if mb.tls != nil {
+		cfg.TLS = mb.tls.ClientConfig()
+	}
+	c, err := console.New(cfg)
+	if err != nil {
+		mb.log.Error("web console not served", "err", err)
+		return
+	}
+	c.Register(mux)
+	go c.Run(context.Background())
 }
 
 // loadSecurity loads the certificates and the ACL, and refuses what would

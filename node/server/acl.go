@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -148,7 +149,7 @@ func (s *Server) refuse(who string, features uint64, req *wire.Request) *wire.Re
 		return nil
 	}
 	right, what, key := permission(req)
-	if a.Allows(who, right, key) {
+	if a.Allows(who, right, key) || (req.Op == wire.OpStatus && isMember(who)) {
 		return nil
 	}
 	return s.refusal(who, features, req.ID, right, what, req.Key)
@@ -185,6 +186,40 @@ func permission(req *wire.Request) (right, what, key string) {
 		return RightAdmin, fmt.Sprintf("run %q", req.Key), req.Key
 	}
 	return RightAdmin, "ask for status", req.Key
+}
+
+// isMember says whether who is a member certificate's identity
+// (member-N). A member may ask another for its status without an ACL rule,
+// as a member's console does for the members table: members already trust
+// each other with the whole log, and a status carries no key.
+func isMember(who string) bool {
+	n, ok := strings.CutPrefix(who, "member-")
+	id, err := strconv.ParseUint(n, 10, 64)
+	return ok && err == nil && id > 0
+}
+
+// MayRead says whether identity who may read key (get, list, watch), as
+// the client port judges it: always when no ACL is in force.
+func (s *Server) MayRead(who, key string) bool {
+	a := s.auth.acl.Load()
+	return a == nil || a.Allows(who, RightRead, key)
+}
+
+// ReadPrefixes are the key prefixes identity who may read, nil when no
+// ACL is in force (every key). A console offers them to an identity that
+// may not read every key.
+func (s *Server) ReadPrefixes(who string) []string {
+	a := s.auth.acl.Load()
+	if a == nil {
+		return nil
+	}
+	ps := []string{}
+	for _, r := range a.Rules {
+		if r.Identity == who && contains(r.Rights, RightRead) {
+			ps = append(ps, r.Prefixes...)
+		}
+	}
+	return ps
 }
 
 // RequireAdmin lets through only HTTP requests whose client certificate's

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -213,5 +214,41 @@ func TestClientRetriesPastTheConnectionLimit(t *testing.T) {
 	first.Close()
 	if _, err := second.Acquire(ctx, "b", 10*time.Second, 0); err != nil {
 		t.Fatalf("acquire once a connection closed: %v", err)
+	}
+}
+
+// A member's console asks the other members for their status with its own
+// certificate (identity member-N): status, and only status, is allowed to
+// a member identity whatever the ACL says.
+func TestMemberMayAskForStatus(t *testing.T) {
+	c := nodetest.New(t, 1, nil)
+	c.WaitLeader()
+	s := c.Server(1)
+	acl, err := server.ParseACL([]byte(`{"rules":[{"identity":"batch","prefixes":["jobs/"],"rights":["lock","read"]}]}`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetACL(acl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		who  string
+		req  wire.Request
+		want wire.Op
+	}{
+		{"member-2", wire.Request{Op: wire.OpStatus}, wire.OpStatusInfo},
+		{"batch", wire.Request{Op: wire.OpStatus}, wire.OpPermissionDenied},
+		{"member-x", wire.Request{Op: wire.OpStatus}, wire.OpPermissionDenied},
+		{"member-0", wire.Request{Op: wire.OpStatus}, wire.OpPermissionDenied},
+		{"member-2", wire.Request{Op: wire.OpList}, wire.OpPermissionDenied},
+		{"member-2", wire.Request{Op: wire.OpAdmin, Key: wire.AdminMemberList}, wire.OpPermissionDenied},
+	} {
+		tc.req.ID = 1
+		if resp := s.Do(ctx, tc.who, wire.FeaturePermissionDenied, &tc.req); resp == nil || resp.Op != tc.want {
+			t.Errorf("%s asking op %v: %+v, want op %v", tc.who, tc.req.Op, resp, tc.want)
+		}
+	}
+	if !s.MayRead("batch", "jobs/a") || s.MayRead("batch", "other") || !slices.Equal(s.ReadPrefixes("batch"), []string{"jobs/"}) || len(s.ReadPrefixes("nobody")) != 0 {
+		t.Errorf("batch's read rights: jobs/a %v, other %v, prefixes %v", s.MayRead("batch", "jobs/a"), s.MayRead("batch", "other"), s.ReadPrefixes("batch"))
 	}
 }
