@@ -362,5 +362,9 @@ func (l *LocalFlags) WriteSummary(w io.Writer, reused bool) {
 	fmt.Fprintf(w, "raftlock cluster: %s, data in %s (%s)\n", cliflag.Plural(l.Nodes, "member", "members"), abs, state)
 	fmt.Fprintf(w, "endpoints: %s\n", strings.Join(endpoints, ","))
 	fmt.Fprintf(w, "metrics:   http://127.0.0.1:%d/metrics (%d..%d)\n", http, http, http+l.Nodes-1)
+	fmt.Fprintf(w, "console:   http://127.0.0.1:%d/ (any member's)\n", http)
+	if api := l.APIPort; api != 0 {
+		fmt.Fprintf(w, "api:       http://127.0.0.1:%d (HTTP/JSON and gRPC; %d..%d)\n", api, api, api+l.Nodes-1)
+	}
 	fmt.Fprintln(w, "Ctrl-C to stop.")
 }

@@ -106,3 +106,23 @@ func TestLocalAndRestoreFlagsRefusals(t *testing.T) {
 		wantUsage(t, tc.want, err, tc.want)
 	}
 }
+
+// The banner of raftlock cluster names where everything is: the client
+// endpoints, the metrics, the console, and the API when it is served.
+func TestClusterSummaryNamesConsoleAndAPI(t *testing.T) {
+	l := LocalFlags{Nodes: 3, Dir: "d", PeerPort: 7001, ClientPort: 8001, HTTPPort: 9001, APIPort: 10001}
+	var b strings.Builder
+	l.WriteSummary(&b, false)
+	for _, want := range []string{"endpoints: 127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003\n",
+		"console:   http://127.0.0.1:9001/", "api:       http://127.0.0.1:10001 (HTTP/JSON and gRPC; 10001..10003)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+	l.APIPort = 0
+	b.Reset()
+	l.WriteSummary(&b, false)
+	if strings.Contains(b.String(), "api:") {
+		t.Errorf("summary names an API that is not served:\n%s", b.String())
+	}
+}

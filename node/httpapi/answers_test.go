@@ -131,3 +131,17 @@ func (f *fakeBackend) Watch(_ context.Context, who string, _ uint64, prefix stri
 	r := f.resp
 	return nil, &r
 }
+
+// A forced release of a free key says the key is not held; it names no
+// token, since the caller sent none.
+func TestForcedReleaseOfAFreeKeySaysNotHeld(t *testing.T) {
+	b := &fakeBackend{resp: wire.Response{Op: wire.OpNotFound}}
+	rec := serve(t, NewWithBackend(b, 0), "/v1/release", `{"key":"k","force":true}`)
+	var body errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != 404 || body.Error != "not-found" || body.Message != `lock "k" is not held` {
+		t.Errorf("forced release of a free key: %d %+v", rec.Code, body)
+	}
+}

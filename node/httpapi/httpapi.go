@@ -236,6 +236,9 @@ func ErrorMessage(resp *wire.Response, req *wire.Request) string {
 	case wire.OpHeld:
 		return fmt.Sprintf("lock %q is held", req.Key)
 	case wire.OpNotFound:
+		if req.Force {
+			return fmt.Sprintf("lock %q is not held", req.Key) // a forced release names no token
+		}
 		return fmt.Sprintf("not the holder: lock %q is not held with token %d", req.Key, req.Token)
 	}
 	return "answer " + strconv.Itoa(int(resp.Op)) + " of the member"
