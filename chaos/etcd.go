@@ -254,9 +254,7 @@ func (e *etcdPeer) Dial(endpoints []string) (LockClient, error) { return dialEtc
 func (e *etcdPeer) Crashes() []Crash {
 	var out []Crash
 	for _, m := range e.members {
-		if m.proc != nil && !m.killed && !m.proc.Running() {
-			out = append(out, Crash{Node: m.id, Err: "exited", Reason: crashReason(m.proc.LogPath()), Log: m.proc.LogPath()})
-		}
+		out = appendExited(out, m.id, m.proc, m.killed)
 	}
 	return out
 }

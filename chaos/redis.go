@@ -261,9 +261,7 @@ func (r *redisPeer) Dial(endpoints []string) (LockClient, error) { return dialRe
 func (r *redisPeer) Crashes() []Crash {
 	var out []Crash
 	for _, m := range append(append([]*redisMember(nil), r.data...), r.sentinels...) {
-		if m.proc != nil && !m.killed && !m.proc.Running() {
-			out = append(out, Crash{Node: m.id, Err: "exited", Reason: crashReason(m.proc.LogPath()), Log: m.proc.LogPath()})
-		}
+		out = appendExited(out, m.id, m.proc, m.killed)
 	}
 	return out
 }

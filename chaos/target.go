@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/internal/procgroup"
 )
 
 // Target is the lock service a chaos run tries (raftlock chaos --target):
@@ -180,6 +181,15 @@ type peerFaults struct {
 	rec     *history.Recorder
 	stopped map[int]bool // killed members not yet restarted; the nemesis's goroutine only
 	paused  map[int]bool
+}
+
+// appendExited adds to crashes the process of a peer's server id when it
+// exited without the harness killing it, with what its log says it died of.
+func appendExited(crashes []Crash, id int, proc *procgroup.Proc, killed bool) []Crash {
+	if proc == nil || killed || proc.Running() {
+		return crashes
+	}
+	return append(crashes, Crash{Node: id, Err: "exited", Reason: crashReason(proc.LogPath()), Log: proc.LogPath()})
 }
 
 // inject draws one fault of family and carries it out, returning its
