@@ -19,6 +19,21 @@ func deltaOf(t testing.TB, m *Machine) []byte {
 	return b.Bytes()
 }
 
+// restoreChain restores base and applies deltas to it in order.
+func restoreChain(t testing.TB, base []byte, deltas ...[]byte) *Machine {
+	t.Helper()
+	r, err := Restore(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range deltas {
+		if err := r.ApplyDelta(d); err != nil {
+			t.Fatalf("delta %d: %v", i, err)
+		}
+	}
+	return r
+}
+
 // A table restored from a snapshot and the deltas taken after it, in
 // order, is the table that took them: same snapshot bytes, same digest,
 // same last token. Random commands make every kind of change: grants of
@@ -49,15 +64,7 @@ func TestSnapshotAndDeltasRestoreTheTable(t *testing.T) {
 		apply(rng.IntN(400))
 		deltas = append(deltas, deltaOf(t, m))
 	}
-	r, err := Restore(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, d := range deltas {
-		if err := r.ApplyDelta(d); err != nil {
-			t.Fatalf("delta %d: %v", i, err)
-		}
-	}
+	r := restoreChain(t, base, deltas...)
 	if !bytes.Equal(r.Snapshot(), m.Snapshot()) || r.Digest() != m.Digest() || r.LastToken() != m.LastToken() {
 		t.Fatalf("restored table differs: %d locks digest %s last %d, want %d %s %d", r.Len(), r.Digest(), r.LastToken(), m.Len(), m.Digest(), m.LastToken())
 	}
@@ -122,13 +129,7 @@ func TestAbsorbedChangesSpanBothIntervals(t *testing.T) {
 	if err := f.WriteDelta(&b, second, nil); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Restore(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.ApplyDelta(b.Bytes()); err != nil {
-		t.Fatal(err)
-	}
+	r := restoreChain(t, base, b.Bytes())
 	if r.Digest() != m.Digest() {
 		t.Fatalf("absorbed delta restores %d locks, want %d", r.Len(), m.Len())
 	}
@@ -176,15 +177,7 @@ func TestRandomAbsorbedDeltasRestoreTheTable(t *testing.T) {
 		}
 		deltas = append(deltas, b.Bytes())
 	}
-	r, err := Restore(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, d := range deltas {
-		if err := r.ApplyDelta(d); err != nil {
-			t.Fatalf("delta %d: %v", i, err)
-		}
-	}
+	r := restoreChain(t, base, deltas...)
 	if !bytes.Equal(r.Snapshot(), m.Snapshot()) {
 		t.Fatalf("restored table differs: %d locks, want %d", r.Len(), m.Len())
 	}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"testing"
 )
@@ -69,6 +70,43 @@ func TestFrozenSnapshotConcurrentWithApply(t *testing.T) {
 	wg.Wait()
 	if !bytes.Equal(got, want) {
 		t.Fatal("snapshot encoded beside applies differs from the table frozen")
+	}
+}
+
+// The first write to a shard after a freeze copies the chunk of slots it
+// writes, not the shard's every slot: what a snapshot costs the member in
+// copies (and so in collections) must not grow with the table. The frozen
+// copy still reads every lock it had.
+func TestWriteAfterFreezeCopiesOneChunk(t *testing.T) {
+	m := New()
+	// Every key in shard 3, spread over its buckets by the hash's high half.
+	m.locks.hashOf = func(k string) uint64 { return maphash.String(m.locks.seed, k)<<32 | 3 }
+	const n = 20 * slotChunkLen
+	for i := range n {
+		m.Apply(Command{Op: OpGrant, Key: fmt.Sprintf("k%05d", i), LeaseMS: 1000})
+	}
+	want := m.Snapshot()
+	f := m.Freeze()
+	l, _ := m.Get("k00007")
+	m.Apply(Command{Op: OpRenew, Key: "k00007", Token: l.Token, LeaseMS: 9})
+	live, frozen := m.locks.shards[3], f.m.locks.shards[3]
+	if live == frozen {
+		t.Fatal("the write went to the shard the frozen copy shares")
+	}
+	copied := 0
+	for c := range live.chunks {
+		if live.chunks[c] != frozen.chunks[c] {
+			copied++
+		}
+	}
+	if copied != 1 {
+		t.Fatalf("a renew after a freeze copied %d chunks of %d, want 1", copied, len(live.chunks))
+	}
+	if got := f.Snapshot(); !bytes.Equal(got, want) {
+		t.Fatal("the frozen copy changed")
+	}
+	if got, _ := m.Get("k00007"); got.LeaseMS != 9 {
+		t.Fatalf("renewed lease %d, want 9", got.LeaseMS)
 	}
 }
 

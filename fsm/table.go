@@ -2,19 +2,17 @@ package fsm
 
 import (
 	"hash/maphash"
-	"maps"
 	"slices"
 	"strings"
 	"unsafe"
-
-	"github.com/raftlock/raftlock/internal/freelist"
 )
 
 // tableShards is how many parts the table is split into. Freezing the
 // table (Machine.Freeze) shares every shard with the frozen copy; the
-// first later write to a shard copies that shard alone, about n/1024
-// locks, so no write ever copies the whole table and a snapshot of a
-// million locks costs the member only a slice of pointers.
+// first later write to a shard copies that shard's index alone (and the
+// chunk of slots it writes: see shard), so no write ever copies the whole
+// table and a snapshot of a million locks costs the member only a slice
+// of pointers.
 const tableShards = 1024
 
 // table is the lock table: shards that are copied on write once a frozen
@@ -75,28 +73,50 @@ func (h Handle) parts() (shard int, slot int32) { return int(h >> 32), int32(uin
 // past its own length. The arena's bytes are thus immutable once written,
 // and a key or an owner is read as a string that points into the arena
 // (view) without copying.
+//
+// Its slots are in chunks that a copy shares too, and copies one at a
+// time when it first writes there: the first write to a shard after a
+// freeze copies its bucket heads and sorted keys (about 8 KB at a
+// thousand locks a shard) and one chunk, not every slot and a map of
+// every hash (about 90 KB, 90 MB a snapshot at a million locks, which made
+// the member's collections, and so its tail latency, grow with the table).
 type shard struct {
 	epoch uint64
-	index map[uint64]int32 // a key's hash to the first slot of that hash
-	slots []slot
-	free  []int32 // slots no lock uses
-	arena []byte
-	dead  int     // arena bytes of records no slot uses
-	keys  []int32 // the used slots in key order (unless unsorted)
+	// heads is the first slot of each bucket of hashes (-1: none), a
+	// power of two long and at least as long as the used slots; the
+	// slots of a bucket are chained by their next.
+	heads  []int32
+	chunks []*slotChunk
+	// owned says which chunks this shard may write: the others are shared
+	// with a frozen copy and copied first (writableSlot).
+	owned  []bool
+	nslots int32   // slots taken from the chunks, used or free
+	free   []int32 // slots no lock uses
+	arena  []byte
+	dead   int     // arena bytes of records no slot uses
+	keys   []int32 // the used slots in key order (unless unsorted)
 	// unsorted: keys were appended in a bulk load and are not in key
 	// order until the table's sortBulk.
 	unsorted bool
 }
 
+// slotChunkLen is the slots of a chunk: 2 KB, a size class of its own.
+const slotChunkLen = 64
+
+type slotChunk [slotChunkLen]slot
+
 // slot is one held lock, or a free place for one.
 type slot struct {
-	token    uint64
-	leaseMS  uint64
-	off      uint32 // of the record in the arena: the key, then the owner
+	token   uint64
+	leaseMS uint64
+	off     uint32 // of the record in the arena: the key, then the owner
+	// tag is the high half of the key's hash: its bucket, and in a chain
+	// a key is compared only when its tag is the one looked for.
+	tag      uint32
+	next     int32 // the next slot of the bucket (-1: none)
 	keyLen   uint16
 	ownerLen uint8
 	used     bool
-	next     int32 // the next slot whose key has the same hash (-1: none)
 }
 
 // Keys and owners fit the slot's fields; the codec refuses longer ones.
@@ -104,6 +124,14 @@ var (
 	_ [1<<16 - 1 - MaxKeyLen]struct{}
 	_ [1<<8 - 1 - MaxOwnerLen]struct{}
 )
+
+// A slot is 32 bytes, so that a chunk is 2 KB.
+var (
+	_ [32 - unsafe.Sizeof(slot{})]struct{}
+	_ [unsafe.Sizeof(slot{}) - 32]struct{}
+)
+
+func tagOf(h uint64) uint32 { return uint32(h >> 32) }
 
 // compactMin is the removed bytes below which a shard's arena is not
 // compacted, however small: compacting a few kilobytes saves nothing.
@@ -134,26 +162,76 @@ func (s *shard) view(off uint32, n int) string {
 	return unsafe.String(&s.arena[off], n)
 }
 
+// slot returns slot i, to read.
+func (s *shard) slot(i int32) *slot { return &s.chunks[i/slotChunkLen][i%slotChunkLen] }
+
+// writableSlot returns slot i, to write: its chunk is copied first if a
+// frozen copy shares it.
+func (s *shard) writableSlot(i int32) *slot {
+	c := i / slotChunkLen
+	if !s.owned[c] {
+		copied := *s.chunks[c]
+		s.chunks[c], s.owned[c] = &copied, true
+	}
+	return &s.chunks[c][i%slotChunkLen]
+}
+
+// takeSlot returns a slot no lock uses: the last one freed, or a new one.
+func (s *shard) takeSlot() int32 {
+	if n := len(s.free); n > 0 {
+		i := s.free[n-1]
+		s.free = s.free[:n-1]
+		return i
+	}
+	i := s.nslots
+	if int(i/slotChunkLen) == len(s.chunks) {
+		s.chunks, s.owned = append(s.chunks, new(slotChunk)), append(s.owned, true)
+	}
+	s.nslots++
+	return i
+}
+
+func (s *shard) bucket(tag uint32) int { return int(tag) & (len(s.heads) - 1) }
+
+// growHeads doubles the buckets once the used slots would outnumber them,
+// and chains every slot anew: O(shard), once the shard has doubled.
+func (s *shard) growHeads() {
+	if len(s.keys) < len(s.heads) {
+		return
+	}
+	s.heads = make([]int32, max(8, 2*len(s.heads)))
+	for b := range s.heads {
+		s.heads[b] = -1
+	}
+	for _, i := range s.keys {
+		sl := s.writableSlot(i)
+		b := s.bucket(sl.tag)
+		sl.next, s.heads[b] = s.heads[b], i
+	}
+}
+
 func (s *shard) key(i int32) string {
-	sl := &s.slots[i]
+	sl := s.slot(i)
 	return s.view(sl.off, int(sl.keyLen))
 }
 
 func (s *shard) lock(i int32) Lock {
-	sl := &s.slots[i]
+	sl := s.slot(i)
 	return Lock{Token: sl.token, LeaseMS: sl.leaseMS, Owner: s.view(sl.off+uint32(sl.keyLen), int(sl.ownerLen))}
 }
 
 // find returns key's slot, or -1.
 func (s *shard) find(h uint64, key string) int32 {
-	i, ok := s.index[h]
-	if !ok {
+	if len(s.heads) == 0 {
 		return -1
 	}
-	for ; i >= 0; i = s.slots[i].next {
-		if s.key(i) == key {
+	tag := tagOf(h)
+	for i := s.heads[s.bucket(tag)]; i >= 0; {
+		sl := s.slot(i)
+		if sl.tag == tag && s.view(sl.off, int(sl.keyLen)) == key {
 			return i
 		}
+		i = sl.next
 	}
 	return -1
 }
@@ -172,7 +250,7 @@ func (s *shard) appendRecord(key, owner string) uint32 {
 	return off
 }
 
-func (s *shard) recordLen(i int32) int { return int(s.slots[i].keyLen) + int(s.slots[i].ownerLen) }
+func (s *shard) recordLen(i int32) int { sl := s.slot(i); return int(sl.keyLen) + int(sl.ownerLen) }
 
 // compact copies the live records to a new arena once the removed ones are
 // over half of it: O(shard), after as many removals as the shard keeps.
@@ -182,7 +260,7 @@ func (s *shard) compact() {
 	}
 	arena := make([]byte, 0, len(s.arena)-s.dead)
 	for _, i := range s.keys {
-		sl := &s.slots[i]
+		sl := s.writableSlot(i)
 		n := uint32(s.recordLen(i))
 		off := uint32(len(arena))
 		arena = append(arena, s.arena[sl.off:sl.off+n]...)
@@ -243,7 +321,7 @@ func (t *table) at(h Handle) (string, Lock, bool) {
 		return "", Lock{}, false
 	}
 	s := t.shards[si]
-	if i < 0 || int(i) >= len(s.slots) || !s.slots[i].used {
+	if i < 0 || i >= s.nslots || !s.slot(i).used {
 		return "", Lock{}, false
 	}
 	return s.key(i), s.lock(i), true
@@ -254,14 +332,16 @@ func (t *table) writable(si int) *shard {
 	s := t.shards[si]
 	switch {
 	case s == nil:
-		s = &shard{epoch: t.epoch, index: make(map[uint64]int32)}
+		s = &shard{epoch: t.epoch}
 		t.shards[si] = s
 	case s.epoch != t.epoch:
 		s = &shard{
-			epoch: t.epoch,
-			index: maps.Clone(s.index),
-			slots: slices.Clone(s.slots),
-			free:  slices.Clone(s.free),
+			epoch:  t.epoch,
+			heads:  slices.Clone(s.heads),
+			chunks: slices.Clone(s.chunks),
+			owned:  make([]bool, len(s.chunks)), // every chunk shared
+			nslots: s.nslots,
+			free:   slices.Clone(s.free),
 			// Shared: the copy appends past the frozen shard's length,
 			// where the frozen shard never reads, and s never appends
 			// again (frozen tables are read only).
@@ -295,7 +375,7 @@ func (t *table) setAt(p place, key string, l Lock) Handle {
 	h, si := p.hash, p.shard
 	s := t.writable(si)
 	if i := p.slot; i >= 0 {
-		sl := &s.slots[i]
+		sl := s.writableSlot(i)
 		t.bytes -= uint64(s.recordLen(i)) + lockOverhead
 		if s.view(sl.off+uint32(sl.keyLen), int(sl.ownerLen)) != l.Owner {
 			s.dead += s.recordLen(i)
@@ -306,17 +386,15 @@ func (t *table) setAt(p place, key string, l Lock) Handle {
 		s.compact()
 		return handleOf(si, i)
 	}
-	i := freelist.Take(&s.slots, &s.free)
-	next, ok := s.index[h]
-	if !ok {
-		next = -1
-	}
-	s.slots[i] = slot{
+	s.growHeads()
+	i, tag := s.takeSlot(), tagOf(h)
+	b := s.bucket(tag)
+	*s.writableSlot(i) = slot{
 		token: l.Token, leaseMS: l.LeaseMS,
 		off: s.appendRecord(key, l.Owner), keyLen: uint16(len(key)), ownerLen: uint8(len(l.Owner)),
-		used: true, next: next,
+		tag: tag, next: s.heads[b], used: true,
 	}
-	s.index[h] = i
+	s.heads[b] = i
 	if t.bulk {
 		s.keys, s.unsorted = append(s.keys, i), true
 	} else {
@@ -340,21 +418,18 @@ func (t *table) remove(key string) (Handle, bool) {
 // removeAt deletes the lock at p, found held for key, and returns its
 // handle.
 func (t *table) removeAt(p place, key string) Handle {
-	h, si, i := p.hash, p.shard, p.slot
+	si, i := p.shard, p.slot
 	s := t.writable(si)
-	// Unlink i from its hash's chain.
-	if first := s.index[h]; first == i {
-		if next := s.slots[i].next; next >= 0 {
-			s.index[h] = next
-		} else {
-			delete(s.index, h)
-		}
+	// Unlink i from its bucket's chain.
+	next := s.slot(i).next
+	if b := s.bucket(tagOf(p.hash)); s.heads[b] == i {
+		s.heads[b] = next
 	} else {
-		p := first
-		for s.slots[p].next != i {
-			p = s.slots[p].next
+		prev := s.heads[b]
+		for s.slot(prev).next != i {
+			prev = s.slot(prev).next
 		}
-		s.slots[p].next = s.slots[i].next
+		s.writableSlot(prev).next = next
 	}
 	if s.unsorted {
 		if pos := slices.Index(s.keys, i); pos >= 0 {
@@ -365,7 +440,7 @@ func (t *table) removeAt(p place, key string) Handle {
 	}
 	n := s.recordLen(i)
 	s.dead += n
-	s.slots[i] = slot{next: -1}
+	*s.writableSlot(i) = slot{next: -1}
 	s.free = append(s.free, i)
 	t.n--
 	t.bytes -= uint64(n) + lockOverhead
