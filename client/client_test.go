@@ -49,18 +49,12 @@ func newClient(t *testing.T, endpoints ...string) *client.Client {
 func startWithClient(t *testing.T) (*nodetest.Cluster, uint64, *client.Client, context.Context) {
 	t.Helper()
 	c, leader := startCluster(t, 3)
-	return c, leader, newClient(t, c.Endpoints()...), ctxT(t, 20*time.Second)
-}
-
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
+	return c, leader, newClient(t, c.Endpoints()...), nodetest.Context(t, 20*time.Second)
 }
 
 func TestRedirectFromEachFollower(t *testing.T) {
 	c, leader := startCluster(t, 3)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := nodetest.Context(t, 20*time.Second)
 	for id, addr := range c.Clients {
 		if id == leader {
 			continue
@@ -94,7 +88,7 @@ func TestThousandConcurrentRequestsOnOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := newClient(t, c.Clients[leader])
-	ctx := ctxT(t, 60*time.Second)
+	ctx := nodetest.Context(t, 60*time.Second)
 	const n = 1000
 	tokens := make([]uint64, n)
 	errs := make([]error, n)
@@ -140,7 +134,7 @@ func cutter(t *testing.T) (addr string, received func() int) {
 func TestOutcomeUnknownWhenConnectionCutAfterSend(t *testing.T) {
 	addr, received := cutter(t)
 	cl := newClient(t, addr)
-	ctx := ctxT(t, 5*time.Second)
+	ctx := nodetest.Context(t, 5*time.Second)
 	_, err := cl.Acquire(ctx, "k", time.Second, 0)
 	if !errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("acquire over a cut connection: %v, want ErrOutcomeUnknown", err)
@@ -265,7 +259,7 @@ func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
 func TestInvalidArguments(t *testing.T) {
 	c, _ := startCluster(t, 1)
 	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := nodetest.Context(t, 10*time.Second)
 	var inv *client.InvalidArgumentError
 	if _, err := cl.Acquire(ctx, "", time.Second, 0); !errors.As(err, &inv) {
 		t.Fatalf("empty key: %v", err)
@@ -337,7 +331,7 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 func TestInvalidArgumentsRefusedBeforeSending(t *testing.T) {
 	addr, received := cutter(t)
 	cl := newClient(t, addr)
-	ctx := ctxT(t, 5*time.Second)
+	ctx := nodetest.Context(t, 5*time.Second)
 	long := strings.Repeat("k", 5000)
 	calls := map[string]error{}
 	_, calls["acquire with a 5000-byte key"] = cl.Acquire(ctx, long, time.Second, 0)
@@ -405,7 +399,7 @@ func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
 	} {
 		cl := newClient(t, tc.addr)
 		start := time.Now()
-		_, err := cl.Acquire(ctxT(t, 10*time.Second), "k", time.Second, 0)
+		_, err := cl.Acquire(nodetest.Context(t, 10*time.Second), "k", time.Second, 0)
 		var pe *client.ProtocolError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%s: %v, want a protocol error saying %q", tc.addr, err, tc.want)
@@ -435,17 +429,17 @@ func gaugeValue(t *testing.T, n *node.Node, name string) float64 {
 // the deadline, and succeeds once the limit frees up in time.
 func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
 	c := nodetest.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
-	if _, err := c.Leader(ctxT(t, 10*time.Second)); err != nil {
+	if _, err := c.Leader(nodetest.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	cl := newClient(t, c.Endpoints()...)
-	tok, err := cl.Acquire(ctxT(t, 5*time.Second), "a", 10*time.Second, 0)
+	tok, err := cl.Acquire(nodetest.Context(t, 5*time.Second), "a", 10*time.Second, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	start := time.Now()
-	_, err = cl.Acquire(ctxT(t, 300*time.Millisecond), "b", 10*time.Second, 0)
+	_, err = cl.Acquire(nodetest.Context(t, 300*time.Millisecond), "b", 10*time.Second, 0)
 	if !errors.Is(err, client.ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("acquire past --max-keys: got %v, want ErrOverloaded at the deadline", err)
 	}
@@ -455,11 +449,11 @@ func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := cl.Acquire(ctxT(t, 5*time.Second), "c", 10*time.Second, 0)
+		_, err := cl.Acquire(nodetest.Context(t, 5*time.Second), "c", 10*time.Second, 0)
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond) // "c" is answered overloaded meanwhile
-	if err := cl.Release(ctxT(t, 5*time.Second), "a", tok.Token); err != nil {
+	if err := cl.Release(nodetest.Context(t, 5*time.Second), "a", tok.Token); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

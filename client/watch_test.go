@@ -109,7 +109,7 @@ func TestWatchOnAMemberFromBeforeWatches(t *testing.T) {
 		}
 	})
 	cl := newClient(t, addr)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := nodetest.Context(t, 10*time.Second)
 	if _, err := cl.Get(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}

@@ -119,11 +119,11 @@ func TestGRPCRetryRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Get(ctxFor(t, 10*time.Second), "k"); err != nil || cut.n.Load() != 2 {
+	if _, err := cl.Get(nodetest.Context(t, 10*time.Second), "k"); err != nil || cut.n.Load() != 2 {
 		t.Errorf("get after a broken connection: %v after %d calls, want a success on the second", err, cut.n.Load())
 	}
 	cut.n.Store(0)
-	if _, err := cl.AcquireWith(ctxFor(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, client.ErrOutcomeUnknown) || cut.n.Load() != 1 {
+	if _, err := cl.AcquireWith(nodetest.Context(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, client.ErrOutcomeUnknown) || cut.n.Load() != 1 {
 		t.Errorf("acquire on a broken connection: %v after %d calls, want ErrOutcomeUnknown after 1", err, cut.n.Load())
 	}
 
@@ -152,7 +152,7 @@ func TestGRPCRetryRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := cl.AcquireWith(ctxFor(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
+		g, err := cl.AcquireWith(nodetest.Context(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
 		if err != nil || g.Token != 5 || busy.n.Load() != 3 {
 			t.Errorf("%s: %+v, %v after %d calls to the busy member, want token 5 after 3", tc.name, g, err, busy.n.Load())
 		}

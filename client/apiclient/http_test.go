@@ -17,12 +17,6 @@ import (
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // lockCalls are the calls both clients have.
 type lockCalls interface {
 	AcquireWith(ctx context.Context, r client.AcquireRequest) (client.Grant, error)
@@ -37,7 +31,7 @@ type lockCalls interface {
 // those that changed the lock reached the leader's log.
 func checkLockCalls(t *testing.T, c *nodetest.Cluster, cl lockCalls) {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := nodetest.Context(t, 30*time.Second)
 	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Hour, Owner: "me", Tag: 7})
 	if err != nil || g.Token == 0 || g.LeaseMS != 3600000 {
 		t.Fatalf("acquire: %+v, %v", g, err)
@@ -68,18 +62,7 @@ func checkLockCalls(t *testing.T, c *nodetest.Cluster, cl lockCalls) {
 	if _, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Millisecond}); !errors.As(err, &inv) {
 		t.Errorf("acquire with a 1ms lease: %v, want an InvalidArgumentError", err)
 	}
-	leader := c.WaitLeader()
-	cmds, _, err := leader.CommittedLog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tags := map[string]uint64{}
-	for _, cmd := range cmds {
-		if cmd.Key == "k" && cmd.Tag != 0 {
-			tags[cmd.Op] = cmd.Tag
-		}
-	}
-	if tags["grant"] != 7 || tags["renew"] != 9 || tags["release"] != 10 {
+	if tags := nodetest.LoggedTags(t, c.WaitLeader(), "k"); tags["grant"] != 7 || tags["renew"] != 9 || tags["release"] != 10 {
 		t.Errorf("tags in the log %v, want grant 7, renew 9, release 10", tags)
 	}
 }
@@ -96,7 +79,7 @@ func TestHTTPCallsThroughAFollower(t *testing.T) {
 	}
 	defer cl.Close()
 	checkLockCalls(t, c, cl)
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := nodetest.Context(t, 30*time.Second)
 	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "f", Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +145,7 @@ func TestHTTPNeverResendsALockChangeWhoseOutcomeIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Get(ctxFor(t, 10*time.Second), "k"); err != nil || f.n.Load() != 2 {
+	if _, err := cl.Get(nodetest.Context(t, 10*time.Second), "k"); err != nil || f.n.Load() != 2 {
 		t.Errorf("get after a broken connection: %v after %d requests, want a success on the second", err, f.n.Load())
 	}
 	f.n.Store(0)
@@ -175,7 +158,7 @@ func TestHTTPNeverResendsALockChangeWhoseOutcomeIsUnknown(t *testing.T) {
 		"renew":   func(ctx context.Context) error { return cl.RenewTagged(ctx, "k", 1, time.Second, 0) },
 	} {
 		f.n.Store(0)
-		if err := call(ctxFor(t, 10*time.Second)); !errors.Is(err, client.ErrOutcomeUnknown) || f.n.Load() != 1 {
+		if err := call(nodetest.Context(t, 10*time.Second)); !errors.Is(err, client.ErrOutcomeUnknown) || f.n.Load() != 1 {
 			t.Errorf("%s: %v after %d requests, want ErrOutcomeUnknown after 1", name, err, f.n.Load())
 		}
 	}
@@ -213,7 +196,7 @@ func TestHTTPRetriesWhatWasNotProposed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := cl.AcquireWith(ctxFor(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
+		g, err := cl.AcquireWith(nodetest.Context(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
 		if err != nil || g.Token != 5 || busy.n.Load() != 3 {
 			t.Errorf("%s: %+v, %v after %d requests to the busy member, want token 5 after 3", tc.name, g, err, busy.n.Load())
 		}
@@ -224,7 +207,7 @@ func TestHTTPRetriesWhatWasNotProposed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.AcquireWith(ctxFor(t, 300*time.Millisecond), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no leader") {
+	if _, err := cl.AcquireWith(nodetest.Context(t, 300*time.Millisecond), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no leader") {
 		t.Errorf("acquire against a member that stays unavailable: %v, want its answer at the deadline", err)
 	}
 }

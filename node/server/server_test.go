@@ -46,17 +46,7 @@ func TestGoAwayComesAfterTheGreeting(t *testing.T) {
 	if err := wire.CheckGreeting(r); err != nil {
 		t.Fatalf("the member's first bytes are not its greeting: %v", err)
 	}
-	body, err := wire.ReadFrame(r)
-	if err != nil {
-		t.Fatalf("no goaway after the greeting: %v", err)
-	}
-	resp, err := wire.DecodeResponse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.ID != wire.GoAwayID || resp.Op != wire.OpUnavailable {
-		t.Fatalf("first frame after the greeting: %+v, want a goaway", resp)
-	}
+	nodetest.ExpectGoAway(t, r, "the greeting")
 
 	nc.Close() // what a client does with an idle connection it was asked to leave
 	select {
