@@ -52,6 +52,17 @@ func startWithClient(t *testing.T) (*nodetest.Cluster, uint64, *client.Client, c
 	return c, leader, newClient(t, c.Endpoints()...), nodetest.Context(t, 20*time.Second)
 }
 
+// acquire takes key on cl for lease without waiting, failing t if it
+// cannot.
+func acquire(t *testing.T, ctx context.Context, cl *client.Client, key string, lease time.Duration) client.Grant {
+	t.Helper()
+	g, err := cl.Acquire(ctx, key, lease, 0)
+	if err != nil {
+		t.Fatalf("acquire %q: %v", key, err)
+	}
+	return g
+}
+
 func TestRedirectFromEachFollower(t *testing.T) {
 	c, leader := startCluster(t, 3)
 	ctx := nodetest.Context(t, 20*time.Second)
@@ -182,10 +193,7 @@ func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 func checkWaiterLeaves(t *testing.T, who string, queue func(ctx context.Context, cl *client.Client, leaderAddr string, waiters func() float64) (leave func())) {
 	t.Helper()
 	c, leader, cl, ctx := startWithClient(t)
-	holder, err := cl.Acquire(ctx, "k", time.Hour, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := acquire(t, ctx, cl, "k", time.Hour)
 	n := c.Node(leader)
 	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
 	leave := queue(ctx, cl, c.Clients[leader], waiters)
@@ -230,9 +238,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 
 func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
 	c, leader, cl, ctx := startWithClient(t)
-	if _, err := cl.Acquire(ctx, "before", time.Minute, 0); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, ctx, cl, "before", time.Minute)
 	bad := [][]byte{
 		[]byte("garbage that is not a frame at all"),
 		{0, 0, 0, 20, 1, 2},                        // truncated
@@ -301,10 +307,7 @@ func TestLockerRenewsAndReleases(t *testing.T) {
 // requester gone, and the second never runs.
 func TestDuplicateRequestIDRefused(t *testing.T) {
 	c, leader, cl, ctx := startWithClient(t)
-	tok, err := cl.Acquire(ctx, "k", time.Minute, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := acquire(t, ctx, cl, "k", time.Minute)
 	conn, r := dialGreeted(t, c.Clients[leader])
 	waiting := &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "k", LeaseMS: 60000, WaitMS: 10000}
 	conn.Write(wire.AppendRequest(nil, waiting))

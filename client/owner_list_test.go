@@ -22,9 +22,7 @@ func TestOwnerListAndForcedRelease(t *testing.T) {
 	}
 	defer cl.Close()
 	for i := range 5 {
-		if _, err := cl.Acquire(ctx, fmt.Sprintf("jobs/%d", i), time.Minute, 0); err != nil {
-			t.Fatal(err)
-		}
+		acquire(t, ctx, cl, fmt.Sprintf("jobs/%d", i), time.Minute)
 	}
 	other := newClient(t, c.Endpoints()...)
 	g, err := other.AcquireWith(ctx, client.AcquireRequest{Key: "web/x", Lease: time.Minute, Owner: "batch-7"})
