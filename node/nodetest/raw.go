@@ -52,7 +52,7 @@ func (c *Raw) Send(req *wire.Request) {
 func (c *Raw) Recv() wire.Response {
 	c.t.Helper()
 	c.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	return readResponse(c.t, c.R, "")
+	return readResponse(c.t, c.R, "no answer")
 }
 
 // ExpectGoAway reads the next frame of r, which must be the goaway of a
@@ -65,20 +65,17 @@ func ExpectGoAway(t testing.TB, r *bufio.Reader, after string) {
 	}
 }
 
-// readResponse reads and decodes the next answer of r, failing t, with
-// what before the error when it is not empty, if none comes.
+// readResponse reads and decodes the next answer of r, failing t with
+// what and the error if none comes.
 func readResponse(t testing.TB, r *bufio.Reader, what string) wire.Response {
 	t.Helper()
 	body, err := wire.ReadFrame(r)
 	if err != nil {
-		if what != "" {
-			t.Fatalf("%s: %v", what, err)
-		}
-		t.Fatal(err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	resp, err := wire.DecodeResponse(body)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	return resp
 }
