@@ -35,8 +35,7 @@ type grpcCluster struct {
 
 func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
+	ctx := nodetest.Context(t, 60*time.Second)
 	g := &grpcCluster{addrs: map[uint64]string{}, clients: map[uint64]pb.LocksClient{}, apis: map[uint64]*grpcapi.API{}}
 	lns := map[uint64]net.Listener{}
 	for id := uint64(1); id <= 3; id++ {

@@ -128,8 +128,7 @@ func TestPprofOnlyWithDebug(t *testing.T) {
 // A limit of the member core reaches the client as the Overloaded answer.
 func TestOverloadedAnswer(t *testing.T) {
 	c := nodetest.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 10*time.Second)
 	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +185,7 @@ func TestClientRetriesPastTheConnectionLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 5*time.Second)
 	if _, err := first.Acquire(ctx, "a", 10*time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -219,8 +217,7 @@ func TestMemberMayAskForStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SetACL(acl)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 10*time.Second)
 	for _, tc := range []struct {
 		who  string
 		req  wire.Request
