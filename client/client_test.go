@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -171,19 +170,9 @@ func TestOutcomeUnknownWhenConnectionCutAfterSend(t *testing.T) {
 // connection (to be closed to simulate the client vanishing).
 func rawAcquire(t *testing.T, addr, key string, lease, wait time.Duration) net.Conn {
 	t.Helper()
-	conn, _ := dialGreeted(t, addr)
-	req := &wire.Request{ID: 1, Op: wire.OpAcquire, Key: key, LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(wait.Milliseconds())}
-	if _, err := conn.Write(wire.AppendRequest(nil, req)); err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
-
-// dialGreeted opens a raw client connection and exchanges the greeting.
-func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
-	t.Helper()
 	raw := nodetest.DialRaw(t, addr)
-	return raw.Conn, raw.R
+	raw.Send(&wire.Request{ID: 1, Op: wire.OpAcquire, Key: key, LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(wait.Milliseconds())})
+	return raw.Conn
 }
 
 // checkWaiterLeaves holds k, queues a waiter with queue, lets it leave by
@@ -246,7 +235,7 @@ func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
 		{0, 0, 0, 9, 0x55, 0, 0, 0, 0, 0, 0, 0, 1}, // unknown opcode
 	}
 	for i, b := range bad {
-		conn, _ := dialGreeted(t, c.Clients[leader])
+		conn := nodetest.DialRaw(t, c.Clients[leader]).Conn
 		conn.Write(b)
 		if i == 1 {
 			conn.(*net.TCPConn).CloseWrite()
@@ -308,12 +297,11 @@ func TestLockerRenewsAndReleases(t *testing.T) {
 func TestDuplicateRequestIDRefused(t *testing.T) {
 	c, leader, cl, ctx := startWithClient(t)
 	tok := acquire(t, ctx, cl, "k", time.Minute)
-	conn, r := dialGreeted(t, c.Clients[leader])
-	waiting := &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "k", LeaseMS: 60000, WaitMS: 10000}
-	conn.Write(wire.AppendRequest(nil, waiting))
-	conn.Write(wire.AppendRequest(nil, &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "other", LeaseMS: 60000}))
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := wire.ReadFrame(r); err == nil {
+	raw := nodetest.DialRaw(t, c.Clients[leader])
+	raw.Send(&wire.Request{ID: 7, Op: wire.OpAcquire, Key: "k", LeaseMS: 60000, WaitMS: 10000})
+	raw.Send(&wire.Request{ID: 7, Op: wire.OpAcquire, Key: "other", LeaseMS: 60000})
+	raw.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := wire.ReadFrame(raw.R); err == nil {
 		t.Fatal("a reused request id was answered; want the connection closed")
 	}
 	if err := cl.Release(ctx, "k", tok.Token); err != nil {
