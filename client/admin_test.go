@@ -9,6 +9,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // unknownOnce answers the first admin request outcome-unknown (a leader
@@ -47,7 +48,7 @@ func unknownOnce(t *testing.T) (addr string, received func() int) {
 // unchanged once applied) is asked again when its outcome is unknown; any
 // other returns ErrOutcomeUnknown.
 func TestAdminAsksAnIdempotentCommandAgainWhenItsOutcomeIsUnknown(t *testing.T) {
-	ctx := ctxT(t, 10*time.Second)
+	ctx := nodetest.Context(t, 10*time.Second)
 	addr, received := unknownOnce(t)
 	if err := newClient(t, addr).Admin(ctx, "member.add", map[string]any{"id": 4}, nil, true); err != nil || received() != 2 {
 		t.Fatalf("idempotent: %v after %d requests, want success after 2", err, received())

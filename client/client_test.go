@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -49,18 +48,23 @@ func newClient(t *testing.T, endpoints ...string) *client.Client {
 func startWithClient(t *testing.T) (*nodetest.Cluster, uint64, *client.Client, context.Context) {
 	t.Helper()
 	c, leader := startCluster(t, 3)
-	return c, leader, newClient(t, c.Endpoints()...), ctxT(t, 20*time.Second)
+	return c, leader, newClient(t, c.Endpoints()...), nodetest.Context(t, 20*time.Second)
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
+// acquire takes key on cl for lease without waiting, failing t if it
+// cannot.
+func acquire(t *testing.T, ctx context.Context, cl *client.Client, key string, lease time.Duration) client.Grant {
+	t.Helper()
+	g, err := cl.Acquire(ctx, key, lease, 0)
+	if err != nil {
+		t.Fatalf("acquire %q: %v", key, err)
+	}
+	return g
 }
 
 func TestRedirectFromEachFollower(t *testing.T) {
 	c, leader := startCluster(t, 3)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := nodetest.Context(t, 20*time.Second)
 	for id, addr := range c.Clients {
 		if id == leader {
 			continue
@@ -94,7 +98,7 @@ func TestThousandConcurrentRequestsOnOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := newClient(t, c.Clients[leader])
-	ctx := ctxT(t, 60*time.Second)
+	ctx := nodetest.Context(t, 60*time.Second)
 	const n = 1000
 	tokens := make([]uint64, n)
 	errs := make([]error, n)
@@ -140,7 +144,7 @@ func cutter(t *testing.T) (addr string, received func() int) {
 func TestOutcomeUnknownWhenConnectionCutAfterSend(t *testing.T) {
 	addr, received := cutter(t)
 	cl := newClient(t, addr)
-	ctx := ctxT(t, 5*time.Second)
+	ctx := nodetest.Context(t, 5*time.Second)
 	_, err := cl.Acquire(ctx, "k", time.Second, 0)
 	if !errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("acquire over a cut connection: %v, want ErrOutcomeUnknown", err)
@@ -166,19 +170,9 @@ func TestOutcomeUnknownWhenConnectionCutAfterSend(t *testing.T) {
 // connection (to be closed to simulate the client vanishing).
 func rawAcquire(t *testing.T, addr, key string, lease, wait time.Duration) net.Conn {
 	t.Helper()
-	conn, _ := dialGreeted(t, addr)
-	req := &wire.Request{ID: 1, Op: wire.OpAcquire, Key: key, LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(wait.Milliseconds())}
-	if _, err := conn.Write(wire.AppendRequest(nil, req)); err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
-
-// dialGreeted opens a raw client connection and exchanges the greeting.
-func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
-	t.Helper()
 	raw := nodetest.DialRaw(t, addr)
-	return raw.Conn, raw.R
+	raw.Send(&wire.Request{ID: 1, Op: wire.OpAcquire, Key: key, LeaseMS: uint64(lease.Milliseconds()), WaitMS: uint64(wait.Milliseconds())})
+	return raw.Conn
 }
 
 // checkWaiterLeaves holds k, queues a waiter with queue, lets it leave by
@@ -188,10 +182,7 @@ func dialGreeted(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 func checkWaiterLeaves(t *testing.T, who string, queue func(ctx context.Context, cl *client.Client, leaderAddr string, waiters func() float64) (leave func())) {
 	t.Helper()
 	c, leader, cl, ctx := startWithClient(t)
-	holder, err := cl.Acquire(ctx, "k", time.Hour, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := acquire(t, ctx, cl, "k", time.Hour)
 	n := c.Node(leader)
 	waiters := func() float64 { return gaugeValue(t, n, "raftlock_waiters") }
 	leave := queue(ctx, cl, c.Clients[leader], waiters)
@@ -236,9 +227,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 
 func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
 	c, leader, cl, ctx := startWithClient(t)
-	if _, err := cl.Acquire(ctx, "before", time.Minute, 0); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, ctx, cl, "before", time.Minute)
 	bad := [][]byte{
 		[]byte("garbage that is not a frame at all"),
 		{0, 0, 0, 20, 1, 2},                        // truncated
@@ -246,7 +235,7 @@ func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
 		{0, 0, 0, 9, 0x55, 0, 0, 0, 0, 0, 0, 0, 1}, // unknown opcode
 	}
 	for i, b := range bad {
-		conn, _ := dialGreeted(t, c.Clients[leader])
+		conn := nodetest.DialRaw(t, c.Clients[leader]).Conn
 		conn.Write(b)
 		if i == 1 {
 			conn.(*net.TCPConn).CloseWrite()
@@ -265,7 +254,7 @@ func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
 func TestInvalidArguments(t *testing.T) {
 	c, _ := startCluster(t, 1)
 	cl := newClient(t, c.Endpoints()...)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := nodetest.Context(t, 10*time.Second)
 	var inv *client.InvalidArgumentError
 	if _, err := cl.Acquire(ctx, "", time.Second, 0); !errors.As(err, &inv) {
 		t.Fatalf("empty key: %v", err)
@@ -307,16 +296,12 @@ func TestLockerRenewsAndReleases(t *testing.T) {
 // requester gone, and the second never runs.
 func TestDuplicateRequestIDRefused(t *testing.T) {
 	c, leader, cl, ctx := startWithClient(t)
-	tok, err := cl.Acquire(ctx, "k", time.Minute, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, r := dialGreeted(t, c.Clients[leader])
-	waiting := &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "k", LeaseMS: 60000, WaitMS: 10000}
-	conn.Write(wire.AppendRequest(nil, waiting))
-	conn.Write(wire.AppendRequest(nil, &wire.Request{ID: 7, Op: wire.OpAcquire, Key: "other", LeaseMS: 60000}))
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := wire.ReadFrame(r); err == nil {
+	tok := acquire(t, ctx, cl, "k", time.Minute)
+	raw := nodetest.DialRaw(t, c.Clients[leader])
+	raw.Send(&wire.Request{ID: 7, Op: wire.OpAcquire, Key: "k", LeaseMS: 60000, WaitMS: 10000})
+	raw.Send(&wire.Request{ID: 7, Op: wire.OpAcquire, Key: "other", LeaseMS: 60000})
+	raw.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := wire.ReadFrame(raw.R); err == nil {
 		t.Fatal("a reused request id was answered; want the connection closed")
 	}
 	if err := cl.Release(ctx, "k", tok.Token); err != nil {
@@ -337,7 +322,7 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 func TestInvalidArgumentsRefusedBeforeSending(t *testing.T) {
 	addr, received := cutter(t)
 	cl := newClient(t, addr)
-	ctx := ctxT(t, 5*time.Second)
+	ctx := nodetest.Context(t, 5*time.Second)
 	long := strings.Repeat("k", 5000)
 	calls := map[string]error{}
 	_, calls["acquire with a 5000-byte key"] = cl.Acquire(ctx, long, time.Second, 0)
@@ -405,7 +390,7 @@ func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
 	} {
 		cl := newClient(t, tc.addr)
 		start := time.Now()
-		_, err := cl.Acquire(ctxT(t, 10*time.Second), "k", time.Second, 0)
+		_, err := cl.Acquire(nodetest.Context(t, 10*time.Second), "k", time.Second, 0)
 		var pe *client.ProtocolError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%s: %v, want a protocol error saying %q", tc.addr, err, tc.want)
@@ -435,17 +420,17 @@ func gaugeValue(t *testing.T, n *node.Node, name string) float64 {
 // the deadline, and succeeds once the limit frees up in time.
 func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
 	c := nodetest.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
-	if _, err := c.Leader(ctxT(t, 10*time.Second)); err != nil {
+	if _, err := c.Leader(nodetest.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	cl := newClient(t, c.Endpoints()...)
-	tok, err := cl.Acquire(ctxT(t, 5*time.Second), "a", 10*time.Second, 0)
+	tok, err := cl.Acquire(nodetest.Context(t, 5*time.Second), "a", 10*time.Second, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	start := time.Now()
-	_, err = cl.Acquire(ctxT(t, 300*time.Millisecond), "b", 10*time.Second, 0)
+	_, err = cl.Acquire(nodetest.Context(t, 300*time.Millisecond), "b", 10*time.Second, 0)
 	if !errors.Is(err, client.ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("acquire past --max-keys: got %v, want ErrOverloaded at the deadline", err)
 	}
@@ -455,11 +440,11 @@ func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := cl.Acquire(ctxT(t, 5*time.Second), "c", 10*time.Second, 0)
+		_, err := cl.Acquire(nodetest.Context(t, 5*time.Second), "c", 10*time.Second, 0)
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond) // "c" is answered overloaded meanwhile
-	if err := cl.Release(ctxT(t, 5*time.Second), "a", tok.Token); err != nil {
+	if err := cl.Release(nodetest.Context(t, 5*time.Second), "a", tok.Token); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

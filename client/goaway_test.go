@@ -10,6 +10,7 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/watchnet"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
 )
 
@@ -46,7 +47,7 @@ func TestGoAwayEndsTheConnectionWithoutLosingAnAnswer(t *testing.T) {
 		}
 	})
 	cl := newClient(t, addr)
-	ctx := ctxT(t, 5*time.Second)
+	ctx := nodetest.Context(t, 5*time.Second)
 	g, err := cl.Acquire(ctx, "k", time.Second, 0)
 	if err != nil || g.Token != 7 {
 		t.Fatalf("acquire answered after a goaway: %+v, %v", g, err)
@@ -79,7 +80,7 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 	ln := watchnet.Serve(t, s, watchnet.Held)
 	cl := newClient(t, ln.Addr().String(), c.Clients[leader]) // the stopping member first
 
-	ctx := ctxT(t, 10*time.Second)
+	ctx := nodetest.Context(t, 10*time.Second)
 	acquired := make(chan error, 1)
 	go func() {
 		_, err := cl.Acquire(ctx, "k", time.Second, 0)

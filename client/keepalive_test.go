@@ -14,10 +14,7 @@ import (
 func TestKeepAliveHoldsALockPastItsLease(t *testing.T) {
 	_, _, cl, ctx := startWithClient(t)
 	const lease = 300 * time.Millisecond
-	g, err := cl.Acquire(ctx, "k", lease, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := acquire(t, ctx, cl, "k", lease)
 	kctx, cancel := context.WithTimeout(ctx, 4*lease)
 	defer cancel()
 	if err := cl.KeepAlive(kctx, "k", g.Token, lease); err != nil {
@@ -34,10 +31,7 @@ func TestKeepAliveHoldsALockPastItsLease(t *testing.T) {
 func TestKeepAliveReturnsWhenTheLockIsLost(t *testing.T) {
 	_, _, cl, ctx := startWithClient(t)
 	const lease = 3 * time.Second
-	g, err := cl.Acquire(ctx, "k", lease, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := acquire(t, ctx, cl, "k", lease)
 	done := make(chan error, 1)
 	go func() { done <- cl.KeepAlive(ctx, "k", g.Token, lease) }()
 	forced := time.Now()

@@ -3,8 +3,9 @@ package client
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/ending"
 )
 
 // Locker holds one lock and renews its lease in the background until Unlock
@@ -15,11 +16,9 @@ type Locker struct {
 	lease time.Duration
 	token uint64
 
-	lost     chan struct{}
-	lostOnce sync.Once
-	lostErr  error
-	stop     context.CancelFunc // ends the renewals
-	stopped  chan struct{}
+	lost    *ending.Ending
+	stop    context.CancelFunc // ends the renewals
+	stopped chan struct{}
 }
 
 // Lock acquires key (waiting up to wait) and starts renewing it every third
@@ -32,7 +31,7 @@ func (c *Client) Lock(ctx context.Context, key string, lease, wait time.Duration
 	}
 	rctx, stop := context.WithCancel(context.Background())
 	l := &Locker{c: c, key: key, lease: lease, token: g.Token,
-		lost: make(chan struct{}), stop: stop, stopped: make(chan struct{})}
+		lost: ending.New(), stop: stop, stopped: make(chan struct{})}
 	go l.renewLoop(rctx, start)
 	return l, nil
 }
@@ -46,31 +45,17 @@ func (l *Locker) Key() string { return l.key }
 // Lost is closed when the lock can no longer be trusted: the cluster said
 // the token no longer holds the key, or a full lease passed without a
 // successful renewal.
-func (l *Locker) Lost() <-chan struct{} { return l.lost }
+func (l *Locker) Lost() <-chan struct{} { return l.lost.Done() }
 
 // Err says why the lock was lost.
-func (l *Locker) Err() error {
-	select {
-	case <-l.lost:
-		return l.lostErr
-	default:
-		return nil
-	}
-}
-
-func (l *Locker) markLost(err error) {
-	l.lostOnce.Do(func() {
-		l.lostErr = err
-		close(l.lost)
-	})
-}
+func (l *Locker) Err() error { return l.lost.Err() }
 
 // renewLoop renews the lease until Unlock ends ctx or until the lock is
 // lost (KeepAlive).
 func (l *Locker) renewLoop(ctx context.Context, validFrom time.Time) {
 	defer close(l.stopped)
 	if err := l.c.keepAlive(ctx, l.key, l.token, l.lease, validFrom); err != nil {
-		l.markLost(err)
+		l.lost.End(err)
 	}
 }
 
@@ -125,10 +110,8 @@ func (c *Client) keepAlive(ctx context.Context, key string, token uint64, lease 
 func (l *Locker) Unlock(ctx context.Context) error {
 	l.stop()
 	<-l.stopped
-	select {
-	case <-l.lost:
-		return l.lostErr
-	default:
+	if err := l.lost.Err(); err != nil {
+		return err
 	}
 	return l.c.Release(ctx, l.key, l.token)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // Owners travel from the acquire to get and list, through a follower's
@@ -14,16 +15,14 @@ import (
 // the token it released, and the next grant's token is higher.
 func TestOwnerListAndForcedRelease(t *testing.T) {
 	c, _ := startCluster(t, 3)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := nodetest.Context(t, 30*time.Second)
 	cl, err := client.New(c.Endpoints(), client.Options{Owner: "web-1:4242"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	for i := range 5 {
-		if _, err := cl.Acquire(ctx, fmt.Sprintf("jobs/%d", i), time.Minute, 0); err != nil {
-			t.Fatal(err)
-		}
+		acquire(t, ctx, cl, fmt.Sprintf("jobs/%d", i), time.Minute)
 	}
 	other := newClient(t, c.Endpoints()...)
 	g, err := other.AcquireWith(ctx, client.AcquireRequest{Key: "web/x", Lease: time.Minute, Owner: "batch-7"})

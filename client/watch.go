@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/ending"
 )
 
 // Event is one lock event of a watch: what the command applied at Index
@@ -37,8 +38,7 @@ type Watch struct {
 	// Member is the address of the member that serves the watch.
 	Member string
 
-	done chan struct{}
-	err  error
+	end *ending.Ending
 }
 
 // Err is why the watch ended, nil while C is open: ctx's error; an error
@@ -46,14 +46,7 @@ type Watch struct {
 // far behind (its message names the index); ErrUnavailable when the member
 // stopped, caught up by snapshot, or the connection to it broke. Watch
 // again to go on, comparing indexes to see what may have been missed.
-func (w *Watch) Err() error {
-	select {
-	case <-w.done:
-		return w.err
-	default:
-		return nil
-	}
-}
+func (w *Watch) Err() error { return w.end.Err() }
 
 // Watch watches the locks whose keys start with prefix ("" for all of
 // them) until ctx ends. Any member serves it, leader or not: every member
@@ -110,11 +103,11 @@ func (c *Client) watchOn(ctx context.Context, addr, prefix string) (*Watch, erro
 		return nil, answerError(first)
 	}
 	events := make(chan Event)
-	w := &Watch{C: events, From: first.From, Member: addr, done: make(chan struct{})}
+	w := &Watch{C: events, From: first.From, Member: addr, end: ending.New()}
 	go func() {
-		w.err = w.pump(ctx, cn, answers, events)
+		err := w.pump(ctx, cn, answers, events)
 		cn.close(errWatchEnded)
-		close(w.done) // before events: a reader that sees them end finds Err set
+		w.end.End(err) // before events: a reader that sees them end finds Err set
 		close(events)
 	}()
 	return w, nil

@@ -43,10 +43,7 @@ func TestWatchAcrossALeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := cl.Acquire(ctx, "jobs/a", time.Minute, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := acquire(t, ctx, cl, "jobs/a", time.Minute)
 	if _, err := c.Node(leader).TransferLeader(ctx, follower); err != nil {
 		t.Fatalf("transfer leadership to %d: %v", follower, err)
 	}
@@ -57,9 +54,7 @@ func TestWatchAcrossALeaderChange(t *testing.T) {
 	if err := cl.Release(ctx, "jobs/a", g.Token); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Acquire(ctx, "jobs/b", time.Minute, 0); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, ctx, cl, "jobs/b", time.Minute)
 	a, b := nextEvents(t, onLeader, 3), nextEvents(t, onFollower, 3)
 	want := fmt.Sprintf("granted jobs/a %d, released jobs/a %d, granted jobs/b %d", g.Token, g.Token, g.Token+1)
 	if describe(a) != want || describe(b) != want {
@@ -109,7 +104,7 @@ func TestWatchOnAMemberFromBeforeWatches(t *testing.T) {
 		}
 	})
 	cl := newClient(t, addr)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := nodetest.Context(t, 10*time.Second)
 	if _, err := cl.Get(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}

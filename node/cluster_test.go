@@ -18,18 +18,12 @@ import (
 	"github.com/raftlock/raftlock/node/peer"
 )
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // leading starts a cluster of size members, waits for its leader and
 // returns them with a context for the test's calls that ends after d.
 func leading(t *testing.T, size int, d time.Duration) (*nodetest.Cluster, *node.Node, context.Context) {
 	t.Helper()
 	c := nodetest.New(t, size, nil)
-	return c, c.WaitLeader(), ctxT(t, d)
+	return c, c.WaitLeader(), nodetest.Context(t, d)
 }
 
 func TestHappyPathTokensGrow(t *testing.T) {
@@ -155,7 +149,7 @@ func TestRestartFromDiskKeepsDigest(t *testing.T) {
 func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
 	l := c.WaitLeader()
-	ctx := ctxT(t, 60*time.Second)
+	ctx := nodetest.Context(t, 60*time.Second)
 	lagging := c.Followers(l)[0].ID()
 	c.StopMember(lagging)
 	for i := range 120 {
@@ -189,7 +183,7 @@ func TestFastFollowerClockKeepsLockUntilCommittedExpire(t *testing.T) {
 	l := c.WaitLeader()
 	fast := c.Followers(l)[0]
 	c.Clock(fast.ID()).Set(10, 0)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := nodetest.Context(t, 30*time.Second)
 	const lease = 2 * time.Second
 	tok, err := l.Acquire(ctx, "k", lease, 0, 0)
 	if err != nil {
@@ -431,7 +425,7 @@ func TestCommittedLogReplaysTokensAndTags(t *testing.T) {
 func TestIsolatedLeaderGivesNoNegativeAnswers(t *testing.T) {
 	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 }) // a long window
 	l := c.WaitLeader()
-	ctx := ctxT(t, 10*time.Second)
+	ctx := nodetest.Context(t, 10*time.Second)
 	tok, err := l.Acquire(ctx, "k", time.Hour, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -495,7 +489,7 @@ func snapFiles(t *testing.T, c *nodetest.Cluster, id uint64) int {
 func TestMembersSnapshotDeltasAndRestoreFromThem(t *testing.T) {
 	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 8; cfg.SnapshotKeep = 2 })
 	l := c.WaitLeader()
-	ctx := ctxT(t, 90*time.Second)
+	ctx := nodetest.Context(t, 90*time.Second)
 	churn := func(round int) {
 		t.Helper()
 		for i := range 40 {

@@ -28,7 +28,7 @@ import (
 func TestRestartAfterSnapshotsKeepsDigest(t *testing.T) {
 	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.SnapshotEvery = 20; cfg.SnapshotKeep = 5 })
 	l := c.WaitLeader()
-	ctx := ctxT(t, 60*time.Second)
+	ctx := nodetest.Context(t, 60*time.Second)
 	for i := range 40 {
 		key := fmt.Sprintf("k%d", i%3)
 		tok, err := l.Acquire(ctx, key, time.Hour, 0, 0)
@@ -100,7 +100,7 @@ func TestReceivedSnapshotIsSynced(t *testing.T) {
 		cfg.Storage = s
 	})
 	l := c.WaitLeader()
-	ctx := ctxT(t, 60*time.Second)
+	ctx := nodetest.Context(t, 60*time.Second)
 	lagging := c.Followers(l)[0].ID()
 	c.StopMember(lagging)
 	for i := range 60 {
@@ -179,7 +179,7 @@ func TestAuditJournalSurvivesCompactionAndRestart(t *testing.T) {
 		cfg.AuditJournal = cfg.DataDir + "/audit-journal.jsonl"
 	})
 	l := c.WaitLeader()
-	ctx := ctxT(t, 60*time.Second)
+	ctx := nodetest.Context(t, 60*time.Second)
 	lagging := c.Followers(l)[0].ID()
 	c.StopMember(lagging)
 	const grants = 40

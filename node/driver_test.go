@@ -36,7 +36,7 @@ func TestDiskFailureNeverTurnsACommittedAnswerIntoStopped(t *testing.T) {
 	armed := new(atomic.Bool)
 	n := node.StartSingle(t, node.Config{Config: member.Config{SnapshotEvery: 1, SnapshotKeep: 1}, TickInterval: 5 * time.Millisecond},
 		func(d *logstore.Disk) logstore.Store { return failingCompact{d, armed} })
-	ctx := ctxT(t, 10*time.Second)
+	ctx := nodetest.Context(t, 10*time.Second)
 	nodetest.WaitFor(t, 10*time.Second, "a member that may decide", func() bool {
 		_, err := n.Get(ctx, "x", false)
 		return err == nil

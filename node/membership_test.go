@@ -45,12 +45,12 @@ func TestHandOverToItselfKeepsTakingCalls(t *testing.T) {
 func TestHandOverWithExpiredContextKeepsLeading(t *testing.T) {
 	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
-	expired := ctxT(t, time.Nanosecond)
+	expired := nodetest.Context(t, time.Nanosecond)
 	<-expired.Done()
 	if _, err := l.HandOver(expired, 0); err == nil {
 		t.Fatal("HandOver with an expired context succeeded")
 	}
-	ctx := ctxT(t, 20*time.Second)
+	ctx := nodetest.Context(t, 20*time.Second)
 	if _, err := l.Acquire(ctx, "after-expired-handover", time.Minute, 0, 0); err != nil {
 		t.Fatalf("acquire after an abandoned handover: %v", err)
 	}
@@ -68,7 +68,7 @@ func TestShutdownOfASingleMemberTriesNoHandover(t *testing.T) {
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	l := c.WaitLeader()
-	ctx := ctxT(t, 20*time.Second)
+	ctx := nodetest.Context(t, 20*time.Second)
 	if _, err := l.Acquire(ctx, "before-stop", time.Minute, 0, 0); err != nil {
 		t.Fatal(err)
 	}

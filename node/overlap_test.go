@@ -100,7 +100,7 @@ func (g *gatedStore) holdAcquire(t *testing.T, ctx context.Context, n *node.Node
 // an acquire that arrives during the write is decided then, and rides in
 // the next entry, while the first acquire's answer waits for its write.
 func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := nodetest.Context(t, 20*time.Second)
 	n, g, open := startGated(t, ctx)
 	first := g.holdAcquire(t, ctx, n, "a")
 	// The write is held. The loop still answers: a call that needs only
@@ -131,7 +131,7 @@ func TestCallsAreTakenWhileAWriteSyncs(t *testing.T) {
 // context (unhealthy, for /healthz) instead of hanging, and answers once
 // the write returned.
 func TestHealthAndStatusEndWithTheirContextBehindAStuckWrite(t *testing.T) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := nodetest.Context(t, 20*time.Second)
 	n, g, open := startGatedWith(t, ctx, func(cfg *node.Config) { cfg.NoWriteOverlap = true })
 	acquired := g.holdAcquire(t, ctx, n, "a")
 	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -157,7 +157,7 @@ func TestHealthAndStatusEndWithTheirContextBehindAStuckWrite(t *testing.T) {
 // never handed to raft, ends as not having happened: never granted, never
 // "outcome unknown".
 func TestCloseWaitsForTheWriteInFlight(t *testing.T) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := nodetest.Context(t, 20*time.Second)
 	n, g, open := startGated(t, ctx)
 	first := g.holdAcquire(t, ctx, n, "a")
 	second := acquireAsync(ctx, n, "b")

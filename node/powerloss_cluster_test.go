@@ -51,7 +51,7 @@ func powerLossRun(t *testing.T, seed uint64) {
 		}
 		cfg.Storage = &slowStore{Disk: d}
 	})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := nodetest.Context(t, 60*time.Second)
 	leader := func() *node.Node {
 		for _, n := range c.Nodes() {
 			if nodetest.Status(t, n).Role == "leader" {

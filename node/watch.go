@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/raftlock/raftlock/internal/ending"
 	"github.com/raftlock/raftlock/member"
 )
 
@@ -59,20 +60,12 @@ type Watch struct {
 
 	c      chan Event
 	prefix string
-	done   chan struct{} // closed with c
-	err    error         // set before c is closed
+	end    *ending.Ending // ended before c is closed
 }
 
 // Err is why the watch ended: nil before C is closed; ctx's error when its
 // context ended; a *TooSlowError, *SnapshotError or ErrStopped otherwise.
-func (w *Watch) Err() error {
-	select {
-	case <-w.done:
-		return w.err
-	default:
-		return nil
-	}
-}
+func (w *Watch) Err() error { return w.end.Err() }
 
 // Watch starts a watch of the locks whose key begins with prefix ("" for
 // all of them), on this member: every member reports the same events for
@@ -80,7 +73,7 @@ func (w *Watch) Err() error {
 // stops, or the reader falls behind.
 func (n *Node) Watch(ctx context.Context, prefix string) (*Watch, error) {
 	c := make(chan Event, n.cfg.WatchBuffer)
-	w := &Watch{C: c, c: c, prefix: prefix, done: make(chan struct{})}
+	w := &Watch{C: c, c: c, prefix: prefix, end: ending.New()}
 	err := n.inspectContext(ctx, func(core *member.Core) {
 		w.From = core.Applied()
 		core.SetWatching(true)
@@ -96,7 +89,7 @@ func (n *Node) Watch(ctx context.Context, prefix string) (*Watch, error) {
 		select {
 		case <-ctx.Done():
 			n.watchers.end(w, ctx.Err())
-		case <-w.done:
+		case <-w.end.Done():
 		}
 	}()
 	return w, nil
@@ -137,8 +130,7 @@ func (h *watchers) endLocked(w *Watch, err error) {
 	}
 	delete(h.set, w)
 	h.count.Add(-1)
-	w.err = err
-	close(w.done) // before c: a reader that sees c closed finds Err set
+	w.end.End(err) // before c: a reader that sees c closed finds Err set
 	close(w.c)
 }
 

@@ -81,7 +81,7 @@ func TestEveryMemberWatchesTheSameEvents(t *testing.T) {
 func TestSlowWatcherIsCutOff(t *testing.T) {
 	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.WatchBuffer = 4 })
 	l := c.WaitLeader()
-	ctx := ctxT(t, 60*time.Second)
+	ctx := nodetest.Context(t, 60*time.Second)
 	slow, err := l.Watch(ctx, "")
 	if err != nil {
 		t.Fatal(err)

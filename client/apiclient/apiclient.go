@@ -51,8 +51,14 @@ type retrier struct {
 	*retry.Targets
 }
 
-func newRetrier(endpoints []string) (*retrier, error) {
-	t, err := retry.NewTargets(endpoints)
+// newRetrier is the retry loop of a client of endpoints, each written as
+// the client's transport dials it (address), without a trailing slash.
+func newRetrier(endpoints []string, address func(endpoint string) string) (*retrier, error) {
+	addrs := make([]string, 0, len(endpoints))
+	for _, e := range endpoints {
+		addrs = append(addrs, strings.TrimSuffix(address(e), "/"))
+	}
+	t, err := retry.NewTargets(addrs)
 	if err != nil {
 		return nil, err
 	}

@@ -43,20 +43,14 @@ type GRPC struct {
 // (host:port; an http:// or https:// prefix is dropped), over TLS when
 // opts.TLS is set.
 func NewGRPC(endpoints []string, opts Options) (*GRPC, error) {
-	var eps []string
-	for _, e := range endpoints {
-		_, hostPort, found := strings.Cut(e, "://")
-		if !found {
-			hostPort = e
+	r, err := newRetrier(endpoints, func(e string) string {
+		if _, hostPort, found := strings.Cut(e, "://"); found {
+			return hostPort
 		}
-		eps = append(eps, strings.TrimSuffix(hostPort, "/"))
-	}
-	r, err := newRetrier(eps)
+		return e
+	})
 	if err != nil {
 		return nil, err
-	}
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = time.Second
 	}
 	creds := insecure.NewCredentials()
 	if opts.TLS != nil {
@@ -68,7 +62,7 @@ func NewGRPC(endpoints []string, opts Options) (*GRPC, error) {
 		grpc.WithDisableRetry(), // the retry loop decides, by the package's rules
 		// A member killed and restarted is dialled again within a second,
 		// not after gRPC's default backoff of up to two minutes.
-		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: opts.DialTimeout,
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: opts.dialTimeout(),
 			Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}}),
 	}
 	return &GRPC{r: r, opts: dial, conns: map[string]*grpc.ClientConn{}}, nil

@@ -2,20 +2,16 @@ package apiclient_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/apiclient"
-	"github.com/raftlock/raftlock/node/nodetest"
 	raftlockv1 "github.com/raftlock/raftlock/proto/raftlock/v1"
 )
 
@@ -23,13 +19,7 @@ import (
 // the leader followed), with the binary client's errors; tags reach the
 // leader's log (checkLockCalls).
 func TestGRPCCallsThroughAFollower(t *testing.T) {
-	c, apis := nodetest.NewWithAPI(t, 3, nil)
-	leader := c.WaitLeader()
-	cl, err := apiclient.NewGRPC([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := followerClient(t, apiclient.NewGRPC)
 	checkLockCalls(t, c, cl)
 }
 
@@ -119,13 +109,7 @@ func TestGRPCRetryRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Get(ctxFor(t, 10*time.Second), "k"); err != nil || cut.n.Load() != 2 {
-		t.Errorf("get after a broken connection: %v after %d calls, want a success on the second", err, cut.n.Load())
-	}
-	cut.n.Store(0)
-	if _, err := cl.AcquireWith(ctxFor(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, client.ErrOutcomeUnknown) || cut.n.Load() != 1 {
-		t.Errorf("acquire on a broken connection: %v after %d calls, want ErrOutcomeUnknown after 1", err, cut.n.Load())
-	}
+	checkBrokenConnections(t, cl, &cut.n, "acquire") // the stand-in has no Release or Renew
 
 	busy := newFakeLocks(t, func(f *fakeLocks, n int64) error {
 		if n <= 2 {
@@ -152,10 +136,6 @@ func TestGRPCRetryRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := cl.AcquireWith(ctxFor(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
-		if err != nil || g.Token != 5 || busy.n.Load() != 3 {
-			t.Errorf("%s: %+v, %v after %d calls to the busy member, want token 5 after 3", tc.name, g, err, busy.n.Load())
-		}
-		cl.Close()
+		checkRetriedToToken5(t, tc.name, cl, &busy.n)
 	}
 }

@@ -28,6 +28,14 @@ type Options struct {
 	TLS *tls.Config
 }
 
+// dialTimeout is DialTimeout, or its default.
+func (o Options) dialTimeout() time.Duration {
+	if o.DialTimeout <= 0 {
+		return time.Second
+	}
+	return o.DialTimeout
+}
+
 // HTTP is a client of the HTTP/JSON API (docs/http-api.md). It is safe
 // for concurrent use; each call runs on one of its pooled HTTP/1.1
 // connections.
@@ -44,24 +52,19 @@ func NewHTTP(endpoints []string, opts Options) (*HTTP, error) {
 	if opts.TLS != nil {
 		scheme = "https://"
 	}
-	var bases []string
-	for _, e := range endpoints {
+	r, err := newRetrier(endpoints, func(e string) string {
 		if e = strings.TrimSpace(e); e != "" && !strings.Contains(e, "://") {
 			e = scheme + e
 		}
-		bases = append(bases, strings.TrimSuffix(e, "/"))
-	}
-	r, err := newRetrier(bases)
+		return e
+	})
 	if err != nil {
 		return nil, err
 	}
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = time.Second
-	}
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: opts.DialTimeout}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: opts.dialTimeout()}).DialContext,
 		TLSClientConfig:     opts.TLS,
-		TLSHandshakeTimeout: opts.DialTimeout,
+		TLSHandshakeTimeout: opts.dialTimeout(),
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     time.Minute,
 	}

@@ -17,12 +17,6 @@ import (
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // lockCalls are the calls both clients have.
 type lockCalls interface {
 	AcquireWith(ctx context.Context, r client.AcquireRequest) (client.Grant, error)
@@ -32,12 +26,45 @@ type lockCalls interface {
 	List(ctx context.Context, o client.ListOptions) (client.LockPage, error)
 }
 
+// apiClient is either client, with the calls both have.
+type apiClient interface {
+	lockCalls
+	Close() error
+}
+
+// followerClient starts a three-member cluster serving the API, and a
+// client of it (made by newClient) that knows only one follower's API
+// port; the client closes when t ends.
+func followerClient[C apiClient](t *testing.T, newClient func([]string, apiclient.Options) (C, error)) (*nodetest.Cluster, C) {
+	t.Helper()
+	c, apis := nodetest.NewWithAPI(t, 3, nil)
+	leader := c.WaitLeader()
+	cl, err := newClient([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return c, cl
+}
+
+// checkRetriedToToken5 checks that a retry rule (named in name) brought
+// cl's acquire to the busy member's token 5 on its third request (busy
+// counts them), and closes cl.
+func checkRetriedToToken5(t *testing.T, name string, cl apiClient, busy *atomic.Int64) {
+	t.Helper()
+	defer cl.Close()
+	g, err := cl.AcquireWith(nodetest.Context(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
+	if err != nil || g.Token != 5 || busy.Load() != 3 {
+		t.Errorf("%s: %+v, %v after %d requests to the busy member, want token 5 after 3", name, g, err, busy.Load())
+	}
+}
+
 // checkLockCalls makes every call of cl on key "k" of cluster c, checks
 // its answers and errors are the binary client's, and that the tags of
 // those that changed the lock reached the leader's log.
 func checkLockCalls(t *testing.T, c *nodetest.Cluster, cl lockCalls) {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := nodetest.Context(t, 30*time.Second)
 	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Hour, Owner: "me", Tag: 7})
 	if err != nil || g.Token == 0 || g.LeaseMS != 3600000 {
 		t.Fatalf("acquire: %+v, %v", g, err)
@@ -68,18 +95,7 @@ func checkLockCalls(t *testing.T, c *nodetest.Cluster, cl lockCalls) {
 	if _, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Millisecond}); !errors.As(err, &inv) {
 		t.Errorf("acquire with a 1ms lease: %v, want an InvalidArgumentError", err)
 	}
-	leader := c.WaitLeader()
-	cmds, _, err := leader.CommittedLog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tags := map[string]uint64{}
-	for _, cmd := range cmds {
-		if cmd.Key == "k" && cmd.Tag != 0 {
-			tags[cmd.Op] = cmd.Tag
-		}
-	}
-	if tags["grant"] != 7 || tags["renew"] != 9 || tags["release"] != 10 {
+	if tags := nodetest.LoggedTags(t, c.WaitLeader(), "k"); tags["grant"] != 7 || tags["renew"] != 9 || tags["release"] != 10 {
 		t.Errorf("tags in the log %v, want grant 7, renew 9, release 10", tags)
 	}
 }
@@ -88,15 +104,9 @@ func checkLockCalls(t *testing.T, c *nodetest.Cluster, cl lockCalls) {
 // the leader), with the binary client's errors and tags
 // (checkLockCalls), and its forced release.
 func TestHTTPCallsThroughAFollower(t *testing.T) {
-	c, apis := nodetest.NewWithAPI(t, 3, nil)
-	leader := c.WaitLeader()
-	cl, err := apiclient.NewHTTP([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := followerClient(t, apiclient.NewHTTP)
 	checkLockCalls(t, c, cl)
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := nodetest.Context(t, 30*time.Second)
 	g, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "f", Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -162,21 +172,31 @@ func TestHTTPNeverResendsALockChangeWhoseOutcomeIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Get(ctxFor(t, 10*time.Second), "k"); err != nil || f.n.Load() != 2 {
-		t.Errorf("get after a broken connection: %v after %d requests, want a success on the second", err, f.n.Load())
+	checkBrokenConnections(t, cl, &f.n, "acquire", "release", "renew")
+}
+
+// checkBrokenConnections checks cl against a member that breaks the
+// connection under its first request and under the first after each
+// reset of sent, its count of requests: a read is sent again and succeeds
+// on the second request; each lock change named in changes fails with
+// ErrOutcomeUnknown after one request.
+func checkBrokenConnections(t *testing.T, cl apiClient, sent *atomic.Int64, changes ...string) {
+	t.Helper()
+	if _, err := cl.Get(nodetest.Context(t, 10*time.Second), "k"); err != nil || sent.Load() != 2 {
+		t.Errorf("get after a broken connection: %v after %d requests, want a success on the second", err, sent.Load())
 	}
-	f.n.Store(0)
-	for name, call := range map[string]func(context.Context) error{
+	calls := map[string]func(context.Context) error{
 		"acquire": func(ctx context.Context) error {
 			_, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Second})
 			return err
 		},
 		"release": func(ctx context.Context) error { return cl.ReleaseTagged(ctx, "k", 1, 0) },
 		"renew":   func(ctx context.Context) error { return cl.RenewTagged(ctx, "k", 1, time.Second, 0) },
-	} {
-		f.n.Store(0)
-		if err := call(ctxFor(t, 10*time.Second)); !errors.Is(err, client.ErrOutcomeUnknown) || f.n.Load() != 1 {
-			t.Errorf("%s: %v after %d requests, want ErrOutcomeUnknown after 1", name, err, f.n.Load())
+	}
+	for _, name := range changes {
+		sent.Store(0)
+		if err := calls[name](nodetest.Context(t, 10*time.Second)); !errors.Is(err, client.ErrOutcomeUnknown) || sent.Load() != 1 {
+			t.Errorf("%s on a broken connection: %v after %d requests, want ErrOutcomeUnknown after 1", name, err, sent.Load())
 		}
 	}
 }
@@ -213,18 +233,14 @@ func TestHTTPRetriesWhatWasNotProposed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := cl.AcquireWith(ctxFor(t, 10*time.Second), client.AcquireRequest{Key: "k", Lease: time.Second})
-		if err != nil || g.Token != 5 || busy.n.Load() != 3 {
-			t.Errorf("%s: %+v, %v after %d requests to the busy member, want token 5 after 3", tc.name, g, err, busy.n.Load())
-		}
-		cl.Close()
+		checkRetriedToToken5(t, tc.name, cl, &busy.n)
 	}
 	cl, err := apiclient.NewHTTP([]string{down.URL}, apiclient.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.AcquireWith(ctxFor(t, 300*time.Millisecond), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no leader") {
+	if _, err := cl.AcquireWith(nodetest.Context(t, 300*time.Millisecond), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no leader") {
 		t.Errorf("acquire against a member that stays unavailable: %v, want its answer at the deadline", err)
 	}
 }

@@ -1,4 +1,4 @@
-package embed
+package embed_test
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/node/embed"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // A member whose node stopped by itself (its removal applied, or a fatal
@@ -28,7 +30,7 @@ func TestStoppedNodeSendsGoAway(t *testing.T) {
 		}
 		addrs[i] = a
 	}
-	var m Flags
+	var m embed.Flags
 	if _, err := cliflag.Parse(&m, "node", "--id", "1", "--peers", "1="+addrs[0], "--listen", addrs[1], "--data", t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func TestStoppedNodeSendsGoAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb, err := Start(cfg, log)
+	mb, err := embed.Start(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,17 +70,7 @@ func TestStoppedNodeSendsGoAway(t *testing.T) {
 		stopped <- mb.Stopped(ctx)
 	}()
 
-	body, err := wire.ReadFrame(r)
-	if err != nil {
-		t.Fatalf("the connection ended without a goaway: %v", err)
-	}
-	resp, err := wire.DecodeResponse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.ID != wire.GoAwayID || resp.Op != wire.OpUnavailable {
-		t.Fatalf("first frame after the node stopped: %+v, want a goaway", resp)
-	}
+	nodetest.ExpectGoAway(t, r, "the node stopped")
 	nc.Close()
 	select {
 	case <-stopped:

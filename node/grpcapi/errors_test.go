@@ -96,6 +96,16 @@ func TestCallsPastTheLimitAreOverloaded(t *testing.T) {
 	}
 }
 
+// callWith decodes data into m and, when it decodes, makes call with it,
+// returning the call's error (nil for data that is no such message).
+func callWith[M proto.Message, R any](data []byte, m M, call func(context.Context, M) (R, error)) error {
+	if proto.Unmarshal(data, m) != nil {
+		return nil
+	}
+	_, err := call(context.Background(), m)
+	return err
+}
+
 // No message a caller can send makes a call panic, and what reaches the
 // member is a request it can take: a key of 1 to 256 bytes (a list's
 // prefix is the member's to check), an owner of at most 128.
@@ -117,34 +127,18 @@ func FuzzRequests(f *testing.F) {
 			}
 		}
 		api := grpcapi.NewWithBackend(&fakeBackend{resp: wire.Response{Op: wire.Op(which)}, check: check}, 0)
-		ctx := context.Background()
 		var err error
 		switch which % 5 {
 		case 0:
-			m := &pb.AcquireRequest{}
-			if proto.Unmarshal(data, m) == nil {
-				_, err = api.Acquire(ctx, m)
-			}
+			err = callWith(data, &pb.AcquireRequest{}, api.Acquire)
 		case 1:
-			m := &pb.ReleaseRequest{}
-			if proto.Unmarshal(data, m) == nil {
-				_, err = api.Release(ctx, m)
-			}
+			err = callWith(data, &pb.ReleaseRequest{}, api.Release)
 		case 2:
-			m := &pb.RenewRequest{}
-			if proto.Unmarshal(data, m) == nil {
-				_, err = api.Renew(ctx, m)
-			}
+			err = callWith(data, &pb.RenewRequest{}, api.Renew)
 		case 3:
-			m := &pb.GetRequest{}
-			if proto.Unmarshal(data, m) == nil {
-				_, err = api.Get(ctx, m)
-			}
+			err = callWith(data, &pb.GetRequest{}, api.Get)
 		case 4:
-			m := &pb.ListRequest{}
-			if proto.Unmarshal(data, m) == nil {
-				_, err = api.List(ctx, m)
-			}
+			err = callWith(data, &pb.ListRequest{}, api.List)
 		}
 		if err != nil && grpcapi.ErrorOf(err) == nil {
 			t.Fatalf("an error without its Error detail: %v", err)

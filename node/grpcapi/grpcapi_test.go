@@ -35,8 +35,7 @@ type grpcCluster struct {
 
 func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
+	ctx := nodetest.Context(t, 60*time.Second)
 	g := &grpcCluster{addrs: map[uint64]string{}, clients: map[uint64]pb.LocksClient{}, apis: map[uint64]*grpcapi.API{}}
 	lns := map[uint64]net.Listener{}
 	for id := uint64(1); id <= 3; id++ {
@@ -77,6 +76,16 @@ func (g *grpcCluster) leader(t *testing.T, ctx context.Context) uint64 {
 		return err == nil
 	})
 	return id
+}
+
+// acquire takes a lock through member id's API, failing t if it cannot.
+func (g *grpcCluster) acquire(t *testing.T, ctx context.Context, id uint64, req *pb.AcquireRequest) *pb.AcquireResponse {
+	t.Helper()
+	a, err := g.clients[id].Acquire(ctx, req)
+	if err != nil {
+		t.Fatalf("acquire %q on member %d: %v", req.Key, id, err)
+	}
+	return a
 }
 
 // expectStatus fails t unless err is a status with code and an Error
@@ -178,10 +187,7 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 	id := g.leader(t, ctx)
 	cl := g.clients[id]
 	const lease = 500 // ms
-	a, err := cl.Acquire(ctx, &pb.AcquireRequest{Key: "k", LeaseMs: lease})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := g.acquire(t, ctx, id, &pb.AcquireRequest{Key: "k", LeaseMs: lease})
 	ka, err := cl.KeepAlive(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -245,10 +251,7 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 func TestWaitingAcquireLeavesWhenCancelled(t *testing.T) {
 	g, ctx := startGRPC(t)
 	id := g.leader(t, ctx)
-	a, err := g.clients[id].Acquire(ctx, &pb.AcquireRequest{Key: "q", LeaseMs: 10000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := g.acquire(t, ctx, id, &pb.AcquireRequest{Key: "q", LeaseMs: 10000})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -281,10 +284,7 @@ func TestWaitingAcquireLeavesWhenCancelled(t *testing.T) {
 func TestKeepAliveEndsNamingANewLeader(t *testing.T) {
 	g, ctx := startGRPC(t)
 	leader := g.leader(t, ctx)
-	a, err := g.clients[leader].Acquire(ctx, &pb.AcquireRequest{Key: "k", LeaseMs: 3000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := g.acquire(t, ctx, leader, &pb.AcquireRequest{Key: "k", LeaseMs: 3000})
 	ka, err := g.clients[leader].KeepAlive(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -327,13 +327,8 @@ func TestWatchAcrossALeaderChange(t *testing.T) {
 	leader := g.leader(t, ctx)
 	follower := g.Followers(g.Node(leader))[0].ID()
 	onLeader, onFollower := watch(t, ctx, g.clients[leader], "jobs/"), watch(t, ctx, g.clients[follower], "jobs/")
-	a, err := g.clients[leader].Acquire(ctx, &pb.AcquireRequest{Key: "jobs/a", LeaseMs: 60000, Owner: "o"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.clients[leader].Acquire(ctx, &pb.AcquireRequest{Key: "other", LeaseMs: 60000}); err != nil {
-		t.Fatal(err)
-	}
+	a := g.acquire(t, ctx, leader, &pb.AcquireRequest{Key: "jobs/a", LeaseMs: 60000, Owner: "o"})
+	g.acquire(t, ctx, leader, &pb.AcquireRequest{Key: "other", LeaseMs: 60000})
 	if _, err := g.Node(leader).TransferLeader(ctx, follower); err != nil {
 		t.Fatalf("transfer leadership to %d: %v", follower, err)
 	}
@@ -343,9 +338,7 @@ func TestWatchAcrossALeaderChange(t *testing.T) {
 	if _, err := g.clients[follower].Release(ctx, &pb.ReleaseRequest{Key: "jobs/a", Token: a.Token}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.clients[follower].Acquire(ctx, &pb.AcquireRequest{Key: "jobs/b", LeaseMs: 60000}); err != nil {
-		t.Fatal(err)
-	}
+	g.acquire(t, ctx, follower, &pb.AcquireRequest{Key: "jobs/b", LeaseMs: 60000})
 	x, y := events(t, onLeader, 3), events(t, onFollower, 3)
 	for i, want := range []struct {
 		key string

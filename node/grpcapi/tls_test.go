@@ -1,7 +1,6 @@
 package grpcapi_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,8 +21,7 @@ func TestTLSIdentityAndACL(t *testing.T) {
 	m := nodetest.StartTLSMember(t, `{"rules":[
 		{"identity":"builder","prefixes":["jobs/"],"rights":["lock","read"]},
 		{"identity":"reader","prefixes":[""],"rights":["read"]}]}`, "builder", "reader")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 30*time.Second)
 	clientAs := func(name string) pb.LocksClient {
 		tc := m.ClientTLS(t, name)
 		conn, err := grpc.NewClient("passthrough:///"+m.API, grpc.WithTransportCredentials(credentials.NewTLS(tc)))

@@ -121,20 +121,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status", r.URL.Path))
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, wire.ErrorNameInvalidArgument, fmt.Sprintf("%s %s: every call is a POST with a JSON body", r.Method, r.URL.Path))
+	if !h.admit(w, r, http.MethodPost, "every call is a POST with a JSON body", h.slots, c.op, "API calls in progress") {
 		return
 	}
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	default:
-		h.count(c.op, "overloaded")
-		w.Header().Set("Retry-After", retryAfter)
-		writeError(w, http.StatusServiceUnavailable, wire.ErrorNameOverloaded, fmt.Sprintf("%d API calls in progress on this member (limit %d)", cap(h.slots), cap(h.slots)))
-		return
-	}
+	defer func() { <-h.slots }()
 	req, err := c.parse(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		h.count(c.op, "invalid_argument")
@@ -185,6 +175,28 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, resp *wire.Re
 	loc := scheme + "://" + addr + r.URL.Path
 	w.Header().Set("Location", loc)
 	writeJSON(w, http.StatusTemporaryRedirect, redirectBody{LeaderID: resp.LeaderID, Location: loc})
+}
+
+// admit takes one of slots for a request of op (a call, a watch) that
+// must use method, or answers it and returns false: 405 naming the method
+// (rule says so in words), or 503 overloaded when every slot is taken
+// (what names what the slots count). The caller frees its slot with
+// <-slots once answered.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, method, rule string, slots chan struct{}, op, what string) bool {
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		writeError(w, http.StatusMethodNotAllowed, wire.ErrorNameInvalidArgument, fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, rule))
+		return false
+	}
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+		h.count(op, "overloaded")
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, http.StatusServiceUnavailable, wire.ErrorNameOverloaded, fmt.Sprintf("%d %s on this member (limit %d)", cap(slots), what, cap(slots)))
+		return false
+	}
 }
 
 // count records a call refused here, before it reached the member

@@ -295,18 +295,7 @@ func TestForcedReleaseAndTagsReachTheLog(t *testing.T) {
 		expect(t, "forced release", 200, []string{"key", "token", "released"}, map[string]any{"key": "f", "token": tok, "released": true})
 	post(t, http.DefaultClient, at("/v1/release"), `{"key":"f","force":true}`).expectError(t, "forced release of a free key", 404, "not-found")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmds, _, err := leader.CommittedLog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tags := map[string]uint64{}
-	for _, cmd := range cmds {
-		if cmd.Key == "f" && cmd.Tag != 0 {
-			tags[cmd.Op] = cmd.Tag
-		}
-	}
+	tags := nodetest.LoggedTags(t, leader, "f")
 	if want := map[string]uint64{"grant": 11, "renew": 12, "release": 13}; !maps.Equal(tags, want) {
 		t.Errorf("tags in the log %v, want %v", tags, want)
 	}

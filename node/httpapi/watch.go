@@ -25,20 +25,10 @@ const keepAlive = 15 * time.Second
 // message carrying {"error","message"}. Any member serves it, leader or
 // not: every member applies the same entries.
 func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		writeError(w, http.StatusMethodNotAllowed, wire.ErrorNameInvalidArgument, fmt.Sprintf("%s %s: a watch is a GET", r.Method, r.URL.Path))
+	if !h.admit(w, r, http.MethodGet, "a watch is a GET", h.watches, "watch", "watches") {
 		return
 	}
-	select {
-	case h.watches <- struct{}{}:
-		defer func() { <-h.watches }()
-	default:
-		h.count("watch", "overloaded")
-		w.Header().Set("Retry-After", retryAfter)
-		writeError(w, http.StatusServiceUnavailable, wire.ErrorNameOverloaded, fmt.Sprintf("%d watches on this member (limit %d)", cap(h.watches), cap(h.watches)))
-		return
-	}
+	defer func() { <-h.watches }()
 	prefix := r.URL.Query().Get("prefix")
 	wt, resp := h.b.Watch(r.Context(), server.Identity(r.TLS), wire.FeaturePermissionDenied, prefix)
 	if resp != nil {

@@ -392,6 +392,32 @@ func Status(t testing.TB, n *node.Node) node.Status {
 	return st
 }
 
+// Context is a context that ends after d or when t ends, whichever comes
+// first: the deadline of a test's calls.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// LoggedTags reads n's committed log and returns the tag of each command
+// on key that carried one, by the command's operation ("grant", "renew",
+// "release"): what the chaos harness's audit matches a history against.
+func LoggedTags(t testing.TB, n *node.Node, key string) map[string]uint64 {
+	t.Helper()
+	cmds, _, err := n.CommittedLog(Context(t, 10*time.Second))
+	if err != nil {
+		t.Fatalf("committed log of member %d: %v", n.ID(), err)
+	}
+	tags := map[string]uint64{}
+	for _, cmd := range cmds {
+		if cmd.Key == key && cmd.Tag != 0 {
+			tags[cmd.Op] = cmd.Tag
+		}
+	}
+	return tags
+}
+
 // WaitFor polls cond every few milliseconds until it holds, and fails t if
 // it does not within timeout.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {

@@ -52,13 +52,30 @@ func (c *Raw) Send(req *wire.Request) {
 func (c *Raw) Recv() wire.Response {
 	c.t.Helper()
 	c.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	body, err := wire.ReadFrame(c.R)
+	return readResponse(c.t, c.R, "no answer")
+}
+
+// ExpectGoAway reads the next frame of r, which must be the goaway of a
+// stopping member (the answer that tells a client to leave its
+// connection); after says what came before it, for the failure message.
+func ExpectGoAway(t testing.TB, r *bufio.Reader, after string) {
+	t.Helper()
+	if resp := readResponse(t, r, "no goaway after "+after); resp.ID != wire.GoAwayID || resp.Op != wire.OpUnavailable {
+		t.Fatalf("first frame after %s: %+v, want a goaway", after, resp)
+	}
+}
+
+// readResponse reads and decodes the next answer of r, failing t with
+// what and the error if none comes.
+func readResponse(t testing.TB, r *bufio.Reader, what string) wire.Response {
+	t.Helper()
+	body, err := wire.ReadFrame(r)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	resp, err := wire.DecodeResponse(body)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	return resp
 }

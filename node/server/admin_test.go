@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -27,8 +26,7 @@ import (
 func TestRetriedMemberChangesSucceedUnchanged(t *testing.T) {
 	c := nodetest.New(t, 3, nil)
 	c.WaitLeader()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 20*time.Second)
 	cl, err := client.New(c.Endpoints(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +74,7 @@ func TestRetriedMemberChangesSucceedUnchanged(t *testing.T) {
 func TestSnapshotSaveStreamsTheTableInChunks(t *testing.T) {
 	c := nodetest.New(t, 3, nil)
 	l := c.WaitLeader()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 20*time.Second)
 	const locks = 300
 	for i := range locks {
 		key := fmt.Sprintf("%04d-%s", i, strings.Repeat("k", 240)) // 73 KB of keys: three chunks

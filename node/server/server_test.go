@@ -46,17 +46,7 @@ func TestGoAwayComesAfterTheGreeting(t *testing.T) {
 	if err := wire.CheckGreeting(r); err != nil {
 		t.Fatalf("the member's first bytes are not its greeting: %v", err)
 	}
-	body, err := wire.ReadFrame(r)
-	if err != nil {
-		t.Fatalf("no goaway after the greeting: %v", err)
-	}
-	resp, err := wire.DecodeResponse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.ID != wire.GoAwayID || resp.Op != wire.OpUnavailable {
-		t.Fatalf("first frame after the greeting: %+v, want a goaway", resp)
-	}
+	nodetest.ExpectGoAway(t, r, "the greeting")
 
 	nc.Close() // what a client does with an idle connection it was asked to leave
 	select {
@@ -138,8 +128,7 @@ func TestPprofOnlyWithDebug(t *testing.T) {
 // A limit of the member core reaches the client as the Overloaded answer.
 func TestOverloadedAnswer(t *testing.T) {
 	c := nodetest.New(t, 1, func(cfg *node.Config) { cfg.Limits = node.Limits{MaxKeys: 1} })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 10*time.Second)
 	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -196,8 +185,7 @@ func TestClientRetriesPastTheConnectionLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 5*time.Second)
 	if _, err := first.Acquire(ctx, "a", 10*time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -229,8 +217,7 @@ func TestMemberMayAskForStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SetACL(acl)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := nodetest.Context(t, 10*time.Second)
 	for _, tc := range []struct {
 		who  string
 		req  wire.Request
