@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/workload"
@@ -146,4 +147,34 @@ func noteSettings(summary string, lines []string) error {
 		return fmt.Errorf("note the run's settings: %w", err)
 	}
 	return nil
+}
+
+// ClientFlags are raftlock chaos-client's flags: what the harness tells
+// the client process it starts.
+type ClientFlags struct {
+	Endpoints string
+	Spare     string
+	Keys      string
+	Seed      uint64
+	Index     int
+	LeaseMin  time.Duration
+	LeaseMax  time.Duration
+	Target    string
+}
+
+// ClientSynopsis is raftlock chaos-client's usage line.
+const ClientSynopsis = "chaos-client --endpoints A,B,C --keys k1,k2 --seed N --index I [--spare D,E] [--lease-min 200ms] [--lease-max 1s]" +
+	" (started by raftlock chaos --client-procs; speaks JSON lines on stdin and stdout)"
+
+// RegisterFlags defines raftlock chaos-client's flags on fs.
+func (f *ClientFlags) RegisterFlags(fs *flag.FlagSet) {
+	d := Defaults()
+	fs.StringVar(&f.Endpoints, "endpoints", "", "the members' client addresses (comma-separated)")
+	fs.StringVar(&f.Spare, "spare", "", "client addresses of members the run may add (comma-separated)")
+	fs.StringVar(&f.Keys, "keys", "", "the keys the workload contends on (comma-separated)")
+	fs.Uint64Var(&f.Seed, "seed", 0, "the run's seed")
+	fs.IntVar(&f.Index, "index", 0, "which of the workload's random streams this client draws from")
+	fs.DurationVar(&f.LeaseMin, "lease-min", d.LeaseMin, "shortest lease the client asks for")
+	fs.DurationVar(&f.LeaseMax, "lease-max", d.LeaseMax, "longest lease the client asks for")
+	fs.StringVar(&f.Target, "target", string(TargetRaftlock), "the lock service the endpoints are: "+joinTargets())
 }
