@@ -222,16 +222,8 @@ func (e *etcdPeer) Endpoints() []string {
 	return out
 }
 
-func (e *etcdPeer) Dial(endpoints []string) (LockClient, error) { return dialEtcd(endpoints) }
-
 // Crashes are members that exited without being killed.
-func (e *etcdPeer) Crashes() []Crash {
-	var out []Crash
-	for _, m := range e.members {
-		out = m.appendExited(out)
-	}
-	return out
-}
+func (e *etcdPeer) Crashes() []Crash { return crashesOf(e.members) }
 
 func (e *etcdPeer) Notes() []string { return []string{etcdSemantics} }
 

@@ -36,9 +36,8 @@ type peerService interface {
 	SetLinks(connected func(i, j int) bool)
 	// WaitReady waits until the service answers a write again.
 	WaitReady(ctx context.Context) error
-	// Endpoints are what its clients dial; Dial makes one client of them.
+	// Endpoints are what its clients dial (peerDialer).
 	Endpoints() []string
-	Dial(endpoints []string) (LockClient, error)
 	// Crashes are members that exited without the harness killing them.
 	Crashes() []Crash
 	// Notes say how the target's semantics differ from raftlock's, for
@@ -61,16 +60,19 @@ func newPeer(c *Config, dir string) (peerService, error) {
 	return nil, fmt.Errorf("no peer adapter for --target %s", c.target())
 }
 
-// dialPeer makes a client of target for a chaos-client process, which
-// knows the endpoints and the target only.
-func dialPeer(t Target, endpoints []string) (LockClient, error) {
-	switch t {
-	case TargetEtcd:
-		return dialEtcd(endpoints)
-	case TargetRedis:
-		return dialRedis(endpoints)
+// peerDialer is a Workload's Dial for a peer target: the harness's
+// clients and a chaos-client process's, which knows the endpoints and the
+// target only, dial alike.
+func peerDialer(t Target) func(i int, endpoints []string) (LockClient, error) {
+	return func(_ int, endpoints []string) (LockClient, error) {
+		switch t {
+		case TargetEtcd:
+			return dialEtcd(endpoints)
+		case TargetRedis:
+			return dialRedis(endpoints)
+		}
+		return nil, errors.New("no peer adapter for target " + string(t))
 	}
-	return nil, errors.New("no peer adapter for target " + string(t))
 }
 
 // peerFaults carries the nemesis's faults out on a peer target: the
@@ -107,13 +109,26 @@ func (m *peerProc) restart(g *procgroup.Group) error {
 func (m *peerProc) pause()  { m.proc.Signal(syscall.SIGSTOP) }
 func (m *peerProc) resume() { m.proc.Signal(syscall.SIGCONT) }
 
-// appendExited adds the process to crashes when it exited without the
-// harness killing it, with what its log says it died of.
-func (m *peerProc) appendExited(crashes []Crash) []Crash {
+// crash is the process's exit when it exited without the harness killing
+// it, with what its log says it died of; nil while it runs.
+func (m *peerProc) crash() *Crash {
 	if m.proc == nil || m.killed || m.proc.Running() {
-		return crashes
+		return nil
 	}
-	return append(crashes, Crash{Node: m.id, Err: "exited", Reason: crashReason(m.proc.LogPath()), Log: m.proc.LogPath()})
+	return &Crash{Node: m.id, Err: "exited", Reason: crashReason(m.proc.LogPath()), Log: m.proc.LogPath()}
+}
+
+// crashesOf are the crashes of a peer's servers, in the order given.
+func crashesOf[S interface{ crash() *Crash }](groups ...[]S) []Crash {
+	var out []Crash
+	for _, g := range groups {
+		for _, s := range g {
+			if c := s.crash(); c != nil {
+				out = append(out, *c)
+			}
+		}
+	}
+	return out
 }
 
 // inject draws one fault of family and carries it out, returning its

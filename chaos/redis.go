@@ -239,16 +239,8 @@ func (r *redisPeer) Endpoints() []string {
 	return out
 }
 
-func (r *redisPeer) Dial(endpoints []string) (LockClient, error) { return dialRedis(endpoints) }
-
 // Crashes are processes that exited without being killed.
-func (r *redisPeer) Crashes() []Crash {
-	var out []Crash
-	for _, m := range append(append([]*redisMember(nil), r.data...), r.sentinels...) {
-		out = m.appendExited(out)
-	}
-	return out
-}
+func (r *redisPeer) Crashes() []Crash { return crashesOf(r.data, r.sentinels) }
 
 func (r *redisPeer) Notes() []string { return []string{redisSemantics} }
 
