@@ -3,12 +3,10 @@ package chaos
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,51 +60,6 @@ func TestGarbageClientFramesAreNeverRequests(t *testing.T) {
 			}
 		}
 	}
-}
-
-// A short run with only the garbage family, without TLS: garbage and
-// forged raft messages (a hello claiming another member, then MsgApp,
-// MsgTimeoutNow and MsgVote at absurd terms and indexes, appends whose
-// entries restart at a committed index, snapshots raft cannot restore or
-// the member cannot decode) reach every member straight, and the run
-// stays valid with no member crashed.
-func TestGarbageRunStaysValid(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	out := t.TempDir()
-	var progress strings.Builder
-	cfg := Config{Bin: buildRaftlock(t), Out: out, Nodes: 3, Seed: 7, Time: 8 * time.Second, Clients: 4, Keys: 2,
-		Nemeses: []fault.Family{"garbage"}, FaultInterval: 500 * time.Millisecond, FaultDuration: 2 * time.Second,
-		LeaseMin: 200 * time.Millisecond, LeaseMax: time.Second, SnapshotEvery: 100, SnapshotKeep: 20, Progress: &progress}
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := Check(res, 0)
-	if !v.Valid || len(res.Crashes) > 0 {
-		t.Fatalf("verdict %s, crashes %v; logs in %s", v.Verdict, res.Crashes, out)
-	}
-	g := res.Garbage
-	if g == nil || g.Conns == 0 || g.Forged == 0 || g.Client == 0 || g.Bytes == 0 {
-		t.Fatalf("garbage report %+v: nothing sent", g)
-	}
-	if g.Members["peer_conns_closed"] == 0 || g.Members["client_conns_closed"] == 0 {
-		t.Errorf("members logged no refused connection: %v", g.Members)
-	}
-	if !strings.Contains(progress.String(), "chaos: garbage: ") {
-		t.Errorf("no garbage line in the progress output:\n%s", progress.String())
-	}
-	windows := 0
-	for _, e := range res.Events {
-		if e.F == "garbage" {
-			windows++
-		}
-	}
-	if windows == 0 {
-		t.Error("no garbage window in the history")
-	}
-	t.Logf("garbage: %+v", *g)
 }
 
 // A forged snapshot must be one a member's checks refuse: never one a
