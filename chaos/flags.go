@@ -15,6 +15,7 @@ import (
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
+	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/reportdir"
 )
@@ -62,6 +63,19 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	registerProtocols(fs, &cfg.Protocols)
 	fs.StringVar((*string)(&cfg.Target), "target", string(TargetRaftlock), "the lock service tried: "+joinTargets()+" (etcd and redis are started from the etcd and redis-server on PATH, make peers installs them; families a target cannot carry out are named in the header and summary.md)")
 	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(OptInFamilies)+")")
+}
+
+// registerProtocols defines --protocols on fs, into *protocols: the
+// protocols the workload's clients speak, client i the i-th modulo their
+// number. Unset, every client speaks the binary protocol, as always.
+func registerProtocols(fs *flag.FlagSet, protocols *[]string) {
+	fs.Func("protocols", "`LIST` of protocols the workload's clients speak, client i the i-th modulo their number: some of "+
+		strings.Join(apiclient.Protocols(), ",")+" (default "+apiclient.ProtocolBinary+"; the others reach each member's --api port)", func(s string) error {
+		if *protocols = cliflag.SplitList(s); len(*protocols) == 0 {
+			return fmt.Errorf("want some of %s", strings.Join(apiclient.Protocols(), ","))
+		}
+		return nil
+	})
 }
 
 // Prepare makes the parsed flags a run's Config: the seed drawn if none
