@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -91,22 +89,5 @@ func TestForgedSnapshotsAreNeverInstallable(t *testing.T) {
 	}
 	if cs := n.restorableConf(wire.Status{Voters: []uint64{1, 2}, Learners: []uint64{4}}, 4); restore(cs) != nil || !slices.Contains(cs.GetLearners(), 4) {
 		t.Errorf("a learner target: configuration %v", cs)
-	}
-}
-
-// The counts include the repeats a member held back and reported on a
-// later line for the same reason.
-func TestMemberLogCountsAddHeldRepeats(t *testing.T) {
-	dir := t.TempDir()
-	log := `level=WARN msg="closed peer connection" remote=127.0.0.1:5 reason="bad hello" same_reason_since_last_line=0
-level=WARN msg="closed peer connection" remote=127.0.0.1:6 reason="bad hello" same_reason_since_last_line=41
-level=WARN msg="closing client connection" reason="frame too large"
-`
-	if err := os.WriteFile(filepath.Join(dir, "node-1.log"), []byte(log), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := MemberLogCounts(dir)
-	if got["peer_conns_closed"] != 43 || got["client_conns_closed"] != 1 {
-		t.Fatalf("counts %v, want 43 peer connections closed and 1 client connection", got)
 	}
 }
