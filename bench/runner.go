@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/raftlock/raftlock/client/wire"
 )
 
 // Session is one client's connection to a lock service.
@@ -36,27 +32,6 @@ type Target interface {
 // RaftStats are cumulative counters from the leader.
 type RaftStats struct {
 	Entries, Fsyncs, Commands, Applied float64
-}
-
-// Workloads.
-const (
-	Uncontended = "uncontended" // each client its own key: acquire + release
-	Contended   = "contended"   // hot keys, waiting acquires: an op is one handoff
-	Mixed       = "mixed"       // own key: acquire + linearizable get + release
-)
-
-// Spec is one measured run.
-type Spec struct {
-	Workload string
-	Clients  int
-	Rate     float64 // open loop: ops per second; 0: closed loop
-	Duration time.Duration
-	Warmup   time.Duration
-	HotKeys  int
-	// KeySize pads every key to this many bytes (0: the names as they
-	// are, about 25 bytes), so that a run against a table of held locks
-	// of that key size takes keys like theirs.
-	KeySize int
 }
 
 // Run is one measured result. One op is one cycle of the workload:
@@ -86,54 +61,6 @@ type Run struct {
 
 // Hist is the run's latency histogram.
 func (r *Run) Hist() *Histogram { return r.hist }
-
-// key names the lock a cycle takes. Each run has its own keys (run), so a
-// run never waits on locks an earlier run left behind.
-func (s Spec) key(run int64, client int, n int64) string {
-	switch s.Workload {
-	case Contended:
-		return padKey(fmt.Sprintf("r%d-hot-%d", run, (client+int(n))%max(s.HotKeys, 1)), s.KeySize)
-	}
-	return padKey(fmt.Sprintf("r%d-own-%d", run, client), s.KeySize)
-}
-
-// Key sizes a bench may ask for: the longest key a member accepts
-// (fsm.MaxKeyLen), and the shortest that still holds every name the bench
-// gives a key (run id, role, number) unpadded.
-const (
-	MaxKeySize = wire.MaxKeyLen
-	MinKeySize = 40
-)
-
-// padKey pads name with '.' to size bytes; a name as long already is kept.
-func padKey(name string, size int) string {
-	if len(name) >= size {
-		return name
-	}
-	return name + strings.Repeat(".", size-len(name))
-}
-
-// cycle runs one operation of the workload and returns how long the lock
-// took to get (for the contended workload's wait time).
-func (s Spec) cycle(ctx context.Context, sess Session, key string) (time.Duration, error) {
-	start := time.Now()
-	unlock, err := sess.Lock(ctx, key, s.Workload == Contended)
-	if err != nil {
-		return 0, err
-	}
-	wait := time.Since(start)
-	// The release must happen even when the run is being stopped: a lock
-	// left held would stall the next run on the same cluster for a lease.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if s.Workload == Mixed {
-		if err := sess.Read(ctx, key); err != nil {
-			unlock(rctx)
-			return wait, err
-		}
-	}
-	return wait, unlock(rctx)
-}
 
 // Measure runs spec against t, printing a progress line every 2 s.
 func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run, error) {
@@ -219,106 +146,6 @@ func openSessions(ctx context.Context, t Target, clients int) ([]Session, error)
 		sessions[i] = s
 	}
 	return sessions, nil
-}
-
-// meter counts the clients' operations while the measured window is open:
-// one latency and one wait histogram per client, merged at the end.
-type meter struct {
-	measuring   atomic.Bool
-	ops, errs   atomic.Int64
-	lastErr     atomic.Pointer[string] // for the progress line: why ops fail
-	hists, wait []*Histogram
-	// calling is when each closed-loop client's call began (unix nanos,
-	// 0 between calls): a call the client keeps retrying (a member
-	// answering overloaded, a cluster with no leader) is neither an op
-	// nor an error until it ends, and the progress line must not read as
-	// an idle cluster.
-	calling []atomic.Int64
-}
-
-func newMeter(clients int) *meter {
-	m := &meter{hists: make([]*Histogram, clients), wait: make([]*Histogram, clients), calling: make([]atomic.Int64, clients)}
-	for i := range m.hists {
-		m.hists[i], m.wait[i] = NewHistogram(), NewHistogram()
-	}
-	return m
-}
-
-// record counts client i's operation, if the window is open.
-func (m *meter) record(i int, lat, wait time.Duration, err error) {
-	if !m.measuring.Load() {
-		return
-	}
-	if err != nil {
-		m.errs.Add(1)
-		msg := err.Error()
-		m.lastErr.Store(&msg)
-		return
-	}
-	m.ops.Add(1)
-	m.hists[i].Record(lat)
-	m.wait[i].Record(wait)
-}
-
-// window opens the measured window for spec.Duration (or until ctx ends),
-// printing a progress line every 2 s, and returns its length.
-func (m *meter) window(ctx context.Context, spec Spec, system string, progress io.Writer) time.Duration {
-	m.measuring.Store(true)
-	defer m.measuring.Store(false)
-	start := time.Now()
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	deadline := time.NewTimer(spec.Duration)
-	defer deadline.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return time.Since(start)
-		case <-deadline.C:
-			return time.Since(start)
-		case <-tick.C:
-			if progress != nil {
-				el := time.Since(start).Seconds()
-				failed := ""
-				if n, msg := m.errs.Load(), m.lastErr.Load(); n > 0 && msg != nil {
-					failed = fmt.Sprintf(", %d failed (last: %s)", n, *msg)
-				}
-				if n := m.slowCalls(time.Now(), time.Second); n > 0 {
-					failed += fmt.Sprintf(", %s unanswered for over 1s (retried: overloaded or no leader?)", countOf(n, "call", "calls"))
-				}
-				fmt.Fprintf(progress, "bench: %-11s %-11s c=%-4d %4.0fs/%v %8d ops %9.0f ops/s%s\n",
-					system, spec.Workload, spec.Clients, el, spec.Duration, m.ops.Load(), float64(m.ops.Load())/el, failed)
-			}
-		}
-	}
-}
-
-// slowCalls counts the calls under way for longer than d at now.
-func (m *meter) slowCalls(now time.Time, d time.Duration) int {
-	n := 0
-	for i := range m.calling {
-		if t := m.calling[i].Load(); t != 0 && now.Sub(time.Unix(0, t)) > d {
-			n++
-		}
-	}
-	return n
-}
-
-// result is the window's run: throughput, latency and, contended, waits.
-func (m *meter) result(system string, spec Spec, elapsed time.Duration) Run {
-	h, w := NewHistogram(), NewHistogram()
-	for i := range m.hists {
-		h.Merge(m.hists[i])
-		w.Merge(m.wait[i])
-	}
-	r := Run{System: system, Workload: spec.Workload, Clients: spec.Clients, Rate: spec.Rate, KeySize: spec.KeySize,
-		ThroughputOpsS: float64(m.ops.Load()) / elapsed.Seconds(), Latency: h.Summary(),
-		Ops: m.ops.Load(), Errors: m.errs.Load(), hist: h}
-	if spec.Workload == Contended {
-		ws := w.Summary()
-		r.WaitUS = &ws
-	}
-	return r
 }
 
 // settler is a Target whose locks outlive the bench's clients (raftlock:

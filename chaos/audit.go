@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -129,18 +128,11 @@ func readJournalFile(path string) (auditLog, error) {
 // auditLog fetches member id's applied log.
 func (s *Supervisor) auditLog(ctx context.Context, id int) (auditLog, error) {
 	var out auditLog
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.node(id).http+"/debug/log", nil)
-	if err != nil {
-		return out, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := memberRequest(ctx, "GET", s.node(id).http, "/debug/log", nil)
 	if err != nil {
 		return out, fmt.Errorf("node %d: /debug/log: %w", id, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return out, fmt.Errorf("node %d: /debug/log: %s", id, resp.Status)
-	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return out, fmt.Errorf("node %d: /debug/log: %w", id, err)
 	}

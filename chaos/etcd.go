@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -43,11 +42,9 @@ type etcdPeer struct {
 
 // etcdMember is one etcd process and its addresses.
 type etcdMember struct {
-	id             int
-	client, peer   string // real client and peer listen addresses
-	gateway        *HTTPGateway
-	proc           *procgroup.Proc
-	killed, paused bool // by the harness; guarded by the nemesis's goroutine
+	peerProc
+	client, peer string // real client and peer listen addresses
+	gateway      *HTTPGateway
 }
 
 // etcdMembers is how many members the harness runs.
@@ -70,7 +67,7 @@ func (e *etcdPeer) Start(ctx context.Context) error {
 		return errors.New("etcd not found on PATH (make peers installs it)")
 	}
 	for id := 1; id <= etcdMembers; id++ {
-		m := &etcdMember{id: id}
+		m := &etcdMember{peerProc: peerProc{id: id}}
 		for _, a := range []*string{&m.client, &m.peer} {
 			if *a, err = freeport.Addr(); err != nil {
 				return err
@@ -195,33 +192,10 @@ func (e *etcdPeer) Draw(ctx context.Context, rng *rand.Rand, family fault.Family
 	return fault.DrawPartition(rng, c)
 }
 
-func (e *etcdPeer) Kill(id int) {
-	m := e.members[id-1]
-	m.killed = true
-	m.proc.Kill()
-}
-
-func (e *etcdPeer) Restart(id int) error {
-	m := e.members[id-1]
-	if err := e.procs.Restart(m.proc); err != nil {
-		return err
-	}
-	m.killed = false
-	return nil
-}
-
-func (e *etcdPeer) Pause(id int) {
-	m := e.members[id-1]
-	if m.proc.Signal(syscall.SIGSTOP) == nil {
-		m.paused = true
-	}
-}
-
-func (e *etcdPeer) Resume(id int) {
-	m := e.members[id-1]
-	m.proc.Signal(syscall.SIGCONT)
-	m.paused = false
-}
+func (e *etcdPeer) Kill(id int)          { e.members[id-1].kill() }
+func (e *etcdPeer) Restart(id int) error { return e.members[id-1].restart(&e.procs) }
+func (e *etcdPeer) Pause(id int)         { e.members[id-1].pause() }
+func (e *etcdPeer) Resume(id int)        { e.members[id-1].resume() }
 
 // SetLinks cuts the links between members connected says may not talk,
 // both ways: an etcd peer connection carries messages both ways (a
@@ -248,16 +222,8 @@ func (e *etcdPeer) Endpoints() []string {
 	return out
 }
 
-func (e *etcdPeer) Dial(endpoints []string) (LockClient, error) { return dialEtcd(endpoints) }
-
 // Crashes are members that exited without being killed.
-func (e *etcdPeer) Crashes() []Crash {
-	var out []Crash
-	for _, m := range e.members {
-		out = appendExited(out, m.id, m.proc, m.killed)
-	}
-	return out
-}
+func (e *etcdPeer) Crashes() []Crash { return crashesOf(e.members) }
 
 func (e *etcdPeer) Notes() []string { return []string{etcdSemantics} }
 

@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
+	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/reportdir"
 )
@@ -61,6 +63,19 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	registerProtocols(fs, &cfg.Protocols)
 	fs.StringVar((*string)(&cfg.Target), "target", string(TargetRaftlock), "the lock service tried: "+joinTargets()+" (etcd and redis are started from the etcd and redis-server on PATH, make peers installs them; families a target cannot carry out are named in the header and summary.md)")
 	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(OptInFamilies)+")")
+}
+
+// registerProtocols defines --protocols on fs, into *protocols: the
+// protocols the workload's clients speak, client i the i-th modulo their
+// number. Unset, every client speaks the binary protocol, as always.
+func registerProtocols(fs *flag.FlagSet, protocols *[]string) {
+	fs.Func("protocols", "`LIST` of protocols the workload's clients speak, client i the i-th modulo their number: some of "+
+		strings.Join(apiclient.Protocols(), ",")+" (default "+apiclient.ProtocolBinary+"; the others reach each member's --api port)", func(s string) error {
+		if *protocols = cliflag.SplitList(s); len(*protocols) == 0 {
+			return fmt.Errorf("want some of %s", strings.Join(apiclient.Protocols(), ","))
+		}
+		return nil
+	})
 }
 
 // Prepare makes the parsed flags a run's Config: the seed drawn if none
@@ -146,4 +161,34 @@ func noteSettings(summary string, lines []string) error {
 		return fmt.Errorf("note the run's settings: %w", err)
 	}
 	return nil
+}
+
+// ClientFlags are raftlock chaos-client's flags: what the harness tells
+// the client process it starts.
+type ClientFlags struct {
+	Endpoints string
+	Spare     string
+	Keys      string
+	Seed      uint64
+	Index     int
+	LeaseMin  time.Duration
+	LeaseMax  time.Duration
+	Target    string
+}
+
+// ClientSynopsis is raftlock chaos-client's usage line.
+const ClientSynopsis = "chaos-client --endpoints A,B,C --keys k1,k2 --seed N --index I [--spare D,E] [--lease-min 200ms] [--lease-max 1s]" +
+	" (started by raftlock chaos --client-procs; speaks JSON lines on stdin and stdout)"
+
+// RegisterFlags defines raftlock chaos-client's flags on fs.
+func (f *ClientFlags) RegisterFlags(fs *flag.FlagSet) {
+	d := Defaults()
+	fs.StringVar(&f.Endpoints, "endpoints", "", "the members' client addresses (comma-separated)")
+	fs.StringVar(&f.Spare, "spare", "", "client addresses of members the run may add (comma-separated)")
+	fs.StringVar(&f.Keys, "keys", "", "the keys the workload contends on (comma-separated)")
+	fs.Uint64Var(&f.Seed, "seed", 0, "the run's seed")
+	fs.IntVar(&f.Index, "index", 0, "which of the workload's random streams this client draws from")
+	fs.DurationVar(&f.LeaseMin, "lease-min", d.LeaseMin, "shortest lease the client asks for")
+	fs.DurationVar(&f.LeaseMax, "lease-max", d.LeaseMax, "longest lease the client asks for")
+	fs.StringVar(&f.Target, "target", string(TargetRaftlock), "the lock service the endpoints are: "+joinTargets())
 }

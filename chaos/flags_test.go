@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +62,47 @@ func TestPrepare(t *testing.T) {
 	}
 	if cfg.Seed != 7 || cfg.Out != "chaos-out/seed-7" || cfg.Bin == "" || len(cfg.Nemeses) != 2 {
 		t.Fatalf("prepared %+v", cfg)
+	}
+}
+
+// With held locks the members snapshot by entries in small chunks under a
+// frame limit above raft's largest append, unless the flags say otherwise;
+// without, the members keep their defaults.
+func TestTransferSettings(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want Transfer
+	}{
+		{Config{}, Transfer{}},
+		{Config{SnapshotChunkSize: 4096}, Transfer{ChunkSize: 4096}},
+		{Config{Held: 10}, Transfer{ChunkSize: heldChunkSize, FrameLimit: heldFrameLimit, ByEntries: true}},
+		{Config{Held: 10, SnapshotChunkSize: 1 << 20, PeerFrameLimit: 8 << 20}, Transfer{ChunkSize: 1 << 20, FrameLimit: 8 << 20, ByEntries: true}},
+	} {
+		if got := tc.cfg.Transfer(); got != tc.want {
+			t.Errorf("%+v: %+v, want %+v", tc.cfg, got, tc.want)
+		}
+	}
+	if heldFrameLimit < minPeerFrameLimit {
+		t.Fatalf("the held runs' frame limit %d is under the least the harness accepts, %d", heldFrameLimit, minPeerFrameLimit)
+	}
+	base := Config{Nodes: 3, Clients: 1, Keys: 1, Time: time.Second, LeaseMin: time.Second, LeaseMax: time.Second,
+		FaultInterval: time.Second, FaultDuration: time.Second, SnapshotEvery: 100}
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Held = -1 },
+		func(c *Config) { c.Held, c.KeySize = 1, 0 },
+		func(c *Config) { c.Held, c.KeySize = 1, 257 },
+		func(c *Config) { c.PeerFrameLimit = 256 << 10 },
+	} {
+		c := base
+		bad(&c)
+		if c.Validate() == nil {
+			t.Errorf("%+v was accepted", c)
+		}
+	}
+	if c := base; c.Validate() != nil {
+		t.Errorf("a run without held locks needs no key size: %v", c.Validate())
+	}
+	if k := heldKey(7, 250); len(k) != 250 || !strings.HasPrefix(k, heldPrefix) {
+		t.Errorf("held key %q: %d bytes", k, len(k))
 	}
 }

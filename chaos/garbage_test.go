@@ -3,12 +3,8 @@ package chaos
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -64,51 +60,6 @@ func TestGarbageClientFramesAreNeverRequests(t *testing.T) {
 	}
 }
 
-// A short run with only the garbage family, without TLS: garbage and
-// forged raft messages (a hello claiming another member, then MsgApp,
-// MsgTimeoutNow and MsgVote at absurd terms and indexes, appends whose
-// entries restart at a committed index, snapshots raft cannot restore or
-// the member cannot decode) reach every member straight, and the run
-// stays valid with no member crashed.
-func TestGarbageRunStaysValid(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	out := t.TempDir()
-	var progress strings.Builder
-	cfg := Config{Bin: buildRaftlock(t), Out: out, Nodes: 3, Seed: 7, Time: 8 * time.Second, Clients: 4, Keys: 2,
-		Nemeses: []fault.Family{"garbage"}, FaultInterval: 500 * time.Millisecond, FaultDuration: 2 * time.Second,
-		LeaseMin: 200 * time.Millisecond, LeaseMax: time.Second, SnapshotEvery: 100, SnapshotKeep: 20, Progress: &progress}
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := Check(res, 0)
-	if !v.Valid || len(res.Crashes) > 0 {
-		t.Fatalf("verdict %s, crashes %v; logs in %s", v.Verdict, res.Crashes, out)
-	}
-	g := res.Garbage
-	if g == nil || g.Conns == 0 || g.Forged == 0 || g.Client == 0 || g.Bytes == 0 {
-		t.Fatalf("garbage report %+v: nothing sent", g)
-	}
-	if g.Members["peer_conns_closed"] == 0 || g.Members["client_conns_closed"] == 0 {
-		t.Errorf("members logged no refused connection: %v", g.Members)
-	}
-	if !strings.Contains(progress.String(), "chaos: garbage: ") {
-		t.Errorf("no garbage line in the progress output:\n%s", progress.String())
-	}
-	windows := 0
-	for _, e := range res.Events {
-		if e.F == "garbage" {
-			windows++
-		}
-	}
-	if windows == 0 {
-		t.Error("no garbage window in the history")
-	}
-	t.Logf("garbage: %+v", *g)
-}
-
 // A forged snapshot must be one a member's checks refuse: never one a
 // member would install (a valid configuration naming it and data that
 // decodes), which would replace its state even with every check in place.
@@ -138,22 +89,5 @@ func TestForgedSnapshotsAreNeverInstallable(t *testing.T) {
 	}
 	if cs := n.restorableConf(wire.Status{Voters: []uint64{1, 2}, Learners: []uint64{4}}, 4); restore(cs) != nil || !slices.Contains(cs.GetLearners(), 4) {
 		t.Errorf("a learner target: configuration %v", cs)
-	}
-}
-
-// The counts include the repeats a member held back and reported on a
-// later line for the same reason.
-func TestMemberLogCountsAddHeldRepeats(t *testing.T) {
-	dir := t.TempDir()
-	log := `level=WARN msg="closed peer connection" remote=127.0.0.1:5 reason="bad hello" same_reason_since_last_line=0
-level=WARN msg="closed peer connection" remote=127.0.0.1:6 reason="bad hello" same_reason_since_last_line=41
-level=WARN msg="closing client connection" reason="frame too large"
-`
-	if err := os.WriteFile(filepath.Join(dir, "node-1.log"), []byte(log), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := MemberLogCounts(dir)
-	if got["peer_conns_closed"] != 43 || got["client_conns_closed"] != 1 {
-		t.Fatalf("counts %v, want 43 peer connections closed and 1 client connection", got)
 	}
 }

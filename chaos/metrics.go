@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"sync"
 
 	"github.com/raftlock/raftlock/internal/promtext"
@@ -50,18 +49,11 @@ func parseMetrics(r io.Reader) (MemberMetrics, error) {
 
 // fetchMetrics reads the metrics served at addr.
 func fetchMetrics(ctx context.Context, addr string) (MemberMetrics, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	resp, err := memberRequest(ctx, "GET", addr, "/metrics", nil)
 	if err != nil {
-		return MemberMetrics{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return MemberMetrics{}, err
+		return MemberMetrics{}, fmt.Errorf("GET %s/metrics: %w", addr, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return MemberMetrics{}, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
-	}
 	return parseMetrics(resp.Body)
 }
 

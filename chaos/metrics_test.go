@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/checker"
+	"github.com/raftlock/raftlock/checker/history"
 )
 
 const exposition = `# HELP raftlock_snapshots_total Snapshots taken and log compactions done.
@@ -64,6 +65,20 @@ func TestStatsSumIncarnations(t *testing.T) {
 	}
 }
 
+// metricsSupervisor is a Supervisor of members 1, 2, ... in their first
+// incarnation, whose /metrics each answer from their handler, in order.
+func metricsSupervisor(t *testing.T, metrics ...http.HandlerFunc) *Supervisor {
+	s := &Supervisor{spec: ClusterSpec{Nodes: len(metrics)}, nodes: map[int]*memberProc{}, stats: newStatsTracker()}
+	for i, h := range metrics {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		id := i + 1
+		s.nodes[id] = &memberProc{id: id, http: srv.Listener.Addr().String()}
+		s.stats.Started(id)
+	}
+	return s
+}
+
 // Supervisor.Metrics credits a reading to the incarnation that was current
 // when it was asked for, and drops it if a restart happened meanwhile.
 func TestSupervisorMetricsAcrossRestart(t *testing.T) {
@@ -71,17 +86,14 @@ func TestSupervisorMetricsAcrossRestart(t *testing.T) {
 	hold := make(chan struct{})
 	held := make(chan struct{})
 	var holding atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := metricsSupervisor(t, func(w http.ResponseWriter, r *http.Request) {
 		if holding.Load() {
 			held <- struct{}{}
 			<-hold
 		}
 		fmt.Fprintf(w, "raftlock_snapshots_total %d\nraftlock_snapshots_installed_total 1\n", snapshots.Load())
-	}))
-	defer srv.Close()
-	s := &Supervisor{spec: ClusterSpec{Nodes: 1}, nodes: map[int]*memberProc{1: {id: 1, http: srv.Listener.Addr().String()}}, stats: newStatsTracker()}
+	})
 	ctx := context.Background()
-	s.stats.Started(1)
 	snapshots.Store(7)
 	if _, err := s.Metrics(ctx, 1); err != nil {
 		t.Fatal(err)
@@ -113,21 +125,66 @@ func TestSupervisorMetricsAcrossRestart(t *testing.T) {
 	}
 }
 
-func TestPickAuditLog(t *testing.T) {
-	long := auditLog{Commands: make([]checker.LogCommand, 9)}
-	short := auditLog{Commands: make([]checker.LogCommand, 3)}
-	complete := auditLog{Complete: true, Commands: make([]checker.LogCommand, 5)}
-	for _, tc := range []struct {
-		logs map[int]auditLog
-		want int
-	}{
-		{map[int]auditLog{}, 0},
-		{map[int]auditLog{1: long, 2: complete, 3: short}, 2},
-		{map[int]auditLog{1: short, 2: long, 3: long}, 2},
-		{map[int]auditLog{3: complete, 2: complete}, 2},
-	} {
-		if got := pickAuditLog(tc.logs); got != tc.want {
-			t.Errorf("pickAuditLog(%v logs) = %d, want %d", len(tc.logs), got, tc.want)
+// The snapshot-integrity evidence comes from the members' metrics, summed
+// over each member's processes: a member that counted a corrupt snapshot
+// fails the run, unless the garbage nemesis forged at least as many
+// undecodable snapshots at it.
+func TestSnapshotIntegrityFromScrapedMetrics(t *testing.T) {
+	var corrupt atomic.Int64
+	sup := metricsSupervisor(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "raftlock_snapshots_corrupt_total 0")
+	}, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# TYPE raftlock_snapshots_corrupt_total counter\nraftlock_snapshots_corrupt_total %d\n", corrupt.Load())
+	})
+	ctx := context.Background()
+	corrupt.Store(1)
+	for _, id := range []int{1, 2} {
+		if _, err := sup.Metrics(ctx, id); err != nil {
+			t.Fatal(err)
 		}
 	}
+	sup.stats.Started(2) // member 2 restarted: its counter starts again
+	corrupt.Store(1)
+	if _, err := sup.Metrics(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := sup.Stats().SnapshotsCorrupt; got != 2 {
+		t.Fatalf("snapshots_corrupt %d over two processes of member 2, want 2", got)
+	}
+
+	events := []history.Event{
+		{Index: 0, Time: 1, Process: 1, Type: history.Invoke, F: "get", Key: "k1"},
+		{Index: 1, Time: 2, Process: 1, Type: history.OK, F: "get", Key: "k1", Value: history.Value{Held: history.Ptr(false)}},
+	}
+	verdict := func(garbage bool, forged int) *checker.Verdict {
+		nem := &Nemesis{}
+		for range forged {
+			nem.Garbage.noteUndecodable(2)
+		}
+		si := snapshotIntegrity(sup, nem, garbage)
+		return checker.Check(events, checker.Options{SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: si.Corrupt, Forged: si.Forged}})
+	}
+	v := verdict(false, 0)
+	r := result(t, v, "snapshot-integrity")
+	if v.ExitCode != checker.ExitViolation || r.Status != checker.StatusViolation || len(r.Violations) != 1 ||
+		!strings.Contains(r.Violations[0].Message, "member 2 received 2 snapshot(s)") {
+		t.Fatalf("no garbage: exit %d, %+v; want a violation naming member 2 and its 2", v.ExitCode, r)
+	}
+	if v := verdict(true, 2); v.ExitCode != checker.ExitValid {
+		t.Fatalf("garbage forged 2 at member 2: exit %d, %+v", v.ExitCode, result(t, v, "snapshot-integrity"))
+	}
+	if v := verdict(true, 1); v.ExitCode != checker.ExitViolation {
+		t.Fatalf("garbage forged 1 at member 2, which counted 2: exit %d", v.ExitCode)
+	}
+}
+
+func result(t *testing.T, v *checker.Verdict, name string) checker.Result {
+	t.Helper()
+	for _, r := range v.Checks {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no %s check in %+v", name, v.Checks)
+	return checker.Result{}
 }

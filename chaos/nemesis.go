@@ -326,29 +326,36 @@ func (n *Nemesis) killAfterSnapshot(ctx context.Context, rng *rand.Rand) (func(c
 // holds (true), the bound passes or ctx ends (false). A member that does
 // not answer yet (restarting, paused) is polled again.
 func (n *Nemesis) watch(ctx context.Context, id int, bound, period time.Duration, done func(first, now MemberMetrics) bool) bool {
-	ctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
 	var first *MemberMetrics
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
+	return pollUntil(ctx, bound, period, func(ctx context.Context) bool {
 		rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		m, err := n.Sup.Metrics(rctx, id)
 		rcancel()
-		if err == nil {
-			if first == nil {
-				first = &m
-			}
-			if done(*first, m) {
-				return true
-			}
+		if err != nil {
+			return false
 		}
+		if first == nil {
+			first = &m
+		}
+		return done(*first, m)
+	})
+}
+
+// pollUntil calls cond now and then every period until it holds (true),
+// the bound passes or ctx ends (false).
+func pollUntil(ctx context.Context, bound, period time.Duration, cond func(ctx context.Context) bool) bool {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for !cond(ctx) {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
 	}
+	return true
 }
 
 // isolatePastCompaction cuts a follower off until the leader has compacted
@@ -444,32 +451,19 @@ func (n *Nemesis) cutSnapshotStream(ctx context.Context, rng *rand.Rand) (func(c
 // compactedPast waits, up to the bound, until some leader's first stored
 // index is above member f's applied index.
 func (n *Nemesis) compactedPast(ctx context.Context, f int) bool {
-	ctx, cancel := context.WithTimeout(ctx, snapshotWait)
-	defer cancel()
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
+	return pollUntil(ctx, snapshotWait, 50*time.Millisecond, func(ctx context.Context) bool {
 		var wg sync.WaitGroup
 		var mf MemberMetrics
 		var errf error
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mf, errf = n.Sup.Metrics(ctx, f)
-		}()
+		wg.Go(func() { mf, errf = n.Sup.Metrics(ctx, f) })
 		leader := n.Sup.Leader(ctx)
 		wg.Wait()
-		if leader != 0 && leader != f && errf == nil {
-			if ml, err := n.Sup.Metrics(ctx, leader); err == nil && ml.FirstIndex > mf.Applied {
-				return true
-			}
-		}
-		select {
-		case <-ctx.Done():
+		if leader == 0 || leader == f || errf != nil {
 			return false
-		case <-t.C:
 		}
-	}
+		ml, err := n.Sup.Metrics(ctx, leader)
+		return err == nil && ml.FirstIndex > mf.Applied
+	})
 }
 
 // clientPause stops a client process drawn by rng at its next critical

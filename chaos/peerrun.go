@@ -69,7 +69,7 @@ func (r *run) recordPeer(p peerService) error {
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
 		Endpoints: p.Endpoints(), Seed: cfg.Seed, Rec: r.rec, Store: workload.NewResource(r.rec, cfg.resource()),
-		Dial: func(_ int, endpoints []string) (LockClient, error) { return p.Dial(endpoints) }}
+		Dial: peerDialer(cfg.target())}
 	families, _ := cfg.nemeses()
 	r.nem = &Nemesis{Rec: r.rec, Families: families, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log, ClientPauseMin: p.PauseMin(cfg.LeaseMax),

@@ -2,28 +2,13 @@ package chaos
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/apiclient"
-	"github.com/raftlock/raftlock/internal/cliflag"
 )
-
-// registerProtocols defines --protocols on fs, into *protocols: the
-// protocols the workload's clients speak, client i the i-th modulo their
-// number. Unset, every client speaks the binary protocol, as always.
-func registerProtocols(fs *flag.FlagSet, protocols *[]string) {
-	fs.Func("protocols", "`LIST` of protocols the workload's clients speak, client i the i-th modulo their number: some of "+
-		strings.Join(apiclient.Protocols(), ",")+" (default "+apiclient.ProtocolBinary+"; the others reach each member's --api port)", func(s string) error {
-		if *protocols = cliflag.SplitList(s); len(*protocols) == 0 {
-			return fmt.Errorf("want some of %s", strings.Join(apiclient.Protocols(), ","))
-		}
-		return nil
-	})
-}
 
 // protocols are the run's protocols: Config.Protocols, or the binary
 // protocol alone.

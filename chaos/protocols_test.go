@@ -1,16 +1,10 @@
 package chaos
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/raftlock/raftlock/chaos/fault"
-	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/apiclient"
 )
@@ -63,27 +57,5 @@ func TestDialerSpreadsClientsOverProtocols(t *testing.T) {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("--protocols %v with %d clients validated", bad.protocols, bad.clients)
 		}
-	}
-}
-
-// A short run with its clients spread over every protocol, the leader
-// killed now and then, is valid: the same checks hold whatever protocol a
-// call took (the audit included: the API carries the calls' tags).
-func TestRunOverEveryProtocolIsValid(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	cfg := shortRun(t, 21, workload.Fenced, fault.FamilyKill)
-	cfg.Time, cfg.Protocols = 4*time.Second, apiclient.Protocols()
-	v, _, err := RunAndCheck(context.Background(), cfg, &strings.Builder{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !v.Valid {
-		t.Fatalf("verdict %s (reports in %s): %+v", v.Verdict, cfg.Out, v.Checks)
-	}
-	summary, err := os.ReadFile(filepath.Join(cfg.Out, "summary.md"))
-	if err != nil || !strings.Contains(string(summary), "Protocols: "+strings.Join(cfg.Protocols, ", ")) {
-		t.Fatalf("summary.md does not name the protocols: %v\n%s", err, summary)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
@@ -43,11 +42,9 @@ type redisPeer struct {
 
 // redisMember is one redis-server or Sentinel process.
 type redisMember struct {
-	id     int
-	addr   string // real listen address
-	proxy  *Proxy // data members: the address Sentinels and replicas use
-	proc   *procgroup.Proc
-	killed bool
+	peerProc
+	addr  string // real listen address
+	proxy *Proxy // data members: the address Sentinels and replicas use
 }
 
 // Sentinel's timing: a primary silent for downAfter is down, and a
@@ -72,7 +69,7 @@ func (r *redisPeer) Start(ctx context.Context) error {
 		return errors.New("redis-server not found on PATH (make peers installs it)")
 	}
 	for id := 1; id <= 2; id++ {
-		m := &redisMember{id: id}
+		m := &redisMember{peerProc: peerProc{id: id}}
 		if m.addr, err = freeport.Addr(); err != nil {
 			return err
 		}
@@ -125,7 +122,7 @@ func (r *redisPeer) startSentinel(bin string, n int) error {
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return err
 	}
-	m := &redisMember{id: 2 + n, addr: addr}
+	m := &redisMember{peerProc: peerProc{id: 2 + n}, addr: addr}
 	if m.proc, err = r.procs.Start(bin, []string{conf, "--sentinel"}, filepath.Join(r.dir, fmt.Sprintf("sentinel-%d.log", n))); err != nil {
 		return err
 	}
@@ -206,23 +203,10 @@ func (r *redisPeer) Draw(ctx context.Context, _ *rand.Rand, family fault.Family)
 	return fault.Isolate(fault.Fixed{IDs: r.IDs(), Lead: p}, p)
 }
 
-func (r *redisPeer) Kill(id int) {
-	m := r.data[id-1]
-	m.killed = true
-	m.proc.Kill()
-}
-
-func (r *redisPeer) Restart(id int) error {
-	m := r.data[id-1]
-	if err := r.procs.Restart(m.proc); err != nil {
-		return err
-	}
-	m.killed = false
-	return nil
-}
-
-func (r *redisPeer) Pause(id int)  { r.data[id-1].proc.Signal(syscall.SIGSTOP) }
-func (r *redisPeer) Resume(id int) { r.data[id-1].proc.Signal(syscall.SIGCONT) }
+func (r *redisPeer) Kill(id int)          { r.data[id-1].kill() }
+func (r *redisPeer) Restart(id int) error { return r.data[id-1].restart(&r.procs) }
+func (r *redisPeer) Pause(id int)         { r.data[id-1].pause() }
+func (r *redisPeer) Resume(id int)        { r.data[id-1].resume() }
 
 // SetLinks cuts the member a partition isolates off from the replica and
 // the Sentinels (its proxy), or heals.
@@ -255,16 +239,8 @@ func (r *redisPeer) Endpoints() []string {
 	return out
 }
 
-func (r *redisPeer) Dial(endpoints []string) (LockClient, error) { return dialRedis(endpoints) }
-
 // Crashes are processes that exited without being killed.
-func (r *redisPeer) Crashes() []Crash {
-	var out []Crash
-	for _, m := range append(append([]*redisMember(nil), r.data...), r.sentinels...) {
-		out = appendExited(out, m.id, m.proc, m.killed)
-	}
-	return out
-}
+func (r *redisPeer) Crashes() []Crash { return crashesOf(r.data, r.sentinels) }
 
 func (r *redisPeer) Notes() []string { return []string{redisSemantics} }
 

@@ -109,19 +109,11 @@ func (r *redisLocks) primary(ctx context.Context) (*resp.Conn, error) {
 
 // askMaster asks the Sentinel at s for the primary's address.
 func askMaster(ctx context.Context, s string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	c, err := resp.Dial(ctx, s)
+	a, err := callOnce(ctx, s, "SENTINEL", "get-master-addr-by-name", redisMaster)
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
-	v, err := c.Call(ctx, "SENTINEL", "get-master-addr-by-name", redisMaster)
-	if err != nil {
-		return "", err
-	}
-	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
+	if len(a) != 2 {
 		return "", fmt.Errorf("sentinel %s: no primary known", s)
 	}
 	host, _ := a[0].(string)
@@ -131,21 +123,28 @@ func askMaster(ctx context.Context, s string) (string, error) {
 
 // realAddr asks the instance at addr the port it listens on.
 func realAddr(ctx context.Context, addr string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	c, err := resp.Dial(ctx, addr)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	v, err := c.Call(ctx, "CONFIG", "GET", "port")
-	a, ok := v.([]any)
-	if err != nil || !ok || len(a) != 2 {
+	a, err := callOnce(ctx, addr, "CONFIG", "GET", "port")
+	if err != nil || len(a) != 2 {
 		return "", fmt.Errorf("redis %s: port unknown: %v", addr, err)
 	}
 	port, _ := a[1].(string)
 	host, _, _ := net.SplitHostPort(addr)
 	return net.JoinHostPort(host, port), nil
+}
+
+// callOnce sends one command, whose answer is an array (nil when it is
+// not), to the instance at addr on a connection of its own, within 500 ms.
+func callOnce(ctx context.Context, addr string, args ...string) ([]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	c, err := resp.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	v, err := c.Call(ctx, args...)
+	a, _ := v.([]any)
+	return a, err
 }
 
 // call runs one command on the primary. An error reply (READONLY from a

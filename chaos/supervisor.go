@@ -70,35 +70,6 @@ func (c Crash) String() string {
 	return s + ", see " + c.Log + ")"
 }
 
-// crashReason returns what the member died of, from its log's tail: the
-// last "panic:" or "fatal error:" line, else the error line the command
-// exits with ("raftlock node: ..."), as when a member cannot restart.
-func crashReason(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const tail = 256 << 10
-	if st, err := f.Stat(); err == nil && st.Size() > tail {
-		f.Seek(st.Size()-tail, io.SeekStart)
-	}
-	b, _ := io.ReadAll(f)
-	var died, exited string
-	for line := range strings.Lines(string(b)) {
-		switch {
-		case strings.HasPrefix(line, "panic: "), strings.HasPrefix(line, "fatal error: "):
-			died = strings.TrimSpace(line)
-		case strings.HasPrefix(line, "raftlock node: "):
-			exited = strings.TrimSpace(line)
-		}
-	}
-	if died != "" {
-		return died
-	}
-	return exited
-}
-
 // Supervisor runs the members as child processes, every directed peer
 // link through its own Proxy, every member with fault injection enabled.
 // Members dial member j at j's Gateway, which routes each stream to its
@@ -637,19 +608,31 @@ func (s *Supervisor) SetClock(ctx context.Context, id int, rate float64, offsetM
 }
 
 func (s *Supervisor) postClock(ctx context.Context, id int, body string) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+s.node(id).http+"/debug/clock", strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := memberRequest(ctx, "POST", s.node(id).http, "/debug/clock", strings.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("set clock of node %d: %w", id, err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("set clock of node %d: %s", id, resp.Status)
-	}
 	return nil
+}
+
+// memberRequest sends a request to the member HTTP port at addr (its
+// /debug and /metrics endpoints) and returns the answer, for the caller
+// to close, when it is 200 OK; any other status is an error naming it.
+func memberRequest(ctx context.Context, method, addr, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, errors.New(resp.Status)
+	}
+	return resp, nil
 }
 
 // Status asks every member for its status; unreachable members are absent.

@@ -1,17 +1,11 @@
 package chaos
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
-	"github.com/raftlock/raftlock/checker/history"
-	"github.com/raftlock/raftlock/internal/procgroup"
 )
 
 // Target is the lock service a chaos run tries (raftlock chaos --target):
@@ -112,122 +106,4 @@ func notRunLine(c *Config, notRun []fault.Family) string {
 		return fmt.Sprintf("Not run: %s (it stops client processes, and --client-procs is 0).", fault.Join(notRun))
 	}
 	return "Not run: " + strings.Join(parts, "; ") + "."
-}
-
-// peerService is a lock service other than raftlock as a chaos run drives it:
-// its processes started and faulted, its clients dialled. Members are
-// numbered from 1 in the history's fault events.
-type peerService interface {
-	// Start starts the service and waits until it answers.
-	Start(ctx context.Context) error
-	// IDs are the members the kill and pause families aim at.
-	IDs() []int
-	// Leader is the member that leads (etcd) or is primary (redis), 0 if
-	// unknown.
-	Leader(ctx context.Context) int
-	// Draw is the faulted members of family drawn from rng: the targets
-	// of a kill or pause, or the groups a partition splits into.
-	Draw(ctx context.Context, rng *rand.Rand, family fault.Family) fault.Fault
-	Kill(id int)
-	Restart(id int) error
-	Pause(id int)
-	Resume(id int)
-	// SetLinks cuts every link between two members (or processes) that
-	// connected says may not talk.
-	SetLinks(connected func(i, j int) bool)
-	// WaitReady waits until the service answers a write again.
-	WaitReady(ctx context.Context) error
-	// Endpoints are what its clients dial; Dial makes one client of them.
-	Endpoints() []string
-	Dial(endpoints []string) (LockClient, error)
-	// Crashes are members that exited without the harness killing them.
-	Crashes() []Crash
-	// Notes say how the target's semantics differ from raftlock's, for
-	// summary.md.
-	Notes() []string
-	// PauseMin is how long a client pause must last to outlive a lease
-	// of max (the target may round leases up).
-	PauseMin(max time.Duration) time.Duration
-	Close()
-}
-
-// newPeer makes the run's peer target.
-func newPeer(c *Config, dir string) (peerService, error) {
-	switch c.target() {
-	case TargetEtcd:
-		return newEtcdPeer(dir, c.Seed, c.Log), nil
-	case TargetRedis:
-		return newRedisPeer(dir, c.Seed, c.Log), nil
-	}
-	return nil, fmt.Errorf("no peer adapter for --target %s", c.target())
-}
-
-// dialPeer makes a client of target for a chaos-client process, which
-// knows the endpoints and the target only.
-func dialPeer(t Target, endpoints []string) (LockClient, error) {
-	switch t {
-	case TargetEtcd:
-		return dialEtcd(endpoints)
-	case TargetRedis:
-		return dialRedis(endpoints)
-	}
-	return nil, errors.New("no peer adapter for target " + string(t))
-}
-
-// peerFaults carries the nemesis's faults out on a peer target: the
-// families it supports, drawn from the same seeded stream.
-type peerFaults struct {
-	p       peerService
-	rec     *history.Recorder
-	stopped map[int]bool // killed members not yet restarted; the nemesis's goroutine only
-	paused  map[int]bool
-}
-
-// appendExited adds to crashes the process of a peer's server id when it
-// exited without the harness killing it, with what its log says it died of.
-func appendExited(crashes []Crash, id int, proc *procgroup.Proc, killed bool) []Crash {
-	if proc == nil || killed || proc.Running() {
-		return crashes
-	}
-	return append(crashes, Crash{Node: id, Err: "exited", Reason: crashReason(proc.LogPath()), Log: proc.LogPath()})
-}
-
-// inject draws one fault of family and carries it out, returning its
-// heal and a description.
-func (pf *peerFaults) inject(ctx context.Context, rng *rand.Rand, family fault.Family) (func(context.Context), string) {
-	f := pf.p.Draw(ctx, rng, family)
-	f.Record(pf.rec)
-	switch f := f.(type) {
-	case fault.Kill:
-		for _, id := range f.Nodes {
-			pf.p.Kill(id)
-			pf.stopped[id] = true
-		}
-		return func(context.Context) {
-			for _, id := range f.Nodes {
-				pf.p.Restart(id)
-				delete(pf.stopped, id)
-			}
-			fault.Start(f).Record(pf.rec)
-		}, fmt.Sprintf("kill %v", f.Nodes)
-	case fault.Pause:
-		for _, id := range f.Nodes {
-			pf.p.Pause(id)
-			pf.paused[id] = true
-		}
-		return func(context.Context) {
-			for _, id := range f.Nodes {
-				pf.p.Resume(id)
-				delete(pf.paused, id)
-			}
-			fault.Resume(f).Record(pf.rec)
-		}, fmt.Sprintf("pause %v", f.Nodes)
-	case fault.Partition:
-		pf.p.SetLinks(f.Connected)
-		return func(context.Context) {
-			pf.p.SetLinks(func(int, int) bool { return true })
-			fault.Heal{}.Record(pf.rec)
-		}, fmt.Sprintf("partition %v", f.Groups)
-	}
-	return func(context.Context) {}, "none"
 }

@@ -17,16 +17,23 @@ import (
 	"github.com/raftlock/raftlock/checker"
 )
 
-// A short run against three etcd members reaches a verdict (valid, or
-// the violations etcd earns) with its reports written, and names the
-// families etcd cannot carry out.
-func TestEtcdTargetRunReachesAVerdict(t *testing.T) {
+// needEtcd skips a test that starts etcd processes under -short, or
+// where etcd is not installed.
+func needEtcd(t *testing.T) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts etcd processes")
 	}
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skip("etcd is not installed (make peers installs it): the etcd target is not tried")
 	}
+}
+
+// A short run against three etcd members reaches a verdict (valid, or
+// the violations etcd earns) with its reports written, and names the
+// families etcd cannot carry out.
+func TestEtcdTargetRunReachesAVerdict(t *testing.T) {
+	needEtcd(t)
 	cfg := Defaults()
 	cfg.Target, cfg.Seed, cfg.Time, cfg.Out = TargetEtcd, 301, 10*time.Second, t.TempDir()
 	cfg.Nemeses = []fault.Family{fault.FamilyKill, fault.FamilyPause, fault.FamilyPartition, fault.FamilyClock}
@@ -48,20 +55,13 @@ func TestEtcdTargetRunReachesAVerdict(t *testing.T) {
 			t.Errorf("report %s: %v", f, err)
 		}
 	}
-	summary, err := os.ReadFile(filepath.Join(cfg.Out, "summary.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	summary := readReport(t, cfg, "summary.md")
 	for _, want := range []string{"Target: etcd", "Not run: clock (etcd reads the system clock"} {
-		if !strings.Contains(string(summary), want) {
+		if !strings.Contains(summary, want) {
 			t.Errorf("summary.md lacks %q:\n%s", want, summary)
 		}
 	}
-	hist, err := os.ReadFile(filepath.Join(cfg.Out, "history.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	header, _, _ := strings.Cut(string(hist), "\n")
+	header, _, _ := strings.Cut(readReport(t, cfg, "history.jsonl"), "\n")
 	if !strings.Contains(header, `"target":"etcd"`) || !strings.Contains(header, `"nemeses_not_run":["clock"]`) {
 		t.Errorf("history header lacks the target or the family not run: %s", header)
 	}
@@ -171,12 +171,7 @@ func TestByteProxyCarriesAndCuts(t *testing.T) {
 // A partition cuts the etcd leader off through the byte-stream links:
 // the rest elect another leader, and the cut-off one takes no write.
 func TestEtcdPartitionIsolatesTheLeader(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd processes")
-	}
-	if _, err := exec.LookPath("etcd"); err != nil {
-		t.Skip("etcd is not installed (make peers installs it): the etcd target is not tried")
-	}
+	needEtcd(t)
 	e := newEtcdPeer(t.TempDir(), 1, nil)
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
