@@ -381,17 +381,27 @@ func answerError(resp wire.Response) error {
 	case wire.OpInvalidArgument:
 		return &InvalidArgumentError{Reason: resp.Reason}
 	case wire.OpOutcomeUnknown:
-		return fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.Reason)
+		return withReason(ErrOutcomeUnknown, resp.Reason)
 	case wire.OpUnavailable:
-		return fmt.Errorf("%w: %s", ErrUnavailable, resp.Reason)
+		return withReason(ErrUnavailable, resp.Reason)
 	case wire.OpOverloaded:
-		return fmt.Errorf("%w: %s", ErrOverloaded, resp.Reason)
+		return withReason(ErrOverloaded, resp.Reason)
 	case wire.OpError:
 		return &ServerError{Reason: resp.Reason}
 	case wire.OpPermissionDenied:
-		return fmt.Errorf("%w: %s", ErrPermissionDenied, resp.Reason)
+		return withReason(ErrPermissionDenied, resp.Reason)
 	}
 	return &ServerError{Reason: fmt.Sprintf("unexpected answer 0x%02x", uint8(resp.Op))}
+}
+
+// withReason adds a member's reason to the error of its answer, unless
+// the reason only names that error again (a member answers "outcome
+// unknown" with the reason "outcome unknown"): one line says it once.
+func withReason(kind error, reason string) error {
+	if reason == "" || strings.HasSuffix(kind.Error(), reason) {
+		return kind
+	}
+	return fmt.Errorf("%w: %s", kind, reason)
 }
 
 // call sends req to the leader, following redirects and retrying what is
