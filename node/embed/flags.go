@@ -42,7 +42,7 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Advertise, "advertise-client", "", "client address other members give out in redirects (default: --listen; set it when --listen is 0.0.0.0)")
 	fs.StringVar(&c.Node.PeerListen, "peer-listen", "", "raft address to listen on (default: this member's address in --peers, which is what the others dial)")
 	fs.StringVar(&c.HTTP, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
-	fs.StringVar(&c.API, "api", "", "HTTP/JSON API address (POST /v1/acquire, ...; docs/http-api.md) (empty: off)")
+	fs.StringVar(&c.API, "api", "", "API address, HTTP/JSON (POST /v1/acquire, ...; docs/http-api.md) and gRPC (raftlock.v1.Locks; docs/grpc-api.md) on one port (empty: off)")
 	fs.StringVar(&c.AdvertiseAPI, "advertise-api", "", "API address other members redirect API callers to (default: --api; set it when --api is 0.0.0.0)")
 	fs.StringVar(&c.Node.DataDir, "data", "", "data directory (required)")
 	fs.StringVar(&c.Node.DataDir, "dir", "", "alias of --data")
@@ -275,7 +275,7 @@ func (l *LocalFlags) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.PeerPort, "peer-port", 7001, "raft port of member 1 (member N uses this + N-1)")
 	fs.IntVar(&l.ClientPort, "client-port", 8001, "client port of member 1")
 	fs.IntVar(&l.HTTPPort, "http-port", 9001, "HTTP port of member 1")
-	fs.IntVar(&l.APIPort, "api-port", 10001, "HTTP/JSON API port of member 1 (0: no API)")
+	fs.IntVar(&l.APIPort, "api-port", 10001, "API port (HTTP/JSON and gRPC) of member 1 (0: no API)")
 	l.RegisterTuningFlags(fs)
 }
 
