@@ -230,6 +230,15 @@ func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	return nil
 }
 
+// packageFlags makes the flag set of a command whose flags its package
+// defines (register) and parses args with parse: parseNoArgs, or
+// parseHarnessNoArgs for a harness command.
+func packageFlags(name, synopsis string, register func(*flag.FlagSet), parse func(*flag.FlagSet, []string, io.Writer) error, args []string, stderr io.Writer) (*flag.FlagSet, error) {
+	fs := newFlagSet(name, synopsis)
+	register(fs)
+	return fs, parse(fs, args, stderr)
+}
+
 func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
