@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
@@ -38,9 +35,8 @@ func runAcquire(args []string, stdout, stderr io.Writer) error {
 	// Ctrl-C gives a wait up (also when started with SIGINT ignored, by a
 	// script's &): the member leaves the queue, or releases a grant that
 	// reaches it after the caller left (rule 7).
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	sigs, stop := notify(giveUpSignals()...)
+	defer stop()
 	g, err := untilSignal(ctx, sigs, func(ctx context.Context) (client.Grant, error) {
 		return cl.AcquireWith(ctx, client.AcquireRequest{Key: key, Lease: *lease, Wait: *wait, Owner: *owner})
 	}, func(g client.Grant) {

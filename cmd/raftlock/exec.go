@@ -8,10 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
@@ -74,9 +72,8 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	// command runs they are passed on to it, never left to end exec, which
 	// ends only after the command's whole group has. Notify also catches a
 	// SIGINT exec was started with ignored (a script's &).
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
+	sigs, stop := notify(relaySignals()...)
+	defer stop()
 	cl, err := cf.clientAs(*owner)
 	if err != nil {
 		return err

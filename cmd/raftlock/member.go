@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/node/embed"
@@ -38,9 +35,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	hupCtx, stopHUP := context.WithCancel(context.Background())
 	defer stopHUP()
 	reloadOnHUP(hupCtx, []*embed.Member{mb})
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigc)
+	sigc, stop := notify(stopSignals()...)
+	defer stop()
 	select {
 	case sig := <-sigc:
 		mlog.Info("stopping", "signal", sig.String())
