@@ -28,6 +28,14 @@ type clientFlags struct {
 	tls       tlsconfig.Files
 }
 
+// clientFlagSet is the flag set of a command that talks to a cluster, its
+// clientFlags registered.
+func clientFlagSet(name, synopsis string, query bool) (*flag.FlagSet, *clientFlags) {
+	fs, cf := newFlagSet(name, synopsis), &clientFlags{}
+	cf.register(fs, query)
+	return fs, cf
+}
+
 // register adds --endpoints and --timeout; queries add --json too.
 func (c *clientFlags) register(fs *flag.FlagSet, query bool) {
 	def := os.Getenv("RAFTLOCK_ENDPOINTS")

@@ -13,9 +13,7 @@ import (
 )
 
 func runAcquire(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("acquire", "acquire KEY [--lease 10s] [--wait 0s] [--owner TEXT] [--json]")
-	var cf clientFlags
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("acquire", "acquire KEY [--lease 10s] [--wait 0s] [--owner TEXT] [--json]", true)
 	lease := fs.Duration("lease", 10*time.Second, "lease length (10ms..1h)")
 	wait := fs.Duration("wait", 0, "queue for the lock this long (0: fail at once when held)")
 	owner := ownerFlag(fs)
@@ -82,9 +80,7 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 	if name == "renew" {
 		synopsis = "renew KEY --token N [--lease 10s] [--json]"
 	}
-	fs := newFlagSet(name, synopsis)
-	var cf clientFlags
-	cf.register(fs, true)
+	fs, cf := clientFlagSet(name, synopsis, true)
 	token := fs.Uint64("token", 0, "the holder's fencing token (required)")
 	var lease *time.Duration
 	force := new(bool)
@@ -133,9 +129,7 @@ func runHolderCommand(name string, args []string, stdout, stderr io.Writer) erro
 }
 
 func runGet(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("get", "get KEY [--stale] [--json]")
-	var cf clientFlags
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("get", "get KEY [--stale] [--json]", true)
 	stale := fs.Bool("stale", false, "read any member's local state (fast, possibly stale)")
 	key, err := oneKey(fs, args, stderr)
 	if err != nil {

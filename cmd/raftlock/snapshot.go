@@ -40,11 +40,9 @@ func runSnapshot(args []string, stdout, stderr io.Writer) error {
 }
 
 func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("snapshot save", "snapshot save FILE [--json]\n\n"+
+	fs, cf := clientFlagSet("snapshot save", "snapshot save FILE [--json]\n\n"+
 		"Saves the lock table, read by the leader at one applied index, to FILE (written\n"+
-		"atomically) with its SHA-256; `raftlock snapshot restore` seeds a new cluster from it.")
-	var cf clientFlags
-	cf.register(fs, true)
+		"atomically) with its SHA-256; `raftlock snapshot restore` seeds a new cluster from it.", true)
 	file, err := oneArg(fs, args, stderr, "FILE")
 	if err != nil {
 		return err
