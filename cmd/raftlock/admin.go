@@ -37,24 +37,20 @@ func runMember(args []string, stdout, stderr io.Writer) error {
 
 // runMemberList is member list.
 func runMemberList(args []string, stdout, stderr io.Writer) error {
-	var cf clientFlags
-	fs := newFlagSet("member list", "member list [--json]")
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("member list", "member list [--json]", true)
 	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
 	}
 	var out wire.MemberList
-	if err := adminCall(&cf, stdout, wire.AdminMemberList, nil, &out, true); err != nil {
+	if err := adminCall(cf, stdout, wire.AdminMemberList, nil, &out, true); err != nil {
 		return err
 	}
-	return printMembers(stdout, &cf, out, "")
+	return printMembers(stdout, cf, out, "")
 }
 
 // runMemberAdd is member add: a new member, as a learner.
 func runMemberAdd(args []string, stdout, stderr io.Writer) error {
-	var cf clientFlags
-	fs := newFlagSet("member add", "member add --id N --peer-addr HOST:PORT --client-addr HOST:PORT [--json]")
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("member add", "member add --id N --peer-addr HOST:PORT --client-addr HOST:PORT [--json]", true)
 	var a wire.MemberArgs
 	fs.Uint64Var(&a.ID, "id", 0, "the new member's id (never one used before in this cluster)")
 	fs.StringVar(&a.PeerAddr, "peer-addr", "", "the new member's raft address, which the others dial")
@@ -73,7 +69,7 @@ func runMemberAdd(args []string, stdout, stderr io.Writer) error {
 	// A change is safe to repeat: asked again after it applied (its
 	// answer lost), it succeeds unchanged.
 	var out wire.MemberList
-	if err := adminCall(&cf, stdout, wire.AdminMemberAdd, a, &out, true); err != nil {
+	if err := adminCall(cf, stdout, wire.AdminMemberAdd, a, &out, true); err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("added member %d as a learner; start it on an empty data directory with:\n  raftlock node --id %d --join %s --peer-listen %s --listen %s [--http HOST:PORT] --data DIR\nthen promote it once it has caught up: raftlock member promote %d\n",
@@ -81,14 +77,12 @@ func runMemberAdd(args []string, stdout, stderr io.Writer) error {
 	if out.Unchanged {
 		msg = fmt.Sprintf("member %d is already in the configuration at %s (an earlier add applied); nothing changed\n", a.ID, a.PeerAddr)
 	}
-	return printMembers(stdout, &cf, out, msg)
+	return printMembers(stdout, cf, out, msg)
 }
 
 // runMemberChange is member promote and member remove.
 func runMemberChange(sub string, args []string, stdout, stderr io.Writer) error {
-	var cf clientFlags
-	fs := newFlagSet("member "+sub, "member "+sub+" N [--json]")
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("member "+sub, "member "+sub+" N [--json]", true)
 	pos, rest, err := parse(fs, args, stderr)
 	if err != nil {
 		return err
@@ -105,7 +99,7 @@ func runMemberChange(sub string, args []string, stdout, stderr io.Writer) error 
 		name = wire.AdminMemberRemove
 	}
 	var out wire.MemberList
-	if err := adminCall(&cf, stdout, name, wire.MemberArgs{ID: id}, &out, true); err != nil {
+	if err := adminCall(cf, stdout, name, wire.MemberArgs{ID: id}, &out, true); err != nil {
 		return err
 	}
 	var msg string
@@ -119,7 +113,7 @@ func runMemberChange(sub string, args []string, stdout, stderr io.Writer) error 
 	default:
 		msg = fmt.Sprintf("removed member %d; it stops itself once it learns so (stop its process if it is unreachable)\n", id)
 	}
-	return printMembers(stdout, &cf, out, msg)
+	return printMembers(stdout, cf, out, msg)
 }
 
 // runLeader moves leadership (leader transfer [--to N]).
@@ -131,16 +125,14 @@ func runLeader(args []string, stdout, stderr io.Writer) error {
 		}
 		return usageErr("want: leader transfer [--to N]")
 	}
-	fs := newFlagSet("leader transfer", "leader transfer [--to N] [--json]")
-	var cf clientFlags
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("leader transfer", "leader transfer [--to N] [--json]", true)
 	var a wire.TransferArgs
 	fs.Uint64Var(&a.To, "to", 0, "the voter to hand leadership to (default: the most up-to-date other voter)")
 	if err := parseNoArgs(fs, args[1:], stderr); err != nil {
 		return err
 	}
 	var out wire.TransferResult
-	if err := adminCall(&cf, stdout, wire.AdminLeaderTransfer, a, &out, false); err != nil {
+	if err := adminCall(cf, stdout, wire.AdminLeaderTransfer, a, &out, false); err != nil {
 		return err
 	}
 	if cf.json {

@@ -9,9 +9,7 @@ import (
 
 func runBench(args []string, stdout, stderr io.Writer) error {
 	var c bench.Command
-	fs := newFlagSet("bench", bench.Synopsis)
-	c.RegisterFlags(fs)
-	if err := parseNoArgs(fs, args, stderr); err != nil {
+	if _, err := packageFlags("bench", bench.Synopsis, c.RegisterFlags, parseNoArgs, args, stderr); err != nil {
 		return err
 	}
 	if err := c.Check(); err != nil {

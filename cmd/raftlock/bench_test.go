@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,9 +61,7 @@ func decodeJSON[T any](t *testing.T, what string, b []byte) T {
 // of the size asked, the fill's rate, the idle leader's CPU, a follower's
 // catch-up and a member's join by snapshot, and scale.md and scale.png.
 func TestBenchHeldMeasuresEachTableSize(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "results")
 	r := runCLI(t, bin, nil, "bench", "--held", "0,200", "--key-size", "250", "--clients", "1,4", "--duration", "500ms",
@@ -113,9 +109,7 @@ func TestBenchHeldMeasuresEachTableSize(t *testing.T) {
 // bench --held against a cluster it did not start releases every lock it
 // took: after a run to the end, and after Ctrl-C in the middle of the fill.
 func TestBenchHeldOnEndpointsLeavesNoLockHeld(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	c, ctx, cl := readyProcessCluster(t, 3*time.Minute)
 	eps := strings.Join(c.endpoints(), ",")
 	r := runCLI(t, c.bin, nil, "bench", "--endpoints", eps, "--held", "300", "--key-size", "250", "--clients", "2",
@@ -143,11 +137,9 @@ func TestBenchHeldOnEndpointsLeavesNoLockHeld(t *testing.T) {
 		}
 	}()
 	waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n >= 100 })
-	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
+	err := interrupt(cmd)
 	<-done
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+	if exitCode(err) != exitInterrupted {
 		t.Fatalf("interrupted bench --held: %v, want exit %d\n%s", err, exitInterrupted, tail.String())
 	}
 	if !strings.Contains(tail.String(), "released") {
@@ -161,9 +153,7 @@ func TestBenchHeldOnEndpointsLeavesNoLockHeld(t *testing.T) {
 // their clients hold locks and wait for more. The leases are an hour, so
 // a lock still held when the wait ends was left behind, not expiring.
 func TestBenchOnEndpointsLeavesNoLockHeld(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	c, ctx, cl := readyProcessCluster(t, 3*time.Minute)
 	eps := strings.Join(c.endpoints(), ",")
 	r := runCLI(t, c.bin, nil, "bench", "--endpoints", eps, "--workload", "uncontended,contended,mixed", "--clients", "64",
@@ -183,9 +173,7 @@ func TestBenchOnEndpointsLeavesNoLockHeld(t *testing.T) {
 		}
 		t.Cleanup(func() { cmd.Process.Kill() })
 		waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n > 0 })
-		cmd.Process.Signal(syscall.SIGINT)
-		var ee *exec.ExitError
-		if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		if err := interrupt(cmd); exitCode(err) != exitInterrupted {
 			t.Fatalf("interrupted bench --endpoints --workload %s: %v, want exit %d\n%s", w, err, exitInterrupted, stderr.String())
 		}
 		waitLocks(ctx, t, cl, c.endpoints(), func(n uint64) bool { return n == 0 })
@@ -258,9 +246,7 @@ func readBenchJSON(t *testing.T, dir string) benchJSON {
 // mutual TLS, and the bench's clients complete ops with a client
 // certificate; the metrics (entries per fsync) come over HTTPS.
 func TestBenchTLSStartsSecuredCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	bin := buildBinary(t)
 	data, out := t.TempDir(), filepath.Join(t.TempDir(), "results")
 	r := runCLI(t, bin, nil, "bench", "--tls", "--clients", "4", "--duration", "1s", "--warmup", "200ms",
@@ -287,9 +273,7 @@ func TestBenchTLSStartsSecuredCluster(t *testing.T) {
 // certificate, key and CA come from RAFTLOCK_CERT/KEY/CA (and the
 // endpoints from RAFTLOCK_ENDPOINTS), as for every other command.
 func TestBenchEndpointsWithClientCertificate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	tc := newTLSCluster(t, "")
 	out := filepath.Join(t.TempDir(), "results")
 	r := runCLI(t, tc.bin, tc.as("admin"), "bench", "--clients", "4", "--duration", "1s", "--warmup", "200ms", "--out", out)
@@ -318,9 +302,7 @@ func TestBenchTLSFlagsAreCheckedFirst(t *testing.T) {
 // Ctrl-C in the middle of a bench keeps what was already measured: the
 // results are written, marked partial, and the exit status says so.
 func TestBenchInterruptedWritesPartialResults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "results")
 	cmd := exec.Command(bin, "bench", "--clients", "1,2", "--workload", "uncontended", "--duration", "2s",
@@ -338,10 +320,7 @@ func TestBenchInterruptedWritesPartialResults(t *testing.T) {
 		}
 	}()
 	time.Sleep(200 * time.Millisecond) // into the second run
-	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+	if err := interrupt(cmd); exitCode(err) != exitInterrupted {
 		t.Fatalf("interrupted bench: %v, want exit %d", err, exitInterrupted)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "bench.json"))

@@ -8,10 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
@@ -23,13 +21,11 @@ import (
 const execSynopsis = "raftlock exec KEY [flags] -- COMMAND [ARGS...]"
 
 func runExec(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] [--kill-after 5s] [--owner TEXT] -- COMMAND [ARGS...]\n\n"+
+	fs, cf := clientFlagSet("exec", "exec KEY [--lease 10s] [--wait 30s] [--kill-after 5s] [--owner TEXT] -- COMMAND [ARGS...]\n\n"+
 		"Runs COMMAND holding the lock, with RAFTLOCK_TOKEN (its fencing token) and RAFTLOCK_LOCK_KEY\n"+
 		"in its environment, renewing the lease every third of it. Exits with COMMAND's status\n"+
 		"(128+n when signal n ended it; 127 not found, 126 not runnable), 1 when the lock was lost,\n"+
-		"3 when --wait ran out, 128+n when signal n came while waiting (nothing ran).")
-	var cf clientFlags
-	cf.register(fs, false)
+		"3 when --wait ran out, 128+n when signal n came while waiting (nothing ran).", false)
 	lease := fs.Duration("lease", 10*time.Second, "lease length, renewed every third of it")
 	wait := fs.Duration("wait", 30*time.Second, "queue for the lock this long")
 	killAfter := fs.Duration("kill-after", 5*time.Second,
@@ -74,15 +70,14 @@ func runExec(args []string, stdout, stderr io.Writer) error {
 	// command runs they are passed on to it, never left to end exec, which
 	// ends only after the command's whole group has. Notify also catches a
 	// SIGINT exec was started with ignored (a script's &).
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
+	sigs, stop := notify(relaySignals()...)
+	defer stop()
 	cl, err := cf.clientAs(*owner)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	lk, err := lockOrSignal(cl, &cf, key, *lease, *wait, sigs)
+	lk, err := lockOrSignal(cl, cf, key, *lease, *wait, sigs)
 	if err != nil {
 		return err
 	}

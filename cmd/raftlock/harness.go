@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos"
+	"github.com/raftlock/raftlock/chaos/sim/swarm"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/internal/reportdir"
 )
@@ -34,7 +34,7 @@ func verdictErr(v *checker.Verdict) error {
 // the names of the files this run wrote there.
 func printVerdict(v *checker.Verdict, out string, written []string, asJSON bool, stdout io.Writer) {
 	if asJSON {
-		json.NewEncoder(stdout).Encode(v)
+		printJSON(stdout, v)
 		return
 	}
 	v.Summary(stdout)
@@ -130,14 +130,37 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	return verdictErr(v)
 }
 
+// runSim runs one seed, or with --seeds a swarm of them; like chaos and
+// check it exits 3 when it could not produce a verdict (bad flags
+// included), so a failure of its own never reads as a verdict.
+func runSim(args []string, stdout, stderr io.Writer) error {
+	var c swarm.Command
+	fs, err := packageFlags("sim", swarm.Synopsis, c.RegisterFlags, parseHarnessNoArgs, args, stderr)
+	if err != nil {
+		return err
+	}
+	many, err := c.Check()
+	if err != nil {
+		return harnessErr(err)
+	}
+	if !many {
+		return c.RunSeed(stdout, stderr)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return harnessErr(err)
+	}
+	ctx, stop := untilInterrupted()
+	defer stop()
+	return c.RunSwarm(ctx, exe, fs, stdout, stderr)
+}
+
 // runChaosClient is one workload client process of raftlock chaos
 // --client-procs: its history events and store accesses go to the
 // harness as JSON lines on stdout, answered on stdin.
 func runChaosClient(args []string, stdout, stderr io.Writer) error {
 	var f chaos.ClientFlags
-	fs := newFlagSet("chaos-client", chaos.ClientSynopsis)
-	f.RegisterFlags(fs)
-	if err := parseHarnessNoArgs(fs, args, stderr); err != nil {
+	if _, err := packageFlags("chaos-client", chaos.ClientSynopsis, f.RegisterFlags, parseHarnessNoArgs, args, stderr); err != nil {
 		return err
 	}
 	ctx, stop := untilInterrupted()

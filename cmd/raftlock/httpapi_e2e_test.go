@@ -25,9 +25,7 @@ import (
 // the same values wherever a run cannot change them (tokens, times and
 // digests can).
 func TestHTTPAPIDocExamplesRunAsPrinted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed: the examples of docs/http-api.md are curl commands")
 	}
@@ -37,16 +35,8 @@ func TestHTTPAPIDocExamplesRunAsPrinted(t *testing.T) {
 	for i := range ranges {
 		ranges[i] = freeRange(t, 3)
 	}
-	cmd := exec.Command(bin, "cluster", "--peer-port", strconv.Itoa(ranges[0]), "--client-port", strconv.Itoa(ranges[1]),
+	startLocalCluster(t, bin, t.TempDir(), "--peer-port", strconv.Itoa(ranges[0]), "--client-port", strconv.Itoa(ranges[1]),
 		"--http-port", strconv.Itoa(ranges[2]), "--api-port", strconv.Itoa(ranges[3]))
-	cmd.Dir = t.TempDir()
-	sc := startScanning(t, cmd, cmd.StdoutPipe)
-	for sc.Scan() && !strings.HasPrefix(sc.Text(), "endpoints:") {
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
 	api := func(id int) string { return "127.0.0.1:" + strconv.Itoa(ranges[3]+id-1) }
 	var endpoints []string
 	for id := 1; id <= 3; id++ {

@@ -230,6 +230,32 @@ func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	return nil
 }
 
+// oneKey parses a command that takes exactly one KEY argument.
+func oneKey(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
+	return oneArg(fs, args, stderr, "KEY")
+}
+
+// oneArg parses a command that takes exactly one argument, named what.
+func oneArg(fs *flag.FlagSet, args []string, stderr io.Writer, what string) (string, error) {
+	pos, rest, err := parse(fs, args, stderr)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 || rest != nil {
+		return "", argErr(fs, "want exactly one %s", what)
+	}
+	return pos[0], nil
+}
+
+// packageFlags makes the flag set of a command whose flags its package
+// defines (register) and parses args with parse: parseNoArgs, or
+// parseHarnessNoArgs for a harness command.
+func packageFlags(name, synopsis string, register func(*flag.FlagSet), parse func(*flag.FlagSet, []string, io.Writer) error, args []string, stderr io.Writer) (*flag.FlagSet, error) {
+	fs := newFlagSet(name, synopsis)
+	register(fs)
+	return fs, parse(fs, args, stderr)
+}
+
 func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {

@@ -4,20 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/node/embed"
 )
 
 func runNode(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("node", "node --id N --peers 1=HOST:PORT,... --listen HOST:PORT --http HOST:PORT --data DIR")
 	var m embed.Flags
-	m.RegisterFlags(fs)
-	if err := parseNoArgs(fs, args, stderr); err != nil {
+	if _, err := packageFlags("node", "node --id N --peers 1=HOST:PORT,... --listen HOST:PORT --http HOST:PORT --data DIR", m.RegisterFlags, parseNoArgs, args, stderr); err != nil {
 		return err
 	}
 	log, err := m.Logger(stderr)
@@ -41,9 +35,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	hupCtx, stopHUP := context.WithCancel(context.Background())
 	defer stopHUP()
 	reloadOnHUP(hupCtx, []*embed.Member{mb})
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigc)
+	sigc, stop := notify(stopSignals()...)
+	defer stop()
 	select {
 	case sig := <-sigc:
 		mlog.Info("stopping", "signal", sig.String())
@@ -61,10 +54,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 }
 
 func runCluster(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("cluster", "cluster [--nodes 3] [--data DIR]")
 	var l embed.LocalFlags
-	l.RegisterFlags(fs)
-	if err := parseNoArgs(fs, args, stderr); err != nil {
+	if _, err := packageFlags("cluster", "cluster [--nodes 3] [--data DIR]", l.RegisterFlags, parseNoArgs, args, stderr); err != nil {
 		return err
 	}
 	if err := l.Check(); err != nil {
@@ -88,6 +79,3 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "stopping")
 	return nil
 }
-
-// plural is "1 member", "3 members".
-func plural(n int, one, many string) string { return cliflag.Plural(n, one, many) }

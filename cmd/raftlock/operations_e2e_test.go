@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +13,9 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	membercore "github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/peer"
 )
 
 // lockLoop is clients that acquire and release their own key in a loop
@@ -97,9 +102,7 @@ func (l *lockLoop) progress(ctx context.Context, t *testing.T, what string) {
 // configuration; locks taken before keep their tokens; acquire and
 // release keep working throughout without an error reaching a caller.
 func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	c, ctx, cl := readyProcessCluster(t, 2*time.Minute)
 	held := holdLocks(ctx, t, cl, "held-0", "held-1", "held-2")
 	loop := startLockLoop(cl, 4, "loop")
@@ -226,9 +229,7 @@ func TestMembershipReplaceAMemberWithRealProcesses(t *testing.T) {
 // a request), a stopped leader hands leadership over, and the loop never
 // stops.
 func TestRollingRestartWithSIGTERMFailsNoCall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	c, ctx, cl := readyProcessCluster(t, 3*time.Minute)
 	loop := startLockLoop(cl, 16, "rolling")
 	loop.progress(ctx, t, "before the restarts")
@@ -273,4 +274,120 @@ func TestRollingRestartWithSIGTERMFailsNoCall(t *testing.T) {
 	if limit := 10 * time.Second; pause > limit {
 		t.Fatalf("the lock loop stalled for %v (one client's cycle took up to %v): no lock call completed for over %v", pause, cycle, limit)
 	}
+}
+
+// Rule guarded: a member follows any leader its peers elected. A voter
+// that was down while a member was added, promoted and made leader
+// restarts with a log and --peers that do not name that member; it must
+// still take its hello and its messages, answer it, and catch up.
+func TestStaleVoterCatchesUpWithLeaderAddedWhileItWasDown(t *testing.T) {
+	startsProcesses(t)
+	c, ctx, cl := readyProcessCluster(t, 2*time.Minute)
+	holdLocks(ctx, t, cl, "a")
+	m3 := c.members[2]
+	c.stop(m3)
+	eps := strings.Join([]string{c.members[0].client, c.members[1].client}, ",")
+	m4 := c.addJoiner(4, eps)
+	c.members = append(c.members, m4)
+	c.start(m4)
+	waitUntil(ctx, t, "promotion", func() bool {
+		code, _ := c.run("member", "promote", "--endpoints", eps, "4")
+		return code == 0
+	})
+	eps4 := eps + "," + m4.client
+	waitUntil(ctx, t, "transfer to 4", func() bool {
+		code, _ := c.run("leader", "transfer", "--endpoints", eps4, "--to", "4")
+		return code == 0
+	})
+	c.start(m3) // with --peers naming members 1 to 3 only
+	holdLocks(ctx, t, newClient(t, strings.Split(eps4, ",")), "k0", "k1", "k2", "k3", "k4")
+	lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer lcancel()
+	var a3, a4 float64
+	caughtUp := func() bool {
+		var err3, err4 error
+		a3, err3 = m3.metric(lctx, "raftlock_applied_index")
+		a4, err4 = m4.metric(lctx, "raftlock_applied_index")
+		return err3 == nil && err4 == nil && a3 == a4 && a3 > 0
+	}
+	for !caughtUp() {
+		select {
+		case <-lctx.Done():
+			t.Fatalf("member 3 applied %v, leader 4 applied %v after 20s\nmember 3 log:\n%s\nmember 4 log:\n%s", a3, a4, c.log(m3), c.log(m4))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Rule guarded: a joiner's first start is all or nothing. A joiner that
+// crashed after seeding its store and before storing its identity (cluster
+// id, incarnation) must join again when restarted with --join, not restart
+// from its log as a member of no cluster (it would derive a cluster id of
+// its own and be refused by every peer).
+func TestJoinerThatCrashedBeforeItsIdentityJoinsAgain(t *testing.T) {
+	startsProcesses(t)
+	c, ctx, cl := readyProcessCluster(t, 2*time.Minute)
+	holdLocks(ctx, t, cl, "a")
+	eps := strings.Join(c.endpoints(), ",")
+	m4 := c.addJoiner(4, eps)
+
+	// The crash: the joiner's store is seeded as its first start seeds it,
+	// and the process dies before identity.json is written.
+	clusterID := storedClusterID(t, c.dataDir(1))
+	dir := c.dataDir(4)
+	bootstrap := map[uint64]string{}
+	for _, m := range c.members {
+		bootstrap[uint64(m.id)] = m.peer
+	}
+	cid, err := peer.ParseClusterID(clusterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{
+		Config:     membercore.Config{ID: 4, Peers: map[uint64]string{4: m4.peer}},
+		DataDir:    dir,
+		ClientAddr: m4.client,
+		Join:       &node.Join{ClusterID: cid, Bootstrap: bootstrap, Members: map[uint64]string{4: m4.peer}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	for _, f := range []string{"identity.json", "peers.json"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+
+	c.members = append(c.members, m4)
+	c.start(m4)
+	jctx, jcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer jcancel()
+	waitUntil(jctx, t, "member 4 to catch up", func() bool {
+		a1, err1 := c.members[0].metric(jctx, "raftlock_applied_index")
+		a4, err4 := m4.metric(jctx, "raftlock_applied_index")
+		if !m4.running() {
+			t.Fatalf("member 4 exited:\n%s", c.log(m4))
+		}
+		return err1 == nil && err4 == nil && a4 == a1 && a4 > 0
+	})
+	if got := storedClusterID(t, dir); got != clusterID {
+		t.Fatalf("member 4 stored cluster id %s, the cluster's is %s\n%s", got, clusterID, c.log(m4))
+	}
+}
+
+// storedClusterID reads the cluster id a data directory stores.
+func storedClusterID(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "identity.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id struct {
+		ClusterID string `json:"cluster_id"`
+	}
+	if err := json.Unmarshal(b, &id); err != nil {
+		t.Fatal(fmt.Errorf("%s: %w", dir, err))
+	}
+	return id.ClusterID
 }

@@ -58,21 +58,8 @@ func TestOverload(t *testing.T) {
 		maxKeys       = 500
 		rssLimit      = 512 << 20
 	)
-	c := newProcessCluster(t, 3, "--log-level", "warn",
+	c, ctx, _ := readyProcessClusterWith(t, *overloadDuration+2*time.Minute, "--log-level", "warn",
 		"--max-waiters-per-key", strconv.Itoa(waitersPerKey), "--max-keys", strconv.Itoa(maxKeys))
-	ctx, cancel := context.WithTimeout(context.Background(), *overloadDuration+2*time.Minute)
-	defer cancel()
-	probe, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
-	waitUntil(ctx, t, "a leader", func() bool {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		defer pcancel()
-		_, err := probe.Get(pctx, "probe")
-		return err == nil
-	})
 
 	// Resident memory of every member, sampled until the clients are done.
 	var peak [3]atomic.Int64

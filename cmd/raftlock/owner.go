@@ -58,7 +58,7 @@ func checkOwnerLen(owner string) error {
 
 // forceRelease is release --force: an operator frees a lock whatever its
 // token. It prints the token that held the key.
-func forceRelease(cf clientFlags, key string, stdout io.Writer) error {
+func forceRelease(cf *clientFlags, key string, stdout io.Writer) error {
 	cl, ctx, done, err := cf.connect(0)
 	if err != nil {
 		return err
@@ -94,9 +94,7 @@ type listedLock struct {
 }
 
 func runList(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("list", "list [PREFIX] [--limit 100] [--after LAST] [--stale] [--json]\n\nPREFIX (default: every key) and LAST, the last key of the page before, are at most 256 bytes.")
-	var cf clientFlags
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("list", "list [PREFIX] [--limit 100] [--after LAST] [--stale] [--json]\n\nPREFIX (default: every key) and LAST, the last key of the page before, are at most 256 bytes.", true)
 	limit := fs.Int("limit", 100, "at most this many locks (1..1000; a page may hold fewer when keys are long)")
 	after := fs.String("after", "", "list from the first key after this one: the last key of the previous page")
 	stale := fs.Bool("stale", false, "read any member's local state (fast, possibly stale)")

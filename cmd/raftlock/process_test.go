@@ -1,15 +1,11 @@
 package main
 
-// The helpers of the tests that run the raftlock binary: one run of it
-// (runCLI), and clusters of `raftlock node` processes (processCluster).
+// The helpers of the tests that run clusters of `raftlock node` processes
+// (processCluster); binary_test.go runs the binary itself.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +17,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
-	"github.com/raftlock/raftlock/internal/procattr"
 	"github.com/raftlock/raftlock/internal/promtext"
-	"github.com/raftlock/raftlock/internal/testbin"
 	"github.com/raftlock/raftlock/node/embed"
 )
 
@@ -51,8 +45,6 @@ type processCluster struct {
 	// flags (default: listen where the others dial it).
 	listenArgs func(m *processMember) []string
 }
-
-func buildBinary(t *testing.T) string { return testbin.Build(t, ".") }
 
 func newProcessCluster(t *testing.T, size int, extra ...string) *processCluster {
 	t.Helper()
@@ -86,7 +78,7 @@ func (c *processCluster) endpoints() []string {
 
 func (c *processCluster) start(m *processMember) {
 	c.t.Helper()
-	a := embed.Args{ID: uint64(m.id), Listen: m.client, HTTP: m.httpAddr, Data: filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id)), Extra: c.extra}
+	a := embed.Args{ID: uint64(m.id), Listen: m.client, HTTP: m.httpAddr, Data: c.dataDir(m.id), Extra: c.extra}
 	if c.listenArgs != nil {
 		a.Listen, a.Extra = "", append(c.listenArgs(m), c.extra...)
 	}
@@ -100,22 +92,13 @@ func (c *processCluster) start(m *processMember) {
 			}
 		}
 	}
-	logf, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	m.cmd = exec.Command(c.bin, a.Argv()...)
-	m.cmd.Stdout, m.cmd.Stderr = logf, logf
-	m.cmd.SysProcAttr = procattr.DieWithParent()
-	if err := m.cmd.Start(); err != nil {
-		c.t.Fatalf("start member %d: %v", m.id, err)
-	}
-	m.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		cmd.Wait()
-		logf.Close()
-		close(done)
-	}(m.cmd, m.exited)
+	m.cmd, m.exited = spawn(c.t, c.bin, filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), a.Argv())
+}
+
+// dataDir is member id's data directory (that member may not be started
+// yet, or not be a member at all).
+func (c *processCluster) dataDir(id int) string {
+	return filepath.Join(c.dir, fmt.Sprintf("data-%d", id))
 }
 
 func (c *processCluster) kill(m *processMember) {
@@ -167,11 +150,7 @@ func readyProcessClusterWith(t *testing.T, d time.Duration, extra ...string) (*p
 	c := newProcessCluster(t, 3, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
+	cl := newClient(t, c.endpoints())
 	waitUntil(ctx, t, "a leader", func() bool {
 		actx, acancel := context.WithTimeout(ctx, time.Second)
 		defer acancel()
@@ -179,6 +158,24 @@ func readyProcessClusterWith(t *testing.T, d time.Duration, extra ...string) (*p
 		return err == nil
 	})
 	return c, ctx, cl
+}
+
+// freePort is one free loopback port, as a flag value.
+func freePort(t *testing.T) string {
+	t.Helper()
+	_, port, _ := strings.Cut(freeport.For(t), ":")
+	return port
+}
+
+// newClient is a client of eps, closed when the test ends.
+func newClient(t *testing.T, eps []string) *client.Client {
+	t.Helper()
+	cl, err := client.New(eps, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 // holdLocks acquires each key with a one-hour lease, each tried until it
@@ -233,34 +230,12 @@ func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool)
 	}
 }
 
-// startScanning starts cmd and scans the output pipe gives (its
-// StdoutPipe or StderrPipe); the process is killed when the test ends.
-func startScanning(t *testing.T, cmd *exec.Cmd, pipe func() (io.ReadCloser, error)) *bufio.Scanner {
-	t.Helper()
-	r, err := pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	return bufio.NewScanner(r)
-}
-
-// run runs the CLI binary with args and returns its exit code and output.
+// run runs the CLI binary with args and returns its exit code and its
+// output, stdout then stderr.
 func (c *processCluster) run(args ...string) (int, string) {
 	c.t.Helper()
-	out, err := exec.Command(c.bin, args...).CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
-	}
-	c.t.Fatalf("run %v: %v", args, err)
-	return 0, ""
+	r := runCLI(c.t, c.bin, nil, args...)
+	return r.code, r.stdout + r.stderr
 }
 
 // stop sends m SIGTERM and waits for it to exit; it must exit 0.
@@ -278,7 +253,6 @@ func (c *processCluster) stop(m *processMember) {
 	m.cmd = nil
 }
 
-// newMember allocates the addresses of a member to be added.
 // addJoiner adds member id (fresh addresses) to the cluster through eps
 // with member add, to join with --join eps; it is not started.
 func (c *processCluster) addJoiner(id int, eps string) *processMember {
@@ -291,44 +265,8 @@ func (c *processCluster) addJoiner(id int, eps string) *processMember {
 	return m
 }
 
+// newMember allocates the addresses of a member to be added.
 func newMember(t *testing.T, id int) *processMember {
-	m := &processMember{id: id}
-	for _, a := range []*string{&m.peer, &m.client, &m.httpAddr} {
-		addr, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		*a = addr
-	}
-	return m
-}
-
-// cliResult is one CLI run.
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
-
-// runCLI runs the binary with args and the environment env (added to
-// this process's, without any RAFTLOCK_* of its own).
-func runCLI(t *testing.T, bin string, env []string, args ...string) cliResult {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "RAFTLOCK_") {
-			cmd.Env = append(cmd.Env, e)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return cliResult{out.String(), errb.String(), code}
+	return &processMember{id: id, peer: freeport.For(t), client: freeport.For(t), httpAddr: freeport.For(t)}
 }

@@ -11,20 +11,8 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
-	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/syncio"
 )
-
-// freePort is one free loopback port, as a flag value.
-func freePort(t *testing.T) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := strings.Cut(addr, ":")
-	return port
-}
 
 // refusal runs a command that must refuse to start. One that starts
 // instead (it would run until Ctrl-C) fails the test rather than hanging

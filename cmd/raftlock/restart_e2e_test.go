@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
-	"github.com/raftlock/raftlock/internal/syncio"
 	"github.com/raftlock/raftlock/node/embed"
 )
 
@@ -24,29 +20,18 @@ import (
 // cluster must converge on one digest, and locks taken with a one-hour lease
 // before the kills must still be held with their tokens.
 func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	c, ctx, cl := readyProcessClusterWith(t, 4*time.Minute, "--snapshot-every", "50", "--snapshot-keep", "20", "--log-level", "warn")
 	held := holdLocks(ctx, t, cl, "held-0", "held-1", "held-2")
 
 	// Load for the whole test, through every kill and restart (it sees
 	// errors while members restart; it only has to keep the log moving).
-	loadOut := syncio.NewBuffer()
-	load := exec.CommandContext(ctx, c.bin, "bench", "--endpoints", strings.Join(c.endpoints(), ","),
+	loadLog := filepath.Join(c.dir, "bench.log")
+	load, loadDone := spawn(t, c.bin, loadLog, []string{"bench", "--endpoints", strings.Join(c.endpoints(), ","),
 		"--clients", "8", "--workload", "uncontended", "--warmup", "0s", "--duration", "10m", "--lease", "2s",
-		"--out", filepath.Join(c.dir, "bench"))
-	load.Stdout, load.Stderr = loadOut, loadOut
-	if err := load.Start(); err != nil {
-		t.Fatal(err)
-	}
-	loadDone := make(chan struct{})
-	go func() {
-		load.Wait()
-		close(loadDone)
-	}()
+		"--out", filepath.Join(c.dir, "bench")})
 	defer func() {
-		load.Process.Signal(syscall.SIGINT)
+		load.Process.Signal(os.Interrupt)
 		<-loadDone
 	}()
 	for round := 1; round <= 3; round++ {
@@ -55,7 +40,8 @@ func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
 			waitUntil(ctx, t, fmt.Sprintf("member %d to take a snapshot under load (round %d)", m.id, round), func() bool {
 				select {
 				case <-loadDone:
-					t.Fatalf("the bench load stopped:\n%s", loadOut.String())
+					out, _ := os.ReadFile(loadLog)
+					t.Fatalf("the bench load stopped:\n%s", out)
 				default:
 				}
 				v, err := m.metric(ctx, "raftlock_snapshots_total")
@@ -115,9 +101,7 @@ func TestEveryMemberSurvivesKill9WithSnapshotsUnderLoad(t *testing.T) {
 
 // A second member started on a data directory in use says so plainly.
 func TestSecondMemberOnSameDataDirectoryRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	c := newProcessCluster(t, 1, "--log-level", "warn")
 	m := c.members[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -126,14 +110,9 @@ func TestSecondMemberOnSameDataDirectoryRefused(t *testing.T) {
 		_, err := m.metric(ctx, "raftlock_applied_index")
 		return err == nil
 	})
-	other, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.CommandContext(ctx, c.bin, "node", "--id", "1", "--peers", "1="+m.peer, "--listen", other,
-		"--data", filepath.Join(c.dir, "data-1")).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "in use by another process") {
-		t.Fatalf("second member on the same data directory: %v\n%s", err, out)
+	code, stderr := refusal(t, "node", "--id", "1", "--peers", "1="+m.peer, "--listen", freeport.For(t), "--data", c.dataDir(1))
+	if code == 0 || !strings.Contains(stderr, "in use by another process") {
+		t.Fatalf("second member on the same data directory: exit %d\n%s", code, stderr)
 	}
 }
 
@@ -141,19 +120,13 @@ func TestSecondMemberOnSameDataDirectoryRefused(t *testing.T) {
 // advertise: redirects and status name --advertise-client, and peers dial
 // the --peers address while the member listens on --peer-listen.
 func TestMembersListeningOnAllInterfacesAdvertiseReachableAddresses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	port := func(addr string) string { _, p, _ := strings.Cut(addr, ":"); return p }
 	c := newProcessClusterWith(t, 3, func(m *processMember) []string {
 		return []string{"--listen", "0.0.0.0:" + port(m.client), "--advertise-client", m.client,
 			"--peer-listen", "0.0.0.0:" + port(m.peer)}
 	}, "--log-level", "warn", "--insecure") // all interfaces without certificates: --insecure says so
-	cl, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, c.endpoints())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	waitUntil(ctx, t, "a leader that follower redirects name by its advertised address", func() bool {
@@ -183,77 +156,31 @@ func TestMembersListeningOnAllInterfacesAdvertiseReachableAddresses(t *testing.T
 // `raftlock cluster` without --data keeps its state in ./raftlock-data and
 // finds it again on restart: tokens carry on instead of starting at 1.
 func TestClusterReusesDefaultDataDirectory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	bin := buildBinary(t)
 	work := t.TempDir()
-	port := func() string {
-		addr, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, p, _ := strings.Cut(addr, ":")
-		return p
-	}
-	peer, cport, hport, aport := port(), port(), port(), port()
-	endpoint := "127.0.0.1:" + cport
-	start := func() (*exec.Cmd, string) {
-		t.Helper()
-		cmd := exec.Command(bin, "cluster", "--nodes", "1", "--peer-port", peer, "--client-port", cport, "--http-port", hport, "--api-port", aport)
-		cmd.Dir = work
-		cmd.Stderr = os.Stderr
-		sc := startScanning(t, cmd, cmd.StdoutPipe)
-		var banner string
-		for sc.Scan() {
-			banner += sc.Text() + "\n"
-			if strings.HasPrefix(sc.Text(), "endpoints:") {
-				break
-			}
-		}
-		go func() {
-			for sc.Scan() {
-			}
-		}()
-		return cmd, banner
-	}
-	stop := func(cmd *exec.Cmd) {
-		cmd.Process.Signal(syscall.SIGINT)
-		cmd.Wait()
-	}
+	peer, cport, hport, aport := freePort(t), freePort(t), freePort(t), freePort(t)
+	cl := newClient(t, []string{"127.0.0.1:" + cport})
+	args := []string{"--nodes", "1", "--peer-port", peer, "--client-port", cport, "--http-port", hport, "--api-port", aport}
 	acquire := func(key string) uint64 {
 		t.Helper()
-		cl, err := client.New([]string{endpoint}, client.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		for {
-			g, err := cl.Acquire(ctx, key, time.Hour, 0)
-			if err == nil {
-				return g.Token
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("acquire %s: %v", key, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		return holdLocks(ctx, t, cl, key)[key]
 	}
 
-	cmd, banner := start()
+	cmd, banner := startLocalCluster(t, bin, work, args...)
 	want := filepath.Join(work, embed.DefaultLocalData)
 	if !strings.Contains(banner, "raftlock cluster: 1 member, data in "+want+" (new)") {
 		t.Fatalf("first start does not say where its data is:\n%s", banner)
 	}
 	first := acquire("a")
-	stop(cmd)
+	interrupt(cmd)
 	if _, err := os.Stat(filepath.Join(want, "1")); err != nil {
 		t.Fatalf("no member data in the default directory: %v", err)
 	}
-	cmd, banner = start()
-	defer stop(cmd)
+	cmd, banner = startLocalCluster(t, bin, work, args...)
+	defer interrupt(cmd)
 	if !strings.Contains(banner, "data in "+want+" (reused") {
 		t.Fatalf("restart does not say it reused its data:\n%s", banner)
 	}

@@ -51,20 +51,32 @@ func untilSignal[T any](ctx context.Context, sigs <-chan os.Signal, call func(co
 	}
 }
 
+// notify relays sigs to the channel it returns until stop is called.
+func notify(sigs ...os.Signal) (ch <-chan os.Signal, stop func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, sigs...)
+	return c, func() { signal.Stop(c) }
+}
+
+// The signals the CLI catches: Ctrl-C and SIGTERM stop a process; a
+// terminal's SIGHUP also gives up a wait for a lock; exec passes SIGQUIT
+// on to its command as well.
+func stopSignals() []os.Signal   { return []os.Signal{syscall.SIGINT, syscall.SIGTERM} }
+func giveUpSignals() []os.Signal { return append(stopSignals(), syscall.SIGHUP) }
+func relaySignals() []os.Signal  { return append(giveUpSignals(), syscall.SIGQUIT) }
+
 // waitForSignal waits for Ctrl-C or SIGTERM, and says which came.
 func waitForSignal() os.Signal {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(ch)
+	ch, stop := notify(stopSignals()...)
+	defer stop()
 	return <-ch
 }
 
 // reloadOnHUP reloads certificates and ACL on every SIGHUP until ctx ends.
 func reloadOnHUP(ctx context.Context, mbs []*embed.Member) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGHUP)
+	ch, stop := notify(syscall.SIGHUP)
 	go func() {
-		defer signal.Stop(ch)
+		defer stop()
 		for {
 			select {
 			case <-ctx.Done():

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,15 +11,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/raftlock/raftlock/internal/testbin"
 )
 
 // The simulator replaces the process-global crypto/rand.Reader while it
 // runs, so these tests run it in subprocesses, as the swarm does; one
 // build serves them all.
 func TestSim(t *testing.T) {
-	bin := testbin.Build(t, ".")
+	bin := buildBinary(t)
 	t.Run("ShrinksAFailingSeed", func(t *testing.T) { testSimShrinksAFailingSeed(t, bin) })
 	t.Run("SwarmIsValidAndSummarised", func(t *testing.T) { testSimSwarmIsValidAndSummarised(t, bin) })
 	t.Run("RefusesBadFlagsAndForeignOut", func(t *testing.T) { testSimRefusesBadFlagsAndForeignOut(t, bin) })
@@ -64,9 +61,7 @@ func testSimCtrlCCountsNoSeedAsFailing(t *testing.T, bin string) {
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
 		}
-		err = cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		if err = cmd.Wait(); exitCode(err) != exitInterrupted {
 			t.Fatalf("json=%v: interrupted swarm: %v, want exit %d; stdout %s\nstderr %s", asJSON, err, exitInterrupted, stdout.String(), strings.Join(lines, "\n"))
 		}
 		if last := lines[len(lines)-1]; !strings.Contains(last, "interrupted") || !strings.Contains(last, "no violation") {

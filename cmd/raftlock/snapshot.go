@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/raftlock/raftlock/internal/atomicfile"
+	"github.com/raftlock/raftlock/internal/cliflag"
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/server"
@@ -39,11 +40,9 @@ func runSnapshot(args []string, stdout, stderr io.Writer) error {
 }
 
 func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("snapshot save", "snapshot save FILE [--json]\n\n"+
+	fs, cf := clientFlagSet("snapshot save", "snapshot save FILE [--json]\n\n"+
 		"Saves the lock table, read by the leader at one applied index, to FILE (written\n"+
-		"atomically) with its SHA-256; `raftlock snapshot restore` seeds a new cluster from it.")
-	var cf clientFlags
-	cf.register(fs, true)
+		"atomically) with its SHA-256; `raftlock snapshot restore` seeds a new cluster from it.", true)
 	file, err := oneArg(fs, args, stderr, "FILE")
 	if err != nil {
 		return err
@@ -72,7 +71,7 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 			"last_token": meta.LastToken, "size": meta.Size, "sha256": meta.SHA256, "created": meta.Created})
 	}
 	fmt.Fprintf(stdout, "saved snapshot at index %d term %d: %s, last token %d, %s, sha256 %s -> %s\n",
-		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, plural(int(meta.Size), "byte", "bytes"), meta.SHA256, file)
+		meta.Index, meta.Term, cliflag.Plural(int(meta.Locks), "lock", "locks"), meta.LastToken, cliflag.Plural(int(meta.Size), "byte", "bytes"), meta.SHA256, file)
 	return nil
 }
 
@@ -102,7 +101,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 			"next_token": meta.LastToken + r.Bump + 1, "sha256": meta.SHA256, "start": start})
 	}
 	fmt.Fprintf(stdout, "restored snapshot at index %d term %d (%s, last token %d, next token %d, sha256 %s) into %s as member %d of %d\n",
-		meta.Index, meta.Term, plural(int(meta.Locks), "lock", "locks"), meta.LastToken, meta.LastToken+r.Bump+1, meta.SHA256, r.Dir, r.ID, len(r.Peers))
+		meta.Index, meta.Term, cliflag.Plural(int(meta.Locks), "lock", "locks"), meta.LastToken, meta.LastToken+r.Bump+1, meta.SHA256, r.Dir, r.ID, len(r.Peers))
 	fmt.Fprintf(stdout, "start it with its usual --listen, --http and TLS flags: %s\n", start)
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/fsm"
 	membercore "github.com/raftlock/raftlock/member"
 )
@@ -25,9 +24,7 @@ import (
 // members started with the same --peers: every lock is held with its
 // token and a full lease, and a new grant's token is above all of them.
 func TestSnapshotSaveRestoreEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	c, ctx, cl := readyProcessClusterWith(t, 60*time.Second, "--log-level", "warn")
 	eps := strings.Join(c.endpoints(), ",")
 	held := holdLocks(ctx, t, cl, "job-0", "job-1", "job-2", "job-3", "job-4")
@@ -65,7 +62,7 @@ func TestSnapshotSaveRestoreEndToEnd(t *testing.T) {
 	// Stop the cluster and wipe every data directory.
 	for _, m := range c.members {
 		c.kill(m)
-		if err := os.RemoveAll(filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id))); err != nil {
+		if err := os.RemoveAll(c.dataDir(m.id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,18 +70,18 @@ func TestSnapshotSaveRestoreEndToEnd(t *testing.T) {
 	for _, m := range c.members {
 		peers = append(peers, fmt.Sprintf("%d=%s", m.id, m.peer))
 	}
-	if r := runCLI(t, c.bin, nil, "snapshot", "restore", file, "--data", filepath.Join(c.dir, "data-4"), "--id", "4", "--peers", strings.Join(peers, ",")); r.code != exitUsage || !strings.Contains(r.stderr, "--id 4 is not in --peers") {
+	if r := runCLI(t, c.bin, nil, "snapshot", "restore", file, "--data", c.dataDir(4), "--id", "4", "--peers", strings.Join(peers, ",")); r.code != exitUsage || !strings.Contains(r.stderr, "--id 4 is not in --peers") {
 		t.Fatalf("restore with an --id outside --peers: exit %d: %s", r.code, r.stderr)
 	}
 	for _, m := range c.members {
-		dir := filepath.Join(c.dir, fmt.Sprintf("data-%d", m.id))
+		dir := c.dataDir(m.id)
 		r := runCLI(t, c.bin, nil, "snapshot", "restore", file, "--data", dir, "--id", fmt.Sprint(m.id), "--peers", strings.Join(peers, ","))
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "restored snapshot at index ") ||
 			!strings.Contains(r.stdout, fmt.Sprintf("raftlock node --id %d --peers %s --data %s\n", m.id, strings.Join(peers, ","), dir)) {
 			t.Fatalf("restore member %d: exit %d\n%s%s", m.id, r.code, r.stdout, r.stderr)
 		}
 	}
-	r = runCLI(t, c.bin, nil, "snapshot", "restore", file, "--data", filepath.Join(c.dir, "data-1"), "--id", "1", "--peers", strings.Join(peers, ","))
+	r = runCLI(t, c.bin, nil, "snapshot", "restore", file, "--data", c.dataDir(1), "--id", "1", "--peers", strings.Join(peers, ","))
 	if r.code != exitError || !strings.Contains(r.stderr, "already holds data") || strings.Count(r.stderr, "\n") != 1 {
 		t.Fatalf("restore over a restored directory: exit %d: %s", r.code, r.stderr)
 	}
@@ -93,11 +90,7 @@ func TestSnapshotSaveRestoreEndToEnd(t *testing.T) {
 	for _, m := range c.members {
 		c.start(m)
 	}
-	cl2, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl2.Close()
+	cl2 := newClient(t, c.endpoints())
 	for key, token := range held {
 		waitUntil(ctx, t, key+" read from the restored cluster", func() bool {
 			for _, m := range c.members {
@@ -204,20 +197,14 @@ func TestSnapshotRestoreRefusals(t *testing.T) {
 // started with --join, each install the leader's snapshot and reach its
 // applied index and digest.
 func TestSnapshotLargerThanThePeerFrameLimitReachesFollowerAndNewMember(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	const frameLimit = 64 << 10
 	c := newProcessCluster(t, 3, "--peer-frame-limit", strconv.Itoa(frameLimit), "--snapshot-chunk-size", "16384",
 		"--snapshot-every", "50", "--snapshot-by-entries", "--snapshot-keep", "10", "--log-level", "info")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	all, err := client.New(c.endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer all.Close()
+	all := newClient(t, c.endpoints())
 	statusOf := func(m *processMember) (role string, applied uint64, digest string, ok bool) {
 		sctx, scancel := context.WithTimeout(ctx, time.Second)
 		defer scancel()
@@ -246,11 +233,7 @@ func TestSnapshotLargerThanThePeerFrameLimitReachesFollowerAndNewMember(t *testi
 			live = append(live, m.client)
 		}
 	}
-	cl, err := client.New(live, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, live)
 
 	// The table: 2,000 locks with 200-byte keys and one-hour leases, from
 	// 16 clients at once.

@@ -17,9 +17,7 @@ asked answered and one knows a leader; 1 when a member asked is unreachable
 or none knows a leader; 6 when the cluster's ACL refuses this identity.`
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", statusSynopsis)
-	var cf clientFlags
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("status", statusSynopsis, true)
 	wholeCluster := fs.Bool("cluster", false, "ask every member of the configuration (from the leader's member list; needs the admin right under an ACL), not only --endpoints")
 	if err := parseNoArgs(fs, args, stderr); err != nil {
 		return err
@@ -33,7 +31,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	var list *wire.MemberList
 	if *wholeCluster {
 		list = new(wire.MemberList)
-		if err := adminCall(&cf, stdout, wire.AdminMemberList, nil, list, true); err != nil {
+		if err := adminCall(cf, stdout, wire.AdminMemberList, nil, list, true); err != nil {
 			return err
 		}
 		eps = eps[:0]

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -11,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +21,8 @@ import (
 
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
+	"github.com/raftlock/raftlock/node/embed"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
@@ -49,16 +48,23 @@ func newTLSCluster(t *testing.T, acl string) *tlsCluster {
 		}
 	}
 	tc.processCluster = newProcessClusterWith(t, 3, func(m *processMember) []string {
-		args := []string{"--listen", m.client,
-			"--cert", filepath.Join(tc.certs, fmt.Sprintf("member-%d.pem", m.id)),
-			"--key", filepath.Join(tc.certs, fmt.Sprintf("member-%d-key.pem", m.id)),
-			"--ca", filepath.Join(tc.certs, "ca.pem")}
+		files := tc.memberFiles(m.id)
+		args := []string{"--listen", m.client, "--cert", files.Cert, "--key", files.Key, "--ca", files.CA}
 		if tc.acl != "" {
 			args = append(args, "--acl", tc.acl)
 		}
 		return args
 	}, "--log-level", "info")
 	return tc
+}
+
+// memberFiles are member id's certificate, key and CA.
+func (tc *tlsCluster) memberFiles(id int) tlsconfig.Files {
+	return tlsconfig.Files{
+		Cert: filepath.Join(tc.certs, fmt.Sprintf("member-%d.pem", id)),
+		Key:  filepath.Join(tc.certs, fmt.Sprintf("member-%d-key.pem", id)),
+		CA:   filepath.Join(tc.certs, "ca.pem"),
+	}
 }
 
 // as is the environment of a CLI run as client name (certificate, key and
@@ -75,21 +81,16 @@ func (tc *tlsCluster) as(name string) []string {
 // acquire takes key as name, retrying while the cluster elects a leader.
 func (tc *tlsCluster) acquire(t *testing.T, name, key string) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := runCLI(t, tc.bin, tc.as(name), "acquire", key, "--lease", "1h", "--json", "--timeout", "3s")
-		if r.code == 0 {
-			var g struct{ Token uint64 }
-			if err := json.Unmarshal([]byte(r.stdout), &g); err != nil {
-				t.Fatal(err)
-			}
-			return g.Token
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("acquire %s as %s: exit %d: %s", key, name, r.code, r.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var r cliResult
+	nodetest.WaitFor(t, 20*time.Second, fmt.Sprintf("%s to acquire %s", name, key), func() bool {
+		r = runCLI(t, tc.bin, tc.as(name), "acquire", key, "--lease", "1h", "--json", "--timeout", "3s")
+		return r.code == 0
+	})
+	var g struct{ Token uint64 }
+	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil {
+		t.Fatal(err)
 	}
+	return g.Token
 }
 
 // leader returns the leader's id as the admin client sees it.
@@ -125,13 +126,9 @@ func (tc *tlsCluster) hangUp(t *testing.T, what string) {
 
 func (tc *tlsCluster) waitLog(t *testing.T, m *processMember, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(tc.fullLog(m), what) {
-		if time.Now().After(deadline) {
-			t.Fatalf("member %d never logged %q:\n%s", m.id, what, tc.log(m))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	nodetest.WaitFor(t, 10*time.Second, fmt.Sprintf("member %d to log %q", m.id, what), func() bool {
+		return strings.Contains(tc.fullLog(m), what)
+	})
 }
 
 func oneLine(t *testing.T, what string, r cliResult, code int) {
@@ -149,9 +146,7 @@ func oneLine(t *testing.T, what string, r cliResult, code int) {
 // the ACL (exit 6) and its reload on SIGHUP, and a forged plain-TCP
 // heartbeat on a peer port.
 func TestTLSClusterEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	tc := newTLSCluster(t, `{"rules":[{"identity":"batch","prefixes":["jobs/"],"rights":["lock","read"]},`+
 		`{"identity":"admin","prefixes":[""],"rights":["lock","read","admin"]}]}`)
 
@@ -296,12 +291,9 @@ func TestTLSClusterEndToEnd(t *testing.T) {
 	}
 	reloads := strings.Count(tc.fullLog(m1), "SIGHUP: certificates reloaded")
 	m1.cmd.Process.Signal(syscall.SIGHUP)
-	for deadline := time.Now().Add(10 * time.Second); strings.Count(tc.fullLog(m1), "SIGHUP: certificates reloaded") == reloads; {
-		if time.Now().After(deadline) {
-			t.Fatalf("member 1 never logged its certificates reloaded:\n%s", tc.log(m1))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	nodetest.WaitFor(t, 10*time.Second, "member 1 to log its certificates reloaded", func() bool {
+		return strings.Count(tc.fullLog(m1), "SIGHUP: certificates reloaded") > reloads
+	})
 	if got, want := served(), parseSerial(t, next.CertPEM); got != want {
 		t.Fatalf("after SIGHUP member 1 serves serial %s, want the new certificate's %s", got, want)
 	}
@@ -332,9 +324,7 @@ func parseSerial(t *testing.T, certPEM []byte) string {
 // member restarted with an empty data directory under its old id, are
 // refused by the leader, which says why; the cluster keeps serving.
 func TestStrangerAndWipedMemberRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	startsProcesses(t)
 	tc := newTLSCluster(t, "")
 	tc.acquire(t, "admin", "before")
 	leaderID := tc.leader(t)
@@ -348,51 +338,29 @@ func TestStrangerAndWipedMemberRefused(t *testing.T) {
 	}
 	// The leader has recorded the follower's incarnation once it
 	// acknowledged an append.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(tc.dir, fmt.Sprintf("data-%d", leader.id), "peers.json"))
-		if strings.Contains(string(b), fmt.Sprintf("%q", strconv.Itoa(follower.id))) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the leader never recorded member %d's incarnation: %s", follower.id, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	nodetest.WaitFor(t, 10*time.Second, fmt.Sprintf("the leader to record member %d's incarnation", follower.id), func() bool {
+		b, _ := os.ReadFile(filepath.Join(tc.dataDir(leader.id), "peers.json"))
+		return strings.Contains(string(b), fmt.Sprintf("%q", strconv.Itoa(follower.id)))
+	})
 
 	// A stranger: member-N's valid certificate, another cluster id.
-	var peers []string
+	peers := map[uint64]string{}
 	for _, m := range tc.members {
-		addr := m.peer
-		if m == follower {
-			a, err := freeport.Addr()
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr = a
-		}
-		peers = append(peers, fmt.Sprintf("%d=%s", m.id, addr))
+		peers[uint64(m.id)] = m.peer
 	}
-	clientAddr, _ := freeport.Addr()
-	var strangerLog bytes.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	stranger := exec.CommandContext(ctx, tc.bin, "node", "--id", strconv.Itoa(follower.id), "--peers", strings.Join(peers, ","),
-		"--listen", clientAddr, "--data", filepath.Join(t.TempDir(), "stranger"), "--cluster-id", "00000000deadbeef",
-		"--cert", filepath.Join(tc.certs, fmt.Sprintf("member-%d.pem", follower.id)),
-		"--key", filepath.Join(tc.certs, fmt.Sprintf("member-%d-key.pem", follower.id)),
-		"--ca", filepath.Join(tc.certs, "ca.pem"))
-	stranger.Stdout, stranger.Stderr = &strangerLog, &strangerLog
-	if err := stranger.Start(); err != nil {
-		t.Fatal(err)
-	}
+	peers[uint64(follower.id)] = freeport.For(t)
+	stranger, exited := spawn(t, tc.bin, filepath.Join(t.TempDir(), "stranger.log"), embed.Args{
+		ID: uint64(follower.id), Peers: peers, Listen: freeport.For(t), Data: filepath.Join(t.TempDir(), "stranger"),
+		ClusterID: "00000000deadbeef", TLS: tc.memberFiles(follower.id),
+	}.Argv())
 	tc.waitLog(t, leader, "it is in cluster 00000000deadbeef")
-	cancel()
-	stranger.Wait()
+	stranger.Process.Kill()
+	<-exited
 	tc.acquire(t, "admin", "after-stranger")
 
 	// The follower loses its data directory and comes back under its id.
 	tc.kill(follower)
-	if err := os.RemoveAll(filepath.Join(tc.dir, fmt.Sprintf("data-%d", follower.id))); err != nil {
+	if err := os.RemoveAll(tc.dataDir(follower.id)); err != nil {
 		t.Fatal(err)
 	}
 	tc.start(follower)

@@ -14,9 +14,7 @@ import (
 // runWatch prints the lock events under a prefix, one line each, until
 // Ctrl-C (exit 0) or the member ends the watch (a one-line error, exit 1).
 func runWatch(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("watch", "watch PREFIX [--json]")
-	var cf clientFlags
-	cf.register(fs, true)
+	fs, cf := clientFlagSet("watch", "watch PREFIX [--json]", true)
 	fs.Lookup("json").Usage = `print each event as one JSON object {"key","type","token","owner","lease_ms","index"}, as the HTTP API's /v1/watch`
 	fs.Lookup("timeout").Usage = "give up starting the watch after this long (a started watch runs until Ctrl-C)"
 	prefix, err := oneArg(fs, args, stderr, "PREFIX")
