@@ -214,13 +214,9 @@ func (e *etcdPeer) WaitReady(ctx context.Context) error {
 	})
 }
 
-func (e *etcdPeer) Endpoints() []string {
-	var out []string
-	for _, m := range e.members {
-		out = append(out, m.client)
-	}
-	return out
-}
+func (e *etcdPeer) Endpoints() []string { return clientAddrs(e.members) }
+
+func (m *etcdMember) clientAddr() string { return m.client }
 
 // Crashes are members that exited without being killed.
 func (e *etcdPeer) Crashes() []Crash { return crashesOf(e.members) }

@@ -131,6 +131,15 @@ func crashesOf[S interface{ crash() *Crash }](groups ...[]S) []Crash {
 	return out
 }
 
+// clientAddrs are the addresses clients dial, of each server in group.
+func clientAddrs[S interface{ clientAddr() string }](group []S) []string {
+	out := make([]string, 0, len(group))
+	for _, s := range group {
+		out = append(out, s.clientAddr())
+	}
+	return out
+}
+
 // inject draws one fault of family and carries it out, returning its
 // heal and a description.
 func (pf *peerFaults) inject(ctx context.Context, rng *rand.Rand, family fault.Family) (func(context.Context), string) {

@@ -231,13 +231,9 @@ func (r *redisPeer) WaitReady(ctx context.Context) error {
 }
 
 // Endpoints are the Sentinels' addresses.
-func (r *redisPeer) Endpoints() []string {
-	var out []string
-	for _, s := range r.sentinels {
-		out = append(out, s.addr)
-	}
-	return out
-}
+func (r *redisPeer) Endpoints() []string { return clientAddrs(r.sentinels) }
+
+func (m *redisMember) clientAddr() string { return m.addr }
 
 // Crashes are processes that exited without being killed.
 func (r *redisPeer) Crashes() []Crash { return crashesOf(r.data, r.sentinels) }
