@@ -22,7 +22,7 @@ import (
 )
 
 // Synopsis is raftlock bench's usage text.
-const Synopsis = "bench [--clients 64] [--workload uncontended] [--compare etcd,redis] [--duration 10s] [--repeat 1] [--tls] [--out DIR] [--json]\n" +
+const Synopsis = "bench [--clients 64] [--workload uncontended] [--compare etcd,redis] [--protocol binary] [--duration 10s] [--repeat 1] [--tls] [--out DIR] [--json]\n" +
 	"       raftlock bench --held 0,100000,1000000 [--key-size 250] [--fill-clients 256] [--catch-up=false] ...\n" +
 	"       raftlock bench --endpoints HOST:PORT,... [--cert FILE --key FILE --ca FILE] ...\n\n" +
 	"With --tls the cluster it starts runs mutual TLS 1.3 on every port: a fresh CA, member\n" +

@@ -23,7 +23,9 @@ import (
 // Synopsis is raftlock chaos's usage line.
 func Synopsis() string {
 	return "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis " + fault.Join(Families) + "] (opt-in: " + fault.Join(OptInFamilies) +
-		") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]"
+		") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]\n" +
+		"       raftlock chaos [--clients 8] [--keys 3] [--protocols binary,grpc,http] ...\n" +
+		"       raftlock chaos --target etcd|redis [--seed N] [--duration 30s] [--nemesis ...] [--out DIR]"
 }
 
 // Flags are raftlock chaos's flags: a Config, its seed and its nemeses.
