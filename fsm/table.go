@@ -19,9 +19,10 @@ const tableShards = 1024
 // copy shares them.
 //
 // A shard holds no pointer per lock. Its keys and owners are bytes in one
-// arena, its locks are slots in one slice, and its index maps a key's hash
-// to a slot: every part is a pointer-free array, which the garbage
-// collector allocates as such and never scans. A table of a million locks
+// arena, its locks are slots in chunks of slotChunkLen (one pointer per
+// chunk), and its index is an array of bucket heads: every part is a
+// pointer-free array, which the garbage collector allocates as such and
+// never scans. A table of a million locks
 // therefore adds almost nothing to a collection's marking (a map of
 // strings to structs with strings made every cycle walk three pointers per
 // lock), and the member's loop keeps its pace however big the table grows.
@@ -139,8 +140,8 @@ const compactMin = 4 << 10
 
 func newTable() table { return table{seed: maphash.MakeSeed(), shards: make([]*shard, tableShards)} }
 
-// hash places key: its shard is the hash modulo tableShards, and the whole
-// hash indexes the shard. The placement decides nothing anyone can observe
+// hash places key: its shard is the hash modulo tableShards, and the
+// hash's high half (the slot's tag) picks its bucket in the shard. The placement decides nothing anyone can observe
 // (every output that lists keys sorts them), so it may differ between
 // tables and processes; a seeded hash keeps keys chosen to collide from
 // piling up in one shard.

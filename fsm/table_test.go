@@ -54,6 +54,68 @@ func checkTable(t *testing.T, tb *table, want map[string]Lock) {
 	}
 }
 
+// checkShards asserts the shards' own invariants in t: the used and free
+// slots are exactly the slots taken, each used slot is once in the chain
+// of its tag's bucket, the buckets outnumber the used slots, the keys are
+// sorted (unless a bulk load left them so), and no chunk t may write is
+// shared with a frozen copy.
+func checkShards(t *testing.T, tb *table, frozen []table) {
+	t.Helper()
+	n := 0
+	for si, s := range tb.shards {
+		if s == nil {
+			continue
+		}
+		if len(s.owned) != len(s.chunks) || int(s.nslots) > len(s.chunks)*slotChunkLen {
+			t.Fatalf("shard %d: %d owned flags, %d chunks, %d slots", si, len(s.owned), len(s.chunks), s.nslots)
+		}
+		if l := len(s.heads); l&(l-1) != 0 || l < len(s.keys) {
+			t.Fatalf("shard %d: %d buckets for %d keys", si, l, len(s.keys))
+		}
+		used := map[int32]bool{}
+		for _, i := range s.keys {
+			if used[i] || !s.slot(i).used {
+				t.Fatalf("shard %d: slot %d listed twice or unused", si, i)
+			}
+			used[i] = true
+		}
+		for _, i := range s.free {
+			if used[i] || s.slot(i).used {
+				t.Fatalf("shard %d: free slot %d is used", si, i)
+			}
+		}
+		if len(s.free)+len(s.keys) != int(s.nslots) {
+			t.Fatalf("shard %d: %d free + %d used slots, %d taken", si, len(s.free), len(s.keys), s.nslots)
+		}
+		chained := map[int32]bool{}
+		for b, first := range s.heads {
+			for i := first; i >= 0; i = s.slot(i).next {
+				if chained[i] || !used[i] || s.bucket(s.slot(i).tag) != b {
+					t.Fatalf("shard %d: slot %d in bucket %d's chain twice, unused or of another bucket", si, i, b)
+				}
+				chained[i] = true
+			}
+		}
+		if len(chained) != len(used) {
+			t.Fatalf("shard %d: %d slots chained, %d used", si, len(chained), len(used))
+		}
+		if !s.unsorted && !slices.IsSortedFunc(s.keys, func(a, b int32) int { return strings.Compare(s.key(a), s.key(b)) }) {
+			t.Fatalf("shard %d: keys out of order", si)
+		}
+		for c, chunk := range s.chunks {
+			for _, f := range frozen {
+				if fs := f.shards[si]; s.owned[c] && fs != nil && fs != s && slices.Contains(fs.chunks, chunk) {
+					t.Fatalf("shard %d: chunk %d is written here and read by a frozen copy", si, c)
+				}
+			}
+		}
+		n += len(s.keys)
+	}
+	if n != tb.n {
+		t.Fatalf("table counts %d locks, its shards hold %d", tb.n, n)
+	}
+}
+
 // The table agrees with a plain map through random grants, replacements
 // with and without a new owner, and removals, with the arena compacted on
 // the way and frozen copies keeping what they saw; also when every key has
@@ -99,9 +161,11 @@ func TestTableAgreesWithAMap(t *testing.T) {
 				}
 				if step%2500 == 0 {
 					checkTable(t, &tb, want)
+					checkShards(t, &tb, frozen)
 				}
 			}
 			checkTable(t, &tb, want)
+			checkShards(t, &tb, frozen)
 			for i := range frozen {
 				checkTable(t, &frozen[i], frozenWant[i])
 			}
