@@ -5,13 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/raftlock/raftlock/internal/procgroup"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/procgroup"
 	"github.com/raftlock/raftlock/internal/promtext"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node/embed"
@@ -46,6 +46,9 @@ type RaftlockConfig struct {
 	// binary ("" too) on the client port, or grpc or http on the API port
 	// every member then serves.
 	Protocol string
+	// Ports picks n ports for the members to listen on (nil: freePorts,
+	// free ones below the kernel's ephemeral range).
+	Ports func(n int) ([]int, error)
 }
 
 // benchMember is one member the bench started.
@@ -89,10 +92,39 @@ func benchCerts(dir string, n int) (tlsconfig.Files, error) {
 		CA: filepath.Join(dir, "ca.pem")}, nil
 }
 
-// StartRaftlock starts cfg.Nodes `raftlock node` processes and waits for a
-// leader.
+// startAttempts bounds how many times StartRaftlock picks new ports after
+// a member found one of its ports taken.
+const startAttempts = 3
+
+// errPortTaken is a member's exit while starting because another process
+// bound one of its ports between their pick and its listen.
+var errPortTaken = errors.New("a port picked for the member was taken before it listened")
+
+// StartRaftlock starts cfg.Nodes `raftlock node` processes and waits until
+// each of them answers. Ports are picked free and then bound by the member,
+// so another process on the machine may take one in between: the member
+// exits, and the cluster starts again on new ports. A benchmark of a
+// cluster short of a member would measure something else.
 func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
-	ports, err := freePorts(3 * cfg.Nodes)
+	for attempt := 1; ; attempt++ {
+		t, err := startRaftlock(ctx, cfg)
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
+			return t, err
+		}
+		for id := 1; id <= cfg.Nodes; id++ {
+			if err := errors.Join(os.RemoveAll(memberDir(cfg.Dir, id)), os.Remove(memberDir(cfg.Dir, id)+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("clear the members' directories after a port was taken: %w", err)
+			}
+		}
+	}
+}
+
+func startRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
+	pick := cfg.Ports
+	if pick == nil {
+		pick = freePorts
+	}
+	ports, err := pick(3 * cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +190,12 @@ func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 	if err := waitUntil(ctx, "raftlock", func(ctx context.Context) error { _, err := t.calls.Get(ctx, "bench-probe"); return err }); err != nil {
 		t.Close()
 		return nil, err
+	}
+	for _, m := range members {
+		if _, err := t.waitAnswers(ctx, m); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	return t, nil
 }

@@ -15,9 +15,10 @@ import (
 
 // heldJSON is what these tests read back of bench --held's JSON.
 type heldJSON struct {
-	Partial  bool   `json:"partial"`
-	FillMode string `json:"fill_mode"`
-	Released *int   `json:"released"`
+	Partial  bool     `json:"partial"`
+	FillMode string   `json:"fill_mode"`
+	Notes    []string `json:"notes"`
+	Released *int     `json:"released"`
 	Runs     []struct {
 		Held    int   `json:"held"`
 		KeySize int   `json:"key_size"`
@@ -83,6 +84,12 @@ func TestBenchHeldMeasuresEachTableSize(t *testing.T) {
 		}
 	}
 	s := rep.Scale[1]
+	// A failed experiment leaves its field out and says why in a note.
+	defer func() {
+		if t.Failed() {
+			t.Logf("notes: %q\nstderr:\n%s", rep.Notes, r.stderr)
+		}
+	}()
 	switch {
 	case s.Held != 200 || s.Fill == nil || s.Fill.Locks != 200 || s.Fill.RateOpsS <= 0:
 		t.Errorf("size 200: fill %+v; want 200 locks at a rate > 0", s.Fill)
