@@ -322,6 +322,10 @@ func (c *Core) Members() []Member {
 // each time a configuration change applies or a snapshot replaces it.
 func (c *Core) Book() (Book, uint64) { return c.book.clone(), c.bookVersion }
 
+// BookVersion is the version Book would return, without the copy: a driver
+// that checks it every turn copies the book only when it moved.
+func (c *Core) BookVersion() uint64 { return c.bookVersion }
+
 // Removed says whether this member applied its own removal: it takes no
 // further part and its driver stops it.
 func (c *Core) Removed() bool { return c.removed }

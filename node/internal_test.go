@@ -154,3 +154,19 @@ func TestStartedWithAddressesWinOverTheBook(t *testing.T) {
 		t.Fatalf("peersOf = %v, want %v", got, want)
 	}
 }
+
+// The loop syncs the transport's peers after every turn: when the address
+// book has not moved, that costs no copy of it.
+func TestSyncPeersCopiesNothingWhileTheBookStays(t *testing.T) {
+	n := StartSingle(t, Config{}, func(d *logstore.Disk) logstore.Store { return d })
+	var allocs float64
+	if !n.inspect(func(c *member.Core) {
+		n.syncPeers(c) // the first sync after start may copy
+		allocs = testing.AllocsPerRun(100, func() { n.syncPeers(c) })
+	}) {
+		t.Fatal("the loop ended")
+	}
+	if allocs != 0 {
+		t.Errorf("syncPeers with an unchanged book: %.0f allocations, want 0", allocs)
+	}
+}

@@ -286,10 +286,10 @@ type peerSetter interface {
 // started with that were not removed (a joining member's view of the
 // current members until it has replayed the changes that added them).
 func (n *Node) syncPeers(c *member.Core) {
-	book, version := c.Book()
-	if version == n.bookVersion && n.bookSynced {
+	if c.BookVersion() == n.bookVersion && n.bookSynced {
 		return
 	}
+	book, version := c.Book()
 	n.bookVersion, n.bookSynced = version, true
 	ps, ok := n.transport.(peerSetter)
 	if !ok {
