@@ -276,12 +276,20 @@ func (t *raftlockTarget) RaftStats(ctx context.Context) (RaftStats, bool) {
 	found := false
 	for _, mb := range t.members {
 		m, err := scrapeWith(ctx, t.metrics, t.metricsURL(mb), "raftlock_is_leader", "raftlock_entries_persisted_total",
-			"raftlock_fsyncs_total", "raftlock_commands_applied_total", "raftlock_entries_applied_total")
-		if err != nil || m["raftlock_is_leader"] != 1 {
+			"raftlock_fsyncs_total", "raftlock_commands_applied_total", "raftlock_entries_applied_total",
+			"go_gc_duration_seconds_count", "raftlock_snapshots_total", "raftlock_snapshot_seconds_sum",
+			"raftlock_leader_changes_total", "raftlock_storage_write_stalls_total")
+		if err != nil {
 			continue
 		}
-		best = RaftStats{Entries: m["raftlock_entries_persisted_total"], Fsyncs: m["raftlock_fsyncs_total"],
-			Commands: m["raftlock_commands_applied_total"], Applied: m["raftlock_entries_applied_total"]}
+		best.Events = best.Events.plus(ClusterEvents{GCCycles: m["go_gc_duration_seconds_count"], Snapshots: m["raftlock_snapshots_total"],
+			SnapshotSeconds: m["raftlock_snapshot_seconds_sum"], LeaderChanges: m["raftlock_leader_changes_total"],
+			WriteStalls: m["raftlock_storage_write_stalls_total"]}, 1)
+		if m["raftlock_is_leader"] != 1 {
+			continue
+		}
+		best.Entries, best.Fsyncs = m["raftlock_entries_persisted_total"], m["raftlock_fsyncs_total"]
+		best.Commands, best.Applied = m["raftlock_commands_applied_total"], m["raftlock_entries_applied_total"]
 		found = true
 	}
 	return best, found

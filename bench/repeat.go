@@ -18,7 +18,7 @@ type Spread struct {
 // Combine reports repeated runs of one point as one: each measure is the
 // median over the runs (the middle one, or the mean of the two middle ones
 // for an even count), with the lowest and highest in Spread; ops and
-// errors are summed, and the latency histogram (for the CDF plot) holds
+// errors are summed, as are the cluster's events, and the latency histogram (for the CDF plot) holds
 // every run's samples. One run is returned as it is.
 func Combine(runs []Run) Run {
 	if len(runs) == 1 {
@@ -52,6 +52,18 @@ func Combine(runs []Run) Run {
 	}
 	if m, _, ok := medianOpt(runs, func(x Run) *float64 { return x.CommandsPerEntry }); ok {
 		r.CommandsPerEntry = &m
+	}
+	r.Events = nil
+	for _, x := range runs {
+		if x.Events == nil {
+			continue
+		}
+		var sum ClusterEvents
+		if r.Events != nil {
+			sum = *r.Events
+		}
+		sum = sum.plus(*x.Events, 1)
+		r.Events = &sum
 	}
 	if runs[0].WaitUS != nil {
 		w := *runs[0].WaitUS

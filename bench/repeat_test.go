@@ -19,7 +19,7 @@ func run(tput float64, p50, p99 int64, cpu float64) Run {
 }
 
 // Repeats report the median of each measure with its lowest and highest;
-// ops and errors add up; one run is left as it is.
+// ops, errors and the cluster's events add up; one run is left as it is.
 func TestCombineReportsMedianAndRange(t *testing.T) {
 	r := Combine([]Run{run(7000, 900, 9000, 0.2), run(8000, 800, 20000, 0.1), run(6000, 1000, 8000, 0.3)})
 	if r.ThroughputOpsS != 7000 || r.Latency.P50 != 900 || r.Latency.P99 != 9000 || *r.CPUSPerKop != 0.2 {
@@ -32,6 +32,14 @@ func TestCombineReportsMedianAndRange(t *testing.T) {
 	}
 	if r.Ops != 300 || r.Errors != 3 || r.hist.Count() != 3 {
 		t.Errorf("ops %d, errors %d, samples %d; want 300, 3, 3", r.Ops, r.Errors, r.hist.Count())
+	}
+	withEvents := func(r Run, gc float64) Run {
+		r.Events = &ClusterEvents{GCCycles: gc, Snapshots: 1, SnapshotSeconds: 0.5}
+		return r
+	}
+	ev := Combine([]Run{withEvents(run(7000, 900, 9000, 0.2), 2), run(8000, 800, 20000, 0.1), withEvents(run(6000, 1000, 8000, 0.3), 3)}).Events
+	if ev == nil || *ev != (ClusterEvents{GCCycles: 5, Snapshots: 2, SnapshotSeconds: 1}) {
+		t.Errorf("cluster events %+v; want the repeats' sum: 5 collections, 2 snapshots, 1 s", ev)
 	}
 	if even := Combine([]Run{run(7000, 900, 9000, 0.2), run(8000, 800, 20000, 0.1)}); even.ThroughputOpsS != 7500 || even.Latency.P50 != 850 {
 		t.Errorf("even count: %.0f ops/s, p50 %d; want the middle pair's mean 7500, 850", even.ThroughputOpsS, even.Latency.P50)

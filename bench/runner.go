@@ -29,9 +29,30 @@ type Target interface {
 	Close() error
 }
 
-// RaftStats are cumulative counters from the leader.
+// RaftStats are cumulative counters: the log's from the leader, Events
+// summed over every member that answered.
 type RaftStats struct {
 	Entries, Fsyncs, Commands, Applied float64
+	Events                             ClusterEvents
+}
+
+// ClusterEvents count what happened in a cluster the bench started while
+// a point was measured, summed over its members: the events that make a
+// tail (a collection, a snapshot being written, a new leader, a write
+// stalled behind the log store's compactions), to read beside a p99.
+type ClusterEvents struct {
+	GCCycles        float64 `json:"gc_cycles"`
+	Snapshots       float64 `json:"snapshots"`
+	SnapshotSeconds float64 `json:"snapshot_seconds"`
+	LeaderChanges   float64 `json:"leader_changes"`
+	WriteStalls     float64 `json:"write_stalls"`
+}
+
+// plus returns e with each count of o added, times sign.
+func (e ClusterEvents) plus(o ClusterEvents, sign float64) ClusterEvents {
+	return ClusterEvents{GCCycles: e.GCCycles + sign*o.GCCycles, Snapshots: e.Snapshots + sign*o.Snapshots,
+		SnapshotSeconds: e.SnapshotSeconds + sign*o.SnapshotSeconds, LeaderChanges: e.LeaderChanges + sign*o.LeaderChanges,
+		WriteStalls: e.WriteStalls + sign*o.WriteStalls}
 }
 
 // Run is one measured result. One op is one cycle of the workload:
@@ -50,9 +71,12 @@ type Run struct {
 	CPUSPerKop       *float64 `json:"cpu_s_per_kop"`
 	EntriesPerFsync  *float64 `json:"entries_per_fsync"`
 	CommandsPerEntry *float64 `json:"commands_per_entry,omitempty"`
-	WaitUS           *Latency `json:"wait_us,omitempty"` // contended: time to get the lock
-	Ops              int64    `json:"ops"`
-	Errors           int64    `json:"errors"`
+	// Events: on a cluster the bench started, what happened in it during
+	// the measured window (with --repeat, summed over the repeats).
+	Events *ClusterEvents `json:"cluster_events,omitempty"`
+	WaitUS *Latency       `json:"wait_us,omitempty"` // contended: time to get the lock
+	Ops    int64          `json:"ops"`
+	Errors int64          `json:"errors"`
 	// Spread: with bench --repeat, the measures above are medians over
 	// the repeats and Spread has their lowest and highest values.
 	Spread *Spread `json:"spread,omitempty"`
@@ -127,6 +151,10 @@ func Measure(ctx context.Context, t Target, spec Spec, progress io.Writer) (Run,
 		if d := rs1.Applied - rs0.Applied; d > 0 {
 			v := (rs1.Commands - rs0.Commands) / d
 			r.CommandsPerEntry = &v
+		}
+		if t.PIDs() != nil {
+			ev := rs1.Events.plus(rs0.Events, -1)
+			r.Events = &ev
 		}
 	}
 	return r, nil

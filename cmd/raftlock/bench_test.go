@@ -24,6 +24,9 @@ type heldJSON struct {
 		KeySize int   `json:"key_size"`
 		Clients int   `json:"clients"`
 		Ops     int64 `json:"ops"`
+		Events  *struct {
+			GCCycles *float64 `json:"gc_cycles"`
+		} `json:"cluster_events"`
 	} `json:"runs"`
 	Scale []struct {
 		Held int `json:"held"`
@@ -81,6 +84,9 @@ func TestBenchHeldMeasuresEachTableSize(t *testing.T) {
 	for i, x := range rep.Runs {
 		if want := []int{0, 0, 200, 200}[i]; x.Held != want || x.KeySize != 250 || x.Ops == 0 {
 			t.Errorf("run %d: held %d, key size %d, %d ops; want held %d, key size 250, ops", i, x.Held, x.KeySize, x.Ops, want)
+		}
+		if x.Events == nil || x.Events.GCCycles == nil {
+			t.Errorf("run %d: no cluster events (collections, snapshots, leader changes in the window)", i)
 		}
 	}
 	s := rep.Scale[1]

@@ -15,8 +15,10 @@ import (
 )
 
 // Parse reads an exposition and returns the value of every unlabelled
-// counter, gauge and untyped sample, by metric name. Labelled samples and
-// summaries and histograms are left out: the callers read single values.
+// counter, gauge and untyped sample, by metric name, and of every
+// unlabelled summary's and histogram's NAME_sum and NAME_count, as the
+// exposition names them. Labelled samples, quantiles and buckets are left
+// out: the callers read single values.
 func Parse(r io.Reader) (map[string]float64, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(r)
@@ -36,6 +38,10 @@ func Parse(r io.Reader) (map[string]float64, error) {
 				out[name] = m.GetGauge().GetValue()
 			case dto.MetricType_UNTYPED:
 				out[name] = m.GetUntyped().GetValue()
+			case dto.MetricType_SUMMARY:
+				out[name+"_sum"], out[name+"_count"] = m.GetSummary().GetSampleSum(), float64(m.GetSummary().GetSampleCount())
+			case dto.MetricType_HISTOGRAM:
+				out[name+"_sum"], out[name+"_count"] = m.GetHistogram().GetSampleSum(), float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}
