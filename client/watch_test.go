@@ -35,11 +35,11 @@ func describe(evs []client.Event) string {
 func TestWatchAcrossALeaderChange(t *testing.T) {
 	c, leader, cl, ctx := startWithClient(t)
 	follower := c.Followers(c.Node(leader))[0].ID()
-	onLeader, err := newClient(t, c.Clients[leader]).Watch(ctx, "jobs/")
+	onLeader, err := nodetest.Client(t, c.Clients[leader]).Watch(ctx, "jobs/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	onFollower, err := newClient(t, c.Clients[follower]).Watch(ctx, "jobs/")
+	onFollower, err := nodetest.Client(t, c.Clients[follower]).Watch(ctx, "jobs/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestWatchOnAMemberFromBeforeWatches(t *testing.T) {
 			c.Write(wire.AppendResponse(nil, resp))
 		}
 	})
-	cl := newClient(t, addr)
+	cl := nodetest.Client(t, addr)
 	ctx := nodetest.Context(t, 10*time.Second)
 	if _, err := cl.Get(ctx, "k"); err != nil {
 		t.Fatal(err)

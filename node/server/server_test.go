@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/watchnet"
 	"github.com/raftlock/raftlock/node"
@@ -181,19 +180,12 @@ func TestClientRetriesPastTheConnectionLimit(t *testing.T) {
 	s := server.New(n)
 	s.SetLimits(server.Limits{MaxConns: 1})
 	addr := server.ServeLocal(t, s)
-	first, err := client.New([]string{addr}, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := nodetest.Client(t, addr)
 	ctx := nodetest.Context(t, 5*time.Second)
 	if _, err := first.Acquire(ctx, "a", 10*time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
-	second, err := client.New([]string{addr}, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
+	second := nodetest.Client(t, addr)
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
 	if _, err := second.Acquire(short, "b", 10*time.Second, 0); !errors.Is(err, context.DeadlineExceeded) {
