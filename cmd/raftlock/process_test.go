@@ -243,6 +243,17 @@ func (c *processCluster) stop(m *processMember) {
 	m.cmd = nil
 }
 
+// hangUp sends m SIGHUP and waits until it logs what once more than
+// before: the reload it asked for, not an earlier one.
+func (c *processCluster) hangUp(m *processMember, what string) {
+	c.t.Helper()
+	before := strings.Count(c.fullLog(m), what)
+	m.cmd.Process.Signal(syscall.SIGHUP)
+	nodetest.WaitFor(c.t, 10*time.Second, fmt.Sprintf("member %d to log %q after SIGHUP", m.id, what), func() bool {
+		return strings.Count(c.fullLog(m), what) > before
+	})
+}
+
 // addJoiner adds member id (fresh addresses) to the cluster through eps
 // with member add, to join with --join eps; it is not started.
 func (c *processCluster) addJoiner(id int, eps string) *processMember {
