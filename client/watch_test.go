@@ -14,12 +14,6 @@ import (
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
-// nextEvents reads n events from w within 20 s, failing t otherwise.
-func nextEvents(t *testing.T, w *client.Watch, n int) []client.Event {
-	t.Helper()
-	return nodetest.Receive(t, w.C, n, w.Err)
-}
-
 func describe(evs []client.Event) string {
 	var s []string
 	for _, ev := range evs {
@@ -55,7 +49,7 @@ func TestWatchAcrossALeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquire(t, ctx, cl, "jobs/b", time.Minute)
-	a, b := nextEvents(t, onLeader, 3), nextEvents(t, onFollower, 3)
+	a, b := nodetest.Receive(t, onLeader.C, 3, onLeader.Err), nodetest.Receive(t, onFollower.C, 3, onFollower.Err)
 	want := fmt.Sprintf("granted jobs/a %d, released jobs/a %d, granted jobs/b %d", g.Token, g.Token, g.Token+1)
 	if describe(a) != want || describe(b) != want {
 		t.Fatalf("events on the old leader: %s\non the new leader: %s\nwant: %s", describe(a), describe(b), want)
