@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/internal/procstat"
 )
 
 // clientProc is one chaos-client process as the harness runs it: the
@@ -196,14 +196,12 @@ func (cp *clientProc) stopLocked() {
 func waitStopped(pid int, bound time.Duration) bool {
 	deadline := time.Now().Add(bound)
 	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		st, err := procstat.Read(pid)
 		if err != nil {
 			time.Sleep(10 * time.Millisecond)
 			return false
 		}
-		// The state follows the command's name, in parentheses that the
-		// name itself may contain: after the last ')'.
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+		if st.Stopped() {
 			return true
 		}
 		if time.Now().After(deadline) {

@@ -13,9 +13,9 @@ import (
 	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/checker/history"
-	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/internal/testbin"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // The tests that start raftlock's processes (skipped under -short): a
@@ -99,11 +99,7 @@ func TestKillLeaderProcess(t *testing.T) {
 	if err := sup.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(sup.ClientAddrs(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := nodetest.Client(t, sup.ClientAddrs()...)
 	g, err := cl.Acquire(ctx, "k", time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -128,11 +127,7 @@ func RunAndCheck(ctx context.Context, cfg Config, progress io.Writer) (v *checke
 		return nil, nil, err
 	}
 	if res.Log != nil {
-		b, err := json.MarshalIndent(checker.Resolve(res.Events, *res.Log), "", "  ")
-		if err == nil {
-			err = os.WriteFile(filepath.Join(cfg.Out, "resolved.json"), append(b, '\n'), 0o644)
-		}
-		if err != nil {
+		if err := writeJSON(cfg.Out, "resolved.json", checker.Resolve(res.Events, *res.Log), true); err != nil {
 			cfg.Log.Warn("resolved.json not written", "err", err)
 		}
 	}

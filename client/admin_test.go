@@ -50,11 +50,11 @@ func unknownOnce(t *testing.T) (addr string, received func() int) {
 func TestAdminAsksAnIdempotentCommandAgainWhenItsOutcomeIsUnknown(t *testing.T) {
 	ctx := nodetest.Context(t, 10*time.Second)
 	addr, received := unknownOnce(t)
-	if err := newClient(t, addr).Admin(ctx, "member.add", map[string]any{"id": 4}, nil, true); err != nil || received() != 2 {
+	if err := nodetest.Client(t, addr).Admin(ctx, "member.add", map[string]any{"id": 4}, nil, true); err != nil || received() != 2 {
 		t.Fatalf("idempotent: %v after %d requests, want success after 2", err, received())
 	}
 	addr, received = unknownOnce(t)
-	if err := newClient(t, addr).Admin(ctx, "leader.transfer", nil, nil, false); !errors.Is(err, client.ErrOutcomeUnknown) || received() != 1 {
+	if err := nodetest.Client(t, addr).Admin(ctx, "leader.transfer", nil, nil, false); !errors.Is(err, client.ErrOutcomeUnknown) || received() != 1 {
 		t.Fatalf("not idempotent: %v after %d requests, want ErrOutcomeUnknown after 1", err, received())
 	}
 }

@@ -32,23 +32,13 @@ func startCluster(t *testing.T, size int) (*nodetest.Cluster, uint64) {
 	return c, leader
 }
 
-func newClient(t *testing.T, endpoints ...string) *client.Client {
-	t.Helper()
-	cl, err := client.New(endpoints, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
-}
-
 // startWithClient starts a three-member cluster and returns it, its
 // leader's id, a client of every member and a context of 20 s for the
 // test's calls.
 func startWithClient(t *testing.T) (*nodetest.Cluster, uint64, *client.Client, context.Context) {
 	t.Helper()
 	c, leader := startCluster(t, 3)
-	return c, leader, newClient(t, c.Endpoints()...), nodetest.Context(t, 20*time.Second)
+	return c, leader, nodetest.Client(t, c.Endpoints()...), nodetest.Context(t, 20*time.Second)
 }
 
 // acquire takes key on cl for lease without waiting, failing t if it
@@ -69,7 +59,7 @@ func TestRedirectFromEachFollower(t *testing.T) {
 		if id == leader {
 			continue
 		}
-		cl := newClient(t, addr) // knows only a follower
+		cl := nodetest.Client(t, addr) // knows only a follower
 		key := fmt.Sprintf("via-%d", id)
 		g, err := cl.Acquire(ctx, key, time.Minute, 0)
 		if err != nil {
@@ -97,7 +87,7 @@ func TestThousandConcurrentRequestsOnOneConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := newClient(t, c.Clients[leader])
+	cl := nodetest.Client(t, c.Clients[leader])
 	ctx := nodetest.Context(t, 60*time.Second)
 	const n = 1000
 	tokens := make([]uint64, n)
@@ -143,7 +133,7 @@ func cutter(t *testing.T) (addr string, received func() int) {
 
 func TestOutcomeUnknownWhenConnectionCutAfterSend(t *testing.T) {
 	addr, received := cutter(t)
-	cl := newClient(t, addr)
+	cl := nodetest.Client(t, addr)
 	ctx := nodetest.Context(t, 5*time.Second)
 	_, err := cl.Acquire(ctx, "k", time.Second, 0)
 	if !errors.Is(err, client.ErrOutcomeUnknown) {
@@ -253,7 +243,7 @@ func TestBadFramesIsolatedToTheirConnection(t *testing.T) {
 
 func TestInvalidArguments(t *testing.T) {
 	c, _ := startCluster(t, 1)
-	cl := newClient(t, c.Endpoints()...)
+	cl := nodetest.Client(t, c.Endpoints()...)
 	ctx := nodetest.Context(t, 10*time.Second)
 	var inv *client.InvalidArgumentError
 	if _, err := cl.Acquire(ctx, "", time.Second, 0); !errors.As(err, &inv) {
@@ -321,7 +311,7 @@ func TestDuplicateRequestIDRefused(t *testing.T) {
 // outcome unknown.
 func TestInvalidArgumentsRefusedBeforeSending(t *testing.T) {
 	addr, received := cutter(t)
-	cl := newClient(t, addr)
+	cl := nodetest.Client(t, addr)
 	ctx := nodetest.Context(t, 5*time.Second)
 	long := strings.Repeat("k", 5000)
 	calls := map[string]error{}
@@ -388,7 +378,7 @@ func TestWrongPortOrVersionNamedAtOnce(t *testing.T) {
 		{peer, peer + " is not a raftlock client port"},
 		{other, "RAFTLOCK/9"},
 	} {
-		cl := newClient(t, tc.addr)
+		cl := nodetest.Client(t, tc.addr)
 		start := time.Now()
 		_, err := cl.Acquire(nodetest.Context(t, 10*time.Second), "k", time.Second, 0)
 		var pe *client.ProtocolError
@@ -423,7 +413,7 @@ func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
 	if _, err := c.Leader(nodetest.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	cl := newClient(t, c.Endpoints()...)
+	cl := nodetest.Client(t, c.Endpoints()...)
 	tok, err := cl.Acquire(nodetest.Context(t, 5*time.Second), "a", 10*time.Second, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestGoAwayEndsTheConnectionWithoutLosingAnAnswer(t *testing.T) {
 			c.Write(wire.AppendResponse(nil, resp))
 		}
 	})
-	cl := newClient(t, addr)
+	cl := nodetest.Client(t, addr)
 	ctx := nodetest.Context(t, 5*time.Second)
 	g, err := cl.Acquire(ctx, "k", time.Second, 0)
 	if err != nil || g.Token != 7 {
@@ -78,7 +78,7 @@ func TestCallRacingAShutdownIsNotAProtocolError(t *testing.T) {
 	// cluster's own stays up as the member to retry on.
 	s := server.New(c.Node(leader))
 	ln := watchnet.Serve(t, s, watchnet.Held)
-	cl := newClient(t, ln.Addr().String(), c.Clients[leader]) // the stopping member first
+	cl := nodetest.Client(t, ln.Addr().String(), c.Clients[leader]) // the stopping member first
 
 	ctx := nodetest.Context(t, 10*time.Second)
 	acquired := make(chan error, 1)

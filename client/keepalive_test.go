@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // KeepAlive holds a lock well past its lease, and returns nil when its
@@ -54,7 +55,7 @@ func TestKeepAliveReturnsWhenTheLockIsLost(t *testing.T) {
 
 // KeepAlive checks its arguments before it sends anything.
 func TestKeepAliveRefusesBadArguments(t *testing.T) {
-	cl := newClient(t, "127.0.0.1:1")
+	cl := nodetest.Client(t, "127.0.0.1:1")
 	var inv *client.InvalidArgumentError
 	if err := cl.KeepAlive(context.Background(), "k", 1, time.Millisecond); !errors.As(err, &inv) {
 		t.Fatalf("a 1ms lease: %v, want an InvalidArgumentError", err)

@@ -24,7 +24,7 @@ func TestOwnerListAndForcedRelease(t *testing.T) {
 	for i := range 5 {
 		acquire(t, ctx, cl, fmt.Sprintf("jobs/%d", i), time.Minute)
 	}
-	other := newClient(t, c.Endpoints()...)
+	other := nodetest.Client(t, c.Endpoints()...)
 	g, err := other.AcquireWith(ctx, client.AcquireRequest{Key: "web/x", Lease: time.Minute, Owner: "batch-7"})
 	if err != nil {
 		t.Fatal(err)

@@ -14,12 +14,6 @@ import (
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
-// nextEvents reads n events from w within 20 s, failing t otherwise.
-func nextEvents(t *testing.T, w *client.Watch, n int) []client.Event {
-	t.Helper()
-	return nodetest.Receive(t, w.C, n, w.Err)
-}
-
 func describe(evs []client.Event) string {
 	var s []string
 	for _, ev := range evs {
@@ -35,11 +29,11 @@ func describe(evs []client.Event) string {
 func TestWatchAcrossALeaderChange(t *testing.T) {
 	c, leader, cl, ctx := startWithClient(t)
 	follower := c.Followers(c.Node(leader))[0].ID()
-	onLeader, err := newClient(t, c.Clients[leader]).Watch(ctx, "jobs/")
+	onLeader, err := nodetest.Client(t, c.Clients[leader]).Watch(ctx, "jobs/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	onFollower, err := newClient(t, c.Clients[follower]).Watch(ctx, "jobs/")
+	onFollower, err := nodetest.Client(t, c.Clients[follower]).Watch(ctx, "jobs/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +49,7 @@ func TestWatchAcrossALeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquire(t, ctx, cl, "jobs/b", time.Minute)
-	a, b := nextEvents(t, onLeader, 3), nextEvents(t, onFollower, 3)
+	a, b := nodetest.Receive(t, onLeader.C, 3, onLeader.Err), nodetest.Receive(t, onFollower.C, 3, onFollower.Err)
 	want := fmt.Sprintf("granted jobs/a %d, released jobs/a %d, granted jobs/b %d", g.Token, g.Token, g.Token+1)
 	if describe(a) != want || describe(b) != want {
 		t.Fatalf("events on the old leader: %s\non the new leader: %s\nwant: %s", describe(a), describe(b), want)
@@ -103,7 +97,7 @@ func TestWatchOnAMemberFromBeforeWatches(t *testing.T) {
 			c.Write(wire.AppendResponse(nil, resp))
 		}
 	})
-	cl := newClient(t, addr)
+	cl := nodetest.Client(t, addr)
 	ctx := nodetest.Context(t, 10*time.Second)
 	if _, err := cl.Get(ctx, "k"); err != nil {
 		t.Fatal(err)

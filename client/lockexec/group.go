@@ -1,17 +1,15 @@
 package lockexec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/procstat"
 )
 
 // processGroup stops what is left of a command's process group.
@@ -81,45 +79,11 @@ func (g *processGroup) members() []int {
 	if err := syscall.Kill(-g.pgid, 0); errors.Is(err, syscall.ESRCH) {
 		return nil
 	}
-	pids, err := groupMembers(g.pgid)
+	pids, err := procstat.Group(g.pgid)
 	if err != nil {
 		return []int{g.pgid}
 	}
 	return pids
-}
-
-// groupMembers reads /proc for the processes of group pgid that are not
-// zombies.
-func groupMembers(pgid int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold anything, ')' too.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
-			pids = append(pids, pid)
-		}
-	}
-	slices.Sort(pids)
-	return pids, nil
 }
 
 // outputCopy is a pipe the command writes into and exec copies from. Not

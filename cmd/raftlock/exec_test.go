@@ -13,49 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/raftlock/raftlock/internal/procstat"
 	"github.com/raftlock/raftlock/internal/syncio"
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
-// procStat is the state and process group of pid, from /proc; ok is
-// false when it is gone.
-func procStat(pid int) (state string, pgid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", 0, false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:])) // state ppid pgrp ...
-	if len(f) < 3 {
-		return "", 0, false
-	}
-	pgid, err = strconv.Atoi(f[2])
-	return f[0], pgid, err == nil
-}
-
 // running reports whether process pid runs (a zombie does not).
 func running(pid int) bool {
-	state, _, ok := procStat(pid)
-	return ok && state != "Z" && state != "X"
-}
-
-// groupRunning lists the processes of group pgid that run.
-func groupRunning(t *testing.T, pgid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if state, g, ok := procStat(pid); ok && g == pgid && state != "Z" && state != "X" {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	st, err := procstat.Read(pid)
+	return err == nil && st.Running()
 }
 
 // readPid waits for a shell to write a pid into file, unless exec ends.
@@ -161,7 +127,8 @@ while [ ! -e ` + ready + ` ]; do sleep 0.01; done
 				if tc.name != "lost" && strings.Contains(got, `"held":false`) && alive {
 					t.Fatalf("the lock was released while the command's child %d ran: %s", child, got)
 				}
-				_, _, shellLeft := procStat(pgid)
+				_, err := procstat.Read(pgid)
+				shellLeft := err == nil
 				switch {
 				case !signalled && alive && !shellLeft && strings.Contains(got, `"held":true`):
 					// The shell is gone (reaped by exec), its child runs,
@@ -184,8 +151,8 @@ while [ ! -e ` + ready + ` ]; do sleep 0.01; done
 			if running(child) {
 				t.Fatalf("the child %d that ignores SIGTERM outlived exec; stderr %q", child, errOut.String())
 			}
-			if left := groupRunning(t, pgid); len(left) > 0 {
-				t.Fatalf("processes %v of the command's group outlived exec", left)
+			if left, err := procstat.Group(pgid); err != nil || len(left) > 0 {
+				t.Fatalf("processes %v of the command's group outlived exec (%v)", left, err)
 			}
 			if _, got, _ := cli(t, "get", key, "--json", "--endpoints", eps); !strings.Contains(got, `"held":false`) {
 				t.Errorf("after exec: %s, want free", got)

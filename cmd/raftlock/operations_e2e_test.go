@@ -15,6 +15,7 @@ import (
 	"github.com/raftlock/raftlock/client"
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/peer"
 )
 
@@ -300,7 +301,7 @@ func TestStaleVoterCatchesUpWithLeaderAddedWhileItWasDown(t *testing.T) {
 		return code == 0
 	})
 	c.start(m3) // with --peers naming members 1 to 3 only
-	holdLocks(ctx, t, newClient(t, strings.Split(eps4, ",")), "k0", "k1", "k2", "k3", "k4")
+	holdLocks(ctx, t, nodetest.Client(t, strings.Split(eps4, ",")...), "k0", "k1", "k2", "k3", "k4")
 	lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer lcancel()
 	var a3, a4 float64

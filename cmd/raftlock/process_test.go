@@ -19,6 +19,7 @@ import (
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/promtext"
 	"github.com/raftlock/raftlock/node/embed"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // processMember is one `raftlock node` child process and its addresses.
@@ -150,7 +151,7 @@ func readyProcessClusterWith(t *testing.T, d time.Duration, extra ...string) (*p
 	c := newProcessCluster(t, 3, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
-	cl := newClient(t, c.endpoints())
+	cl := nodetest.Client(t, c.endpoints()...)
 	waitUntil(ctx, t, "a leader", func() bool {
 		actx, acancel := context.WithTimeout(ctx, time.Second)
 		defer acancel()
@@ -165,17 +166,6 @@ func freePort(t *testing.T) string {
 	t.Helper()
 	_, port, _ := strings.Cut(freeport.For(t), ":")
 	return port
-}
-
-// newClient is a client of eps, closed when the test ends.
-func newClient(t *testing.T, eps []string) *client.Client {
-	t.Helper()
-	cl, err := client.New(eps, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
 }
 
 // holdLocks acquires each key with a one-hour lease, each tried until it
@@ -251,6 +241,17 @@ func (c *processCluster) stop(m *processMember) {
 		c.t.Fatalf("member %d exited %d after SIGTERM:\n%s", m.id, code, c.log(m))
 	}
 	m.cmd = nil
+}
+
+// hangUp sends m SIGHUP and waits until it logs what once more than
+// before: the reload it asked for, not an earlier one.
+func (c *processCluster) hangUp(m *processMember, what string) {
+	c.t.Helper()
+	before := strings.Count(c.fullLog(m), what)
+	m.cmd.Process.Signal(syscall.SIGHUP)
+	nodetest.WaitFor(c.t, 10*time.Second, fmt.Sprintf("member %d to log %q after SIGHUP", m.id, what), func() bool {
+		return strings.Count(c.fullLog(m), what) > before
+	})
 }
 
 // addJoiner adds member id (fresh addresses) to the cluster through eps

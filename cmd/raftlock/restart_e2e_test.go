@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/node/embed"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // Issue 8's end-to-end proof: real member processes that snapshot every 50
@@ -126,7 +127,7 @@ func TestMembersListeningOnAllInterfacesAdvertiseReachableAddresses(t *testing.T
 		return []string{"--listen", "0.0.0.0:" + port(m.client), "--advertise-client", m.client,
 			"--peer-listen", "0.0.0.0:" + port(m.peer)}
 	}, "--log-level", "warn", "--insecure") // all interfaces without certificates: --insecure says so
-	cl := newClient(t, c.endpoints())
+	cl := nodetest.Client(t, c.endpoints()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	waitUntil(ctx, t, "a leader that follower redirects name by its advertised address", func() bool {
@@ -160,7 +161,7 @@ func TestClusterReusesDefaultDataDirectory(t *testing.T) {
 	bin := buildBinary(t)
 	work := t.TempDir()
 	peer, cport, hport, aport := freePort(t), freePort(t), freePort(t), freePort(t)
-	cl := newClient(t, []string{"127.0.0.1:" + cport})
+	cl := nodetest.Client(t, "127.0.0.1:"+cport)
 	args := []string{"--nodes", "1", "--peer-port", peer, "--client-port", cport, "--http-port", hport, "--api-port", aport}
 	acquire := func(key string) uint64 {
 		t.Helper()

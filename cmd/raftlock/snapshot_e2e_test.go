@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	membercore "github.com/raftlock/raftlock/member"
+	"github.com/raftlock/raftlock/node/nodetest"
 )
 
 // The backup and restore proof, with real member processes and the CLI:
@@ -90,7 +91,7 @@ func TestSnapshotSaveRestoreEndToEnd(t *testing.T) {
 	for _, m := range c.members {
 		c.start(m)
 	}
-	cl2 := newClient(t, c.endpoints())
+	cl2 := nodetest.Client(t, c.endpoints()...)
 	for key, token := range held {
 		waitUntil(ctx, t, key+" read from the restored cluster", func() bool {
 			for _, m := range c.members {
@@ -204,7 +205,7 @@ func TestSnapshotLargerThanThePeerFrameLimitReachesFollowerAndNewMember(t *testi
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	all := newClient(t, c.endpoints())
+	all := nodetest.Client(t, c.endpoints()...)
 	statusOf := func(m *processMember) (role string, applied uint64, digest string, ok bool) {
 		sctx, scancel := context.WithTimeout(ctx, time.Second)
 		defer scancel()
@@ -233,7 +234,7 @@ func TestSnapshotLargerThanThePeerFrameLimitReachesFollowerAndNewMember(t *testi
 			live = append(live, m.client)
 		}
 	}
-	cl := newClient(t, live)
+	cl := nodetest.Client(t, live...)
 
 	// The table: 2,000 locks with 200-byte keys and one-hour leases, from
 	// 16 clients at once.

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/freeport"
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
@@ -398,6 +399,17 @@ func Context(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Client is a client of endpoints, closed when t ends.
+func Client(t testing.TB, endpoints ...string) *client.Client {
+	t.Helper()
+	cl, err := client.New(endpoints, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 // LoggedTags reads n's committed log and returns the tag of each command

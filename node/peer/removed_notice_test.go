@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"encoding/binary"
 	"io"
 	"net"
 	"strings"
@@ -24,17 +23,12 @@ func TestRemovedNoticeOnlyForThisCluster(t *testing.T) {
 	m3.SetPeers(map[uint64]string{1: a[1], 2: a[2], 3: a[3]}, []uint64{4}) // cluster A removed its member 4
 
 	// A raw hello from cluster B's member 4.
-	ext := binary.AppendUvarint(nil, clusterB)
-	ext = binary.AppendUvarint(ext, 7)
-	ext = binary.AppendUvarint(ext, 0)
-	ext = binary.AppendUvarint(ext, uint64(len(a[4])))
-	ext = append(ext, a[4]...)
 	c, err := net.Dial("tcp", m3.listenAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.Write(AppendFrame(nil, append(EncodeHello(4, 3, "x"), ext...)))
+	c.Write(helloFrame(4, 3, &Identity{ClusterID: clusterB, Incarnation: 7}, a[4]))
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	got, _ := io.ReadAll(c)
 	if strings.Contains(string(got), strings.TrimSpace(removedNotice)) {

@@ -2,13 +2,10 @@ package peer
 
 import (
 	"crypto/tls"
-	"io"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -16,17 +13,6 @@ import (
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 )
-
-type recorder struct {
-	mu  sync.Mutex
-	got []*raftpb.Message
-}
-
-func (r *recorder) Receive(m *raftpb.Message) { r.mu.Lock(); r.got = append(r.got, m); r.mu.Unlock() }
-func (r *recorder) ReportUnreachable(uint64)  {}
-func (r *recorder) ReportSnapshot(uint64, bool) {
-}
-func (r *recorder) count() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.got) }
 
 // certs writes a PKI for three members into a directory.
 func certs(t *testing.T) string {
@@ -57,28 +43,6 @@ func member1(t *testing.T, dir string) (*TCP, *recorder, *Identity) {
 	return tr, rec, ident
 }
 
-// heartbeat is a hello then a heartbeat carrying an absurd commit index.
-func heartbeat(from, to, clusterID, incarnation uint64) []byte {
-	hello := EncodeHello(from, to, "x")
-	if clusterID != 0 {
-		hello = append(hello, (&Identity{ClusterID: clusterID, Incarnation: incarnation}).helloExtension(to)...)
-	}
-	b := AppendFrame(nil, hello)
-	m, _ := proto.Marshal(&raftpb.Message{Type: raftpb.MessageType_MsgHeartbeat.Enum(), From: proto.Uint64(from), To: proto.Uint64(to), Term: proto.Uint64(1), Commit: proto.Uint64(1 << 40)})
-	return AppendFrame(b, m)
-}
-
-// send writes b on c and waits for the member to close the stream (or
-// for a short while, when it keeps it).
-func send(t *testing.T, c net.Conn, b []byte) (closed bool) {
-	t.Helper()
-	defer c.Close()
-	c.Write(b)
-	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	_, err := io.Copy(io.Discard, c)
-	return err == nil || !strings.Contains(err.Error(), "timeout")
-}
-
 func dialAs(t *testing.T, tr *TCP, r *tlsconfig.Reloader) net.Conn {
 	t.Helper()
 	c, err := tls.Dial("tcp", tr.listenAddr, r.PeerClientConfig(1))
@@ -95,26 +59,31 @@ func TestHelloMustMatchCertificate(t *testing.T) {
 	dir := certs(t)
 	tr, rec, ident := member1(t, dir)
 	m2, admin := load(t, dir, "member-2"), load(t, dir, "client-admin")
+	// A hello as member from of this cluster, then a heartbeat carrying
+	// an absurd commit index.
+	heartbeat := func(from uint64) []byte {
+		return append(helloFrame(from, 1, &Identity{ClusterID: ident.ClusterID, Incarnation: 5}, ""), heartbeatFrame(from, 1, 1<<40)...)
+	}
 
 	plain, err := net.Dial("tcp", tr.listenAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !send(t, plain, heartbeat(2, 1, ident.ClusterID, 5)) {
+	if !send(t, plain, heartbeat(2)) {
 		t.Error("a plain-TCP forged heartbeat kept its stream open")
 	}
-	if !send(t, dialAs(t, tr, m2), heartbeat(3, 1, ident.ClusterID, 5)) {
+	if !send(t, dialAs(t, tr, m2), heartbeat(3)) {
 		t.Error("member 2's certificate claiming member 3 kept its stream open")
 	}
 	if c, err := tls.Dial("tcp", tr.listenAddr, admin.PeerClientConfig(1)); err == nil {
-		if !send(t, c, heartbeat(2, 1, ident.ClusterID, 5)) {
+		if !send(t, c, heartbeat(2)) {
 			t.Error("a client certificate claiming member 2 kept its stream open")
 		}
 	}
 	if n := rec.count(); n != 0 {
 		t.Fatalf("%d forged messages reached raft", n)
 	}
-	if send(t, dialAs(t, tr, m2), heartbeat(2, 1, ident.ClusterID, 5)) {
+	if send(t, dialAs(t, tr, m2), heartbeat(2)) {
 		t.Error("member 2 speaking as itself was cut off")
 	}
 	if n := rec.count(); n != 1 {

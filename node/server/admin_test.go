@@ -27,11 +27,7 @@ func TestRetriedMemberChangesSucceedUnchanged(t *testing.T) {
 	c := nodetest.New(t, 3, nil)
 	c.WaitLeader()
 	ctx := nodetest.Context(t, 20*time.Second)
-	cl, err := client.New(c.Endpoints(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := nodetest.Client(t, c.Endpoints()...)
 	change := func(command string, a wire.MemberArgs) (wire.MemberList, error) {
 		var out wire.MemberList
 		err := cl.Admin(ctx, command, a, &out, true)
@@ -89,11 +85,7 @@ func TestSnapshotSaveStreamsTheTableInChunks(t *testing.T) {
 			follower = addr
 		}
 	}
-	cl, err := client.New([]string{follower}, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := nodetest.Client(t, follower)
 	var first server.SnapshotSaveAnswer
 	if err := cl.Admin(ctx, "snapshot.save", nil, &first, true); err != nil {
 		t.Fatal(err)
@@ -123,7 +115,7 @@ func TestSnapshotSaveStreamsTheTableInChunks(t *testing.T) {
 		t.Fatalf("restored table: %v", err)
 	}
 	var inv *client.InvalidArgumentError
-	err = cl.Admin(ctx, "snapshot.save", server.SnapshotSaveArgs{Capture: "nope"}, nil, true)
+	err := cl.Admin(ctx, "snapshot.save", server.SnapshotSaveArgs{Capture: "nope"}, nil, true)
 	if !errors.As(err, &inv) || !errors.Is(err, client.ErrUnknownCapture) {
 		t.Fatalf("unknown capture: %v, want client.ErrUnknownCapture", err)
 	}

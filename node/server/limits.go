@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -75,15 +73,6 @@ func (s *Server) refuseConn(c net.Conn) {
 	if last := s.lim.lastWarn.Load(); now-last > int64(time.Second) && s.lim.lastWarn.CompareAndSwap(last, now) {
 		s.log.Warn("refused client connection: too many connections", "limit", s.limits().MaxConns, "remote", c.RemoteAddr().String())
 	}
-}
-
-// DebugHandlers adds Go's /debug/pprof profiles to mux. A member serves
-// them only with `raftlock node --debug`: a profile costs CPU and shows
-// the member's internals to whoever reaches the HTTP port.
-func DebugHandlers(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // connSlots are one connection's in-flight bounds (Limits.MaxInflightPerConn).

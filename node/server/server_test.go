@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/watchnet"
 	"github.com/raftlock/raftlock/node"
@@ -68,6 +67,15 @@ func oneMember(t *testing.T) *node.Node {
 	return nodetest.New(t, 1, nil).WaitLeader()
 }
 
+// servedWithLimits is the client address of a one-member cluster's
+// server held to lim.
+func servedWithLimits(t *testing.T, lim server.Limits) string {
+	t.Helper()
+	s := server.New(oneMember(t))
+	s.SetLimits(lim)
+	return server.ServeLocal(t, s)
+}
+
 // greeted dials addr and says whether the member answered the greeting.
 func greeted(t *testing.T, addr string) (net.Conn, bool) {
 	t.Helper()
@@ -82,10 +90,7 @@ func greeted(t *testing.T, addr string) (net.Conn, bool) {
 }
 
 func TestConnectionsPastTheLimitAreClosedBeforeTheGreeting(t *testing.T) {
-	n := oneMember(t)
-	s := server.New(n)
-	s.SetLimits(server.Limits{MaxConns: 2})
-	addr := server.ServeLocal(t, s)
+	addr := servedWithLimits(t, server.Limits{MaxConns: 2})
 	first, ok1 := greeted(t, addr)
 	_, ok2 := greeted(t, addr)
 	if !ok1 || !ok2 {
@@ -145,10 +150,7 @@ func TestOverloadedAnswer(t *testing.T) {
 // and they never stop the member reading the connection: the release they
 // wait for comes on the same connection.
 func TestWaitingAcquiresPastThePerConnectionLimit(t *testing.T) {
-	n := oneMember(t)
-	s := server.New(n)
-	s.SetLimits(server.Limits{MaxInflightPerConn: 2})
-	addr := server.ServeLocal(t, s)
+	addr := servedWithLimits(t, server.Limits{MaxInflightPerConn: 2})
 	raw := nodetest.DialRaw(t, addr)
 	send, recv := raw.Send, raw.Recv
 	send(&wire.Request{ID: 1, Op: wire.OpAcquire, Key: "k", LeaseMS: 10000})
@@ -177,23 +179,13 @@ func TestWaitingAcquiresPastThePerConnectionLimit(t *testing.T) {
 // The Go client takes a connection closed before the greeting as not sent:
 // it retries until its deadline, and gets in once a slot frees.
 func TestClientRetriesPastTheConnectionLimit(t *testing.T) {
-	n := oneMember(t)
-	s := server.New(n)
-	s.SetLimits(server.Limits{MaxConns: 1})
-	addr := server.ServeLocal(t, s)
-	first, err := client.New([]string{addr}, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := servedWithLimits(t, server.Limits{MaxConns: 1})
+	first := nodetest.Client(t, addr)
 	ctx := nodetest.Context(t, 5*time.Second)
 	if _, err := first.Acquire(ctx, "a", 10*time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
-	second, err := client.New([]string{addr}, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
+	second := nodetest.Client(t, addr)
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
 	if _, err := second.Acquire(short, "b", 10*time.Second, 0); !errors.Is(err, context.DeadlineExceeded) {
