@@ -1,6 +1,7 @@
 package procstat
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"slices"
@@ -26,6 +27,24 @@ func TestParseTakesTheFieldsAfterTheLastParenthesis(t *testing.T) {
 			t.Errorf("parse(%q) = %+v, %v; want %+v (ok %v)", tc.line, got, err, tc.want, tc.ok)
 		}
 	}
+}
+
+// Whatever /proc hands back, parse returns a Stat or an error, never a
+// panic; a Stat's state is the one byte after the last ')'.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{"12 (sleep) S 1 12 12 0 -1", "13 (a) b) (c) Z 12 40 40", "14 (sh) T", ")", "(", ""} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := parse(b)
+		if err != nil {
+			return
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if f := bytes.Fields(b[i+1:]); len(f) == 0 || len(f[0]) != 1 || f[0][0] != st.State {
+			t.Fatalf("parse(%q) = %+v: state is not the field after the last ')'", b, st)
+		}
+	})
 }
 
 func TestReadAndGroupSeeAStoppedChild(t *testing.T) {
