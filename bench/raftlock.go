@@ -103,17 +103,28 @@ var errPortTaken = errors.New("a port picked for the member was taken before it 
 // StartRaftlock starts cfg.Nodes `raftlock node` processes and waits until
 // each of them answers. Ports are picked free and then bound by the member,
 // so another process on the machine may take one in between: the member
-// exits, and the cluster starts again on new ports. A benchmark of a
-// cluster short of a member would measure something else.
+// exits, and the cluster starts again on new ports, in member directories
+// of its own making (directories that were there before are reused, never
+// cleared, so then there is no second attempt). A benchmark of a cluster
+// short of a member would measure something else.
 func StartRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
+	attempts := startAttempts
+	for id := 1; id <= cfg.Nodes; id++ {
+		if _, err := os.Stat(memberDir(cfg.Dir, id)); err == nil {
+			attempts = 1
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		t, err := startRaftlock(ctx, cfg)
-		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
+		if !errors.Is(err, errPortTaken) || attempt == attempts {
 			return t, err
 		}
 		for id := 1; id <= cfg.Nodes; id++ {
-			if err := errors.Join(os.RemoveAll(memberDir(cfg.Dir, id)), os.Remove(memberDir(cfg.Dir, id)+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("clear the members' directories after a port was taken: %w", err)
+			if err := os.RemoveAll(memberDir(cfg.Dir, id)); err != nil {
+				return nil, fmt.Errorf("clear member %d's directory after a port was taken: %w", id, err)
+			}
+			if err := os.Remove(memberDir(cfg.Dir, id) + ".log"); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("clear member %d's log after a port was taken: %w", id, err)
 			}
 		}
 	}
@@ -186,8 +197,22 @@ func startRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		t.Close()
 		return nil, err
 	}
-	// Probed through the sessions' protocol: its port is up too.
-	if err := waitUntil(ctx, "raftlock", func(ctx context.Context) error { _, err := t.calls.Get(ctx, "bench-probe"); return err }); err != nil {
+	// Probed through the sessions' protocol: its port is up too. A member
+	// that exited ends the wait (two of three would leave no quorum to
+	// answer the probe until the start's time runs out).
+	pctx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	probe := func(ctx context.Context) error {
+		for _, m := range members {
+			if !m.proc.Running() {
+				stopProbe()
+				return exitedWhileStarting(m)
+			}
+		}
+		_, err := t.calls.Get(ctx, "bench-probe")
+		return err
+	}
+	if err := waitUntil(pctx, "raftlock", probe); err != nil {
 		t.Close()
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,16 +53,58 @@ func TestStartRaftlockPicksNewPortsWhenOneIsTaken(t *testing.T) {
 		t.Errorf("settle: %v", err)
 	}
 
-	// Taken on every attempt: the error names the member and why.
+	// Taken on every attempt: three attempts, each in directories of its
+	// own, and an error that names the member and why.
+	dir, attempts := t.TempDir(), 0
 	always := func(n int) ([]int, error) {
+		attempts++
+		if attempts > 1 {
+			if _, err := os.Stat(filepath.Join(memberDir(dir, 1), "marker")); err == nil {
+				t.Errorf("attempt %d found what attempt %d left in member 1's directory", attempts, attempts-1)
+			}
+		}
+		if err := os.MkdirAll(memberDir(dir, 1), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(memberDir(dir, 1), "marker"), nil, 0o644); err != nil {
+			return nil, err
+		}
 		p, err := freePorts(n)
 		if err == nil {
 			p[1] = taken.Addr().(*net.TCPAddr).Port
 		}
 		return p, err
 	}
-	_, err = StartRaftlock(ctx, RaftlockConfig{Bin: bin, Dir: t.TempDir(), Nodes: 3, Lease: 10 * time.Second, Ports: always})
+	_, err = StartRaftlock(ctx, RaftlockConfig{Bin: bin, Dir: dir, Nodes: 3, Lease: 10 * time.Second, Ports: always})
 	if err == nil || !strings.Contains(err.Error(), "member 1 exited while starting") || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("start with a port always taken: %v; want member 1's exit and its reason", err)
+	}
+	if attempts != startAttempts {
+		t.Errorf("%d attempts with a port always taken, want %d", attempts, startAttempts)
+	}
+
+	// Member directories that were there before are reused, never
+	// cleared: one attempt, and what was there stays.
+	kept := t.TempDir()
+	if err := os.MkdirAll(memberDir(kept, 2), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(memberDir(kept, 2), "keep"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	picks = 0
+	ports = func(n int) ([]int, error) {
+		picks++
+		p, err := freePorts(n)
+		if err == nil {
+			p[1] = taken.Addr().(*net.TCPAddr).Port
+		}
+		return p, err
+	}
+	if _, err := StartRaftlock(ctx, RaftlockConfig{Bin: bin, Dir: kept, Nodes: 3, Lease: 10 * time.Second, Ports: ports}); err == nil || picks != 1 {
+		t.Errorf("start in reused directories with a port taken: %v after %d attempts; want an error after 1", err, picks)
+	}
+	if _, err := os.Stat(filepath.Join(memberDir(kept, 2), "keep")); err != nil {
+		t.Errorf("a reused member directory was cleared: %v", err)
 	}
 }

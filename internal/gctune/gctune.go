@@ -41,36 +41,43 @@ func DefaultConfig() Config {
 // Percent is the GOGC under which a live heap of live bytes lets at most
 // maxGarbage of garbage pile up: Go's default of 100 while the live heap
 // is under maxGarbage, else maxGarbage's share of it in percent, and never
-// under minPercent.
+// under minPercent (nor under 1).
 func Percent(live, maxGarbage uint64, minPercent int) int {
 	if live <= maxGarbage {
 		return 100
 	}
-	return max(int(maxGarbage*100/live), minPercent)
+	return max(int(maxGarbage/(live/100)), minPercent, 1)
 }
 
-// Run sets GOGC from the live heap every cfg.Every until ctx ends, then
-// puts back the GOGC it found. It does nothing when the GOGC environment
-// variable is set: an operator's own setting wins.
+// Run sets GOGC from the live heap every cfg.Every (a second if not
+// positive) until ctx ends, then puts back the GOGC it found. It does
+// nothing when the GOGC or GOMEMLIMIT environment variable is set: an
+// operator's own tuning of the collector wins. One Run per process: GOGC
+// is the process's.
 func Run(ctx context.Context, cfg Config) {
-	if os.Getenv("GOGC") != "" {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
+	every := cfg.Every
+	if every <= 0 {
+		every = time.Second
+	}
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	set, found := -1, -1
+	set, found, saved := 0, 0, false
 	defer func() {
-		if found >= 0 {
+		if saved {
 			debug.SetGCPercent(found)
 		}
 	}()
-	t := time.NewTicker(cfg.Every)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		metrics.Read(sample)
 		if sample[0].Value.Kind() == metrics.KindUint64 {
-			if p := Percent(sample[0].Value.Uint64(), cfg.MaxGarbage, cfg.MinPercent); p != set {
-				if prev := debug.SetGCPercent(p); found < 0 {
-					found = prev
+			if p := Percent(sample[0].Value.Uint64(), cfg.MaxGarbage, cfg.MinPercent); !saved || p != set {
+				prev := debug.SetGCPercent(p)
+				if !saved {
+					found, saved = prev, true
 				}
 				set = p
 			}
