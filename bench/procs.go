@@ -19,26 +19,23 @@ func shareCores(n int) []string {
 	return []string{fmt.Sprintf("GOMAXPROCS=%d", max(1, runtime.NumCPU()/max(n, 1)))}
 }
 
-func freePort() (int, error) {
-	addr, err := freeport.Addr()
-	if err != nil {
-		return 0, err
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(port)
-}
-
+// freePorts picks n free ports, all different: drawn before anything
+// listens on them, two draws could otherwise land on the same one.
 func freePorts(n int) ([]int, error) {
+	var picker freeport.Picker
 	ports := make([]int, n)
 	for i := range ports {
-		p, err := freePort()
+		addr, err := picker.Addr()
 		if err != nil {
 			return nil, err
 		}
-		ports[i] = p
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if ports[i], err = strconv.Atoi(port); err != nil {
+			return nil, err
+		}
 	}
 	return ports, nil
 }

@@ -29,10 +29,11 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (Target, error) {
 	if err != nil {
 		return nil, errors.New("redis-server not found on PATH (make peers installs it)")
 	}
-	port, err := freePort()
+	ports, err := freePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	g := &procgroup.Group{}
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", cfg.Dir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no", "--loglevel", "warning"}

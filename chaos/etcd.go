@@ -33,6 +33,7 @@ type etcdPeer struct {
 	log  *slog.Logger
 
 	procs   procgroup.Group
+	ports   freeport.Picker   // the members' addresses, each handed out once
 	members []*etcdMember     // index id-1
 	links   map[[2]int]*Proxy // directed link (from, to)
 	admin   *clientv3.Client  // the harness's own client: leader, readiness
@@ -69,7 +70,7 @@ func (e *etcdPeer) Start(ctx context.Context) error {
 	for id := 1; id <= etcdMembers; id++ {
 		m := &etcdMember{peerProc: peerProc{id: id}}
 		for _, a := range []*string{&m.client, &m.peer} {
-			if *a, err = freeport.Addr(); err != nil {
+			if *a, err = e.ports.Addr(); err != nil {
 				return err
 			}
 		}

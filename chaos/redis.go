@@ -34,7 +34,8 @@ type redisPeer struct {
 	log  *slog.Logger
 
 	procs     procgroup.Group
-	data      []*redisMember // index id-1
+	ports     freeport.Picker // the servers' addresses, each handed out once
+	data      []*redisMember  // index id-1
 	sentinels []*redisMember
 	mu        sync.Mutex
 	isolated  int // the member a partition cuts off; 0: none
@@ -70,7 +71,7 @@ func (r *redisPeer) Start(ctx context.Context) error {
 	}
 	for id := 1; id <= 2; id++ {
 		m := &redisMember{peerProc: peerProc{id: id}}
-		if m.addr, err = freeport.Addr(); err != nil {
+		if m.addr, err = r.ports.Addr(); err != nil {
 			return err
 		}
 		if m.proxy, err = NewByteProxy(m.addr, r.seed); err != nil {
@@ -110,7 +111,7 @@ func port(addr string) string {
 // startSentinel writes Sentinel n's configuration (Sentinel rewrites it
 // as it learns) and starts it.
 func (r *redisPeer) startSentinel(bin string, n int) error {
-	addr, err := freeport.Addr()
+	addr, err := r.ports.Addr()
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,10 @@ type Supervisor struct {
 	next    int   // the next new member's id
 	proxies map[[2]int]*Proxy
 	crashes []Crash
+	// ports hands out the members' addresses, each once: they are drawn
+	// before any member listens, and a member that is down leaves its
+	// ports free to the kernel.
+	ports freeport.Picker
 }
 
 // memberProc is one member of the run: its addresses and gateway, fixed
@@ -159,7 +163,7 @@ func (s *Supervisor) addresses(id int) error {
 		addrs = append(addrs, &m.api)
 	}
 	for _, a := range addrs {
-		addr, err := freeport.Addr()
+		addr, err := s.ports.Addr()
 		if err != nil {
 			return err
 		}

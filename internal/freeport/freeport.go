@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // lowestPort is the bottom of the range Addr picks from: above the
@@ -108,4 +109,41 @@ func parseRangeLow(s string) (int, error) {
 		return 0, fmt.Errorf("ip_local_port_range: bad low port %q", f[0])
 	}
 	return lo, nil
+}
+
+// Picker hands out addresses as Addr does, each at most once. Addresses
+// drawn for servers that do not listen yet are free to the kernel, so two
+// draws of one run may land on the same port: the chaos harness draws
+// every member's addresses before it starts any, and two members were
+// given the same client port. The zero Picker is ready to use.
+type Picker struct {
+	mu   sync.Mutex
+	used map[string]bool
+	// draw is Addr, or a test's.
+	draw func() (string, error)
+}
+
+// Addr returns an address as the package's Addr does, and never one this
+// Picker returned before.
+func (p *Picker) Addr() (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	draw := p.draw
+	if draw == nil {
+		draw = Addr
+	}
+	for range attempts {
+		a, err := draw()
+		if err != nil {
+			return "", err
+		}
+		if !p.used[a] {
+			if p.used == nil {
+				p.used = map[string]bool{}
+			}
+			p.used[a] = true
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("no address not handed out before after %d tries", attempts)
 }

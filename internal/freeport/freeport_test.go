@@ -54,3 +54,32 @@ func TestParseRangeLow(t *testing.T) {
 		}
 	}
 }
+
+// Two draws of the same free port hand out two different addresses.
+func TestPickerNeverHandsOutAnAddressTwice(t *testing.T) {
+	draws := []string{"127.0.0.1:10001", "127.0.0.1:10001", "127.0.0.1:10002"}
+	p := &Picker{draw: func() (string, error) { a := draws[0]; draws = draws[1:]; return a, nil }}
+	a, err := p.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != "127.0.0.1:10001" || b != "127.0.0.1:10002" {
+		t.Errorf("handed out %s then %s; want 10001 then 10002, the repeated draw skipped", a, b)
+	}
+	var zero Picker
+	seen := map[string]bool{}
+	for range 50 {
+		a, err := zero.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[a] {
+			t.Fatalf("%s handed out twice", a)
+		}
+		seen[a] = true
+	}
+}
