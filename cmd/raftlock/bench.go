@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/raftlock/raftlock/bench"
 )
@@ -15,7 +19,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
-	ctx, stop := untilInterrupted()
+	// A reader that goes away (bench ... | head) stops the bench as Ctrl-C
+	// does: it still stops the members it started and removes its data
+	// directory (a gigabyte at a million held), where SIGPIPE would kill it
+	// first. Its writes to the closed pipe then fail instead.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 	defer stop()
 	return c.Run(ctx, stop, "raftlock bench "+strings.Join(args, " "), stdout, stderr)
 }

@@ -356,3 +356,29 @@ func TestBenchRepeatMustBePositive(t *testing.T) {
 		t.Errorf("bench --repeat 0: exit %d, %q; want a usage error", code, stderr)
 	}
 }
+
+// A bench whose stdout is a pipe nobody reads any more (bench | head)
+// still removes its data directory: SIGPIPE stops it as Ctrl-C does.
+func TestBenchWithAClosedStdoutRemovesItsDataDirectory(t *testing.T) {
+	startsProcesses(t)
+	bin := buildBinary(t)
+	tmp := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader is gone before the bench writes
+	cmd := exec.Command(bin, "bench", "--clients", "1", "--duration", "300ms", "--warmup", "0s")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	err = cmd.Run()
+	w.Close()
+	if ee, ok := err.(*exec.ExitError); ok && !ee.Exited() {
+		t.Fatalf("bench killed by %v with stdout closed; want it to stop on its own\n%s", ee, stderr.String())
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "raftlock-bench-*"))
+	if len(left) > 0 {
+		t.Errorf("data directories left behind: %v\n%s", left, stderr.String())
+	}
+}
