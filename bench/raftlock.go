@@ -197,13 +197,22 @@ func startRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		t.Close()
 		return nil, err
 	}
-	// Probed through the sessions' protocol: its port is up too. A member
-	// that exited ends the wait (two of three would leave no quorum to
-	// answer the probe until the start's time runs out).
+	if err := t.waitEveryMember(ctx); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// waitEveryMember waits until the cluster answers a probe through the
+// sessions' protocol (so its port is up too) and every member answers a
+// status request. A member that exited ends the wait: two of three would
+// leave no quorum to answer the probe until the start's time runs out.
+func (t *raftlockTarget) waitEveryMember(ctx context.Context) error {
 	pctx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
 	probe := func(ctx context.Context) error {
-		for _, m := range members {
+		for _, m := range t.members {
 			if !m.proc.Running() {
 				stopProbe()
 				return exitedWhileStarting(m)
@@ -213,16 +222,14 @@ func startRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		return err
 	}
 	if err := waitUntil(pctx, "raftlock", probe); err != nil {
-		t.Close()
-		return nil, err
+		return err
 	}
-	for _, m := range members {
+	for _, m := range t.members {
 		if _, err := t.waitAnswers(ctx, m); err != nil {
-			t.Close()
-			return nil, err
+			return err
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // AblationName is "raftlock" followed by the ablations cfg runs, as

@@ -10,15 +10,6 @@ import (
 	"github.com/raftlock/raftlock/node/embed"
 )
 
-// tuneGC keeps the collector's cycles small while the process's members
-// hold a big table (internal/gctune), until the returned stop is called.
-func tuneGC() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gctune.Run(ctx, gctune.DefaultConfig()) }()
-	return func() { cancel(); <-done }
-}
-
 func runNode(args []string, stdout, stderr io.Writer) error {
 	var m embed.Flags
 	if _, err := packageFlags("node", "node --id N --peers 1=HOST:PORT,... --listen HOST:PORT --http HOST:PORT --data DIR", m.RegisterFlags, parseNoArgs, args, stderr); err != nil {
@@ -40,7 +31,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer tuneGC()()
+	defer gctune.Start(gctune.DefaultConfig())()
 	mlog := log.With("member", cfg.Node.ID)
 	mlog.Info("member running", "raft", peers[cfg.Node.ID], "client", cfg.Listen, "http", cfg.HTTP, "data", cfg.Node.DataDir, "tls", mb.TLS())
 	hupCtx, stopHUP := context.WithCancel(context.Background())
@@ -80,7 +71,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer tuneGC()()
+	defer gctune.Start(gctune.DefaultConfig())()
 	defer func() {
 		for _, mb := range members {
 			mb.Close()

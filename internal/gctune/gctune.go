@@ -89,3 +89,12 @@ func Run(ctx context.Context, cfg Config) {
 		}
 	}
 }
+
+// Start runs Run with cfg on a goroutine of its own until the returned
+// stop is called; stop returns once Run has put GOGC back.
+func Start(cfg Config) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); Run(ctx, cfg) }()
+	return func() { cancel(); <-done }
+}

@@ -33,8 +33,8 @@ func gogc() int64 {
 	return int64(s[0].Value.Uint64())
 }
 
-// Run lowers GOGC for a live heap over the cap, and puts back the GOGC it
-// found when it ends; with GOGC or GOMEMLIMIT set it returns at once and
+// Run (through Start) lowers GOGC for a live heap over the cap, and puts
+// back the GOGC it found when it ends; with GOGC or GOMEMLIMIT set it returns at once and
 // leaves GOGC alone.
 func TestRunTunesAndRestores(t *testing.T) {
 	t.Setenv("GOGC", "")
@@ -46,13 +46,8 @@ func TestRunTunesAndRestores(t *testing.T) {
 		live[i] = byte(i)
 	}
 	runtime.GC()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, Config{MaxGarbage: 16 << 20, MinPercent: 10, Every: 10 * time.Millisecond})
-	}()
+	stop := Start(Config{MaxGarbage: 16 << 20, MinPercent: 10, Every: 10 * time.Millisecond})
+	defer stop()
 	for end := time.Now().Add(10 * time.Second); gogc() == 60; {
 		if time.Now().After(end) {
 			t.Fatal("GOGC still 60 with a live heap four times the cap")
@@ -62,8 +57,7 @@ func TestRunTunesAndRestores(t *testing.T) {
 	if p := gogc(); p < 10 || p > 30 {
 		t.Errorf("GOGC %d with 64 MiB live and a 16 MiB cap, want about 25", p)
 	}
-	cancel()
-	<-done
+	stop()
 	if p := gogc(); p != 60 {
 		t.Errorf("GOGC %d after Run ended, want the 60 it found", p)
 	}
