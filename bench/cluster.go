@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/procgroup"
 )
 
 // The experiments in this file change the cluster itself (a follower
@@ -272,25 +273,17 @@ func (rt *raftlockTarget) waitAnswers(ctx context.Context, m *benchMember) (time
 }
 
 // exitedWhileStarting is the error for m's process having exited before it
-// answered: its log's last line says why, and wraps errPortTaken when a
+// answered: what its log says it died of, wrapping errPortTaken when a
 // port it was given had been taken.
 func exitedWhileStarting(m *benchMember) error {
-	last := lastLine(m.proc.LogPath())
-	err := fmt.Errorf("member %d exited while starting: %s (see %s)", m.id, last, m.proc.LogPath())
+	reason := procgroup.ExitReason(m.proc.LogPath())
+	err := fmt.Errorf("member %d exited while starting: %s (see %s)", m.id, reason, m.proc.LogPath())
 	// The member's own words are the only report of why it exited; the
 	// kernel's EADDRINUSE reads so in every listen error.
-	if strings.Contains(last, "address already in use") {
+	if strings.Contains(reason, "address already in use") {
 		err = fmt.Errorf("%w: %w", errPortTaken, err)
 	}
 	return err
-}
-
-// lastLine is the last non-empty line of the file at path ("" if it
-// cannot be read).
-func lastLine(path string) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return lines[len(lines)-1]
 }
 
 // LeaderRSS is the leader process's resident memory, in bytes.
@@ -328,7 +321,7 @@ func (rt *raftlockTarget) waitCaughtUp(ctx context.Context, m *benchMember) erro
 			return nil
 		}
 		if !m.proc.Running() {
-			return fmt.Errorf("member %d exited before it caught up: %s (see %s)", m.id, lastLine(m.proc.LogPath()), m.proc.LogPath())
+			return fmt.Errorf("member %d exited before it caught up: %s (see %s)", m.id, procgroup.ExitReason(m.proc.LogPath()), m.proc.LogPath())
 		}
 		if !sleepCtx(ctx, 20*time.Millisecond) {
 			return fmt.Errorf("member %d catching up: %w", m.id, ctx.Err())

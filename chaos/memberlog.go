@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,35 +10,6 @@ import (
 
 // What the harness reads in the members' logs (node-N.log): what one that
 // exited died of, and the lines by which they refused the garbage.
-
-// crashReason returns what the member died of, from its log's tail: the
-// last "panic:" or "fatal error:" line, else the error line the command
-// exits with ("raftlock node: ..."), as when a member cannot restart.
-func crashReason(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const tail = 256 << 10
-	if st, err := f.Stat(); err == nil && st.Size() > tail {
-		f.Seek(st.Size()-tail, io.SeekStart)
-	}
-	b, _ := io.ReadAll(f)
-	var died, exited string
-	for line := range strings.Lines(string(b)) {
-		switch {
-		case strings.HasPrefix(line, "panic: "), strings.HasPrefix(line, "fatal error: "):
-			died = strings.TrimSpace(line)
-		case strings.HasPrefix(line, "raftlock node: "):
-			exited = strings.TrimSpace(line)
-		}
-	}
-	if died != "" {
-		return died
-	}
-	return exited
-}
 
 // heldRepeats reads how many repeats of a reason a log line reports.
 var heldRepeats = regexp.MustCompile(`same_reason_since_last_line=(\d+)`)

@@ -115,7 +115,7 @@ func (m *peerProc) crash() *Crash {
 	if m.proc == nil || m.killed || m.proc.Running() {
 		return nil
 	}
-	return &Crash{Node: m.id, Err: "exited", Reason: crashReason(m.proc.LogPath()), Log: m.proc.LogPath()}
+	return &Crash{Node: m.id, Err: "exited", Reason: procgroup.ExitReason(m.proc.LogPath()), Log: m.proc.LogPath()}
 }
 
 // crashesOf are the crashes of a peer's servers, in the order given.

@@ -28,6 +28,7 @@ import (
 	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/periodic"
 	"github.com/raftlock/raftlock/internal/procattr"
+	"github.com/raftlock/raftlock/internal/procgroup"
 	"github.com/raftlock/raftlock/node/embed"
 	"github.com/raftlock/raftlock/node/peer"
 )
@@ -364,7 +365,7 @@ func (s *Supervisor) watch(m *memberProc, cmd *exec.Cmd, logf *os.File, logPath 
 		crashed = false // removed from the configuration, it stopped itself
 	}
 	if crashed {
-		s.crashes = append(s.crashes, Crash{Node: m.id, Err: fmt.Sprint(err), Reason: crashReason(logPath), Log: logPath})
+		s.crashes = append(s.crashes, Crash{Node: m.id, Err: fmt.Sprint(err), Reason: procgroup.ExitReason(logPath), Log: logPath})
 	}
 }
 
