@@ -303,20 +303,19 @@ type ListOptions struct {
 	Stale  bool   // read whichever member answers, possibly stale
 }
 
-// HeldLock is one lock of a List page.
-type HeldLock struct {
-	Key         string
-	Token       uint64
-	Owner       string
-	RemainingMS uint64
-}
+// HeldLock is one lock of a List page: its key, its holder's token and
+// owner, and the lease time left. Its JSON is a listed lock of the HTTP
+// API and of raftlock list --json.
+type HeldLock = wire.Lock
 
 // LockPage is a page of held locks in key order. More says that locks
 // follow the last one: list again with After set to its key. A page may
 // hold fewer than Limit locks when their keys and owners fill one answer.
+// Its JSON is the HTTP API's list answer (without next) and raftlock list
+// --json's.
 type LockPage struct {
-	Locks []HeldLock
-	More  bool
+	Locks []HeldLock `json:"locks"`
+	More  bool       `json:"more"`
 }
 
 // List reads a page of the held locks, linearizably unless o.Stale.
@@ -334,11 +333,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (LockPage, error) {
 	if resp.Op != wire.OpLocks {
 		return LockPage{}, answerError(resp)
 	}
-	page := LockPage{Locks: make([]HeldLock, len(resp.Locks)), More: resp.More}
-	for i, l := range resp.Locks {
-		page.Locks[i] = HeldLock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: l.RemainingMS}
-	}
-	return page, nil
+	return LockPage{Locks: resp.Locks, More: resp.More}, nil
 }
 
 // Status asks one member (by address) to describe itself.

@@ -93,15 +93,6 @@ type (
 		RemainingMS uint64 `json:"remaining_ms"`
 		Owner       string `json:"owner"`
 	}
-	httpList struct {
-		Locks []struct {
-			Key         string `json:"key"`
-			Token       uint64 `json:"token"`
-			Owner       string `json:"owner"`
-			RemainingMS uint64 `json:"remaining_ms"`
-		} `json:"locks"`
-		More bool `json:"more"`
-	}
 	httpError struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`
@@ -166,13 +157,9 @@ func (c *HTTP) List(ctx context.Context, o client.ListOptions) (client.LockPage,
 	if err := validateList(o); err != nil {
 		return client.LockPage{}, err
 	}
-	var ans httpList
-	if err := c.call(ctx, "/v1/list", map[string]any{"prefix": o.Prefix, "after": o.After, "limit": o.Limit}, &ans, true); err != nil {
+	var page client.LockPage
+	if err := c.call(ctx, "/v1/list", map[string]any{"prefix": o.Prefix, "after": o.After, "limit": o.Limit}, &page, true); err != nil {
 		return client.LockPage{}, err
-	}
-	page := client.LockPage{Locks: make([]client.HeldLock, len(ans.Locks)), More: ans.More}
-	for i, l := range ans.Locks {
-		page.Locks[i] = client.HeldLock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: l.RemainingMS}
 	}
 	return page, nil
 }

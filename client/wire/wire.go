@@ -135,12 +135,13 @@ type Request struct {
 	Limit  uint64
 }
 
-// Lock is one held lock of a list answer.
+// Lock is one held lock of a list answer. Its JSON is a listed lock of
+// the HTTP API and of raftlock list --json.
 type Lock struct {
-	Key         string
-	Token       uint64
-	Owner       string
-	RemainingMS uint64
+	Key         string `json:"key"`
+	Token       uint64 `json:"token"`
+	Owner       string `json:"owner"`
+	RemainingMS uint64 `json:"remaining_ms"`
 }
 
 // Status is a member's self-description (memberstatus.Status, the
@@ -332,6 +333,9 @@ func DecodeResponse(body []byte) (Response, error) {
 		// Every lock takes at least four bytes: a count past that is a lie.
 		if d.Err == nil && n > uint64(len(d.Buf))/4 {
 			d.Fail("list of %d locks in %d bytes", n, len(d.Buf))
+		}
+		if d.Err == nil && n > 0 {
+			r.Locks = make([]Lock, 0, n)
 		}
 		for i := uint64(0); i < n && d.Err == nil; i++ {
 			r.Locks = append(r.Locks, Lock{Key: d.string(), Token: d.Uvarint(), Owner: d.string(), RemainingMS: d.Uvarint()})

@@ -85,14 +85,6 @@ type notHeldError struct{ key string }
 func (e notHeldError) Error() string { return e.key + " is not held" }
 func (e notHeldError) Unwrap() error { return client.ErrNotFound }
 
-// listedLock is one lock as list --json prints it.
-type listedLock struct {
-	Key         string `json:"key"`
-	Token       uint64 `json:"token"`
-	Owner       string `json:"owner"`
-	RemainingMS uint64 `json:"remaining_ms"`
-}
-
 func runList(args []string, stdout, stderr io.Writer) error {
 	fs, cf := clientFlagSet("list", "list [PREFIX] [--limit 100] [--after LAST] [--stale] [--json]\n\nPREFIX (default: every key) and LAST, the last key of the page before, are at most 256 bytes.", true)
 	limit := fs.Int("limit", 100, "at most this many locks (1..1000; a page may hold fewer when keys are long)")
@@ -121,14 +113,13 @@ func runList(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cf.failNoKey(stdout, err)
 	}
-	locks := make([]listedLock, len(page.Locks))
-	for i, l := range page.Locks {
-		locks[i] = listedLock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: l.RemainingMS}
-	}
 	if cf.json {
-		return printJSON(stdout, map[string]any{"locks": locks, "more": page.More})
+		if page.Locks == nil {
+			page.Locks = []client.HeldLock{} // an empty page is [], not null
+		}
+		return printJSON(stdout, page)
 	}
-	if len(locks) == 0 {
+	if len(page.Locks) == 0 {
 		from := ""
 		if *after != "" {
 			from = fmt.Sprintf(" after %q", *after)
@@ -138,7 +129,7 @@ func runList(args []string, stdout, stderr io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tTOKEN\tOWNER\tREMAINING")
-	for _, l := range locks {
+	for _, l := range page.Locks {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%v\n", l.Key, l.Token, orDash(l.Owner), (time.Duration(l.RemainingMS) * time.Millisecond).Round(time.Millisecond))
 	}
 	tw.Flush()
@@ -147,7 +138,7 @@ func runList(args []string, stdout, stderr io.Writer) error {
 		if prefix != "" {
 			args = append(args, shellQuote(prefix))
 		}
-		args = append(args, "--after", shellQuote(locks[len(locks)-1].Key))
+		args = append(args, "--after", shellQuote(page.Locks[len(page.Locks)-1].Key))
 		if *limit != 100 {
 			args = append(args, fmt.Sprintf("--limit %d", *limit))
 		}

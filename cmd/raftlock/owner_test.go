@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/raftlock/raftlock/client"
 )
 
 // acquire --owner, get and list show the owner; list pages by --after;
@@ -33,16 +35,7 @@ func TestOwnerListAndForceFromTheCLI(t *testing.T) {
 	if !strings.Contains(got.Owner, ":") { // HOSTNAME:PID by default
 		t.Fatalf("default owner %q, want HOSTNAME:PID", got.Owner)
 	}
-	type page struct {
-		Locks []struct {
-			Key         string `json:"key"`
-			Token       uint64 `json:"token"`
-			Owner       string `json:"owner"`
-			RemainingMS uint64 `json:"remaining_ms"`
-		} `json:"locks"`
-		More bool `json:"more"`
-	}
-	var p1, p2 page
+	var p1, p2 client.LockPage
 	json.Unmarshal([]byte(mustRun("list", "jobs/", "--limit", "1", "--json")), &p1)
 	if len(p1.Locks) != 1 || p1.Locks[0].Key != "jobs/hourly" || !p1.More || p1.Locks[0].RemainingMS == 0 {
 		t.Fatalf("first page: %+v", p1)
@@ -79,5 +72,8 @@ func TestOwnerListAndForceFromTheCLI(t *testing.T) {
 	}
 	if out := mustRun("list", "nothing/"); out != fmt.Sprintf("no locks held under %q\n", "nothing/") {
 		t.Fatalf("an empty list: %q", out)
+	}
+	if out := mustRun("list", "nothing/", "--json"); !strings.Contains(out, `"locks":[]`) {
+		t.Fatalf("an empty list's JSON has no empty locks array: %q", out)
 	}
 }

@@ -99,15 +99,9 @@ type (
 	// listBody is a page, as raftlock list --json prints it, and Next,
 	// the after of the next page when More says there is one.
 	listBody struct {
-		Locks []listedLock `json:"locks"`
-		More  bool         `json:"more"`
-		Next  string       `json:"next,omitempty"`
-	}
-	listedLock struct {
-		Key         string `json:"key"`
-		Token       uint64 `json:"token"`
-		Owner       string `json:"owner"`
-		RemainingMS uint64 `json:"remaining_ms"`
+		Locks []wire.Lock `json:"locks"`
+		More  bool        `json:"more"`
+		Next  string      `json:"next,omitempty"`
 	}
 )
 
@@ -178,9 +172,9 @@ func getAnswer(req *wire.Request, resp *wire.Response) any {
 }
 
 func listAnswer(_ *wire.Request, resp *wire.Response) any {
-	b := listBody{Locks: make([]listedLock, len(resp.Locks)), More: resp.More}
-	for i, l := range resp.Locks {
-		b.Locks[i] = listedLock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMS: l.RemainingMS}
+	b := listBody{Locks: resp.Locks, More: resp.More}
+	if b.Locks == nil {
+		b.Locks = []wire.Lock{} // an empty page is [], not null
 	}
 	if resp.More && len(resp.Locks) > 0 {
 		b.Next = resp.Locks[len(resp.Locks)-1].Key

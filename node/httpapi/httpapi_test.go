@@ -145,6 +145,11 @@ func TestEveryCallAndItsErrors(t *testing.T) {
 	if locks := l.body["locks"].([]any); len(locks) != 1 || locks[0].(map[string]any)["key"] != "jobs/b" {
 		t.Errorf("list's last page: %s", l.raw)
 	}
+	l = post(t, cl, at("/v1/list"), `{"prefix":"nothing/"}`)
+	l.expect(t, "an empty list", 200, []string{"locks", "more"}, map[string]any{"more": false})
+	if locks, ok := l.body["locks"].([]any); !ok || len(locks) != 0 {
+		t.Errorf("an empty list's locks are not []: %s", l.raw)
+	}
 
 	post(t, cl, at("/v1/release"), `{"key":"jobs/a","token":`+num(tok+1)+`}`).expectError(t, "release with a wrong token", 404, "not-found")
 	post(t, cl, at("/v1/release"), `{"key":"jobs/a","token":`+num(tok)+`}`).
