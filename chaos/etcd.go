@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/raftlock/raftlock/chaos/fault"
-	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/procgroup"
 )
 
@@ -28,13 +26,8 @@ import (
 // partition cuts exactly the links between its sides. Clients dial the
 // members' client ports directly.
 type etcdPeer struct {
-	dir  string
-	seed uint64
-	log  *slog.Logger
+	peerServers[*etcdMember]
 
-	procs   procgroup.Group
-	ports   freeport.Picker   // the members' addresses, each handed out once
-	members []*etcdMember     // index id-1
 	links   map[[2]int]*Proxy // directed link (from, to)
 	admin   *clientv3.Client  // the harness's own client: leader, readiness
 	mu      sync.Mutex        // guards senders
@@ -51,12 +44,11 @@ type etcdMember struct {
 // etcdMembers is how many members the harness runs.
 const etcdMembers = 3
 
-func newEtcdPeer(dir string, seed uint64, log *slog.Logger) *etcdPeer {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+func newEtcdPeer(dir string, seed uint64) *etcdPeer {
+	return &etcdPeer{
+		peerServers: peerServers[*etcdMember]{dir: dir, seed: seed, procs: procgroup.Group{Env: []string{"GOMAXPROCS=1"}}},
+		links:       map[[2]int]*Proxy{}, senders: map[string]int{},
 	}
-	return &etcdPeer{dir: dir, seed: seed, log: log, links: map[[2]int]*Proxy{}, senders: map[string]int{},
-		procs: procgroup.Group{Env: []string{"GOMAXPROCS=1"}}}
 }
 
 // Start picks addresses, starts the gateways, links and members, waits
@@ -192,11 +184,6 @@ func (e *etcdPeer) Draw(ctx context.Context, rng *rand.Rand, family fault.Family
 	}
 	return fault.DrawPartition(rng, c)
 }
-
-func (e *etcdPeer) Kill(id int)          { e.members[id-1].kill() }
-func (e *etcdPeer) Restart(id int) error { return e.members[id-1].restart(&e.procs) }
-func (e *etcdPeer) Pause(id int)         { e.members[id-1].pause() }
-func (e *etcdPeer) Resume(id int)        { e.members[id-1].resume() }
 
 // SetLinks cuts the links between members connected says may not talk,
 // both ways: an etcd peer connection carries messages both ways (a

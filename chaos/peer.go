@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/procgroup"
 )
 
@@ -53,9 +54,9 @@ type peerService interface {
 func newPeer(c *Config, dir string) (peerService, error) {
 	switch c.target() {
 	case TargetEtcd:
-		return newEtcdPeer(dir, c.Seed, c.Log), nil
+		return newEtcdPeer(dir, c.Seed), nil
 	case TargetRedis:
-		return newRedisPeer(dir, c.Seed, c.Log), nil
+		return newRedisPeer(dir, c.Seed), nil
 	}
 	return nil, fmt.Errorf("no peer adapter for --target %s", c.target())
 }
@@ -83,6 +84,33 @@ type peerFaults struct {
 	stopped map[int]bool // killed members not yet restarted; the nemesis's goroutine only
 	paused  map[int]bool
 }
+
+// peerServers is what both peer targets keep of their server processes:
+// the directory they write in, the seed of their links' faults, the
+// process group, the addresses handed out, and the members the nemesis's
+// kills and pauses aim at.
+type peerServers[M peerMember] struct {
+	dir  string
+	seed uint64
+
+	procs   procgroup.Group
+	ports   freeport.Picker // each address handed out once
+	members []M             // index id-1
+}
+
+// peerMember is a server process the nemesis stops and starts: the
+// target's member type, which embeds a peerProc.
+type peerMember interface {
+	kill()
+	restart(*procgroup.Group) error
+	pause()
+	resume()
+}
+
+func (s *peerServers[M]) Kill(id int)          { s.members[id-1].kill() }
+func (s *peerServers[M]) Restart(id int) error { return s.members[id-1].restart(&s.procs) }
+func (s *peerServers[M]) Pause(id int)         { s.members[id-1].pause() }
+func (s *peerServers[M]) Resume(id int)        { s.members[id-1].resume() }
 
 // peerProc is one server process of a peer target, as the nemesis kills,
 // restarts, pauses and resumes it (on its goroutine only). killed says

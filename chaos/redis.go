@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
-	"github.com/raftlock/raftlock/internal/freeport"
 	"github.com/raftlock/raftlock/internal/procgroup"
 	"github.com/raftlock/raftlock/internal/resp"
 )
@@ -29,13 +27,8 @@ import (
 // already connected to a primary that is cut off keeps writing to it.
 // The kill, pause and partition families aim at the current primary.
 type redisPeer struct {
-	dir  string
-	seed uint64
-	log  *slog.Logger
+	peerServers[*redisMember] // members: the primary and the replica
 
-	procs     procgroup.Group
-	ports     freeport.Picker // the servers' addresses, each handed out once
-	data      []*redisMember  // index id-1
 	sentinels []*redisMember
 	mu        sync.Mutex
 	isolated  int // the member a partition cuts off; 0: none
@@ -55,11 +48,8 @@ const (
 	redisFailoverTimeout = 3000
 )
 
-func newRedisPeer(dir string, seed uint64, log *slog.Logger) *redisPeer {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &redisPeer{dir: dir, seed: seed, log: log}
+func newRedisPeer(dir string, seed uint64) *redisPeer {
+	return &redisPeer{peerServers: peerServers[*redisMember]{dir: dir, seed: seed}}
 }
 
 // Start starts the primary and the replica, then the Sentinels, and
@@ -77,9 +67,9 @@ func (r *redisPeer) Start(ctx context.Context) error {
 		if m.proxy, err = NewByteProxy(m.addr, r.seed); err != nil {
 			return err
 		}
-		r.data = append(r.data, m)
+		r.members = append(r.members, m)
 	}
-	for _, m := range r.data {
+	for _, m := range r.members {
 		dir := filepath.Join(r.dir, fmt.Sprintf("redis-%d", m.id))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -88,7 +78,7 @@ func (r *redisPeer) Start(ctx context.Context) error {
 		args := []string{"--port", port(m.addr), "--bind", "127.0.0.1", "--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec",
 			"--save", "", "--protected-mode", "no", "--loglevel", "notice", "--replica-announce-ip", "127.0.0.1", "--replica-announce-port", pport}
 		if m.id == 2 {
-			args = append(args, "--replicaof", "127.0.0.1", port(r.data[0].proxy.Addr()))
+			args = append(args, "--replicaof", "127.0.0.1", port(r.members[0].proxy.Addr()))
 		}
 		if m.proc, err = r.procs.Start(bin, args, dir+".log"); err != nil {
 			return err
@@ -119,7 +109,7 @@ func (r *redisPeer) startSentinel(bin string, n int) error {
 	text := fmt.Sprintf("port %s\nbind 127.0.0.1\nprotected-mode no\ndir %s\n"+
 		"sentinel monitor %s 127.0.0.1 %s 2\nsentinel down-after-milliseconds %s %d\n"+
 		"sentinel failover-timeout %s %d\nsentinel parallel-syncs %s 1\n",
-		port(addr), r.dir, redisMaster, port(r.data[0].proxy.Addr()), redisMaster, redisDownAfter, redisMaster, redisFailoverTimeout, redisMaster)
+		port(addr), r.dir, redisMaster, port(r.members[0].proxy.Addr()), redisMaster, redisDownAfter, redisMaster, redisFailoverTimeout, redisMaster)
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return err
 	}
@@ -136,7 +126,7 @@ func (r *redisPeer) startSentinel(bin string, n int) error {
 // sync 5 s), and every Sentinel names a primary, knows a replica and
 // its peers (ckquorum).
 func (r *redisPeer) sentinelsReady(ctx context.Context) error {
-	c, err := resp.Dial(ctx, r.data[1].addr)
+	c, err := resp.Dial(ctx, r.members[1].addr)
 	if err != nil {
 		return err
 	}
@@ -175,7 +165,7 @@ func (r *redisPeer) Leader(ctx context.Context) int {
 		if err != nil {
 			continue
 		}
-		for _, m := range r.data {
+		for _, m := range r.members {
 			if m.proxy.Addr() == addr {
 				return m.id
 			}
@@ -204,11 +194,6 @@ func (r *redisPeer) Draw(ctx context.Context, _ *rand.Rand, family fault.Family)
 	return fault.Isolate(fault.Fixed{IDs: r.IDs(), Lead: p}, p)
 }
 
-func (r *redisPeer) Kill(id int)          { r.data[id-1].kill() }
-func (r *redisPeer) Restart(id int) error { return r.data[id-1].restart(&r.procs) }
-func (r *redisPeer) Pause(id int)         { r.data[id-1].pause() }
-func (r *redisPeer) Resume(id int)        { r.data[id-1].resume() }
-
 // SetLinks cuts the member a partition isolates off from the replica and
 // the Sentinels (its proxy), or heals.
 func (r *redisPeer) SetLinks(connected func(i, j int) bool) {
@@ -216,7 +201,7 @@ func (r *redisPeer) SetLinks(connected func(i, j int) bool) {
 	iso := r.isolated
 	r.mu.Unlock()
 	all := connected(1, 2) && connected(2, 1)
-	for _, m := range r.data {
+	for _, m := range r.members {
 		m.proxy.SetBlocked(!all && m.id == iso)
 	}
 }
@@ -237,7 +222,7 @@ func (r *redisPeer) Endpoints() []string { return clientAddrs(r.sentinels) }
 func (m *redisMember) clientAddr() string { return m.addr }
 
 // Crashes are processes that exited without being killed.
-func (r *redisPeer) Crashes() []Crash { return crashesOf(r.data, r.sentinels) }
+func (r *redisPeer) Crashes() []Crash { return crashesOf(r.members, r.sentinels) }
 
 func (r *redisPeer) Notes() []string { return []string{redisSemantics} }
 
@@ -247,7 +232,7 @@ func (r *redisPeer) PauseMin(max time.Duration) time.Duration { return max + cli
 
 func (r *redisPeer) Close() {
 	r.procs.Stop()
-	for _, m := range r.data {
+	for _, m := range r.members {
 		if m.proxy != nil {
 			m.proxy.Close()
 		}

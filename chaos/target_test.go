@@ -172,7 +172,7 @@ func TestByteProxyCarriesAndCuts(t *testing.T) {
 // the rest elect another leader, and the cut-off one takes no write.
 func TestEtcdPartitionIsolatesTheLeader(t *testing.T) {
 	needEtcd(t)
-	e := newEtcdPeer(t.TempDir(), 1, nil)
+	e := newEtcdPeer(t.TempDir(), 1)
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
