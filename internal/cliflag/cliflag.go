@@ -77,6 +77,28 @@ func Counts(s, flagName string, least int) ([]int, error) {
 	return out, nil
 }
 
+// ListenAddr checks that a listen address flag, when set, is HOST:PORT
+// (the host may be empty, and port 0 picks a free port), so that a typo
+// is a usage error and not a failure to listen after the member opened
+// its data.
+func ListenAddr(flagName, addr string) error {
+	if _, ok := hostPort(addr); addr != "" && !ok {
+		return Usagef("bad %s %q: want HOST:PORT", flagName, addr)
+	}
+	return nil
+}
+
+// hostPort reads the port of s, a host (possibly empty) and a port
+// number; ok is false when s is not that.
+func hostPort(s string) (port uint64, ok bool) {
+	_, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return 0, false
+	}
+	port, err = strconv.ParseUint(p, 10, 16)
+	return port, err == nil
+}
+
 // Endpoints splits a comma-separated list of HOST:PORT addresses; a
 // malformed one is a usage error before anything is dialled.
 func Endpoints(s string) ([]string, error) {
@@ -85,8 +107,7 @@ func Endpoints(s string) ([]string, error) {
 		if e = strings.TrimSpace(e); e == "" {
 			continue
 		}
-		_, port, err := net.SplitHostPort(e)
-		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n == 0 {
+		if port, ok := hostPort(e); !ok || port == 0 {
 			return nil, Usagef("bad endpoint %q in --endpoints: want HOST:PORT", e)
 		}
 		eps = append(eps, e)

@@ -3,6 +3,7 @@ package cliflag
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -71,6 +72,19 @@ func TestEndpoints(t *testing.T) {
 	} {
 		if _, err := Endpoints(in); !isUsage(err) || err.Error() != want {
 			t.Errorf("Endpoints(%q) = %v, want usage error %q", in, err, want)
+		}
+	}
+}
+
+func TestListenAddr(t *testing.T) {
+	for _, ok := range []string{"", "127.0.0.1:8001", ":0", "[::1]:80", "localhost:65535"} {
+		if err := ListenAddr("--listen", ok); err != nil {
+			t.Errorf("ListenAddr(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"notanaddr", "a:65536", "a:-1", "a:b", "8001"} {
+		if err := ListenAddr("--listen", bad); !isUsage(err) || err.Error() != fmt.Sprintf("bad --listen %q: want HOST:PORT", bad) {
+			t.Errorf("ListenAddr(%q) = %v, want a usage error", bad, err)
 		}
 	}
 }

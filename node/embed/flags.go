@@ -133,6 +133,11 @@ func (f *Flags) Validate(peers map[uint64]string) error {
 	case n.DataDir == "":
 		return cliflag.Usagef("--data is required")
 	}
+	for _, a := range []struct{ flag, addr string }{{"--listen", f.Config.Listen}, {"--http", f.Config.HTTP}, {"--api", f.Config.API}, {"--peer-listen", n.PeerListen}} {
+		if err := cliflag.ListenAddr(a.flag, a.addr); err != nil {
+			return err
+		}
+	}
 	if _, ok := peers[n.ID]; !ok {
 		return cliflag.Usagef("--id %d is not in --peers (members %s)", n.ID, clusterstatus.JoinIDs(slices.Sorted(maps.Keys(peers))))
 	}

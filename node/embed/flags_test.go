@@ -49,6 +49,10 @@ func TestFlagsRefusedAsUsageErrors(t *testing.T) {
 		{append(base, "--peers", "1=a:1", "--cluster-id", "zz"), "--cluster-id: "},
 		{append(base, "--join", "a:1", "--peers", "1=a:1"), "--join and --peers exclude each other: --peers bootstraps a new cluster, --join enters a running one"},
 		{append(base, "--join", "bad"), `--join: bad endpoint "bad" in --endpoints: want HOST:PORT`},
+		{append(base, "--peers", "1=a:1", "--listen", "notanaddr"), `bad --listen "notanaddr": want HOST:PORT`},
+		{append(base, "--peers", "1=a:1", "--http", "a:99999"), `bad --http "a:99999": want HOST:PORT`},
+		{append(base, "--peers", "1=a:1", "--api", "a:b"), `bad --api "a:b": want HOST:PORT`},
+		{append(base, "--peers", "1=a:1", "--peer-listen", "a"), `bad --peer-listen "a": want HOST:PORT`},
 	} {
 		f := parseFlags(t, tc.args...)
 		peers, join, err := f.Peers(context.Background(), log)
