@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -80,7 +81,7 @@ type Command struct {
 
 // RegisterFlags defines raftlock bench's flags on fs.
 func (c *Command) RegisterFlags(fs *flag.FlagSet) {
-	fs.IntVar(&c.nodes, "nodes", 3, "members of every cluster the bench starts, raftlock's and etcd's (3 or 5)")
+	fs.IntVar(&c.nodes, "nodes", 3, "members of every cluster the bench starts, raftlock's and etcd's (1..9; usually 3 or 5)")
 	fs.StringVar(&c.endpoints, "endpoints", "", "bench a running raftlock cluster instead of starting one")
 	fs.BoolVar(&c.useTLS, "tls", false, "start the cluster with mutual TLS 1.3 (fresh CA and certificates in the data directory); with --endpoints use --cert, --key and --ca")
 	c.tlsFiles.RegisterClientFlags(fs)
@@ -177,10 +178,19 @@ func (c *Command) validate() error {
 		return cliflag.Usagef("--key-size must be %d..%d, got %d", MinKeySize, MaxKeySize, c.keySize)
 	case len(c.held) > 0 && len(c.peers) > 0:
 		return cliflag.Usagef("--held measures raftlock only: run --compare without it")
-	case c.nodes < 1:
-		return cliflag.Usagef("--nodes must be at least 1")
+	case c.nodes < 1 || c.nodes > 9:
+		return cliflag.Usagef("--nodes must be 1..9, got %d", c.nodes)
+	case !(c.rate >= 0) || math.IsInf(c.rate, 1):
+		return cliflag.Usagef("--rate must be a number of ops per second, or 0 for closed loop; got %v", c.rate)
 	case c.fillClients < 1:
 		return cliflag.Usagef("--fill-clients must be at least 1, got %d", c.fillClients)
+	}
+	if c.out != "" {
+		// Refused now, not once the run is measured and its results
+		// would be lost.
+		if fi, err := os.Stat(c.out); err == nil && !fi.IsDir() {
+			return cliflag.Usagef("--out %s is a file, not a directory", c.out)
+		}
 	}
 	if len(c.held) > 0 && c.snapshotEvery == 0 && c.endpoints == "" {
 		// Small enough that a follower down for a few seconds of load
