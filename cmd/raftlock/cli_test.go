@@ -325,6 +325,13 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 	if code, _, errOut := cli(t, "snapshot", "save", "--help"); code != 0 || !strings.HasPrefix(errOut, "usage: raftlock snapshot save") {
 		t.Errorf("snapshot save --help: exit %d %q", code, errOut)
 	}
+	// help CMD [SUB] is CMD [SUB] --help, as in go help and git help.
+	for _, args := range [][]string{{"help", "acquire"}, {"help", "snapshot", "save"}} {
+		want := "usage: raftlock " + strings.Join(args[1:], " ")
+		if code, _, errOut := cli(t, args...); code != 0 || !strings.HasPrefix(errOut, want) {
+			t.Errorf("%v: exit %d %q, want %q", args, code, errOut, want)
+		}
+	}
 }
 
 // snapshot save checks where the backup goes before it asks the cluster,

@@ -105,6 +105,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return exitUsage
 	}
+	if args[0] == "help" && len(args) > 1 {
+		args = append(args[1:], "--help") // help CMD [SUB]: as CMD [SUB] --help
+	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		return exitOK
