@@ -98,9 +98,13 @@ func testSimMembershipCatchesNoSnapshotOnAdd(t *testing.T, bin string) {
 		sum["members_replaced"] != sum["members_added"] {
 		t.Fatalf("summary %v", lines[len(lines)-1])
 	}
-	stdout, stderr, code := runBin(t, bin, "sim", "--seeds", "1..2", "--duration", "5s", "--faults", "membership", "--out", t.TempDir())
+	simOut := filepath.Join(t.TempDir(), "sim-out")
+	stdout, stderr, code := runBin(t, bin, "sim", "--seeds", "1..2", "--duration", "5s", "--faults", "membership", "--out", simOut)
 	if code != 0 || !strings.Contains(stdout, "membership: ") || !strings.Contains(stdout, " members removed, ") {
 		t.Fatalf("exit %d; stdout %s stderr %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(simOut); !os.IsNotExist(err) {
+		t.Errorf("a swarm with no failing seed left its --out directory behind (%v)", err)
 	}
 	out := t.TempDir()
 	stdout, stderr, code = runBin(t, bin, "sim", "--seed", "1", "--duration", "10s", "--unsafe-bug", "no-snapshot-on-add",

@@ -142,8 +142,14 @@ func (c *Command) print(rep SeedReport, stdout io.Writer) {
 // a violation found, an interruption (130, as a shell reports SIGINT), the
 // simulator's failure, or no verdict.
 func (c *Command) RunSwarm(ctx context.Context, exe string, fs *flag.FlagSet, stdout, stderr io.Writer) error {
+	_, statErr := os.Stat(c.out)
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return harnessErr(fmt.Errorf("--out %s: %w", c.out, err))
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		// Made here so that an unwritable --out fails before any seed
+		// runs; left behind only if a failing seed wrote its report in it.
+		defer os.Remove(c.out)
 	}
 	opt := Options{Exe: exe, Args: c.childArgs(fs), Env: childEnv(os.Environ()), Lo: c.lo, Hi: c.hi,
 		Parallel: c.parallel, FailFast: c.failFast, Progress: stderr}
