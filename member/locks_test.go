@@ -892,6 +892,32 @@ func TestAbandon(t *testing.T) {
 		h.foreign(2, grantK1000ms)
 		h.expect("abandon", h.do(func() { h.lm.Abandon(1, "k", 1) }), "")
 	})
+	// Rule 7 belongs to the leader the call went to. A Grant that applies
+	// after its proposer stopped leading may have been answered Granted:
+	// the proposer applied it and answered, then lost its leadership
+	// before the others learned that it committed. The leader that
+	// applies it now cannot tell, so it leaves the lock to its holder and
+	// its lease, whoever proposed it.
+	t.Run("grant_of_an_earlier_leader_is_not_a_ghost", func(t *testing.T) {
+		h := newLM(t, "")
+		h.expect("lead term 3", h.do(func() { h.lm.Become(true, 3, 1) }), "")
+		h.foreign(2, grantK1000ms) // member 3's Grant of term 2: no release proposed
+		h.expect("barrier", h.barrier(3), "")
+		if l, held := h.lm.Machine().Get("k"); !held || l.Token != 1 {
+			t.Fatalf("k: %+v, %v; want held by token 1", l, held)
+		}
+	})
+	t.Run("own_grant_of_an_earlier_term_is_not_a_ghost", func(t *testing.T) {
+		h := newLeader(t)
+		h.expect("acquire", h.submit(req(tryAcquire, 1)), `propose Grant{"k", 1000ms}@2`)
+		h.expect("step down", h.do(func() { h.lm.Become(false, 3, 3) }), "h1: OutcomeUnknown")
+		h.expect("lead term 4", h.do(func() { h.lm.Become(true, 4, 1) }), "")
+		h.expect("the Grant of term 2 applies", h.commit(), "")
+		h.expect("barrier", h.barrier(4), "")
+		if l, held := h.lm.Machine().Get("k"); !held || l.Token != 1 {
+			t.Fatalf("k: %+v, %v; want held by token 1", l, held)
+		}
+	})
 }
 
 // Rule 6: after a restart or a snapshot install every lease restarts in
