@@ -892,12 +892,12 @@ func TestAbandon(t *testing.T) {
 		h.foreign(2, grantK1000ms)
 		h.expect("abandon", h.do(func() { h.lm.Abandon(1, "k", 1) }), "")
 	})
-	// Rule 7 belongs to the leader the call went to. A Grant that applies
-	// after its proposer stopped leading may have been answered Granted:
-	// the proposer applied it and answered, then lost its leadership
-	// before the others learned that it committed. The leader that
-	// applies it now cannot tell, so it leaves the lock to its holder and
-	// its lease, whoever proposed it.
+	// Rule 7 belongs to the leader the call went to. Another member's
+	// Grant that applies after this member took over may have been
+	// answered Granted: its proposer applied it and answered, then lost
+	// its leadership before the others learned that it committed. This
+	// leader cannot tell, so it leaves the lock to its holder and its
+	// lease.
 	t.Run("grant_of_an_earlier_leader_is_not_a_ghost", func(t *testing.T) {
 		h := newLM(t, "")
 		h.expect("lead term 3", h.do(func() { h.lm.Become(true, 3, 1) }), "")
@@ -907,6 +907,9 @@ func TestAbandon(t *testing.T) {
 			t.Fatalf("k: %+v, %v; want held by token 1", l, held)
 		}
 	})
+	// Its own Grant of an earlier term was answered OutcomeUnknown when
+	// it stepped down: that caller is not gone, and may since have read
+	// the lock with get and kept it.
 	t.Run("own_grant_of_an_earlier_term_is_not_a_ghost", func(t *testing.T) {
 		h := newLeader(t)
 		h.expect("acquire", h.submit(req(tryAcquire, 1)), `propose Grant{"k", 1000ms}@2`)
