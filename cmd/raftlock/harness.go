@@ -18,6 +18,25 @@ import (
 // flags included), so that it never reads as a violation.
 func harnessErr(err error) error { return withCode(checker.ExitHarness, err) }
 
+// harnessFailure is what check and chaos print with --json when they
+// reach no verdict (exit 3), so that a script reading stdout still reads
+// an object with the verdict's first fields, and why.
+type harnessFailure struct {
+	Valid    bool   `json:"valid"`
+	Verdict  string `json:"verdict"` // "harness-failed"
+	ExitCode int    `json:"exit_code"`
+	Error    string `json:"error"`
+}
+
+// failHarness is harnessErr that, with --json, also prints err as a
+// harnessFailure.
+func failHarness(err error, asJSON bool, stdout io.Writer) error {
+	if asJSON {
+		printJSON(stdout, harnessFailure{Verdict: "harness-failed", ExitCode: checker.ExitHarness, Error: err.Error()})
+	}
+	return harnessErr(err)
+}
+
 // verdictErr is a harness's exit for a verdict: nil when valid, else its
 // exit code with what it means.
 func verdictErr(v *checker.Verdict) error {
@@ -58,24 +77,24 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return harnessErr(argErr(fs, "want exactly one HISTORY file"))
+		return failHarness(argErr(fs, "want exactly one HISTORY file"), *asJSON, stdout)
 	}
 	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockOverride: *clockFaults}
 	in := checker.Inputs{History: pos[0], Digests: *digests, Log: *logFile, Resolved: *resolved}
 	events, err := in.Load(&opts)
 	if err != nil {
-		return harnessErr(err)
+		return failHarness(err, *asJSON, stdout)
 	}
 	if *out != "" {
 		if err := in.PrepareOut(*out); err != nil {
-			return harnessErr(err)
+			return failHarness(err, *asJSON, stdout)
 		}
 	}
 	v := checker.Check(events, opts)
 	var written []string
 	if *out != "" {
 		if written, err = v.WriteReports(*out); err != nil {
-			return harnessErr(err)
+			return failHarness(err, *asJSON, stdout)
 		}
 	}
 	printVerdict(v, *out, written, *asJSON, stdout)
@@ -118,13 +137,13 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := f.Prepare()
 	if err != nil {
-		return harnessErr(err)
+		return failHarness(err, *asJSON, stdout)
 	}
 	ctx, stop := untilInterrupted()
 	defer stop()
 	v, written, err := chaos.RunAndCheck(ctx, cfg, stderr)
 	if err != nil {
-		return harnessErr(err)
+		return failHarness(err, *asJSON, stdout)
 	}
 	printVerdict(v, cfg.Out, written, *asJSON, stdout)
 	return verdictErr(v)

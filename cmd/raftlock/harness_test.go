@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,6 +128,18 @@ func TestCheckExitCodes(t *testing.T) {
 		if code != tc.code || !strings.Contains(stderr, tc.inStderr) {
 			t.Errorf("check %v: exit %d, stderr %q; want exit %d with %q", tc.args, code, stderr, tc.code, tc.inStderr)
 		}
+	}
+	// With --json, no verdict still prints an object a script can read.
+	code, stdout, _ := cli(t, "check", testdata("malformed-time-backwards.jsonl"), "--json")
+	var got struct {
+		Valid    bool   `json:"valid"`
+		Verdict  string `json:"verdict"`
+		ExitCode int    `json:"exit_code"`
+		Error    string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 3 || got.Valid || got.Verdict != "harness-failed" ||
+		got.ExitCode != 3 || !strings.Contains(got.Error, "line 3: time 4000000 goes backwards") {
+		t.Errorf("check of a malformed history --json: exit %d, stdout %q (%v)", code, stdout, err)
 	}
 }
 
