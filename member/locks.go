@@ -188,7 +188,23 @@ type LockManager struct {
 	barrier  bool // applied an entry of our own term (rule 3)
 	seq      uint64
 
+	// orphans are the Grants this member proposed whose requester was
+	// gone when it stopped leading: nobody was told Granted (rule 7).
+	// One that applies while this member leads again is a ghost, released
+	// once the term barrier passes (ghosts). orphanTerm is the highest
+	// term they were proposed in: once an entry of a later term applies,
+	// none of them can.
+	orphans    map[fsm.RequestID]struct{}
+	orphanTerm uint64
+	ghosts     []ghost
+
 	fx Effects
+}
+
+// ghost is a lock granted to a requester that is gone, to release.
+type ghost struct {
+	key   string
+	token uint64
 }
 
 // Effects are the decisions a LockManager call produced.
@@ -272,11 +288,43 @@ func (lm *LockManager) Become(leader bool, term, leaderID uint64) {
 	wasLeader, oldTerm := lm.leader, lm.term
 	lm.leader, lm.term, lm.leaderID = leader, term, leaderID
 	if wasLeader && (!leader || term != oldTerm) {
+		lm.orphan(oldTerm)
 		lm.endAll(ErrOutcomeUnknown, ErrUnavailable)
 		lm.resetLeaderState()
 	}
 	if !leader || term != oldTerm {
 		lm.barrier = false
+		lm.ghosts = nil // only this leadership's barrier releases them
+	}
+}
+
+// orphan records, as this member stops leading term, its proposed Grants
+// whose requester is gone.
+func (lm *LockManager) orphan(term uint64) {
+	for id, req := range lm.pending {
+		if req.cancelled && req.env.Cmd.Op == fsm.OpGrant {
+			if lm.orphans == nil {
+				lm.orphans = make(map[fsm.RequestID]struct{})
+			}
+			lm.orphans[id] = struct{}{}
+			lm.orphanTerm = max(lm.orphanTerm, term)
+		}
+	}
+}
+
+// adoptOrphan releases the lock an orphaned Grant (id) just granted, as a
+// ghost: now if this member leads past its barrier, at the barrier if it
+// leads before it. A follower leaves it to its lease: it cannot propose.
+func (lm *LockManager) adoptOrphan(id fsm.RequestID, key string, token uint64) {
+	if _, ok := lm.orphans[id]; !ok {
+		return
+	}
+	delete(lm.orphans, id)
+	switch {
+	case lm.ready() == nil:
+		lm.releaseGhost(key, token)
+	case lm.leader && !lm.stopped:
+		lm.ghosts = append(lm.ghosts, ghost{key, token})
 	}
 }
 
@@ -748,12 +796,19 @@ func (lm *LockManager) Apply(now time.Duration, env fsm.Envelope, entryTerm uint
 }
 
 // AppliedEntry records that the entry (index, term) applied; the first
-// entry of the leader's own term lifts the term barrier (rule 3). It
-// returns true when it did.
+// entry of the leader's own term lifts the term barrier (rule 3) and
+// releases the ghosts found before it. It returns true when it did.
 func (lm *LockManager) AppliedEntry(index, term uint64) bool {
 	lm.applied, lm.appliedTerm = index, term
+	if len(lm.orphans) > 0 && term > lm.orphanTerm {
+		clear(lm.orphans) // log terms never go down: none of theirs applies now
+	}
 	if lm.leader && term == lm.term && !lm.barrier {
 		lm.barrier = true
+		for _, g := range lm.ghosts {
+			lm.releaseGhost(g.key, g.token)
+		}
+		lm.ghosts = nil
 		return true
 	}
 	return false
@@ -774,6 +829,9 @@ func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.R
 		if m, ok := lm.expiring[key]; ok && m.token == env.Cmd.Token {
 			delete(lm.expiring, key)
 		}
+	}
+	if res.Status == fsm.Granted && len(lm.orphans) > 0 {
+		lm.adoptOrphan(env.ID, key, res.Token)
 	}
 	if env.ID.Node != lm.id || !lm.leader || entryTerm != lm.term {
 		return

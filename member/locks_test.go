@@ -921,6 +921,40 @@ func TestAbandon(t *testing.T) {
 			t.Fatalf("k: %+v, %v; want held by token 1", l, held)
 		}
 	})
+	// But a Grant whose caller was gone before this member stopped
+	// leading was told to nobody: if it applies once this member leads
+	// again, it is a ghost, released when the new term's barrier passes
+	// (before it, this leader decides nothing).
+	t.Run("own_grant_whose_caller_left_is_released_when_it_leads_again", func(t *testing.T) {
+		h := newLeader(t)
+		h.expect("acquire", h.submit(req(tryAcquire, 1)), `propose Grant{"k", 1000ms}@2`)
+		h.expect("the caller leaves", h.do(func() { h.lm.Abandon(1, "k", 0) }), "")
+		h.expect("step down", h.do(func() { h.lm.Become(false, 3, 3) }), "h1: OutcomeUnknown")
+		h.expect("lead term 4", h.do(func() { h.lm.Become(true, 4, 1) }), "")
+		h.expect("the Grant of term 2 applies", h.commit(), "")
+		h.expect("barrier", h.barrier(4), `propose Release{"k"}@4; ghost releases 1`)
+		h.expect("the release applies", h.commit(), "")
+		if _, held := h.lm.Machine().Get("k"); held {
+			t.Fatal("ghost lock still held")
+		}
+		h.settled()
+	})
+	t.Run("own_orphaned_grant_applied_as_a_follower_is_left_to_its_lease", func(t *testing.T) {
+		h := newLeader(t)
+		h.submit(req(tryAcquire, 1))
+		h.do(func() { h.lm.Abandon(1, "k", 0) })
+		h.expect("step down", h.do(func() { h.lm.Become(false, 3, 3) }), "h1: OutcomeUnknown")
+		h.expect("the Grant of term 2 applies", h.commit(), "")
+		h.expect("the next leader's barrier", h.barrier(3), "")
+		if len(h.lm.orphans) != 0 {
+			t.Fatalf("orphans kept past an entry of a later term: %v", h.lm.orphans)
+		}
+		h.expect("lead term 4", h.do(func() { h.lm.Become(true, 4, 1) }), "")
+		h.expect("barrier", h.barrier(4), "")
+		if _, held := h.lm.Machine().Get("k"); !held {
+			t.Fatal("a follower released a lock")
+		}
+	})
 }
 
 // Rule 6: after a restart or a snapshot install every lease restarts in
