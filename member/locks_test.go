@@ -907,31 +907,35 @@ func TestAbandon(t *testing.T) {
 			t.Fatalf("k: %+v, %v; want held by token 1", l, held)
 		}
 	})
-	// Its own Grant of an earlier term was answered OutcomeUnknown when
-	// it stepped down: that caller is not gone, and may since have read
-	// the lock with get and kept it.
-	t.Run("own_grant_of_an_earlier_term_is_not_a_ghost", func(t *testing.T) {
+	// Member 1 proposes a Grant in term 2 (its caller leaving, or not),
+	// steps down, leads term 4, and the Grant applies before term 4's
+	// barrier; what the barrier proposes is the test's.
+	leadsAgainWhenItsGrantApplies := func(t *testing.T, callerLeaves bool) *lmHarness {
 		h := newLeader(t)
 		h.expect("acquire", h.submit(req(tryAcquire, 1)), `propose Grant{"k", 1000ms}@2`)
+		if callerLeaves {
+			h.expect("the caller leaves", h.do(func() { h.lm.Abandon(1, "k", 0) }), "")
+		}
 		h.expect("step down", h.do(func() { h.lm.Become(false, 3, 3) }), "h1: OutcomeUnknown")
 		h.expect("lead term 4", h.do(func() { h.lm.Become(true, 4, 1) }), "")
 		h.expect("the Grant of term 2 applies", h.commit(), "")
+		return h
+	}
+	// A caller still there was answered OutcomeUnknown when member 1
+	// stepped down: it is not gone, and may since have read the lock with
+	// get and kept it.
+	t.Run("own_grant_of_an_earlier_term_is_not_a_ghost", func(t *testing.T) {
+		h := leadsAgainWhenItsGrantApplies(t, false)
 		h.expect("barrier", h.barrier(4), "")
 		if l, held := h.lm.Machine().Get("k"); !held || l.Token != 1 {
 			t.Fatalf("k: %+v, %v; want held by token 1", l, held)
 		}
 	})
-	// But a Grant whose caller was gone before this member stopped
-	// leading was told to nobody: if it applies once this member leads
-	// again, it is a ghost, released when the new term's barrier passes
+	// A caller gone before member 1 stopped leading was told nothing: the
+	// Grant is a ghost, released when the new term's barrier passes
 	// (before it, this leader decides nothing).
 	t.Run("own_grant_whose_caller_left_is_released_when_it_leads_again", func(t *testing.T) {
-		h := newLeader(t)
-		h.expect("acquire", h.submit(req(tryAcquire, 1)), `propose Grant{"k", 1000ms}@2`)
-		h.expect("the caller leaves", h.do(func() { h.lm.Abandon(1, "k", 0) }), "")
-		h.expect("step down", h.do(func() { h.lm.Become(false, 3, 3) }), "h1: OutcomeUnknown")
-		h.expect("lead term 4", h.do(func() { h.lm.Become(true, 4, 1) }), "")
-		h.expect("the Grant of term 2 applies", h.commit(), "")
+		h := leadsAgainWhenItsGrantApplies(t, true)
 		h.expect("barrier", h.barrier(4), `propose Release{"k"}@4; ghost releases 1`)
 		h.expect("the release applies", h.commit(), "")
 		if _, held := h.lm.Machine().Get("k"); held {
