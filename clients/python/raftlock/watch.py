@@ -36,9 +36,29 @@ class Watch:
         self._conn = conn
         self._resp = resp
         self._closed = threading.Event()
+        # _mu guards _reading: whether an iteration reads the stream. The
+        # connection is closed by the iteration, once it stops, while it
+        # reads; closing it under the reader makes http.client fail in
+        # ways of its own (AttributeError).
+        self._mu = threading.Lock()
+        self._reading = False
         self.error: Optional[RaftlockError] = None
 
     def __iter__(self) -> Iterator[Event]:
+        with self._mu:
+            if self._closed.is_set() or self._reading:
+                return
+            self._reading = True
+        try:
+            yield from self._events()
+        finally:
+            with self._mu:
+                self._reading = False
+                closed = self._closed.is_set()
+            if closed:
+                self._conn.close()
+
+    def _events(self) -> Iterator[Event]:
         kind, data = "message", ""
         while not self._closed.is_set():
             try:
@@ -74,14 +94,17 @@ class Watch:
                 )
 
     def close(self) -> None:
-        """Ends the watch; an iteration in progress stops."""
-        self._closed.set()
+        """Ends the watch; an iteration in progress stops (from any thread)."""
+        with self._mu:
+            self._closed.set()
+            reading = self._reading
         try:
             if self._conn.sock is not None:
-                self._conn.sock.shutdown(2)
+                self._conn.sock.shutdown(2)  # the reader sees the stream end
         except OSError:
             pass
-        self._conn.close()
+        if not reading:
+            self._conn.close()
 
     def __enter__(self) -> "Watch":
         return self

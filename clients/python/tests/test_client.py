@@ -3,6 +3,7 @@ and redirects from a follower."""
 
 import threading
 import time
+from typing import List
 
 import raftlock
 from tests.cluster import ClusterTest, wait_until
@@ -209,3 +210,31 @@ class WatchTest(ClusterTest):
         self.assertLess(got[0].index, got[1].index)
         self.assertLess(got[1].index, got[2].index)
         self.assertIsNone(w.error)
+
+    def test_close_from_another_thread_ends_the_iteration_quietly(self) -> None:
+        # close() from another thread while the reader waits for the next
+        # event, as the README's example does: the iteration ends with no
+        # exception and error None, every time.
+        c = self.cluster.client()
+        self.addCleanup(c.close)
+        for _ in range(20):
+            w = c.watch("closed/")
+            raised: List[BaseException] = []
+            reading = threading.Event()
+
+            def read() -> None:
+                reading.set()
+                try:
+                    for _ev in w:
+                        pass
+                except BaseException as e:  # noqa: BLE001 - the test's finding
+                    raised.append(e)
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            reading.wait(5)
+            w.close()
+            reader.join(5)
+            self.assertFalse(reader.is_alive(), "the iteration did not stop")
+            self.assertEqual(raised, [])
+            self.assertIsNone(w.error)
