@@ -11,6 +11,7 @@ import (
 	"github.com/raftlock/raftlock/chaos"
 	"github.com/raftlock/raftlock/chaos/sim/swarm"
 	"github.com/raftlock/raftlock/checker"
+	"github.com/raftlock/raftlock/internal/cliflag"
 	"github.com/raftlock/raftlock/internal/reportdir"
 )
 
@@ -28,13 +29,29 @@ type harnessFailure struct {
 	Error    string `json:"error"`
 }
 
-// failHarness is harnessErr that, with --json, also prints err as a
-// harnessFailure.
-func failHarness(err error, asJSON bool, stdout io.Writer) error {
-	if asJSON {
-		printJSON(stdout, harnessFailure{Verdict: "harness-failed", ExitCode: checker.ExitHarness, Error: err.Error()})
+// noVerdictJSON prints, with --json, why a harness command reached no
+// verdict (exit 3) when it printed nothing else on stdout, so that a
+// script reading stdout always reads an object. It is deferred with the
+// command's error; a flag that does not parse is reported on stderr only,
+// as every command's usage errors are.
+func noVerdictJSON(err error, asJSON bool, out *printed) {
+	var ce *cliflag.Error
+	if !asJSON || out.n > 0 || !errors.As(err, &ce) || ce.Code != checker.ExitHarness {
+		return
 	}
-	return harnessErr(err)
+	printJSON(out, harnessFailure{Verdict: "harness-failed", ExitCode: checker.ExitHarness, Error: err.Error()})
+}
+
+// printed is a writer that counts what went through it.
+type printed struct {
+	w io.Writer
+	n int
+}
+
+func (p *printed) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += n
+	return n, err
 }
 
 // verdictErr is a harness's exit for a verdict: nil when valid, else its
@@ -62,7 +79,8 @@ func printVerdict(v *checker.Verdict, out string, written []string, asJSON bool,
 	}
 }
 
-func runCheck(args []string, stdout, stderr io.Writer) error {
+func runCheck(args []string, w, stderr io.Writer) (err error) {
+	stdout := &printed{w: w}
 	fs := newFlagSet("check", "check HISTORY.jsonl [--out DIR] [--digests FILE] [--log FILE] [--resolved FILE] [--timeout 60s] [--lease-tolerance 0] [--clock-faults] [--json]")
 	out := fs.String("out", "", "write verdict.json, summary.md, visualisations and the latency plot here")
 	digests := fs.String("digests", "", "JSON list of {node, applied, digest} for the convergence check")
@@ -76,25 +94,26 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer func() { noVerdictJSON(err, *asJSON, stdout) }()
 	if len(pos) != 1 {
-		return failHarness(argErr(fs, "want exactly one HISTORY file"), *asJSON, stdout)
+		return harnessErr(argErr(fs, "want exactly one HISTORY file"))
 	}
 	opts := checker.Options{Timeout: *timeout, LeaseTolerance: *tolerance, ClockOverride: *clockFaults}
 	in := checker.Inputs{History: pos[0], Digests: *digests, Log: *logFile, Resolved: *resolved}
 	events, err := in.Load(&opts)
 	if err != nil {
-		return failHarness(err, *asJSON, stdout)
+		return harnessErr(err)
 	}
 	if *out != "" {
 		if err := in.PrepareOut(*out); err != nil {
-			return failHarness(err, *asJSON, stdout)
+			return harnessErr(err)
 		}
 	}
 	v := checker.Check(events, opts)
 	var written []string
 	if *out != "" {
 		if written, err = v.WriteReports(*out); err != nil {
-			return failHarness(err, *asJSON, stdout)
+			return harnessErr(err)
 		}
 	}
 	printVerdict(v, *out, written, *asJSON, stdout)
@@ -127,7 +146,8 @@ func parseHarnessNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error
 	return err
 }
 
-func runChaos(args []string, stdout, stderr io.Writer) error {
+func runChaos(args []string, w, stderr io.Writer) (err error) {
+	stdout := &printed{w: w}
 	var f chaos.Flags
 	fs := newFlagSet("chaos", chaos.Synopsis())
 	f.RegisterFlags(fs)
@@ -135,15 +155,16 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	if err := parseHarnessNoArgs(fs, args, stderr); err != nil {
 		return err
 	}
+	defer func() { noVerdictJSON(err, *asJSON, stdout) }()
 	cfg, err := f.Prepare()
 	if err != nil {
-		return failHarness(err, *asJSON, stdout)
+		return harnessErr(err)
 	}
 	ctx, stop := untilInterrupted()
 	defer stop()
 	v, written, err := chaos.RunAndCheck(ctx, cfg, stderr)
 	if err != nil {
-		return failHarness(err, *asJSON, stdout)
+		return harnessErr(err)
 	}
 	printVerdict(v, cfg.Out, written, *asJSON, stdout)
 	return verdictErr(v)
@@ -152,12 +173,14 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 // runSim runs one seed, or with --seeds a swarm of them; like chaos and
 // check it exits 3 when it could not produce a verdict (bad flags
 // included), so a failure of its own never reads as a verdict.
-func runSim(args []string, stdout, stderr io.Writer) error {
+func runSim(args []string, w, stderr io.Writer) (err error) {
+	stdout := &printed{w: w}
 	var c swarm.Command
 	fs, err := packageFlags("sim", swarm.Synopsis, c.RegisterFlags, parseHarnessNoArgs, args, stderr)
 	if err != nil {
 		return err
 	}
+	defer func() { noVerdictJSON(err, c.JSON(), stdout) }()
 	many, err := c.Check()
 	if err != nil {
 		return harnessErr(err)

@@ -129,17 +129,27 @@ func TestCheckExitCodes(t *testing.T) {
 			t.Errorf("check %v: exit %d, stderr %q; want exit %d with %q", tc.args, code, stderr, tc.code, tc.inStderr)
 		}
 	}
-	// With --json, no verdict still prints an object a script can read.
-	code, stdout, _ := cli(t, "check", testdata("malformed-time-backwards.jsonl"), "--json")
-	var got struct {
-		Valid    bool   `json:"valid"`
-		Verdict  string `json:"verdict"`
-		ExitCode int    `json:"exit_code"`
-		Error    string `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 3 || got.Valid || got.Verdict != "harness-failed" ||
-		got.ExitCode != 3 || !strings.Contains(got.Error, "line 3: time 4000000 goes backwards") {
-		t.Errorf("check of a malformed history --json: exit %d, stdout %q (%v)", code, stdout, err)
+	// With --json, no verdict still prints an object a script can read,
+	// from check, chaos and sim alike.
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"check", testdata("malformed-time-backwards.jsonl")}, "line 3: time 4000000 goes backwards"},
+		{[]string{"chaos", "--nodes", "4"}, "--nodes must be 3 or 5"},
+		{[]string{"sim", "--nodes", "4"}, "--nodes must be 3 or 5"},
+	} {
+		code, stdout, _ := cli(t, append(tc.args, "--json")...)
+		var got struct {
+			Valid    bool   `json:"valid"`
+			Verdict  string `json:"verdict"`
+			ExitCode int    `json:"exit_code"`
+			Error    string `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 3 || got.Valid || got.Verdict != "harness-failed" ||
+			got.ExitCode != 3 || !strings.Contains(got.Error, tc.err) {
+			t.Errorf("%v --json: exit %d, stdout %q (%v)", tc.args, code, stdout, err)
+		}
 	}
 }
 

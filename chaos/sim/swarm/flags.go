@@ -66,6 +66,9 @@ func (c *Command) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*cliflag.IntList)(&c.Config.SkipFaults), "skip-faults", "`I,J,...`: do not inject these faults (1 for the first), keeping their turn; shrinking sets it")
 }
 
+// JSON says whether --json was asked for.
+func (c *Command) JSON() bool { return c.asJSON }
+
 // Check checks the parsed flags and says whether they ask for a swarm.
 // Its errors are the harness's (exit 3), never a verdict.
 func (c *Command) Check() (swarm bool, err error) {
