@@ -41,7 +41,7 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 	}
 	files, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: *out, Members: *members, Hosts: cliflag.SplitList(*hosts), Clients: cliflag.SplitList(*clients), Force: *force})
 	if err != nil {
-		return err
+		return failLocal(*asJSON, stdout, err)
 	}
 	if *asJSON {
 		return printJSON(stdout, map[string]any{"files": files})

@@ -344,6 +344,38 @@ func TestSnapshotSaveRefusesAMissingDirectory(t *testing.T) {
 	}
 }
 
+// With --json, the snapshot and certs commands' failures are objects on
+// stdout too, as the lock and admin commands' are; usage errors stay on
+// stderr.
+func TestSnapshotAndCertsFailuresAsJSON(t *testing.T) {
+	dir := t.TempDir()
+	backup := filepath.Join(dir, "not-a-backup")
+	if err := os.WriteFile(backup, []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := cli(t, "certs", "init", "--out", filepath.Join(dir, "certs"), "--members", "1"); code != 0 {
+		t.Fatalf("certs init: exit %d, %s", code, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"snapshot", "save", filepath.Join(dir, "locks.backup"), "--endpoints", "127.0.0.1:1"}, "no member reachable"},
+		{[]string{"snapshot", "save", filepath.Join(dir, "missing", "locks.backup")}, "missing is not a directory"},
+		{[]string{"snapshot", "restore", backup, "--data", filepath.Join(dir, "data"), "--id", "1", "--peers", "1=127.0.0.1:7001"}, "not a valid raftlock backup"},
+		{[]string{"certs", "init", "--out", filepath.Join(dir, "certs"), "--members", "1"}, "already exists"},
+	} {
+		code, out, _ := cli(t, append(tc.args, "--json")...)
+		var got map[string]string
+		if err := json.Unmarshal([]byte(out), &got); err != nil || code != exitError || got["error"] != "error" || !strings.Contains(got["message"], tc.msg) {
+			t.Errorf("%v --json: exit %d, stdout %q (%v)", tc.args, code, out, err)
+		}
+	}
+	if code, out, _ := cli(t, "certs", "init", "--json"); code != exitUsage || out != "" {
+		t.Errorf("certs init --json without --out: exit %d, stdout %q; want a usage error on stderr only", code, out)
+	}
+}
+
 // The peer frame limit and the snapshot chunk size are checked before
 // anything is created, each error naming the flag at fault.
 func TestFrameLimitAndChunkSizeRefusedNamingTheFlag(t *testing.T) {

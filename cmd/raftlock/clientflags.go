@@ -172,3 +172,15 @@ func clientErr(err error) error {
 }
 
 func printJSON(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// failLocal is failNoKey for a command that needs no cluster (snapshot
+// restore, certs init): with --json it prints a failure other than a
+// usage error (which stays on stderr, as every command's) as
+// {"error":"error","message"}.
+func failLocal(asJSON bool, stdout io.Writer, err error) error {
+	var coded *cliflag.Error
+	if asJSON && !(errors.As(err, &coded) && coded.Code == exitUsage) {
+		printJSON(stdout, map[string]any{"error": wire.ErrorNameError, "message": err.Error()})
+	}
+	return err
+}

@@ -49,10 +49,10 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	}
 	// Before asking the cluster: a backup with nowhere to go is wasted work.
 	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("cannot write %s: %s is not a directory", file, filepath.Dir(file))
+		return cf.failNoKey(stdout, fmt.Errorf("cannot write %s: %s is not a directory", file, filepath.Dir(file)))
 	}
 	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s is a directory; give a file name, such as %s", file, filepath.Join(file, "raftlock.backup"))
+		return cf.failNoKey(stdout, fmt.Errorf("%s is a directory; give a file name, such as %s", file, filepath.Join(file, "raftlock.backup")))
 	}
 	cl, ctx, done, err := cf.connect(0)
 	if err != nil {
@@ -61,10 +61,10 @@ func runSnapshotSave(args []string, stdout, stderr io.Writer) error {
 	defer done()
 	meta, table, err := server.FetchBackup(ctx, cl)
 	if err != nil {
-		return clientErr(cf.timedOut(err))
+		return cf.failNoKey(stdout, err)
 	}
 	if err := atomicfile.Write(file, membercore.EncodeBackup(meta, table), 0o600); err != nil {
-		return err
+		return cf.failNoKey(stdout, err)
 	}
 	if cf.json {
 		return printJSON(stdout, map[string]any{"file": file, "index": meta.Index, "term": meta.Term, "locks": meta.Locks,
@@ -93,7 +93,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) error {
 	}
 	meta, start, err := r.Restore(file)
 	if err != nil {
-		return err
+		return failLocal(*asJSON, stdout, err)
 	}
 	if *asJSON {
 		return printJSON(stdout, map[string]any{"file": file, "data": r.Dir, "id": r.ID, "peers": embed.FormatPeers(r.Peers),
