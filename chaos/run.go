@@ -141,7 +141,7 @@ func (c *Config) Validate() error {
 	}
 	for _, f := range c.Nemeses {
 		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) && !slices.Contains(ClientFamilies, f) {
-			return fmt.Errorf("unknown nemesis %q (want some of %v, or of %v)", f, Families, OptInFamilies)
+			return fmt.Errorf("unknown nemesis %q (want some of %v, or of the opt-in %v)", f, Families, slices.Concat(OptInFamilies, ClientFamilies))
 		}
 	}
 	return nil
