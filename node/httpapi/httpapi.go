@@ -118,7 +118,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c, ok := calls[r.URL.Path]
 	if !ok {
-		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status", r.URL.Path))
+		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status, and GET /v1/watch", r.URL.Path))
 		return
 	}
 	if !h.admit(w, r, http.MethodPost, "every call is a POST with a JSON body", h.slots, c.op, "API calls in progress") {

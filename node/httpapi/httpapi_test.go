@@ -193,7 +193,11 @@ func TestEveryCallAndItsErrors(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
 		t.Errorf("GET /v1/get: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
-	post(t, cl, at("/v1/lock"), `{}`).expectError(t, "an unknown path", 404, "invalid-argument")
+	unknown := post(t, cl, at("/v1/lock"), `{}`)
+	unknown.expectError(t, "an unknown path", 404, "invalid-argument")
+	if !strings.Contains(unknown.raw, "/v1/status, and GET /v1/watch") {
+		t.Errorf("an unknown path's answer does not list every call: %s", unknown.raw)
+	}
 }
 
 func num(f float64) string { b, _ := json.Marshal(f); return string(b) }
