@@ -16,6 +16,11 @@ import (
 // setFromEnv sets every flag whose RAFTLOCK_* variable is set; the command
 // line, parsed after, wins over the environment.
 func setFromEnv(fs *flag.FlagSet) error {
+	_, data := os.LookupEnv(cliflag.EnvName("data"))
+	_, dir := os.LookupEnv(cliflag.EnvName("dir"))
+	if data && dir && fs.Lookup("data") != nil && fs.Lookup("dir") != nil {
+		return usageErr("%s is an alias of %s: set one of them", cliflag.EnvName("dir"), cliflag.EnvName("data"))
+	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		v, ok := os.LookupEnv(cliflag.EnvName(f.Name))

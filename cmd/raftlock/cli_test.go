@@ -313,6 +313,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"status", "--json=maybe"},
 		{"node", "--id"},
 		{"member", "add", "--id", "x"},
+		{"cluster", "--data", "a", "--dir", "b"}, // one setting, given twice
 	} {
 		code, out, errOut := cli(t, args...)
 		if code != exitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--help)") {
@@ -324,6 +325,17 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 	}
 	if code, _, errOut := cli(t, "snapshot", "save", "--help"); code != 0 || !strings.HasPrefix(errOut, "usage: raftlock snapshot save") {
 		t.Errorf("snapshot save --help: exit %d %q", code, errOut)
+	}
+		// --dir is an alias of --data: both, on the command line or in the
+	// environment, is refused; the command line still wins over the
+	// environment.
+	if code, _, errOut := cli(t, "cluster", "--dir=a", "-data", "b"); code != exitUsage || !strings.Contains(errOut, "--dir is an alias of --data") {
+		t.Errorf("cluster --dir=a -data b: exit %d %q", code, errOut)
+	}
+	t.Setenv("RAFTLOCK_DATA", "a")
+	t.Setenv("RAFTLOCK_DIR", "b")
+	if code, _, errOut := cli(t, "cluster"); code != exitUsage || !strings.Contains(errOut, "RAFTLOCK_DIR is an alias of RAFTLOCK_DATA") {
+		t.Errorf("cluster with RAFTLOCK_DATA and RAFTLOCK_DIR: exit %d %q", code, errOut)
 	}
 	// help CMD [SUB] is CMD [SUB] --help, as in go help and git help.
 	for _, args := range [][]string{{"help", "acquire"}, {"help", "snapshot", "save"}} {

@@ -152,6 +152,10 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []strin
 	if err := setFromEnv(fs); err != nil {
 		return nil, nil, err
 	}
+	if onCommandLine(args, "data") && onCommandLine(args, "dir") {
+		// One variable: the later would win, silently.
+		return nil, nil, argErr(fs, "--dir is an alias of --data: give one of them")
+	}
 	for i, a := range args {
 		if a == "--" {
 			args, rest = args[:i], args[i+1:]
@@ -280,4 +284,19 @@ func newFlagSet(name, synopsis string) *flag.FlagSet {
 		}
 	}
 	return fs
+}
+
+// onCommandLine says whether flag name is given in args (before any "--"),
+// in any of the flag package's spellings.
+func onCommandLine(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }
