@@ -326,7 +326,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 	if code, _, errOut := cli(t, "snapshot", "save", "--help"); code != 0 || !strings.HasPrefix(errOut, "usage: raftlock snapshot save") {
 		t.Errorf("snapshot save --help: exit %d %q", code, errOut)
 	}
-		// --dir is an alias of --data: both, on the command line or in the
+	// --dir is an alias of --data: both, on the command line or in the
 	// environment, is refused; the command line still wins over the
 	// environment.
 	if code, _, errOut := cli(t, "cluster", "--dir=a", "-data", "b"); code != exitUsage || !strings.Contains(errOut, "--dir is an alias of --data") {
