@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 
 // Synopsis is raftlock chaos's usage line.
 func Synopsis() string {
-	return "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis " + fault.Join(Families) + "] (opt-in: " + fault.Join(slices.Concat(OptInFamilies, ClientFamilies)) +
+	return "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis " + fault.Join(Families) + "] (opt-in: " + fault.Join(optIn()) +
 		") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]\n" +
 		"       raftlock chaos [--clients 8] [--keys 3] [--protocols binary,grpc,http] ...\n" +
 		"       raftlock chaos --target etcd|redis [--seed N] [--duration 30s] [--nemesis ...] [--out DIR]"
@@ -64,7 +63,7 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.ClientProcs, "client-procs", d.ClientProcs, "`N` workload clients run as processes beside --clients, which the opt-in family "+fault.Join(ClientFamilies)+" stops (SIGSTOP) past their lease")
 	registerProtocols(fs, &cfg.Protocols)
 	fs.StringVar((*string)(&cfg.Target), "target", string(TargetRaftlock), "the lock service tried: "+joinTargets()+" (etcd and redis are started from the etcd and redis-server on PATH, make peers installs them; families a target cannot carry out are named in the header and summary.md)")
-	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(slices.Concat(OptInFamilies, ClientFamilies))+")")
+	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(optIn())+")")
 }
 
 // registerProtocols defines --protocols on fs, into *protocols: the

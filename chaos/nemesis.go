@@ -34,6 +34,11 @@ var OptInFamilies = []fault.Family{fault.FamilyGarbageHeartbeat, fault.FamilyMem
 // --client-procs (else the header and summary.md name them as not run).
 var ClientFamilies = []fault.Family{fault.FamilyClientPause}
 
+// optIn is every family a run has only when --nemesis names it.
+func optIn() []fault.Family {
+	return append(append([]fault.Family(nil), OptInFamilies...), ClientFamilies...)
+}
+
 // The client-pause family's timing: a pause lasts at least the longest
 // lease and clientPauseMargin more, so the paused holder's lease has run
 // out when it continues; it waits up to clientPauseWait for the client to

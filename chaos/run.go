@@ -140,8 +140,8 @@ func (c *Config) Validate() error {
 		return err
 	}
 	for _, f := range c.Nemeses {
-		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) && !slices.Contains(ClientFamilies, f) {
-			return fmt.Errorf("unknown nemesis %q (want some of %v, or of the opt-in %v)", f, Families, slices.Concat(OptInFamilies, ClientFamilies))
+		if !slices.Contains(Families, f) && !slices.Contains(optIn(), f) {
+			return fmt.Errorf("unknown nemesis %q (want some of %v, or of the opt-in %v)", f, Families, optIn())
 		}
 	}
 	return nil

@@ -2,56 +2,12 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
-
-	"github.com/raftlock/raftlock/internal/cliflag"
 )
-
-// setFromEnv sets every flag whose RAFTLOCK_* variable is set; the command
-// line, parsed after, wins over the environment.
-func setFromEnv(fs *flag.FlagSet) error {
-	_, data := os.LookupEnv(cliflag.EnvName("data"))
-	_, dir := os.LookupEnv(cliflag.EnvName("dir"))
-	if data && dir && fs.Lookup("data") != nil && fs.Lookup("dir") != nil {
-		return usageErr("%s is an alias of %s: set one of them", cliflag.EnvName("dir"), cliflag.EnvName("data"))
-	}
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		v, ok := os.LookupEnv(cliflag.EnvName(f.Name))
-		if !ok || err != nil {
-			return
-		}
-		if serr := fs.Set(f.Name, v); serr != nil {
-			err = usageErr("%s=%q: %v", cliflag.EnvName(f.Name), v, serr)
-		}
-	})
-	return err
-}
-
-// printDefaults is flag.PrintDefaults with the --name spelling the README
-// and the synopses use.
-func printDefaults(fs *flag.FlagSet) {
-	var b strings.Builder
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		fmt.Fprintf(&b, "  --%s", f.Name)
-		if name != "" {
-			fmt.Fprintf(&b, " %s", name)
-		}
-		fmt.Fprintf(&b, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
-			fmt.Fprintf(&b, " (default %s)", f.DefValue)
-		}
-		b.WriteString("\n")
-	})
-	io.WriteString(fs.Output(), b.String())
-}
 
 // releaseVersion is the version a release build stamps in with
 // -ldflags "-X main.releaseVersion=v0.1.0" (make release); empty in other

@@ -147,44 +147,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 // parse parses flags that may stand before, between or after positional
 // arguments (raftlock acquire KEY --lease 5s). Everything after a bare "--"
 // is returned as rest, untouched.
+// parse is cliflag.ParseArgs, refusing then the durations no command can mean.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []string, err error) {
-	fs.SetOutput(stderr)
-	if err := setFromEnv(fs); err != nil {
+	if pos, rest, err = cliflag.ParseArgs(fs, args, stderr); err != nil {
 		return nil, nil, err
 	}
-	if onCommandLine(args, "data") && onCommandLine(args, "dir") {
-		// One variable: the later would win, silently.
-		return nil, nil, argErr(fs, "--dir is an alias of --data: give one of them")
-	}
-	for i, a := range args {
-		if a == "--" {
-			args, rest = args[:i], args[i+1:]
-			if rest == nil {
-				rest = []string{}
-			}
-			break
-		}
-	}
-	// The flag package prints its error and the whole usage; a bad flag
-	// gets one line instead, and --help the usage.
-	fs.SetOutput(io.Discard)
-	defer fs.SetOutput(stderr)
-	for {
-		if err := fs.Parse(args); err != nil {
-			fs.SetOutput(stderr)
-			if errors.Is(err, flag.ErrHelp) {
-				fs.Usage()
-				return nil, nil, err
-			}
-			return nil, nil, argErr(fs, "%s", cliflag.DashDash(err.Error()))
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, rest, checkDurations(fs)
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+	return pos, rest, checkDurations(fs)
 }
 
 // checkDurations refuses, as usage errors, the durations no command can
@@ -220,9 +188,8 @@ const (
 	maxLease = wire.MaxLeaseMS * time.Millisecond
 )
 
-// argErr is a usage error of fs's command, with where to find its usage.
 func argErr(fs *flag.FlagSet, format string, args ...any) error {
-	return usageErr("%s (see raftlock %s --help)", fmt.Sprintf(format, args...), fs.Name())
+	return cliflag.ArgErr(fs, format, args...)
 }
 
 // parseNoArgs parses a command that takes flags only.
@@ -280,23 +247,8 @@ func newFlagSet(name, synopsis string) *flag.FlagSet {
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
 			fmt.Fprintf(fs.Output(), "\nflags (each --some-name also read from RAFTLOCK_SOME_NAME):\n")
-			printDefaults(fs)
+			cliflag.PrintDefaults(fs)
 		}
 	}
 	return fs
-}
-
-// onCommandLine says whether flag name is given in args (before any "--"),
-// in any of the flag package's spellings.
-func onCommandLine(args []string, name string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		a = strings.TrimLeft(a, "-")
-		if a == name || strings.HasPrefix(a, name+"=") {
-			return true
-		}
-	}
-	return false
 }

@@ -3,7 +3,8 @@
 // drawn when not given, a boolean whose default depends on other flags,
 // lists of integers), the lists they parse, and errors that carry the exit
 // code the command ends with, so a package can say "bad flags" (exit 2)
-// without knowing how the command line is run.
+// without knowing how the command line is run; and the parsing of a
+// command's arguments, the environment's RAFTLOCK_* variables first.
 package cliflag
 
 import (
@@ -13,6 +14,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -265,3 +267,108 @@ var flagInMessage = regexp.MustCompile(`(^|\s)-([A-Za-z][\w-]*)`)
 // DashDash spells the flag names of a flag package error --name, as every
 // command's help does.
 func DashDash(msg string) string { return flagInMessage.ReplaceAllString(msg, "$1--$2") }
+
+// ArgErr is a usage error of fs's command, with where to find its usage.
+func ArgErr(fs *flag.FlagSet, format string, args ...any) error {
+	return Usagef("%s (see raftlock %s --help)", fmt.Sprintf(format, args...), fs.Name())
+}
+
+// ParseArgs parses a command's args into fs: first every flag whose
+// RAFTLOCK_* variable is set (SetFromEnv), then the command line, which
+// wins. It returns the positional arguments and, after a "--", the rest
+// (nil when there is no "--"). A flag that does not parse is a one-line
+// usage error naming the command's --help; --help prints the usage to
+// stderr and returns flag.ErrHelp.
+func ParseArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (pos, rest []string, err error) {
+	fs.SetOutput(stderr)
+	if err := SetFromEnv(fs); err != nil {
+		return nil, nil, err
+	}
+	if onCommandLine(args, "data") && onCommandLine(args, "dir") {
+		// One variable: the later would win, silently.
+		return nil, nil, ArgErr(fs, "--dir is an alias of --data: give one of them")
+	}
+	for i, a := range args {
+		if a == "--" {
+			args, rest = args[:i], args[i+1:]
+			if rest == nil {
+				rest = []string{}
+			}
+			break
+		}
+	}
+	// The flag package prints its error and the whole usage; a bad flag
+	// gets one line instead, and --help the usage.
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(stderr)
+	for {
+		if err := fs.Parse(args); err != nil {
+			fs.SetOutput(stderr)
+			if errors.Is(err, flag.ErrHelp) {
+				fs.Usage()
+				return nil, nil, err
+			}
+			return nil, nil, ArgErr(fs, "%s", DashDash(err.Error()))
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, rest, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// SetFromEnv sets every flag of fs whose RAFTLOCK_* variable is set.
+func SetFromEnv(fs *flag.FlagSet) error {
+	_, data := os.LookupEnv(EnvName("data"))
+	_, dir := os.LookupEnv(EnvName("dir"))
+	if data && dir && fs.Lookup("data") != nil && fs.Lookup("dir") != nil {
+		return Usagef("%s is an alias of %s: set one of them", EnvName("dir"), EnvName("data"))
+	}
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		v, ok := os.LookupEnv(EnvName(f.Name))
+		if !ok || err != nil {
+			return
+		}
+		if serr := fs.Set(f.Name, v); serr != nil {
+			err = Usagef("%s=%q: %v", EnvName(f.Name), v, serr)
+		}
+	})
+	return err
+}
+
+// onCommandLine says whether flag name is given in args (before any "--"),
+// in any of the flag package's spellings.
+func onCommandLine(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// PrintDefaults is flag.PrintDefaults with the --name spelling the
+// README and the synopses use.
+func PrintDefaults(fs *flag.FlagSet) {
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		if name != "" {
+			fmt.Fprintf(&b, " %s", name)
+		}
+		fmt.Fprintf(&b, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteString("\n")
+	})
+	io.WriteString(fs.Output(), b.String())
+}
