@@ -108,18 +108,6 @@ func TestSoundnessClassesPassingHistoriesAreValid(t *testing.T) {
 	}
 }
 
-// A higher token seen before a grant was even invoked is the fencing
-// check's (tokens grow in real time), not a hold cut short: lease timing
-// measures a hold from its grant's invocation, and before it there was no
-// hold to cut.
-func TestTokenSeenBeforeTheGrantIsFencingNotLeaseTiming(t *testing.T) {
-	v := checkFile(t, "seen-before-grant")
-	if statusOf(v, "fencing") != StatusViolation || statusOf(v, "lease-timing") != StatusOK {
-		t.Errorf("fencing %s, lease-timing %s; want a fencing violation only\n%s",
-			statusOf(v, "fencing"), statusOf(v, "lease-timing"), summary(v))
-	}
-}
-
 // Adding the committed log's answer must never remove a check: the
 // history with the resolved middle grant is caught with and without it.
 func TestResolutionNeverHidesAViolation(t *testing.T) {
