@@ -943,6 +943,39 @@ func TestAbandon(t *testing.T) {
 		}
 		h.settled()
 	})
+	// Every orphan that applies before the barrier is a ghost, not only
+	// the first: an entry of the orphans' own term must not clear them.
+	t.Run("every_orphan_applied_before_the_barrier_is_released", func(t *testing.T) {
+		h := newLeader(t)
+		h.submit(Request{Handle: 1, Op: OpAcquire, Key: "a", Lease: time.Second})
+		h.submit(Request{Handle: 2, Op: OpAcquire, Key: "b", Lease: time.Second})
+		h.do(func() { h.lm.Abandon(1, "a", 0) })
+		h.do(func() { h.lm.Abandon(2, "b", 0) })
+		h.expect("step down", h.do(func() { h.lm.Become(false, 3, 3) }), "h1: OutcomeUnknown; h2: OutcomeUnknown")
+		h.expect("lead term 4", h.do(func() { h.lm.Become(true, 4, 1) }), "")
+		h.expect("both Grants of term 2 apply", h.commitAll(), "")
+		h.expect("barrier", h.barrier(4), `propose Release{"a"}@4; propose Release{"b"}@4; ghost releases 2`)
+	})
+	// An orphan whose Grant never commits (a later leader's log replaced
+	// it) is forgotten once an entry of a later term applies.
+	t.Run("orphans_are_forgotten_after_an_entry_of_a_later_term", func(t *testing.T) {
+		h := newLeader(t)
+		h.submit(req(tryAcquire, 1))
+		h.do(func() { h.lm.Abandon(1, "k", 0) })
+		h.do(func() { h.lm.Become(false, 3, 3) })
+		h.take() // the Grant never reaches the log
+		if len(h.lm.orphans) != 1 {
+			t.Fatalf("orphans after the step-down: %v, want the Grant's", h.lm.orphans)
+		}
+		h.expect("an entry of term 2 applies", h.barrier(2), "")
+		if len(h.lm.orphans) != 1 {
+			t.Fatalf("an entry of the orphans' own term cleared them: %v", h.lm.orphans)
+		}
+		h.expect("the next leader's barrier", h.barrier(3), "")
+		if len(h.lm.orphans) != 0 {
+			t.Fatalf("orphans kept past an entry of a later term: %v", h.lm.orphans)
+		}
+	})
 	t.Run("own_orphaned_grant_applied_as_a_follower_is_left_to_its_lease", func(t *testing.T) {
 		h := newLeader(t)
 		h.submit(req(tryAcquire, 1))
@@ -950,9 +983,6 @@ func TestAbandon(t *testing.T) {
 		h.expect("step down", h.do(func() { h.lm.Become(false, 3, 3) }), "h1: OutcomeUnknown")
 		h.expect("the Grant of term 2 applies", h.commit(), "")
 		h.expect("the next leader's barrier", h.barrier(3), "")
-		if len(h.lm.orphans) != 0 {
-			t.Fatalf("orphans kept past an entry of a later term: %v", h.lm.orphans)
-		}
 		h.expect("lead term 4", h.do(func() { h.lm.Become(true, 4, 1) }), "")
 		h.expect("barrier", h.barrier(4), "")
 		if _, held := h.lm.Machine().Get("k"); !held {

@@ -98,9 +98,10 @@ class Watch:
         with self._mu:
             self._closed.set()
             reading = self._reading
+        sock = self._conn.sock  # once: an ending iteration may clear it meanwhile
         try:
-            if self._conn.sock is not None:
-                self._conn.sock.shutdown(2)  # the reader sees the stream end
+            if sock is not None:
+                sock.shutdown(2)  # the reader sees the stream end
         except OSError:
             pass
         if not reading:
