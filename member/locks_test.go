@@ -187,6 +187,15 @@ func (h *lmHarness) do(f func()) string {
 	return strings.Join(out, "; ")
 }
 
+// holder is what the applied table holds for key: "free" or "held by N".
+func (h *lmHarness) holder(key string) string {
+	l, ok := h.lm.Machine().Get(key)
+	if !ok {
+		return "free"
+	}
+	return fmt.Sprintf("held by %d", l.Token)
+}
+
 func (h *lmHarness) answerText(a Answer) string {
 	if a.Err != nil {
 		return errName(a.Err)
@@ -903,9 +912,7 @@ func TestAbandon(t *testing.T) {
 		h.expect("lead term 3", h.do(func() { h.lm.Become(true, 3, 1) }), "")
 		h.foreign(2, grantK1000ms) // member 3's Grant of term 2: no release proposed
 		h.expect("barrier", h.barrier(3), "")
-		if l, held := h.lm.Machine().Get("k"); !held || l.Token != 1 {
-			t.Fatalf("k: %+v, %v; want held by token 1", l, held)
-		}
+		h.expect("k", h.holder("k"), "held by 1")
 	})
 	// Member 1 proposes a Grant in term 2 (its caller leaving, or not),
 	// steps down, leads term 4, and the Grant applies before term 4's
@@ -927,9 +934,7 @@ func TestAbandon(t *testing.T) {
 	t.Run("own_grant_of_an_earlier_term_is_not_a_ghost", func(t *testing.T) {
 		h := leadsAgainWhenItsGrantApplies(t, false)
 		h.expect("barrier", h.barrier(4), "")
-		if l, held := h.lm.Machine().Get("k"); !held || l.Token != 1 {
-			t.Fatalf("k: %+v, %v; want held by token 1", l, held)
-		}
+		h.expect("k", h.holder("k"), "held by 1")
 	})
 	// A caller gone before member 1 stopped leading was told nothing: the
 	// Grant is a ghost, released when the new term's barrier passes
@@ -938,9 +943,7 @@ func TestAbandon(t *testing.T) {
 		h := leadsAgainWhenItsGrantApplies(t, true)
 		h.expect("barrier", h.barrier(4), `propose Release{"k"}@4; ghost releases 1`)
 		h.expect("the release applies", h.commit(), "")
-		if _, held := h.lm.Machine().Get("k"); held {
-			t.Fatal("ghost lock still held")
-		}
+		h.expect("the ghost lock", h.holder("k"), "free")
 		h.settled()
 	})
 	// Every orphan that applies before the barrier is a ghost, not only
@@ -984,10 +987,8 @@ func TestAbandon(t *testing.T) {
 		h.expect("the Grant of term 2 applies", h.commit(), "")
 		h.expect("the next leader's barrier", h.barrier(3), "")
 		h.expect("lead term 4", h.do(func() { h.lm.Become(true, 4, 1) }), "")
-		h.expect("barrier", h.barrier(4), "")
-		if _, held := h.lm.Machine().Get("k"); !held {
-			t.Fatal("a follower released a lock")
-		}
+		h.expect("barrier: a follower released nothing", h.barrier(4), "")
+		h.expect("k", h.holder("k"), "held by 1")
 	})
 }
 

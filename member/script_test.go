@@ -293,11 +293,5 @@ var scriptCommands = map[string]func(h *lmHarness, a scriptArgs) string{
 	"commit":     func(h *lmHarness, _ scriptArgs) string { return h.commit() },
 	"commit-all": func(h *lmHarness, _ scriptArgs) string { return h.commitAll() },
 	// table key=K: what the applied table holds for K.
-	"table": func(h *lmHarness, a scriptArgs) string {
-		l, ok := h.lm.Machine().Get(a.key())
-		if !ok {
-			return "free"
-		}
-		return fmt.Sprintf("held by %d", l.Token)
-	},
+	"table": func(h *lmHarness, a scriptArgs) string { return h.holder(a.key()) },
 }
