@@ -19,7 +19,7 @@ import (
 // flags included), so that it never reads as a violation.
 func harnessErr(err error) error { return withCode(checker.ExitHarness, err) }
 
-// harnessFailure is what check and chaos print with --json when they
+// harnessFailure is what check, chaos and sim print with --json when they
 // reach no verdict (exit 3), so that a script reading stdout still reads
 // an object with the verdict's first fields, and why.
 type harnessFailure struct {
