@@ -645,12 +645,13 @@ func (c *Core) ReportSnapshot(id uint64, failed bool) {
 func (c *Core) collect(now time.Duration) {
 	for {
 		fx := c.lm.TakeEffects()
-		if len(fx.Proposals)+len(fx.Answers)+len(fx.Reads)+fx.GhostReleases == 0 {
+		if len(fx.Proposals)+len(fx.Answers)+len(fx.Reads)+fx.GhostReleases+fx.OrphansApplied == 0 {
 			return
 		}
 		c.queue = append(c.queue, fx.Proposals...)
 		c.answers = append(c.answers, fx.Answers...)
 		c.metrics.Add(GhostReleases, uint64(fx.GhostReleases))
+		c.metrics.Add(OrphanGrantsApplied, uint64(fx.OrphansApplied))
 		for _, h := range fx.Reads {
 			if c.role != raft.StateLeader {
 				// Stepped down since the lock manager decided: raft would
@@ -812,7 +813,7 @@ func (c *Core) propose(now time.Duration) {
 			case p.Term == c.lm.Term():
 				// Still the lock manager's term (raft stepped down and the
 				// Ready that says so is next): undo its bookkeeping.
-				c.lm.Drop([]fsm.Envelope{p.Env})
+				c.lm.Drop(now, []fsm.Envelope{p.Env})
 			default:
 				c.lm.DropStale(p.Env)
 			}
@@ -827,7 +828,7 @@ func (c *Core) propose(now time.Duration) {
 			c.metrics.Add(Proposals, 1)
 			c.metrics.ObserveBatch(len(batch))
 			if err := c.rn.Propose(fsm.EncodeBatch(batch)); err != nil {
-				c.lm.Drop(batch)
+				c.lm.Drop(now, batch)
 			}
 		}
 		if c.cfg.NoBatch {

@@ -41,6 +41,14 @@ type hooks struct {
 	// orderHandoff orders a handoff's entry, whose Release or Expire and
 	// Grant are the last two proposals: the freeing command first (rule 4).
 	orderHandoff func(ps []Proposal)
+	// holderWaitsForHandoff: a holder's release, renewal or forced
+	// release that meets a handoff in flight on its key is decided once
+	// the handoff applied (rule 4).
+	holderWaitsForHandoff bool
+	// otherTermsSpareGhosts: an orphaned Grant that applies before this
+	// member's term barrier, with an entry of another leadership after
+	// it, is left to its lease, not released as a ghost (rule 7).
+	otherTermsSpareGhosts bool
 	// forceChecksHolder: a forced release reads the holder's token from a
 	// confirmed table and is proposed only while that token holds the key
 	// (rule 12).
@@ -102,6 +110,15 @@ const (
 	// BugHandoffGrantFirst: a handoff's Grant is placed before the Release
 	// or Expire that frees its key, in their shared entry.
 	BugHandoffGrantFirst = "handoff-grant-first"
+	// BugHolderCallDuringHandoff: a real bug, fixed. A holder's release,
+	// renewal or forced release that meets a handoff in flight (its lease
+	// ran out with waiters) is decided on the table before the handoff
+	// applied: "not the holder" while a get still shows it holding.
+	BugHolderCallDuringHandoff = "holder-call-during-handoff"
+	// BugGhostAfterAnotherLeader: a real bug, fixed. A member that leads
+	// again releases its own orphaned Grant as a ghost although another
+	// leader committed it in between, and may have shown it held.
+	BugGhostAfterAnotherLeader = "ghost-after-another-leader"
 )
 
 // Bugs lists the planted bugs by name (a new slice each call).
@@ -110,7 +127,8 @@ func Bugs() []string { return slices.Clone(bugs) }
 var bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrier,
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
 	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd,
-	BugNoPeerInputChecks, BugSnapshotPartial, BugForceReleaseUnchecked, BugHandoffGrantFirst, BugBackupWithoutReadIndex}
+	BugNoPeerInputChecks, BugSnapshotPartial, BugForceReleaseUnchecked, BugHandoffGrantFirst, BugBackupWithoutReadIndex,
+	BugHolderCallDuringHandoff, BugGhostAfterAnotherLeader}
 
 // ValidBug says whether name is a planted bug ("" is none).
 func ValidBug(name string) bool {
@@ -129,18 +147,20 @@ func plantHooks(bug string) hooks {
 		// A snapshot is always synced although raft's MustSync ignores it:
 		// the follower acknowledges it, and one that lost it in a crash
 		// would be asked to commit entries it no longer has.
-		mustSync:            func(rd *raft.Ready) bool { return rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) },
-		termBarrier:         true,
-		snapshotOnAdd:       true,
-		peerInputChecks:     true,
-		linearizableReads:   true,
-		backupReadIndex:     true,
-		releaseChecksHolder: true,
-		forceChecksHolder:   true,
-		orderHandoff:        func([]Proposal) {},
-		proposedToken:       func(uint64, int) uint64 { return 0 },
-		appliedToken:        func(_ fsm.Envelope, res fsm.Result) uint64 { return res.Token },
-		answerAtPropose:     func(fsm.Command, uint64) (fsm.Result, bool) { return fsm.Result{}, false },
+		mustSync:              func(rd *raft.Ready) bool { return rd.MustSync || !raft.IsEmptySnap(rd.Snapshot) },
+		termBarrier:           true,
+		snapshotOnAdd:         true,
+		peerInputChecks:       true,
+		linearizableReads:     true,
+		backupReadIndex:       true,
+		releaseChecksHolder:   true,
+		forceChecksHolder:     true,
+		holderWaitsForHandoff: true,
+		otherTermsSpareGhosts: true,
+		orderHandoff:          func([]Proposal) {},
+		proposedToken:         func(uint64, int) uint64 { return 0 },
+		appliedToken:          func(_ fsm.Envelope, res fsm.Result) uint64 { return res.Token },
+		answerAtPropose:       func(fsm.Command, uint64) (fsm.Result, bool) { return fsm.Result{}, false },
 		expireCommand: func(key string, token uint64) fsm.Command {
 			return fsm.Command{Op: fsm.OpExpire, Key: key, Token: token}
 		},
@@ -213,6 +233,10 @@ func plantDecisionBug(h *hooks, bug string) {
 		h.releaseChecksHolder = false
 	case BugForceReleaseUnchecked:
 		h.forceChecksHolder = false
+	case BugHolderCallDuringHandoff:
+		h.holderWaitsForHandoff = false
+	case BugGhostAfterAnotherLeader:
+		h.otherTermsSpareGhosts = false
 	case BugHandoffGrantFirst:
 		h.orderHandoff = func(ps []Proposal) {
 			n := len(ps)

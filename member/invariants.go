@@ -43,6 +43,13 @@ func (lm *LockManager) violation(leases int) error {
 			return fmt.Errorf("key %q's Grant in flight (%v) is pending as %v of %q", key, id, req.env.Cmd.Op, req.env.Cmd.Key)
 		}
 	}
+	for key, ps := range lm.parked {
+		_, grant := lm.inflight[key]
+		_, ghost := lm.ghostReleasing[key]
+		if len(ps) == 0 || !grant && !ghost {
+			return fmt.Errorf("%d calls parked on key %q, which has no change in flight", len(ps), key)
+		}
+	}
 	return lm.leases.violation(leases)
 }
 

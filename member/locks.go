@@ -197,14 +197,32 @@ type LockManager struct {
 	orphans    map[fsm.RequestID]struct{}
 	orphanTerm uint64
 	ghosts     []ghost
+	// barrierToken is the last token granted when this leadership's term
+	// barrier passed. A grant at or below it applied before this member
+	// led again, maybe while another leader showed it held: a caller that
+	// leaves afterwards does not make it a ghost (rule 7).
+	barrierToken uint64
+
+	// parked are calls waiting for a command in flight that changes who
+	// holds their key to apply (unpark): a holder's call meeting a handoff
+	// (the freeing Release or Expire and the first waiter's Grant in one
+	// entry, rule 4), a linearizable read meeting a ghost release (rule
+	// 7). Decided before, the first would answer "not the holder" while a
+	// get still shows the holder, and the second would show a hold that
+	// the log is about to end with no call of its holder's.
+	parked map[string][]*request
+	// ghostReleasing is the ghost Release in flight per key.
+	ghostReleasing map[string]fsm.RequestID
 
 	fx Effects
 }
 
-// ghost is a lock granted to a requester that is gone, to release.
+// ghost is a lock granted to a requester that is gone, to release; term is
+// the term its Grant was proposed in.
 type ghost struct {
 	key   string
 	token uint64
+	term  uint64
 }
 
 // Effects are the decisions a LockManager call produced.
@@ -217,6 +235,9 @@ type Effects struct {
 	Reads []uint64
 	// GhostReleases counts releases proposed for grants nobody will use.
 	GhostReleases int
+	// OrphansApplied counts Grants applied whose requester had left
+	// before this member stopped leading the term it proposed them in.
+	OrphansApplied int
 }
 
 // NewLockManager returns the manager of member id with an empty table.
@@ -239,6 +260,8 @@ func (lm *LockManager) resetLeaderState() {
 	lm.waitQ = nil
 	lm.repump = make(map[string]struct{})
 	lm.expiring = make(map[string]expireMark)
+	lm.parked = make(map[string][]*request)
+	lm.ghostReleasing = make(map[string]fsm.RequestID)
 }
 
 // SetHandoff turns the one-entry handoff on or off (on by default).
@@ -312,19 +335,22 @@ func (lm *LockManager) orphan(term uint64) {
 	}
 }
 
-// adoptOrphan releases the lock an orphaned Grant (id) just granted, as a
-// ghost: now if this member leads past its barrier, at the barrier if it
-// leads before it. A follower leaves it to its lease: it cannot propose.
-func (lm *LockManager) adoptOrphan(id fsm.RequestID, key string, token uint64) {
+// adoptOrphan releases the lock an orphaned Grant (id, proposed in term)
+// just granted, as a ghost: now if this member leads past its barrier, at
+// the barrier if it leads before it, unless an entry of another leadership
+// applies first (AppliedEntry). A follower leaves it to its lease: it
+// cannot propose.
+func (lm *LockManager) adoptOrphan(id fsm.RequestID, key string, token, term uint64) {
 	if _, ok := lm.orphans[id]; !ok {
 		return
 	}
 	delete(lm.orphans, id)
+	lm.fx.OrphansApplied++
 	switch {
 	case lm.ready() == nil:
 		lm.releaseGhost(key, token)
 	case lm.leader && !lm.stopped:
-		lm.ghosts = append(lm.ghosts, ghost{key, token})
+		lm.ghosts = append(lm.ghosts, ghost{key, token, term})
 	}
 }
 
@@ -441,7 +467,9 @@ func (lm *LockManager) Abandon(handle uint64, key string, grantedToken uint64) {
 		}
 		return
 	}
-	if grantedToken != 0 {
+	// A grant of an earlier leadership of this member's may have been
+	// shown held by the leaders between: it is left to its lease.
+	if grantedToken > lm.barrierToken {
 		lm.releaseGhost(key, grantedToken)
 	}
 }
@@ -513,7 +541,10 @@ func (lm *LockManager) holderCall(req *request) {
 			lm.fx.Reads = append(lm.fx.Reads, req.Handle)
 			return
 		}
-		if l, held := lm.machine.Get(req.Key); held {
+		// The hold it ends is the one its first decision read: decided
+		// again after a handoff it waited for (below), it finds that
+		// hold gone and never ends the grant that followed.
+		if l, held := lm.machine.Get(req.Key); held && req.Token == 0 {
 			req.Token = l.Token
 		}
 		if !lm.hooks.forceChecksHolder {
@@ -521,6 +552,15 @@ func (lm *LockManager) holderCall(req *request) {
 			lm.propose(req)
 			return
 		}
+	}
+	// The table shows the caller's token holding the key, but the entry
+	// that frees it and grants it to the first waiter is in flight: until
+	// it applies, a read shows the holder, so "not the holder" would be
+	// answered too early, and a Release (which carries no token) proposed
+	// now would free the waiter's grant. Decide once it applied.
+	if lm.hooks.holderWaitsForHandoff && lm.handoffInFlight(req.Key, req.Token) {
+		lm.park(req)
+		return
 	}
 	// Decide on the applied state only: an Expire of this token may be in
 	// the log already, but until it applies the token holds the key, and a
@@ -585,18 +625,25 @@ func (lm *LockManager) get(now time.Duration, req *request) {
 	if lm.awaitRead(req) {
 		return
 	}
+	if _, ok := lm.ghostReleasing[req.Key]; ok && !req.Stale {
+		lm.park(req)
+		return
+	}
 	var info LockInfo
 	if l, held := lm.machine.Get(req.Key); held {
-		info = LockInfo{Held: true, Token: l.Token, Owner: l.Owner, RemainingMS: lm.remainingMS(req.Key, now)}
+		info = LockInfo{Held: true, Token: l.Token, Owner: l.Owner, RemainingMS: lm.show(req.Key, now)}
 	}
 	req.delivered = true
 	delete(lm.requests, req.Handle)
 	lm.fx.Answers = append(lm.fx.Answers, Answer{Handle: req.Handle, Key: req.Key, Lock: info})
 }
 
-// remainingMS is what is left of key's lease on this member's clock.
-func (lm *LockManager) remainingMS(key string, now time.Duration) int64 {
+// show records that a read answered key's lock as held, which makes it no
+// ghost (releaseGhost), and returns what is left of its lease on this
+// member's clock.
+func (lm *LockManager) show(key string, now time.Duration) int64 {
 	if ls, ok := lm.leaseOf(key); ok {
+		ls.shown = true
 		return max(0, (ls.deadline - now).Milliseconds())
 	}
 	return 0
@@ -612,6 +659,15 @@ func (lm *LockManager) list(now time.Duration, req *request) {
 		limit = DefaultList
 	}
 	page, more := lm.machine.List(req.Prefix, req.After, limit)
+	if len(lm.ghostReleasing) > 0 && !req.Stale {
+		for _, e := range page {
+			if _, ok := lm.ghostReleasing[e.Key]; ok {
+				req.Key = e.Key // parked on it; the answer names no key
+				lm.park(req)
+				return
+			}
+		}
+	}
 	out := LockList{Locks: make([]ListedLock, 0, len(page)), More: more}
 	size := 0
 	for i, e := range page {
@@ -619,7 +675,7 @@ func (lm *LockManager) list(now time.Duration, req *request) {
 			out.More = true
 			break
 		}
-		out.Locks = append(out.Locks, ListedLock{Key: e.Key, Token: e.Lock.Token, Owner: e.Lock.Owner, RemainingMS: lm.remainingMS(e.Key, now), LeaseMS: e.Lock.LeaseMS})
+		out.Locks = append(out.Locks, ListedLock{Key: e.Key, Token: e.Lock.Token, Owner: e.Lock.Owner, RemainingMS: lm.show(e.Key, now), LeaseMS: e.Lock.LeaseMS})
 	}
 	req.delivered = true
 	delete(lm.requests, req.Handle)
@@ -653,9 +709,11 @@ func (lm *LockManager) propose(req *request) {
 }
 
 // proposeInternal queues a command no caller waits for (Expire, a ghost
-// Release).
-func (lm *LockManager) proposeInternal(cmd fsm.Command) {
-	lm.fx.Proposals = append(lm.fx.Proposals, Proposal{Env: lm.envelope(cmd, 0), Term: lm.term})
+// Release) and returns its request id.
+func (lm *LockManager) proposeInternal(cmd fsm.Command) fsm.RequestID {
+	env := lm.envelope(cmd, 0)
+	lm.fx.Proposals = append(lm.fx.Proposals, Proposal{Env: env, Term: lm.term})
+	return env.ID
 }
 
 func (lm *LockManager) answer(req *request, err error) {
@@ -719,6 +777,39 @@ func (lm *LockManager) canGrant(key string, ignoreWaiters bool) bool {
 	return ignoreWaiters || len(lm.waiters[key]) == 0
 }
 
+// handoffInFlight: the applied state shows key held by token, and a Grant
+// of key is in flight, which only a handoff proposes for a held key (the
+// freeing command first, in the same entry).
+func (lm *LockManager) handoffInFlight(key string, token uint64) bool {
+	l, held := lm.machine.Get(key)
+	if !held || l.Token != token {
+		return false
+	}
+	_, grant := lm.inflight[key]
+	return grant
+}
+
+// park holds req until the command in flight that changes who holds its
+// key applies or is dropped (unpark).
+func (lm *LockManager) park(req *request) {
+	lm.parked[req.Key] = append(lm.parked[req.Key], req)
+}
+
+// unpark decides again the calls parked on key, whose change applied or
+// was dropped: on the table as it is now.
+func (lm *LockManager) unpark(now time.Duration, key string) {
+	ps, ok := lm.parked[key]
+	if !ok {
+		return
+	}
+	delete(lm.parked, key)
+	for _, req := range ps {
+		if !req.delivered && !req.cancelled {
+			lm.decide(now, req)
+		}
+	}
+}
+
 // holds: the applied state shows key held by token and no Grant for key is
 // in flight (rule 5).
 func (lm *LockManager) holds(key string, token uint64) bool {
@@ -739,13 +830,18 @@ func (lm *LockManager) renewDone(key string) {
 }
 
 // releaseGhost proposes Release{key} for a lock granted to a requester that
-// is gone, if this member still leads and the lock is still that grant.
+// is gone, if this member still leads, the lock is still that grant, and
+// no read of this member's has shown it held: a caller told "outcome
+// unknown" may have read it and kept it as its own (rule 7).
 func (lm *LockManager) releaseGhost(key string, token uint64) {
 	if lm.ready() != nil || !lm.holds(key, token) {
 		return
 	}
+	if ls, ok := lm.leaseOf(key); ok && ls.shown {
+		return
+	}
 	lm.fx.GhostReleases++
-	lm.proposeInternal(fsm.Command{Op: fsm.OpRelease, Key: key})
+	lm.ghostReleasing[key] = lm.proposeInternal(fsm.Command{Op: fsm.OpRelease, Key: key})
 }
 
 // pump proposes a Grant for the first live waiter of key once key is free.
@@ -803,8 +899,17 @@ func (lm *LockManager) AppliedEntry(index, term uint64) bool {
 	if len(lm.orphans) > 0 && term > lm.orphanTerm {
 		clear(lm.orphans) // log terms never go down: none of theirs applies now
 	}
+	if len(lm.ghosts) > 0 && term != lm.term && lm.hooks.otherTermsSpareGhosts {
+		// An entry of a term after a ghost's and before this one: another
+		// leader committed it, and with it the ghost's Grant, and may have
+		// shown the lock held to a linearizable read since. Its caller,
+		// told "outcome unknown", may have read it and kept it: leave it
+		// to its lease.
+		lm.ghosts = slices.DeleteFunc(lm.ghosts, func(g ghost) bool { return term > g.term })
+	}
 	if lm.leader && term == lm.term && !lm.barrier {
 		lm.barrier = true
+		lm.barrierToken = lm.machine.LastToken()
 		for _, g := range lm.ghosts {
 			lm.releaseGhost(g.key, g.token)
 		}
@@ -831,7 +936,7 @@ func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.R
 		}
 	}
 	if res.Status == fsm.Granted && len(lm.orphans) > 0 {
-		lm.adoptOrphan(env.ID, key, res.Token)
+		lm.adoptOrphan(env.ID, key, res.Token, entryTerm)
 	}
 	if env.ID.Node != lm.id || !lm.leader || entryTerm != lm.term {
 		return
@@ -841,8 +946,14 @@ func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.R
 	if req != nil {
 		lm.forget(req)
 	}
+	changed := false // a change parked calls wait for applied
 	if env.Cmd.Op == fsm.OpGrant && lm.inflight[key] == env.ID {
 		delete(lm.inflight, key)
+		changed = true
+	}
+	if id, ok := lm.ghostReleasing[key]; ok && id == env.ID {
+		delete(lm.ghostReleasing, key)
+		changed = true
 	}
 	if env.Cmd.Op == fsm.OpRenew {
 		lm.renewDone(key)
@@ -862,24 +973,34 @@ func (lm *LockManager) afterApply(now time.Duration, env fsm.Envelope, res fsm.R
 	if res.Status == fsm.Released || (res.Status == fsm.Expired && res.Existed) || res.Status == fsm.GrantRejected {
 		lm.pump(key)
 	}
+	if changed {
+		lm.unpark(now, key)
+	}
 }
 
-// Drop answers calls whose proposal raft refused: nothing entered the log,
-// so they definitely did not happen. A key whose Grant is dropped goes to
-// its next waiter.
-func (lm *LockManager) Drop(envs []fsm.Envelope) { lm.drop(envs, true) }
+// Drop answers calls whose proposal raft refused, at local time now:
+// nothing entered the log, so they definitely did not happen. A key whose
+// Grant is dropped goes to its next waiter; the calls parked on a dropped
+// change are decided again.
+func (lm *LockManager) Drop(now time.Duration, envs []fsm.Envelope) { lm.drop(now, envs, true) }
 
 // DropAll is Drop for a manager about to lose its leadership or stop: no
 // waiter is granted in the Grant's place, since nothing it proposed now
-// would reach the log either.
-func (lm *LockManager) DropAll(envs []fsm.Envelope) { lm.drop(envs, false) }
+// would reach the log either, and the calls parked on a dropped change are
+// answered Unavailable.
+func (lm *LockManager) DropAll(envs []fsm.Envelope) { lm.drop(0, envs, false) }
 
-func (lm *LockManager) drop(envs []fsm.Envelope, pump bool) {
-	var pumps []string
+func (lm *LockManager) drop(now time.Duration, envs []fsm.Envelope, pump bool) {
+	var pumps, unparks []string
 	for _, env := range envs {
 		if lm.inflight[env.Cmd.Key] == env.ID {
 			delete(lm.inflight, env.Cmd.Key)
 			pumps = append(pumps, env.Cmd.Key)
+			unparks = append(unparks, env.Cmd.Key)
+		}
+		if id, ok := lm.ghostReleasing[env.Cmd.Key]; ok && id == env.ID {
+			delete(lm.ghostReleasing, env.Cmd.Key)
+			unparks = append(unparks, env.Cmd.Key)
 		}
 		if env.Cmd.Op == fsm.OpRenew && env.ID.Node == lm.id {
 			lm.renewDone(env.Cmd.Key)
@@ -896,10 +1017,19 @@ func (lm *LockManager) drop(envs []fsm.Envelope, pump bool) {
 		}
 	}
 	if !pump {
+		for _, k := range unparks {
+			for _, req := range lm.parked[k] {
+				lm.deliver(req, fsm.Result{}, ErrUnavailable)
+			}
+			delete(lm.parked, k)
+		}
 		return
 	}
 	for _, k := range pumps {
 		lm.pump(k)
+	}
+	for _, k := range unparks {
+		lm.unpark(now, k)
 	}
 }
 

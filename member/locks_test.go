@@ -677,7 +677,7 @@ func TestTickProposesExpire(t *testing.T) {
 	t.Run("dropped_expire_is_reproposed_at_once", func(t *testing.T) {
 		h := leaderHoldingK(t)
 		h.tick(1000 * ms)
-		h.expect("dropped", h.do(func() { h.lm.Drop([]fsm.Envelope{h.take()}) }), "")
+		h.expect("dropped", h.do(func() { h.lm.Drop(h.now, []fsm.Envelope{h.take()}) }), "")
 		h.expect("next tick", h.tick(1001*ms), `propose Expire{"k", 1}@2`)
 	})
 	t.Run("no_expire_while_a_renew_is_in_flight", func(t *testing.T) {
@@ -722,7 +722,7 @@ func TestExpireAndRenewNeverBothSucceed(t *testing.T) {
 		h := leaderHoldingK(t)
 		h.now = 999 * ms
 		h.submit(req(renewBy1, 1))
-		h.expect("renew dropped", h.do(func() { h.lm.Drop([]fsm.Envelope{h.take()}) }), "h1: Unavailable")
+		h.expect("renew dropped", h.do(func() { h.lm.Drop(h.now, []fsm.Envelope{h.take()}) }), "h1: Unavailable")
 		h.expect("deadline", h.tick(1000*ms), `propose Expire{"k", 1}@2`)
 	})
 }
@@ -745,7 +745,7 @@ func TestTryAcquireMeetsGrantInFlight(t *testing.T) {
 	})
 	t.Run("grant_dropped_then_it_gets_the_lock", func(t *testing.T) {
 		h := setup(t)
-		h.expect("drop", h.do(func() { h.lm.Drop([]fsm.Envelope{h.take()}) }),
+		h.expect("drop", h.do(func() { h.lm.Drop(h.now, []fsm.Envelope{h.take()}) }),
 			`h100: Unavailable; propose Grant{"k", 1000ms}@2; waiting 0`)
 		h.expect("granted", h.commit(), "h1: token 1")
 		h.settled()
@@ -769,7 +769,7 @@ func TestDropOfRefusedGrant(t *testing.T) {
 	h := newLeader(t)
 	h.submit(req(tryAcquire, 1))
 	h.expect("waiter", h.submit(req(waitAcquire, 2)), "waiting 1")
-	h.expect("drop", h.do(func() { h.lm.Drop([]fsm.Envelope{h.take()}) }),
+	h.expect("drop", h.do(func() { h.lm.Drop(h.now, []fsm.Envelope{h.take()}) }),
 		`h1: Unavailable; propose Grant{"k", 1000ms}@2; waiting 0`)
 	h.expect("waiter granted token 1", h.commit(), "h2: token 1")
 	h.settled()

@@ -23,15 +23,16 @@ type Counter int
 
 // The counters of a member core.
 const (
-	Proposals          Counter = iota // log entries proposed by this member
-	EntriesApplied                    // committed log entries applied
-	CommandsApplied                   // lock commands applied (an entry carries a batch)
-	LeaderChanges                     // times the known leader changed
-	GhostReleases                     // releases proposed for grants whose requester was gone
-	SnapshotsInstalled                // snapshots received from the leader and installed
-	SnapshotsRefused                  // snapshots whose configuration lacks this member (raft refuses them)
-	SnapshotsCorrupt                  // snapshots from a peer whose data does not decode
-	NumCounters                       // the number of counters
+	Proposals           Counter = iota // log entries proposed by this member
+	EntriesApplied                     // committed log entries applied
+	CommandsApplied                    // lock commands applied (an entry carries a batch)
+	LeaderChanges                      // times the known leader changed
+	GhostReleases                      // releases proposed for grants whose requester was gone
+	OrphanGrantsApplied                // grants applied whose requester left before their proposer stopped leading
+	SnapshotsInstalled                 // snapshots received from the leader and installed
+	SnapshotsRefused                   // snapshots whose configuration lacks this member (raft refuses them)
+	SnapshotsCorrupt                   // snapshots from a peer whose data does not decode
+	NumCounters                        // the number of counters
 )
 
 // Gauge names a value a Meter holds.

@@ -33,6 +33,9 @@ type lease struct {
 	// the leaseTable's queue.
 	check time.Duration
 	pos   int32
+	// shown: a read answered this hold (LockManager.show); a renewal of
+	// the same token keeps it.
+	shown bool
 }
 
 // leaseTable holds the leases of a table's locks, found by the lock's
@@ -69,6 +72,7 @@ func (t *leaseTable) get(h fsm.Handle) (*lease, bool) {
 func (t *leaseTable) set(l lease) {
 	if i, ok := t.byLock[l.lock]; ok {
 		l.pos = t.all[i].pos
+		l.shown = l.shown || (t.all[i].shown && t.all[i].token == l.token)
 		t.all[i] = l
 		t.fix(int(l.pos))
 		return

@@ -17,6 +17,7 @@ type Metrics struct {
 	Proposals, Fsyncs, EntriesPersisted, EntriesApplied prometheus.Counter
 	CommandsApplied, LeaderChanges, Snapshots           prometheus.Counter
 	GhostReleases, SnapshotsInstalled                   prometheus.Counter
+	OrphanGrantsApplied                                 prometheus.Counter
 	SnapshotsRefused, SnapshotsCorrupt                  prometheus.Counter
 	FsyncSeconds, BatchSize, SnapshotSeconds            prometheus.Histogram
 	Applied, LocksHeld, Waiters, IsLeader, Term         prometheus.Gauge
@@ -51,14 +52,15 @@ func NewMetrics(process bool) *Metrics {
 	// The core's counters and gauges, by the member.Counter or
 	// member.Gauge each one is.
 	counters := [member.NumCounters]named[prometheus.Counter]{
-		member.Proposals:          {&m.Proposals, "proposals_total", "Log entries proposed by this member."},
-		member.EntriesApplied:     {&m.EntriesApplied, "entries_applied_total", "Committed log entries applied."},
-		member.CommandsApplied:    {&m.CommandsApplied, "commands_applied_total", "Lock commands applied (an entry carries a batch)."},
-		member.LeaderChanges:      {&m.LeaderChanges, "leader_changes_total", "Times the known leader changed."},
-		member.GhostReleases:      {&m.GhostReleases, "ghost_releases_total", "Releases proposed for grants whose requester was gone."},
-		member.SnapshotsInstalled: {&m.SnapshotsInstalled, "snapshots_installed_total", "Snapshots received from the leader and installed."},
-		member.SnapshotsRefused:   {&m.SnapshotsRefused, "snapshots_refused_total", "Snapshots received whose configuration lacks this member, which raft refuses (a new member then waits for the next one)."},
-		member.SnapshotsCorrupt:   {&m.SnapshotsCorrupt, "snapshots_corrupt_total", "Snapshots received from a peer whose data does not decode (refused before raft sees them). A cluster never sends one: a non-zero count means a transfer delivered damaged data, or a forged frame."},
+		member.Proposals:           {&m.Proposals, "proposals_total", "Log entries proposed by this member."},
+		member.EntriesApplied:      {&m.EntriesApplied, "entries_applied_total", "Committed log entries applied."},
+		member.CommandsApplied:     {&m.CommandsApplied, "commands_applied_total", "Lock commands applied (an entry carries a batch)."},
+		member.LeaderChanges:       {&m.LeaderChanges, "leader_changes_total", "Times the known leader changed."},
+		member.GhostReleases:       {&m.GhostReleases, "ghost_releases_total", "Releases proposed for grants whose requester was gone."},
+		member.OrphanGrantsApplied: {&m.OrphanGrantsApplied, "orphan_grants_applied_total", "Grants applied whose requester had left before their proposer stopped leading (released as ghosts only where no other leader can have shown them)."},
+		member.SnapshotsInstalled:  {&m.SnapshotsInstalled, "snapshots_installed_total", "Snapshots received from the leader and installed."},
+		member.SnapshotsRefused:    {&m.SnapshotsRefused, "snapshots_refused_total", "Snapshots received whose configuration lacks this member, which raft refuses (a new member then waits for the next one)."},
+		member.SnapshotsCorrupt:    {&m.SnapshotsCorrupt, "snapshots_corrupt_total", "Snapshots received from a peer whose data does not decode (refused before raft sees them). A cluster never sends one: a non-zero count means a transfer delivered damaged data, or a forged frame."},
 	}
 	register(m.counters[:], counters[:], counter)
 	gauges := [member.NumGauges]named[prometheus.Gauge]{
