@@ -170,3 +170,23 @@ func TestSyncPeersCopiesNothingWhileTheBookStays(t *testing.T) {
 		t.Errorf("syncPeers with an unchanged book: %.0f allocations, want 0", allocs)
 	}
 }
+
+// Request ids must not repeat across restarts whatever the wall clock
+// does: each start draws where its ids begin, below 2^62 so that counting
+// up never wraps.
+func TestRequestIDsStartAtARandomPoint(t *testing.T) {
+	seen := map[uint64]bool{}
+	for range 64 {
+		s, err := randomSeqStart()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s >= 1<<62 {
+			t.Fatalf("start %d is not below 2^62", s)
+		}
+		if seen[s] {
+			t.Fatalf("start %d drawn twice", s)
+		}
+		seen[s] = true
+	}
+}

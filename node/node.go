@@ -8,6 +8,8 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -293,13 +295,29 @@ func (n *Node) openStorage() error {
 	return nil
 }
 
+// randomSeqStart is where this start's request ids begin: a random point
+// in 2^62, so that ids stay unique across restarts (answer matching and
+// orphan adoption key on them) without trusting the wall clock, which may
+// have stepped back. A start proposes far fewer than 2^32 commands, so two
+// starts' ranges overlap with a chance below 2^-29.
+func randomSeqStart() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("draw request ids: %w", err)
+	}
+	return binary.LittleEndian.Uint64(b[:]) >> 2, nil
+}
+
 // openCore creates the member core over the store, and the audit journal.
 func (n *Node) openCore() error {
 	cfg := n.cfg
 	var err error
 	mc := cfg.Config
 	mc.Storage, mc.Journal, mc.MaxAppendBytes = n.storage, cfg.AuditJournal != "", maxAppendBytes(cfg.PeerFrameLimit)
-	mc.Logger, mc.Metrics, mc.SeqStart = n.log, n.metrics, uint64(time.Now().UnixNano())
+	mc.Logger, mc.Metrics = n.log, n.metrics
+	if mc.SeqStart, err = randomSeqStart(); err != nil {
+		return err
+	}
 	_, mc.DeltaSnapshots = n.storage.(streamCompactor) // it keeps a base and deltas (logstore.Compaction)
 	n.core, err = member.New(mc, n.clock.Now())
 	if err != nil {
