@@ -101,6 +101,21 @@ func (e *keyEvidence) heldBy(t uint64) (sighting, bool) {
 	return e.seen[e.earliest[i]], true
 }
 
+// readShowed says whether a read (a get, or a list's line) answered token t
+// holding the key.
+func (e *keyEvidence) readShowed(t uint64) bool {
+	if e == nil {
+		return false
+	}
+	i := sort.Search(len(e.seen), func(i int) bool { return e.seen[i].token >= t })
+	for ; i < len(e.seen) && e.seen[i].token == t; i++ {
+		if e.seen[i].op.F == history.OpGet {
+			return true
+		}
+	}
+	return false
+}
+
 // freeAfter returns the free read with the earliest return among those
 // invoked at or after t.
 func (e *keyEvidence) freeAfter(t int64) (*Op, bool) {

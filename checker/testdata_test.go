@@ -34,6 +34,7 @@ var soundnessClasses = []struct {
 	{"clock-restart-heals", "lease-timing", "a restarted member runs a normal clock"},
 	{"clock-slow", "lease-timing", "slow clocks and backward steps never excuse an early grant"},
 	{"ghost-grant", "lease-timing", "only a grant its client heard promises a lease; a ghost may be released at once"},
+	{"ghost-shown", "lease-timing", "a grant whose client gave up promises its lease once a read showed it held (rule 7)"},
 	{"audit-grant-rejected", "audit", "a GrantRejected in the committed log violates the grant rule"},
 	{"audit-lost-grant", "audit", "an acknowledged grant missing from the final log was lost"},
 	{"audit-unapplied-release", "lease-timing", "an info release the log shows never applied excuses no second holder"},

@@ -75,8 +75,11 @@ func forcedReleasesOfUnknownToken(ops []*Op) map[string][]*Op {
 // lease out: exactly the lease outside clock faults, and inside them the
 // most the fastest injected clock and its forward jumps allow.
 //
-// Only ok grants are held to this: a grant whose client gave up may have
-// been released by the leader as a ghost (rule 7) the moment it applied.
+// A grant whose client gave up may have been released by the leader as a
+// ghost (rule 7) the moment it applied, but not once a read showed it
+// held: its client, told "outcome unknown", may have read it and kept it.
+// So ok grants are held to this, and grants the committed log resolved
+// whose token a get (or a list) showed holding the key.
 func checkLeaseTiming(ops []*Op, ev map[string]*keyEvidence, clocks *clockModel, opts Options) Result {
 	res := Result{Name: "lease-timing", Decides: !opts.ClockOverride, Status: StatusOK}
 	switch {
@@ -89,11 +92,14 @@ func checkLeaseTiming(ops []*Op, ev map[string]*keyEvidence, clocks *clockModel,
 	forcedUnknown := forcedReleasesOfUnknownToken(ops)
 	tol := float64(opts.LeaseTolerance)
 	for _, g := range ops {
-		if g.F != history.OpAcquire || g.Type != history.OK || g.Token() == 0 {
+		if g.F != history.OpAcquire || g.Token() == 0 {
 			continue
 		}
 		t := g.Token()
 		kev := ev[g.Key]
+		if g.Type != history.OK && !kev.readShowed(t) {
+			continue
+		}
 		applied := g.Return()
 		if s, ok := kev.heldBy(t); ok {
 			applied = min(applied, s.at)

@@ -1105,6 +1105,26 @@ func TestPlantedBugsBreakTheirRule(t *testing.T) {
 		{BugBackupWithoutReadIndex, "leader_copies_its_table_without_a_quorum_read",
 			func(h *lmHarness) string { held(h); return h.submit(backup) },
 			"read h1", "h1: backup at 2: 1 locks"},
+		{BugHolderCallDuringHandoff, "release_meeting_a_handoff_is_answered_before_it_applies",
+			func(h *lmHarness) string {
+				held(h)
+				h.submit(req(waitAcquire, 101))
+				h.tick(1000 * ms) // Expire and the waiter's Grant in flight
+				return h.submit(releaseBy1)
+			},
+			"", "read h1"},
+		{BugGhostAfterAnotherLeader, "orphan_another_leader_committed_is_released",
+			func(h *lmHarness) string {
+				h.lead(2)
+				h.submit(req(tryAcquire, 1))
+				h.do(func() { h.lm.Abandon(1, "k", 0) })
+				h.do(func() { h.lm.Become(false, 3, 3) })
+				h.do(func() { h.lm.Become(true, 4, 1) })
+				h.commit()   // the orphaned Grant of term 2
+				h.barrier(3) // member 3's entry of term 3
+				return h.barrier(4)
+			},
+			"", `propose Release{"k"}@4; ghost releases 1`},
 		{BugExpireIgnoresToken, "expiry_proposes_a_release_that_ignores_the_token",
 			func(h *lmHarness) string { held(h); return h.tick(1000 * ms) },
 			`propose Expire{"k", 1}@2`, `propose Release{"k"}@2`},

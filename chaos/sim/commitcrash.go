@@ -78,6 +78,11 @@ func committedGrant(m *node, from, to uint64) bool {
 	if err != nil {
 		return false
 	}
+	return holdsGrant(ents)
+}
+
+// holdsGrant says whether one of ents carries a Grant.
+func holdsGrant(ents []*raftpb.Entry) bool {
 	for _, e := range ents {
 		if e.GetType() != raftpb.EntryType_EntryNormal || len(e.GetData()) == 0 {
 			continue

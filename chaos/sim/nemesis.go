@@ -110,7 +110,8 @@ func (v view) Leader() int {
 // to do, e.g. every member is already down). The kill, crash and
 // partition families are now and then aimed at a moment of the protocol
 // (a snapshot, a grant's commit, a snapshot stream, a leader that has not
-// noticed it is cut off), which only the simulator can catch.
+// noticed it is cut off, a grant whose requester leaves in flight), which
+// only the simulator can catch.
 func (n *nemesis) inject(family fault.Family) func() {
 	s := n.s
 	if s.tr.on() {
@@ -129,6 +130,11 @@ func (n *nemesis) inject(family fault.Family) func() {
 		}
 		if n.rng.IntN(3) == 0 {
 			if heal := n.isolateUnawareLeader(); heal != nil {
+				return heal
+			}
+		}
+		if n.rng.IntN(3) == 0 {
+			if heal := n.orphanAGrant(); heal != nil {
 				return heal
 			}
 		}

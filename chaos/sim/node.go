@@ -24,13 +24,12 @@ type node struct {
 	disk *Store
 	clk  simClock
 	// metrics are the running core's (each start makes new ones, as a
-	// restarted process does); corrupt sums SnapshotsCorrupt over the
-	// incarnations before it.
+	// restarted process does); past sums each counter over the
+	// incarnations before it (counted).
 	metrics *member.Tally
-	corrupt int
-	// refused sums SnapshotsRefused likewise; installed counts the
-	// snapshots it installed from a leader (membership.go reads both).
-	refused   int
+	past    [member.NumCounters]int
+	// installed counts the snapshots it installed from a leader
+	// (membership.go reads it).
 	installed int
 
 	incarnation uint64
@@ -75,14 +74,17 @@ type node struct {
 	onCommit func(rd member.Ready) bool
 }
 
+// counted is counter c of the member's cores, over all its incarnations.
+func (n *node) counted(c member.Counter) int {
+	if n.metrics == nil {
+		return n.past[c]
+	}
+	return n.past[c] + int(n.metrics.Count(c))
+}
+
 // snapshotsCorrupt is how many snapshots from peers the member refused
 // because their data did not decode, over all its incarnations.
-func (n *node) snapshotsCorrupt() int {
-	if n.metrics == nil {
-		return n.corrupt
-	}
-	return n.corrupt + int(n.metrics.Count(member.SnapshotsCorrupt))
-}
+func (n *node) snapshotsCorrupt() int { return n.counted(member.SnapshotsCorrupt) }
 
 func (n *node) up() bool { return n.core != nil && !n.down && !n.dead && !n.stopped }
 
@@ -92,12 +94,7 @@ func (n *node) restartable() bool { return n.core == nil && !n.dead && !n.retire
 
 // snapshotsRefused is how many snapshots from peers the member refused
 // because their configuration lacked it, over all its incarnations.
-func (n *node) snapshotsRefused() int {
-	if n.metrics == nil {
-		return n.refused
-	}
-	return n.refused + int(n.metrics.Count(member.SnapshotsRefused))
-}
+func (n *node) snapshotsRefused() int { return n.counted(member.SnapshotsRefused) }
 
 // now is the member's clock reading, what the core is told.
 func (n *node) now() time.Duration { return time.Duration(n.clk.read(n.s.sch.now)) }
@@ -182,8 +179,9 @@ func (s *sim) die(n *node, why string) {
 // lose ends a member's process: its core is gone, its clients' connections
 // break.
 func (s *sim) lose(n *node) {
-	n.corrupt = n.snapshotsCorrupt()
-	n.refused = n.snapshotsRefused()
+	for c := range member.NumCounters {
+		n.past[c] = n.counted(c)
+	}
 	n.metrics = nil
 	n.core = nil
 	n.saving, n.paused = false, false

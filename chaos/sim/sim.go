@@ -43,6 +43,11 @@ type Stats struct {
 	// faults aimed at a snapshot stream that met one in flight
 	TransferFaults int `json:"snapshot_transfer_faults"`
 	SlowSyncs      int `json:"slow_syncs"`
+	// grants applied whose requester had left before their proposer
+	// stopped leading, and ghost releases proposed, over every member
+	OrphanAims    int `json:"orphan_aims"` // orphanAGrant met a Grant
+	OrphanGrants  int `json:"orphan_grants_applied"`
+	GhostReleases int `json:"ghost_releases"`
 	// snapshot streams started, broken (nothing delivered, or with
 	// snapshot-partial what was spooled), and delivered truncated
 	SnapTransfers       int    `json:"snapshot_transfers"`
@@ -301,6 +306,8 @@ func (s *sim) collect() {
 	s.res.SnapshotsCorrupt = map[int]int{}
 	for _, n := range s.nodes {
 		s.res.SnapshotsCorrupt[int(n.id)] = n.snapshotsCorrupt()
+		s.stats.OrphanGrants += n.counted(member.OrphanGrantsApplied)
+		s.stats.GhostReleases += n.counted(member.GhostReleases)
 	}
 	s.res.Log = s.committedLog()
 	if slices.Contains(s.cfg.Faults, fault.FamilyMembership) {

@@ -184,7 +184,8 @@ func TestSnapshotIntegrityCheckFailsOnACorruptCount(t *testing.T) {
 	}
 
 	s := newSim(Config{Seed: 1})
-	n := &node{s: s, id: 1, corrupt: 2, metrics: &member.Tally{}}
+	n := &node{s: s, id: 1, metrics: &member.Tally{}}
+	n.past[member.SnapshotsCorrupt] = 2
 	n.metrics.Add(member.SnapshotsCorrupt, 1)
 	s.lose(n) // the process ends: its metrics with it
 	n.metrics = &member.Tally{}
