@@ -83,9 +83,9 @@ func excerpt(b []byte, i int) string {
 
 // TestSameSeedSameBytesWithMembership: so do runs whose membership family
 // removes a leader that then applies its own removal as leader, and
-// restarts a joiner before it applied its own add (seed 10 meets both).
+// restarts a joiner before it applied its own add (seed 11 meets both).
 func TestSameSeedSameBytesWithMembership(t *testing.T) {
-	cfg := Config{Seed: 10, Duration: 6 * time.Second, Faults: Families, FaultInterval: 300 * time.Millisecond}
+	cfg := Config{Seed: 11, Duration: 6 * time.Second, Faults: Families, FaultInterval: 300 * time.Millisecond}
 	h1, t1 := runTwice(t, "membership", cfg)
 	for _, want := range []string{`"f":"member-remove"`, `"f":"member-add"`, `"f":"member-promote"`} {
 		if !bytes.Contains(h1, []byte(want)) {
