@@ -559,7 +559,7 @@ func (lm *LockManager) holderCall(req *request) {
 	// answered too early, and a Release (which carries no token) proposed
 	// now would free the waiter's grant. Decide once it applied.
 	if lm.hooks.holderWaitsForHandoff && lm.handoffInFlight(req.Key, req.Token) {
-		lm.park(req)
+		lm.park(req.Key, req)
 		return
 	}
 	// Decide on the applied state only: an Expire of this token may be in
@@ -626,7 +626,7 @@ func (lm *LockManager) get(now time.Duration, req *request) {
 		return
 	}
 	if _, ok := lm.ghostReleasing[req.Key]; ok && !req.Stale {
-		lm.park(req)
+		lm.park(req.Key, req)
 		return
 	}
 	var info LockInfo
@@ -662,8 +662,7 @@ func (lm *LockManager) list(now time.Duration, req *request) {
 	if len(lm.ghostReleasing) > 0 && !req.Stale {
 		for _, e := range page {
 			if _, ok := lm.ghostReleasing[e.Key]; ok {
-				req.Key = e.Key // parked on it; the answer names no key
-				lm.park(req)
+				lm.park(e.Key, req)
 				return
 			}
 		}
@@ -789,10 +788,10 @@ func (lm *LockManager) handoffInFlight(key string, token uint64) bool {
 	return grant
 }
 
-// park holds req until the command in flight that changes who holds its
-// key applies or is dropped (unpark).
-func (lm *LockManager) park(req *request) {
-	lm.parked[req.Key] = append(lm.parked[req.Key], req)
+// park holds req until the command in flight that changes who holds key
+// applies or is dropped (unpark).
+func (lm *LockManager) park(key string, req *request) {
+	lm.parked[key] = append(lm.parked[key], req)
 }
 
 // unpark decides again the calls parked on key, whose change applied or
