@@ -40,6 +40,10 @@ type client struct {
 	// backups: the backup taker (backup.go), whose operations are not in
 	// the history.
 	backups bool
+	// acquires counts the client's acquires: each records an owner of
+	// its own, by which the client recognises its lock when the outcome
+	// was unknown.
+	acquires int
 }
 
 // op is one history operation, possibly several attempts.
@@ -117,8 +121,8 @@ func (c *client) list() {
 		history.Value{After: after, Limit: history.Ptr(int64(limit))}, func(string, member.Answer) { c.later() })
 }
 
-// owner is what the client's acquires record as their owner.
-func (c *client) owner() string { return fmt.Sprintf("sim-%d", c.idx) }
+// owner is what the client's next acquire records as its owner.
+func (c *client) owner() string { return fmt.Sprintf("sim-%d.%d", c.idx, c.acquires) }
 
 // forceRelease is an operator freeing key whatever holds it (rule 12).
 func (c *client) forceRelease(key string) {
@@ -143,29 +147,54 @@ func (c *client) get(key string) {
 // fenced store, sometimes pausing past its lease, sometimes renewing,
 // usually releasing.
 func (c *client) cycle(key string) {
-	s, r, plan := c.s, c.r(), c.s.plan()
+	r, plan := c.r(), c.s.plan()
 	lease, wait := plan.Acquire(r)
-	c.start(history.OpAcquire, key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Owner: c.owner()}, wait+workload.OpTimeout,
-		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: c.owner()},
+	owner := c.owner()
+	c.acquires++
+	c.start(history.OpAcquire, key, member.Request{Op: member.OpAcquire, Key: key, Lease: lease, Wait: wait, Owner: owner}, wait+workload.OpTimeout,
+		history.Value{LeaseMS: history.Ptr(lease.Milliseconds()), WaitMS: history.Ptr(wait.Milliseconds()), Owner: owner},
 		func(typ string, a member.Answer) {
-			if typ != history.OK {
+			switch typ {
+			case history.OK:
+				c.hold(plan, key, a.Token, lease)
+			case history.Info:
+				c.recognise(plan, key, owner, lease)
+			default:
+				c.later()
+			}
+		})
+}
+
+// recognise does what the API docs advise a caller told "outcome unknown":
+// it reads the lock, and if it holds its own owner, keeps it as its own.
+func (c *client) recognise(plan workload.Plan, key, owner string, lease time.Duration) {
+	c.start(history.OpGet, key, member.Request{Op: member.OpGet, Key: key}, workload.OpTimeout,
+		history.Value{}, func(typ string, a member.Answer) {
+			if typ != history.OK || !a.Lock.Held || a.Lock.Owner != owner {
 				c.later()
 				return
 			}
-			token, proc := a.Token, c.proc
-			v, ok := s.store.Read(proc, key, token)
-			rest := func() {
-				if ok {
-					s.store.Write(proc, key, token, v+1)
-				}
-				c.renewAndRelease(plan, key, token, lease)
-			}
-			if d, stall := plan.Stall(r, lease); stall {
-				s.sch.after(int64(d), rest)
-				return
-			}
-			rest()
+			c.hold(plan, key, a.Lock.Token, lease)
 		})
+}
+
+// hold runs the critical section of key held by token on the fenced store,
+// then renews and releases.
+func (c *client) hold(plan workload.Plan, key string, token uint64, lease time.Duration) {
+	s, r := c.s, c.r()
+	proc := c.proc
+	v, ok := s.store.Read(proc, key, token)
+	rest := func() {
+		if ok {
+			s.store.Write(proc, key, token, v+1)
+		}
+		c.renewAndRelease(plan, key, token, lease)
+	}
+	if d, stall := plan.Stall(r, lease); stall {
+		s.sch.after(int64(d), rest)
+		return
+	}
+	rest()
 }
 
 func (c *client) renewAndRelease(plan workload.Plan, key string, token uint64, lease time.Duration) {

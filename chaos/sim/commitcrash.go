@@ -78,11 +78,13 @@ func committedGrant(m *node, from, to uint64) bool {
 	if err != nil {
 		return false
 	}
-	return holdsGrant(ents)
+	_, _, ok := firstGrant(ents)
+	return ok
 }
 
-// holdsGrant says whether one of ents carries a Grant.
-func holdsGrant(ents []*raftpb.Entry) bool {
+// firstGrant is the index of the first of ents that carries a Grant, and
+// that Grant's key.
+func firstGrant(ents []*raftpb.Entry) (uint64, string, bool) {
 	for _, e := range ents {
 		if e.GetType() != raftpb.EntryType_EntryNormal || len(e.GetData()) == 0 {
 			continue
@@ -93,9 +95,9 @@ func holdsGrant(ents []*raftpb.Entry) bool {
 		}
 		for _, env := range envs {
 			if env.Cmd.Op == fsm.OpGrant {
-				return true
+				return e.GetIndex(), env.Cmd.Key, true
 			}
 		}
 	}
-	return false
+	return 0, "", false
 }

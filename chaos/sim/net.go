@@ -13,6 +13,9 @@ type link struct {
 	jitter int64   // up to this much more, drawn per message (so messages reorder)
 	loss   float64 // fraction of messages dropped
 	dup    float64 // fraction of messages delivered twice
+	// blind loses the messages it picks by their content (an aimed
+	// fault's: orphanfault.go)
+	blind func(m *raftpb.Message) bool
 }
 
 // baseLatency is a healthy link's one-way latency: 100µs to 1ms, drawn per
@@ -40,7 +43,7 @@ func (s *sim) send(from *node, m *raftpb.Message) {
 	if l.jitter > 0 {
 		lat += s.rngNet.Int64N(l.jitter + 1)
 	}
-	if l.cut || (l.loss > 0 && s.rngNet.Float64() < l.loss) {
+	if l.cut || (l.blind != nil && l.blind(m)) || (l.loss > 0 && s.rngNet.Float64() < l.loss) {
 		s.dropped(from, m, "cut")
 		return
 	}
