@@ -1447,7 +1447,10 @@ func (x *StatusResponse) GetLearners() []uint64 {
 	return nil
 }
 
-// Error is the detail of every failed call's status.
+// Error is the detail of every failed call's status that raftlock answers,
+// a request message that does not decode included; only the gRPC library's
+// own statuses lack it (RESOURCE_EXHAUSTED for a message over 16 KiB,
+// UNIMPLEMENTED, and the client's DEADLINE_EXCEEDED and CANCELLED).
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is one of the CLI's error names: held, not-found,
