@@ -178,6 +178,9 @@ func (c *Client) AcquireWith(ctx context.Context, r AcquireRequest) (Grant, erro
 	if err := validate(r.Key, &lease); err != nil {
 		return Grant{}, err
 	}
+	if err := wire.ValidateKey(r.Key); err != nil { // a new key: the key rule
+		return Grant{}, &InvalidArgumentError{Reason: err.Error()}
+	}
 	if err := wire.ValidateOwner(r.Owner); err != nil {
 		return Grant{}, &InvalidArgumentError{Reason: err.Error()}
 	}
@@ -354,9 +357,11 @@ func (c *Client) Status(ctx context.Context, addr string) (wire.Status, error) {
 
 // validate checks a call's arguments before anything is sent, so a call
 // that could never succeed fails as "invalid argument", never as an
-// outcome unknown. A lease is checked in whole milliseconds, as sent.
+// outcome unknown. A lease is checked in whole milliseconds, as sent. The
+// key is one the cluster may hold, stored before the key rule included:
+// an acquire checks the rule as well.
 func validate(key string, lease *time.Duration) error {
-	if err := wire.ValidateKey(key); err != nil {
+	if err := wire.ValidateStoredKey(key); err != nil {
 		return &InvalidArgumentError{Reason: err.Error()}
 	}
 	if lease != nil {

@@ -144,9 +144,11 @@ func errorOf(name, msg string) (err error, retry bool) {
 
 // validate checks a call's arguments before anything is sent, as the
 // binary client does, so a call that could never succeed fails as an
-// invalid argument, never as an unknown outcome.
+// invalid argument, never as an unknown outcome. The key is one the
+// cluster may hold, stored before the key rule included (validateAcquire
+// checks a new key against the rule).
 func validate(key string, lease *time.Duration, owner string) error {
-	if err := wire.ValidateKey(key); err != nil {
+	if err := wire.ValidateStoredKey(key); err != nil {
 		return &client.InvalidArgumentError{Reason: err.Error()}
 	}
 	if lease != nil {
@@ -155,6 +157,18 @@ func validate(key string, lease *time.Duration, owner string) error {
 		}
 	}
 	if err := wire.ValidateOwner(owner); err != nil {
+		return &client.InvalidArgumentError{Reason: err.Error()}
+	}
+	return nil
+}
+
+// validateAcquire checks an acquire's arguments, its key against the key
+// rule (wire.ValidateKey).
+func validateAcquire(r client.AcquireRequest) error {
+	if err := validate(r.Key, &r.Lease, r.Owner); err != nil {
+		return err
+	}
+	if err := wire.ValidateKey(r.Key); err != nil {
 		return &client.InvalidArgumentError{Reason: err.Error()}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -83,7 +84,7 @@ func (c *GRPC) Close() error {
 // AcquireWith takes r.Key (client.Client.AcquireWith), its tag recorded
 // in the log.
 func (c *GRPC) AcquireWith(ctx context.Context, r client.AcquireRequest) (client.Grant, error) {
-	if err := validate(r.Key, &r.Lease, r.Owner); err != nil {
+	if err := validateAcquire(r); err != nil {
 		return client.Grant{}, err
 	}
 	in := &raftlockv1.AcquireRequest{Key: r.Key, LeaseMs: uint64(r.Lease.Milliseconds()), WaitMs: uint64(max(r.Wait, 0).Milliseconds()), Owner: r.Owner}
@@ -103,7 +104,8 @@ func (c *GRPC) RenewTagged(ctx context.Context, key string, token uint64, lease 
 	if err := validate(key, &lease, ""); err != nil {
 		return err
 	}
-	in := &raftlockv1.RenewRequest{Key: key, Token: token, LeaseMs: uint64(lease.Milliseconds())}
+	in := &raftlockv1.RenewRequest{Token: token, LeaseMs: uint64(lease.Milliseconds())}
+	in.Key, in.KeyBytes = keyField(key)
 	return c.call(ctx, tag, false, func(ctx context.Context, l raftlockv1.LocksClient) error {
 		_, err := l.Renew(ctx, in)
 		return err
@@ -115,7 +117,8 @@ func (c *GRPC) ReleaseTagged(ctx context.Context, key string, token, tag uint64)
 	if err := validate(key, nil, ""); err != nil {
 		return err
 	}
-	in := &raftlockv1.ReleaseRequest{Key: key, Token: token}
+	in := &raftlockv1.ReleaseRequest{Token: token}
+	in.Key, in.KeyBytes = keyField(key)
 	return c.call(ctx, tag, false, func(ctx context.Context, l raftlockv1.LocksClient) error {
 		_, err := l.Release(ctx, in)
 		return err
@@ -127,9 +130,11 @@ func (c *GRPC) Get(ctx context.Context, key string) (client.LockInfo, error) {
 	if err := validate(key, nil, ""); err != nil {
 		return client.LockInfo{}, err
 	}
+	in := &raftlockv1.GetRequest{}
+	in.Key, in.KeyBytes = keyField(key)
 	var out *raftlockv1.GetResponse
 	err := c.call(ctx, 0, true, func(ctx context.Context, l raftlockv1.LocksClient) (err error) {
-		out, err = l.Get(ctx, &raftlockv1.GetRequest{Key: key})
+		out, err = l.Get(ctx, in)
 		return err
 	})
 	if err != nil {
@@ -144,7 +149,8 @@ func (c *GRPC) List(ctx context.Context, o client.ListOptions) (client.LockPage,
 	if err := validateList(o); err != nil {
 		return client.LockPage{}, err
 	}
-	in := &raftlockv1.ListRequest{Prefix: o.Prefix, After: o.After, Limit: uint64(o.Limit)}
+	in := &raftlockv1.ListRequest{Prefix: o.Prefix, Limit: uint64(o.Limit)}
+	in.After, in.AfterBytes = keyField(o.After)
 	var out *raftlockv1.ListResponse
 	err := c.call(ctx, 0, true, func(ctx context.Context, l raftlockv1.LocksClient) (err error) {
 		out, err = l.List(ctx, in)
@@ -156,8 +162,21 @@ func (c *GRPC) List(ctx context.Context, o client.ListOptions) (client.LockPage,
 	page := client.LockPage{Locks: make([]client.HeldLock, len(out.GetLocks())), More: out.GetMore()}
 	for i, l := range out.GetLocks() {
 		page.Locks[i] = client.HeldLock{Key: l.GetKey(), Token: l.GetToken(), Owner: l.GetOwner(), RemainingMS: l.GetRemainingMs()}
+		if kb := l.GetKeyBytes(); len(kb) > 0 {
+			page.Locks[i].Key = string(kb) // a key stored before the key rule, not UTF-8
+		}
 	}
 	return page, nil
+}
+
+// keyField is k as a message's string field, or as its bytes field when k
+// is not UTF-8 (a key stored before the key rule): a protobuf string
+// cannot carry it.
+func keyField(k string) (string, []byte) {
+	if utf8.ValidString(k) {
+		return k, nil
+	}
+	return "", []byte(k)
 }
 
 // call runs rpc on the leader, retrying as the package says; tag, when not

@@ -102,7 +102,7 @@ type (
 // AcquireWith takes r.Key (client.Client.AcquireWith), its tag recorded
 // in the log.
 func (c *HTTP) AcquireWith(ctx context.Context, r client.AcquireRequest) (client.Grant, error) {
-	if err := validate(r.Key, &r.Lease, r.Owner); err != nil {
+	if err := validateAcquire(r); err != nil {
 		return client.Grant{}, err
 	}
 	body := map[string]any{"key": r.Key, "lease_ms": r.Lease.Milliseconds(), "wait_ms": max(r.Wait, 0).Milliseconds(), "owner": r.Owner, "tag": r.Tag}
@@ -116,7 +116,7 @@ func (c *HTTP) RenewTagged(ctx context.Context, key string, token uint64, lease 
 	if err := validate(key, &lease, ""); err != nil {
 		return err
 	}
-	body := map[string]any{"key": key, "token": token, "lease_ms": lease.Milliseconds(), "tag": tag}
+	body := withKey(map[string]any{"token": token, "lease_ms": lease.Milliseconds(), "tag": tag}, "key", key)
 	return c.call(ctx, "/v1/renew", body, &httpLease{}, false)
 }
 
@@ -125,7 +125,7 @@ func (c *HTTP) ReleaseTagged(ctx context.Context, key string, token, tag uint64)
 	if err := validate(key, nil, ""); err != nil {
 		return err
 	}
-	return c.call(ctx, "/v1/release", map[string]any{"key": key, "token": token, "tag": tag}, &httpLease{}, false)
+	return c.call(ctx, "/v1/release", withKey(map[string]any{"token": token, "tag": tag}, "key", key), &httpLease{}, false)
 }
 
 // ForceReleaseTagged frees key whatever its token and returns the token
@@ -135,7 +135,7 @@ func (c *HTTP) ForceReleaseTagged(ctx context.Context, key string, tag uint64) (
 		return 0, err
 	}
 	var ans httpLease
-	err := c.call(ctx, "/v1/release", map[string]any{"key": key, "force": true, "tag": tag}, &ans, false)
+	err := c.call(ctx, "/v1/release", withKey(map[string]any{"force": true, "tag": tag}, "key", key), &ans, false)
 	return ans.Token, err
 }
 
@@ -145,7 +145,7 @@ func (c *HTTP) Get(ctx context.Context, key string) (client.LockInfo, error) {
 		return client.LockInfo{}, err
 	}
 	var ans httpGet
-	if err := c.call(ctx, "/v1/get", map[string]any{"key": key}, &ans, true); err != nil {
+	if err := c.call(ctx, "/v1/get", withKey(map[string]any{}, "key", key), &ans, true); err != nil {
 		return client.LockInfo{}, err
 	}
 	return client.LockInfo{Held: ans.Held, Token: ans.Token, Owner: ans.Owner, RemainingMS: ans.RemainingMS}, nil
@@ -158,10 +158,23 @@ func (c *HTTP) List(ctx context.Context, o client.ListOptions) (client.LockPage,
 		return client.LockPage{}, err
 	}
 	var page client.LockPage
-	if err := c.call(ctx, "/v1/list", map[string]any{"prefix": o.Prefix, "after": o.After, "limit": o.Limit}, &page, true); err != nil {
+	body := withKey(map[string]any{"prefix": o.Prefix, "limit": o.Limit}, "after", o.After)
+	if err := c.call(ctx, "/v1/list", body, &page, true); err != nil {
 		return client.LockPage{}, err
 	}
 	return page, nil
+}
+
+// withKey is body with the key (or after) k in field, or in field_b64
+// when k is not UTF-8 (a key stored before the key rule), which no JSON
+// string carries.
+func withKey(body map[string]any, field, k string) map[string]any {
+	if b64 := wire.KeyB64(k); b64 != "" {
+		body[field+"_b64"] = b64
+	} else {
+		body[field] = k
+	}
+	return body
 }
 
 // call posts body to path on the leader, retrying as the package says,

@@ -237,7 +237,7 @@ func newFlagSet(name, synopsis string) *flag.FlagSet {
 		if strings.Contains(synopsis, " KEY") {
 			// The bounds every member enforces, from the constants it
 			// enforces them with.
-			limits := fmt.Sprintf("KEY is %d..%d bytes", 1, wire.MaxKeyLen)
+			limits := fmt.Sprintf("KEY is %d..%d bytes of UTF-8 without NUL", 1, wire.MaxKeyLen)
 			if fs.Lookup("lease") != nil {
 				limits += fmt.Sprintf("; --lease is %s..%s", cliflag.ShortDuration(minLease), cliflag.ShortDuration(maxLease))
 			}

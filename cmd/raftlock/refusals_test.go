@@ -203,14 +203,15 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 }
 
 // acquire --help states the bounds the members enforce, from the
-// constants they enforce them with, and so do the README and
-// ARCHITECTURE.md.
+// constants they enforce them with, and the key rule, and so does the
+// README; ARCHITECTURE.md states the bounds.
 func TestLimitsAreStatedAsEnforced(t *testing.T) {
 	keys := fmt.Sprintf("1..%d bytes", wire.MaxKeyLen)
+	const rule = "of UTF-8 without NUL"
 	maxLease := time.Duration(wire.MaxLeaseMS) * time.Millisecond
 	leases := fmt.Sprintf("%v..%gh", time.Duration(wire.MinLeaseMS)*time.Millisecond, maxLease.Hours())
 	code, _, help := cli(t, "acquire", "--help")
-	if code != 0 || !strings.Contains(help, "KEY is "+keys) || !strings.Contains(help, "--lease is "+leases) {
+	if code != 0 || !strings.Contains(help, "KEY is "+keys+" "+rule) || !strings.Contains(help, "--lease is "+leases) {
 		t.Errorf("acquire --help: exit %d, does not state keys of %s and leases of %s:\n%s", code, keys, leases, help)
 	}
 	for _, name := range []string{"README.md", "ARCHITECTURE.md"} {
@@ -220,6 +221,9 @@ func TestLimitsAreStatedAsEnforced(t *testing.T) {
 		}
 		if !strings.Contains(string(b), "keys "+keys) || !strings.Contains(string(b), "leases "+leases) {
 			t.Errorf("%s does not state keys %s and leases %s", name, keys, leases)
+		}
+		if name == "README.md" && !strings.Contains(string(b), "keys "+keys+" "+rule) {
+			t.Errorf("%s does not state the key rule, keys %s %s", name, keys, rule)
 		}
 		for _, wrong := range []string{"4 KiB, leases", "100 ms to 1 h"} {
 			if strings.Contains(string(b), wrong) {

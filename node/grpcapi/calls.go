@@ -2,6 +2,8 @@ package grpcapi
 
 import (
 	"context"
+	"fmt"
+	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
@@ -27,7 +29,7 @@ func (a *API) Acquire(ctx context.Context, in *raftlockv1.AcquireRequest) (*raft
 	if err != nil {
 		return nil, err
 	}
-	return &raftlockv1.AcquireResponse{Key: req.Key, Token: resp.Token, LeaseMs: resp.LeaseMS}, nil
+	return &raftlockv1.AcquireResponse{Key: req.Key, Token: resp.Token, LeaseMs: resp.LeaseMS}, nil // a key of the key rule: text
 }
 
 // Release frees a lock held with its token.
@@ -39,7 +41,7 @@ func (a *API) Release(ctx context.Context, in *raftlockv1.ReleaseRequest) (*raft
 	if _, err := a.do(ctx, member.OpRelease.String(), req, wire.OpReleased); err != nil {
 		return nil, err
 	}
-	return &raftlockv1.ReleaseResponse{Key: req.Key, Token: req.Token, Released: true}, nil
+	return &raftlockv1.ReleaseResponse{Key: wire.AsText(req.Key), KeyBytes: keyBytes(req.Key), Token: req.Token, Released: true}, nil
 }
 
 // Renew starts the holder's lease again.
@@ -51,7 +53,7 @@ func (a *API) Renew(ctx context.Context, in *raftlockv1.RenewRequest) (*raftlock
 	if _, err := a.do(ctx, member.OpRenew.String(), req, wire.OpRenewed); err != nil {
 		return nil, err
 	}
-	return &raftlockv1.RenewResponse{Key: req.Key, Token: req.Token, LeaseMs: req.LeaseMS}, nil
+	return &raftlockv1.RenewResponse{Key: wire.AsText(req.Key), KeyBytes: keyBytes(req.Key), Token: req.Token, LeaseMs: req.LeaseMS}, nil
 }
 
 // Get reads one lock, linearizably.
@@ -64,32 +66,40 @@ func (a *API) Get(ctx context.Context, in *raftlockv1.GetRequest) (*raftlockv1.G
 	if err != nil {
 		return nil, err
 	}
-	out := &raftlockv1.GetResponse{Key: req.Key, Held: resp.Held, Token: resp.Token, RemainingMs: resp.RemainingMS}
+	out := &raftlockv1.GetResponse{Key: wire.AsText(req.Key), KeyBytes: keyBytes(req.Key), Held: resp.Held, Token: resp.Token, RemainingMs: resp.RemainingMS}
 	if resp.Held {
-		out.Owner = resp.Owner
+		out.Owner = wire.AsText(resp.Owner)
 	}
 	return out, nil
 }
 
 // List reads one page of the held locks under a prefix.
 func (a *API) List(ctx context.Context, in *raftlockv1.ListRequest) (*raftlockv1.ListResponse, error) {
-	req := listRequest(in)
+	req, err := listRequest(in)
+	if err != nil {
+		return nil, invalid(err)
+	}
 	resp, err := a.do(ctx, member.OpList.String(), req, wire.OpLocks)
 	if err != nil {
 		return nil, err
 	}
 	out := &raftlockv1.ListResponse{Locks: make([]*raftlockv1.Lock, len(resp.Locks)), More: resp.More}
 	for i, l := range resp.Locks {
-		out.Locks[i] = &raftlockv1.Lock{Key: l.Key, Token: l.Token, Owner: l.Owner, RemainingMs: l.RemainingMS}
+		out.Locks[i] = &raftlockv1.Lock{Key: wire.AsText(l.Key), KeyBytes: keyBytes(l.Key), Token: l.Token,
+			Owner: wire.AsText(l.Owner), RemainingMs: l.RemainingMS}
 	}
 	if resp.More && len(resp.Locks) > 0 {
-		out.Next = resp.Locks[len(resp.Locks)-1].Key
+		next := resp.Locks[len(resp.Locks)-1].Key
+		out.Next, out.NextBytes = wire.AsText(next), keyBytes(next)
 	}
 	return out, nil
 }
 
 // Status is this member's status (the admin right).
-func (a *API) Status(ctx context.Context, _ *raftlockv1.StatusRequest) (*raftlockv1.StatusResponse, error) {
+func (a *API) Status(ctx context.Context, in *raftlockv1.StatusRequest) (*raftlockv1.StatusResponse, error) {
+	if err := refused(in); err != nil {
+		return nil, invalid(err)
+	}
 	resp, err := a.do(ctx, "status", &wire.Request{ID: 1, Op: wire.OpStatus}, wire.OpStatusInfo)
 	if err != nil {
 		return nil, err
@@ -103,17 +113,47 @@ func (a *API) Status(ctx context.Context, _ *raftlockv1.StatusRequest) (*raftloc
 }
 
 // keyed is req with a request id, unless its key is one no lock can have.
+// A new key (an acquire's) must keep the key rule; any other call may name
+// a key stored before it, which only needs its length.
 func keyed(req *wire.Request) (*wire.Request, error) {
-	if err := wire.ValidateKey(req.Key); err != nil {
+	check := wire.ValidateStoredKey
+	if req.Op == wire.OpAcquire {
+		check = wire.ValidateKey
+	}
+	if err := check(req.Key); err != nil {
 		return nil, err
 	}
 	req.ID = 1
 	return req, nil
 }
 
+// bytesOf is the key (or after) a message names: text, or raw when set,
+// for a key that is not UTF-8; setting both is refused, as ambiguous.
+func bytesOf(field, text string, raw []byte) (string, error) {
+	if len(raw) == 0 {
+		return text, nil
+	}
+	if text != "" {
+		return "", fmt.Errorf("set %s or %s_bytes, not both", field, field)
+	}
+	return string(raw), nil
+}
+
+// keyBytes is key as a response's key_bytes: nil when it is UTF-8 (key
+// says it), else the key itself, which key shows as wire.AsText.
+func keyBytes(key string) []byte {
+	if utf8.ValidString(key) {
+		return nil
+	}
+	return []byte(key)
+}
+
 // acquireRequest is the client protocol's request for in, or why no
 // member would take it.
 func acquireRequest(in *raftlockv1.AcquireRequest) (*wire.Request, error) {
+	if err := refused(in); err != nil {
+		return nil, err
+	}
 	if err := wire.ValidateOwner(in.GetOwner()); err != nil {
 		return nil, err
 	}
@@ -122,21 +162,49 @@ func acquireRequest(in *raftlockv1.AcquireRequest) (*wire.Request, error) {
 
 // releaseRequest is the client protocol's request for in.
 func releaseRequest(in *raftlockv1.ReleaseRequest) (*wire.Request, error) {
-	return keyed(&wire.Request{Op: wire.OpRelease, Key: in.GetKey(), Token: in.GetToken()})
+	if err := refused(in); err != nil {
+		return nil, err
+	}
+	key, err := bytesOf("key", in.GetKey(), in.GetKeyBytes())
+	if err != nil {
+		return nil, err
+	}
+	return keyed(&wire.Request{Op: wire.OpRelease, Key: key, Token: in.GetToken()})
 }
 
 // renewRequest is the client protocol's request for in.
 func renewRequest(in *raftlockv1.RenewRequest) (*wire.Request, error) {
-	return keyed(&wire.Request{Op: wire.OpRenew, Key: in.GetKey(), Token: in.GetToken(), LeaseMS: in.GetLeaseMs()})
+	if err := refused(in); err != nil {
+		return nil, err
+	}
+	key, err := bytesOf("key", in.GetKey(), in.GetKeyBytes())
+	if err != nil {
+		return nil, err
+	}
+	return keyed(&wire.Request{Op: wire.OpRenew, Key: key, Token: in.GetToken(), LeaseMS: in.GetLeaseMs()})
 }
 
 // getRequest is the client protocol's request for in.
 func getRequest(in *raftlockv1.GetRequest) (*wire.Request, error) {
-	return keyed(&wire.Request{Op: wire.OpGet, Key: in.GetKey()})
+	if err := refused(in); err != nil {
+		return nil, err
+	}
+	key, err := bytesOf("key", in.GetKey(), in.GetKeyBytes())
+	if err != nil {
+		return nil, err
+	}
+	return keyed(&wire.Request{Op: wire.OpGet, Key: key})
 }
 
 // listRequest is the client protocol's request for in; the member checks
 // its limit and prefix.
-func listRequest(in *raftlockv1.ListRequest) *wire.Request {
-	return &wire.Request{ID: 1, Op: wire.OpList, Prefix: in.GetPrefix(), After: in.GetAfter(), Limit: in.GetLimit()}
+func listRequest(in *raftlockv1.ListRequest) (*wire.Request, error) {
+	if err := refused(in); err != nil {
+		return nil, err
+	}
+	after, err := bytesOf("after", in.GetAfter(), in.GetAfterBytes())
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Request{ID: 1, Op: wire.OpList, Prefix: in.GetPrefix(), After: after, Limit: in.GetLimit()}, nil
 }

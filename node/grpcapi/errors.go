@@ -41,13 +41,12 @@ func codeOf(op wire.Op) codes.Code {
 // UNAVAILABLE naming the leader and its API address when known here.
 func (a *API) errorStatus(resp *wire.Response, req *wire.Request) error {
 	if resp.Op == wire.OpRedirect {
-		e := &raftlockv1.Error{Name: wire.ErrorNameUnavailable, LeaderId: resp.LeaderID, LeaderApi: a.b.PeerAPIAddr(resp.LeaderID)}
-		if e.LeaderApi == "" {
-			e.Message = fmt.Sprintf("not the leader; the leader, member %d, has no API address known here", resp.LeaderID)
-		} else {
-			e.Message = fmt.Sprintf("not the leader; the leader is member %d at %s", resp.LeaderID, e.LeaderApi)
+		api := a.b.PeerAPIAddr(resp.LeaderID)
+		if api == "" { // nobody to send the caller to: the leader is unknown
+			return withError(codes.Unavailable, &raftlockv1.Error{Name: wire.ErrorNameUnavailable, Message: httpapi.LeaderUnknown(resp.LeaderID)})
 		}
-		return withError(codes.Unavailable, e)
+		return withError(codes.Unavailable, &raftlockv1.Error{Name: wire.ErrorNameUnavailable, LeaderId: resp.LeaderID, LeaderApi: api,
+			Message: fmt.Sprintf("not the leader; the leader is member %d at %s", resp.LeaderID, api)})
 	}
 	name := wire.ErrorName(resp.Op)
 	if name == "" {
@@ -57,8 +56,9 @@ func (a *API) errorStatus(resp *wire.Response, req *wire.Request) error {
 }
 
 // withError is the status code with e as its detail and "NAME: message"
-// as its message.
+// as its message, made text: a detail that is not UTF-8 would not encode.
 func withError(code codes.Code, e *raftlockv1.Error) error {
+	e.Message = wire.AsText(e.Message)
 	st := status.New(code, e.Name+": "+e.Message)
 	if d, err := st.WithDetails(e); err == nil {
 		st = d

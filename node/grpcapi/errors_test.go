@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftlock/raftlock/client/wire"
@@ -49,7 +50,8 @@ func (f *fakeBackend) Watch(context.Context, string, uint64, string) (*node.Watc
 
 // Each answer of the member maps to its code and keeps its CLI name, as
 // docs/grpc-api.md tables it: only outcome-unknown is UNKNOWN, only the
-// answers after which nothing was proposed are UNAVAILABLE.
+// answers after which nothing was proposed are UNAVAILABLE. A follower
+// names the leader only with its API address: without one, it names none.
 func TestEveryAnswerMapsToItsCode(t *testing.T) {
 	for _, tc := range []struct {
 		resp      wire.Response
@@ -71,8 +73,11 @@ func TestEveryAnswerMapsToItsCode(t *testing.T) {
 		api := grpcapi.NewWithBackend(&fakeBackend{resp: tc.resp}, 0)
 		_, err := api.Acquire(context.Background(), &pb.AcquireRequest{Key: "k", LeaseMs: 1000})
 		e := expectStatus(t, wire.ErrorName(tc.resp.Op)+" "+tc.resp.Reason, err, tc.code, tc.name, tc.resp.Reason)
-		if e.LeaderApi != tc.leaderAPI || (tc.resp.Op == wire.OpRedirect) != (e.LeaderId != 0) {
+		if e.LeaderApi != tc.leaderAPI || (tc.leaderAPI != "") != (e.LeaderId != 0) {
 			t.Errorf("%v: leader %d at %q, want %q", tc.resp, e.LeaderId, e.LeaderApi, tc.leaderAPI)
+		}
+		if unknown := strings.Contains(e.Message, "the leader is unknown"); unknown != (tc.resp.Op == wire.OpRedirect && tc.leaderAPI == "") {
+			t.Errorf("%v: message %q", tc.resp, e.Message)
 		}
 	}
 }
@@ -96,19 +101,22 @@ func TestCallsPastTheLimitAreOverloaded(t *testing.T) {
 	}
 }
 
-// callWith decodes data into m and, when it decodes, makes call with it,
-// returning the call's error (nil for data that is no such message).
+// callWith decodes data into m as the API's codec does and makes call
+// with it, returning the call's error (nil for data the codec cannot even
+// mark).
 func callWith[M proto.Message, R any](data []byte, m M, call func(context.Context, M) (R, error)) error {
-	if proto.Unmarshal(data, m) != nil {
+	if grpcapi.Decode(data, m) != nil {
 		return nil
 	}
 	_, err := call(context.Background(), m)
 	return err
 }
 
-// No message a caller can send makes a call panic, and what reaches the
-// member is a request it can take: a key of 1 to 256 bytes (a list's
-// prefix is the member's to check), an owner of at most 128.
+// No message a caller can send makes a call panic or fail without its
+// Error detail (one that does not decode included), and what reaches the
+// member is a request it can take: a new key (an acquire's) keeping the
+// key rule, any other of 1 to 256 bytes (a list's prefix is the member's
+// to check), an owner of at most 128 bytes of UTF-8.
 func FuzzRequests(f *testing.F) {
 	for _, m := range []proto.Message{
 		&pb.AcquireRequest{Key: "jobs/a", LeaseMs: 1000, WaitMs: 10, Owner: "me"},
@@ -116,13 +124,23 @@ func FuzzRequests(f *testing.F) {
 		&pb.RenewRequest{Key: "k", Token: 3, LeaseMs: 100},
 		&pb.GetRequest{Key: strings.Repeat("k", 300)},
 		&pb.ListRequest{Prefix: "jobs/", Limit: 5, After: "jobs/a"},
+		&pb.GetRequest{KeyBytes: []byte("u8/\xff\xfe")},
+		&pb.ReleaseRequest{Key: "k", KeyBytes: []byte("k"), Token: 3},
+		&pb.ListRequest{AfterBytes: []byte{0xff}},
 	} {
 		b, _ := proto.Marshal(m)
 		f.Add(b, uint8(0))
 	}
+	// A key that is not UTF-8 in a string field: no Go client sends it.
+	f.Add(protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "u8/\xff\xfe"), uint8(0))
+	f.Add([]byte{0xff}, uint8(3))
 	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
 		check := func(req *wire.Request) {
-			if req.Op != wire.OpList && wire.ValidateKey(req.Key) != nil || wire.ValidateOwner(req.Owner) != nil {
+			key := wire.ValidateStoredKey
+			if req.Op == wire.OpAcquire {
+				key = wire.ValidateKey
+			}
+			if req.Op != wire.OpList && key(req.Key) != nil || wire.ValidateOwner(req.Owner) != nil {
 				t.Fatalf("the member was asked %+v", req)
 			}
 		}

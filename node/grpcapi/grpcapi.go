@@ -74,7 +74,7 @@ func newAPI(b Backend, metrics *node.Metrics, maxInflight int) *API {
 	a := &API{
 		b:        b,
 		metrics:  metrics,
-		srv:      grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage)),
+		srv:      grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.ForceServerCodecV2(newCodec())),
 		slots:    make(chan struct{}, maxInflight),
 		watches:  make(chan struct{}, maxInflight),
 		stopping: make(chan struct{}),

@@ -46,9 +46,12 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 	if err != nil {
 		return err
 	}
-	req, err := keyed(&wire.Request{Op: wire.OpRenew, Key: in.GetKey(), Token: in.GetToken(), LeaseMS: in.GetLeaseMs()})
-	if err == nil { // bounded first: a huge lease would overflow int64
-		err = wire.ValidateLease(int64(min(in.GetLeaseMs(), wire.MaxLeaseMS+1)))
+	if err := refused(in); err != nil {
+		return invalid(err)
+	}
+	req, err := renewRequest(&raftlockv1.RenewRequest{Key: in.GetKey(), KeyBytes: in.GetKeyBytes(), Token: in.GetToken(), LeaseMs: in.GetLeaseMs()})
+	if err == nil {
+		err = wire.ValidateLeaseMS(in.GetLeaseMs())
 	}
 	if err != nil {
 		return invalid(err)
@@ -102,7 +105,7 @@ func (a *API) renew(ctx context.Context, stream grpc.BidiStreamingServer[raftloc
 	case ctx.Err() != nil:
 		return validFrom, ctx.Err()
 	case resp != nil && resp.Op == wire.OpRenewed:
-		err := stream.Send(&raftlockv1.KeepAliveResponse{Key: req.Key, Token: req.Token, LeaseMs: req.LeaseMS})
+		err := stream.Send(&raftlockv1.KeepAliveResponse{Key: wire.AsText(req.Key), KeyBytes: keyBytes(req.Key), Token: req.Token, LeaseMs: req.LeaseMS})
 		return start, err
 	case resp != nil && resp.Op == wire.OpNotFound:
 		return validFrom, lost(req.Key, req.Token, "the cluster says the token no longer holds it (released, forced or expired)")
@@ -125,6 +128,9 @@ func (a *API) Watch(in *raftlockv1.WatchRequest, stream grpc.ServerStreamingServ
 		return err
 	}
 	defer release()
+	if err := refused(in); err != nil {
+		return invalid(err)
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	w, resp := a.b.Watch(ctx, identity(ctx), wire.FeaturePermissionDenied, in.GetPrefix())
@@ -164,7 +170,10 @@ func (a *API) Watch(in *raftlockv1.WatchRequest, stream grpc.ServerStreamingServ
 	}
 }
 
-// lockEvent is ev as the gRPC API carries it.
+// lockEvent is ev as the gRPC API carries it: its key and owner as text,
+// which a protobuf string must be (a message that is not fails to send,
+// ending the watch), and a key that is not UTF-8 in key_bytes too.
 func lockEvent(ev wire.Event) *raftlockv1.LockEvent {
-	return &raftlockv1.LockEvent{Key: ev.Key, Type: raftlockv1.EventType(ev.Type), Token: ev.Token, Owner: ev.Owner, LeaseMs: ev.LeaseMS, Index: ev.Index}
+	return &raftlockv1.LockEvent{Key: wire.AsText(ev.Key), KeyBytes: keyBytes(ev.Key), Type: raftlockv1.EventType(ev.Type),
+		Token: ev.Token, Owner: wire.AsText(ev.Owner), LeaseMs: ev.LeaseMS, Index: ev.Index}
 }

@@ -63,14 +63,19 @@ func TestErrorAnswersMapToTheirStatus(t *testing.T) {
 	}
 }
 
-// A follower whose leader's API address it does not know (a leader from
-// before the API, or serving none) answers 503 unavailable, which the
-// caller retries; one that knows it redirects there.
+// A follower whose leader's API address it does not know (the leader just
+// died and its stream with it, or it serves no API, or runs a version from
+// before it) answers 503 unavailable, which the caller retries, saying the
+// leader is unknown rather than naming a member nobody can be sent to;
+// one that knows it redirects there.
 func TestRedirectNeedsTheLeadersAPIAddress(t *testing.T) {
 	b := &fakeBackend{resp: wire.Response{Op: wire.OpRedirect, LeaderID: 2, Leader: "127.0.0.1:8002"}}
 	rec := serve(t, NewWithBackend(b, 0), "/v1/release", `{"key":"k","token":3}`)
 	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), `"unavailable"`) {
 		t.Errorf("leader's API address unknown: %d %q", rec.Code, rec.Body.String())
+	}
+	if msg := answerOf(t, rec).Message; !strings.HasPrefix(msg, "not the leader, and the leader is unknown here") || strings.Contains(msg, "no API address known") {
+		t.Errorf("leader's API address unknown: message %q", msg)
 	}
 	b.leaders = map[uint64]string{2: "10.0.0.2:10002"}
 	rec = serve(t, NewWithBackend(b, 0), "/v1/release", `{"key":"k","token":3}`)
@@ -102,10 +107,13 @@ func serve(t *testing.T, h http.Handler, path, body string) *httptest.ResponseRe
 
 // Whatever a client sends as a call's body, the member answers a request
 // or a one-line 400, never a panic, and a request it makes carries a key
-// no lock refuses.
+// no lock refuses: a new key (an acquire's) keeps the key rule, any other
+// is of a length a stored key may have.
 func FuzzParseBody(f *testing.F) {
 	for _, s := range []string{``, `{}`, `{"key":"a","lease_ms":10000,"wait_ms":5,"owner":"o"}`, `{"key":"a","token":18446744073709551615}`,
-		`{"prefix":"p","limit":3,"after":"x"}`, `{"key":"a"}{}`, `[1]`, `{"key":1e999}`, `{"key":"\ud800"}`, `null`} {
+		`{"prefix":"p","limit":3,"after":"x"}`, `{"key":"a"}{}`, `[1]`, `{"key":1e999}`, `{"key":"\ud800"}`, `null`,
+		`{"key_b64":"dTgv//4=","token":3}`, `{"after_b64":"/w==","limit":1}`, "{\"key\":\"u8/\xff\xfe\",\"lease_ms\":1000}",
+		`{"key":"a\u0000","lease_ms":1000}`, `{"key":"\\ufffd\ufffd","lease_ms":1000}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -117,8 +125,12 @@ func FuzzParseBody(f *testing.F) {
 				}
 				continue
 			}
+			check := wire.ValidateStoredKey
+			if req.Op == wire.OpAcquire {
+				check = wire.ValidateKey
+			}
 			if req.Op == wire.OpAcquire || req.Op == wire.OpRelease || req.Op == wire.OpRenew || req.Op == wire.OpGet {
-				if err := wire.ValidateKey(req.Key); err != nil {
+				if err := check(req.Key); err != nil {
 					t.Fatalf("%s: request with key %q: %v", path, req.Key, err)
 				}
 			}

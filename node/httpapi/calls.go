@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/raftlock/raftlock/client/wire"
@@ -26,12 +28,12 @@ var calls = map[string]call{
 	}},
 	"/v1/release": {member.OpRelease.String(), parse[tokenArgs], wire.OpReleased, func(req *wire.Request, resp *wire.Response) any {
 		if req.Force {
-			return releasedBody{Key: req.Key, Token: resp.Token, Released: true} // the holder's, which it ended
+			return releasedBody{Key: req.Key, KeyB64: wire.KeyB64(req.Key), Token: resp.Token, Released: true} // the holder's, which it ended
 		}
-		return releasedBody{Key: req.Key, Token: req.Token, Released: true}
+		return releasedBody{Key: req.Key, KeyB64: wire.KeyB64(req.Key), Token: req.Token, Released: true}
 	}},
 	"/v1/renew": {member.OpRenew.String(), parse[renewArgs], wire.OpRenewed, func(req *wire.Request, _ *wire.Response) any {
-		return leaseBody{Key: req.Key, Token: req.Token, LeaseMS: req.LeaseMS}
+		return leaseBody{Key: req.Key, KeyB64: wire.KeyB64(req.Key), Token: req.Token, LeaseMS: req.LeaseMS}
 	}},
 	"/v1/get":    {member.OpGet.String(), parse[keyArgs], wire.OpValue, getAnswer},
 	"/v1/list":   {member.OpList.String(), parse[listArgs], wire.OpLocks, listAnswer},
@@ -40,7 +42,10 @@ var calls = map[string]call{
 
 // The request bodies. Tag, on the calls that change a lock, is an
 // operation id recorded with the command in the member's log (the client
-// protocol's Tag), for audits such as the chaos harness's.
+// protocol's Tag), for audits such as the chaos harness's. KeyB64, on the
+// calls that name a lock the cluster may hold, names it instead of Key
+// when it is not UTF-8 (stored before the key rule: wire.ValidateKey), as
+// listings and watches give it; AfterB64 is list's after so.
 type (
 	acquireArgs struct {
 		Key     string `json:"key"`
@@ -50,8 +55,9 @@ type (
 		Tag     uint64 `json:"tag"`
 	}
 	tokenArgs struct { // release's
-		Key   string `json:"key"`
-		Token uint64 `json:"token"`
+		Key    string `json:"key"`
+		KeyB64 string `json:"key_b64"`
+		Token  uint64 `json:"token"`
 		// Force frees the key whatever its token (the admin right), as
 		// raftlock release --force: the answer's token is the one ended.
 		Force bool   `json:"force"`
@@ -59,31 +65,38 @@ type (
 	}
 	renewArgs struct {
 		Key     string `json:"key"`
+		KeyB64  string `json:"key_b64"`
 		Token   uint64 `json:"token"`
 		LeaseMS uint64 `json:"lease_ms"`
 		Tag     uint64 `json:"tag"`
 	}
 	keyArgs struct { // get's
-		Key string `json:"key"`
+		Key    string `json:"key"`
+		KeyB64 string `json:"key_b64"`
 	}
 	listArgs struct {
-		Prefix string `json:"prefix"`
-		Limit  uint64 `json:"limit"`
-		After  string `json:"after"`
+		Prefix   string `json:"prefix"`
+		Limit    uint64 `json:"limit"`
+		After    string `json:"after"`
+		AfterB64 string `json:"after_b64"`
 	}
 	statusArgs struct{} // none: an empty body or {}
 )
 
-// The success answers.
+// The success answers. KeyB64 (NextB64) is the key (next) again when it
+// is not UTF-8, which key shows with U+FFFD for each byte that is not
+// (wire.KeyB64); a listed lock's JSON does the same (wire.Lock).
 type (
 	// leaseBody answers acquire and renew.
 	leaseBody struct {
 		Key     string `json:"key"`
+		KeyB64  string `json:"key_b64,omitempty"`
 		Token   uint64 `json:"token"`
 		LeaseMS uint64 `json:"lease_ms"`
 	}
 	releasedBody struct {
 		Key      string `json:"key"`
+		KeyB64   string `json:"key_b64,omitempty"`
 		Token    uint64 `json:"token"`
 		Released bool   `json:"released"`
 	}
@@ -91,6 +104,7 @@ type (
 	// owner only when the lock is held.
 	getBody struct {
 		Key         string  `json:"key"`
+		KeyB64      string  `json:"key_b64,omitempty"`
 		Held        bool    `json:"held"`
 		Token       uint64  `json:"token"`
 		RemainingMS uint64  `json:"remaining_ms"`
@@ -99,9 +113,10 @@ type (
 	// listBody is a page, as raftlock list --json prints it, and Next,
 	// the after of the next page when More says there is one.
 	listBody struct {
-		Locks []wire.Lock `json:"locks"`
-		More  bool        `json:"more"`
-		Next  string      `json:"next,omitempty"`
+		Locks   []wire.Lock `json:"locks"`
+		More    bool        `json:"more"`
+		Next    string      `json:"next,omitempty"`
+		NextB64 string      `json:"next_b64,omitempty"`
 	}
 )
 
@@ -124,13 +139,34 @@ func parse[A any, P interface {
 
 // keyed is req, unless its key is one no lock can have: refused on any
 // member (the leader checks again), so a follower answers 400 rather than
-// a redirect.
+// a redirect. A new key (an acquire's) must keep the key rule; any other
+// call may name a key stored before it, which only needs its length.
 func keyed(req *wire.Request) (*wire.Request, error) {
-	if err := wire.ValidateKey(req.Key); err != nil {
+	check := wire.ValidateStoredKey
+	if req.Op == wire.OpAcquire {
+		check = wire.ValidateKey
+	}
+	if err := check(req.Key); err != nil {
 		return nil, err
 	}
 	req.ID = 1
 	return req, nil
+}
+
+// bytesOf is the key (or after) a body names: text, or when b64 is given,
+// the bytes it holds; giving both is refused, as ambiguous.
+func bytesOf(field, text, b64 string) (string, error) {
+	if b64 == "" {
+		return text, nil
+	}
+	if text != "" {
+		return "", fmt.Errorf("give %s or %s_b64, not both", field, field)
+	}
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return "", fmt.Errorf("%s_b64 must be standard base64: %v", field, err)
+	}
+	return string(b), nil
 }
 
 func (a *acquireArgs) request() (*wire.Request, error) {
@@ -144,19 +180,35 @@ func (a *tokenArgs) request() (*wire.Request, error) {
 	if a.Force && a.Token != 0 {
 		return nil, errors.New("a forced release takes no token: it ends the holder's, whatever it is")
 	}
-	return keyed(&wire.Request{Op: wire.OpRelease, Key: a.Key, Token: a.Token, Force: a.Force, Tag: a.Tag})
+	key, err := bytesOf("key", a.Key, a.KeyB64)
+	if err != nil {
+		return nil, err
+	}
+	return keyed(&wire.Request{Op: wire.OpRelease, Key: key, Token: a.Token, Force: a.Force, Tag: a.Tag})
 }
 
 func (a *renewArgs) request() (*wire.Request, error) {
-	return keyed(&wire.Request{Op: wire.OpRenew, Key: a.Key, Token: a.Token, LeaseMS: a.LeaseMS, Tag: a.Tag})
+	key, err := bytesOf("key", a.Key, a.KeyB64)
+	if err != nil {
+		return nil, err
+	}
+	return keyed(&wire.Request{Op: wire.OpRenew, Key: key, Token: a.Token, LeaseMS: a.LeaseMS, Tag: a.Tag})
 }
 
 func (a *keyArgs) request() (*wire.Request, error) {
-	return keyed(&wire.Request{Op: wire.OpGet, Key: a.Key})
+	key, err := bytesOf("key", a.Key, a.KeyB64)
+	if err != nil {
+		return nil, err
+	}
+	return keyed(&wire.Request{Op: wire.OpGet, Key: key})
 }
 
 func (a *listArgs) request() (*wire.Request, error) {
-	return &wire.Request{ID: 1, Op: wire.OpList, Prefix: a.Prefix, After: a.After, Limit: a.Limit}, nil
+	after, err := bytesOf("after", a.After, a.AfterB64)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Request{ID: 1, Op: wire.OpList, Prefix: a.Prefix, After: after, Limit: a.Limit}, nil
 }
 
 func (a *statusArgs) request() (*wire.Request, error) {
@@ -164,7 +216,7 @@ func (a *statusArgs) request() (*wire.Request, error) {
 }
 
 func getAnswer(req *wire.Request, resp *wire.Response) any {
-	b := getBody{Key: req.Key, Held: resp.Held, Token: resp.Token, RemainingMS: resp.RemainingMS}
+	b := getBody{Key: req.Key, KeyB64: wire.KeyB64(req.Key), Held: resp.Held, Token: resp.Token, RemainingMS: resp.RemainingMS}
 	if resp.Held {
 		b.Owner = &resp.Owner
 	}
@@ -178,6 +230,7 @@ func listAnswer(_ *wire.Request, resp *wire.Response) any {
 	}
 	if resp.More && len(resp.Locks) > 0 {
 		b.Next = resp.Locks[len(resp.Locks)-1].Key
+		b.NextB64 = wire.KeyB64(b.Next)
 	}
 	return b
 }

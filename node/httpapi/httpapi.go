@@ -14,17 +14,22 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
@@ -126,6 +131,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { <-h.slots }()
 	req, err := c.parse(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err == nil {
+		err = checkQuery(r.URL.RawQuery, nil)
+	}
 	if err != nil {
 		h.count(c.op, "invalid_argument")
 		writeError(w, http.StatusBadRequest, wire.ErrorNameInvalidArgument, err.Error())
@@ -164,8 +172,7 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, resp *wire.Re
 	addr := h.b.PeerAPIAddr(resp.LeaderID)
 	if addr == "" {
 		w.Header().Set("Retry-After", retryAfter)
-		writeError(w, http.StatusServiceUnavailable, wire.ErrorNameUnavailable,
-			fmt.Sprintf("not the leader; the leader, member %d, has no API address known here", resp.LeaderID))
+		writeError(w, http.StatusServiceUnavailable, wire.ErrorNameUnavailable, LeaderUnknown(resp.LeaderID))
 		return
 	}
 	scheme := "http"
@@ -237,6 +244,38 @@ func statusOf(op wire.Op) status {
 	return status{http.StatusInternalServerError, wire.ErrorNameError, false}
 }
 
+// LeaderUnknown is a follower's answer when it has no API address for
+// member id, the leader as its raft knows it: the peer stream that
+// announced the address is down, which it is for the fraction of a second
+// between a leader's death and the next election (and for good when the
+// leader serves no API, or runs a version from before the API). Either
+// way nobody can be sent there, so the caller hears that the leader is
+// not known, not the name of a member that may be dead.
+func LeaderUnknown(id uint64) string {
+	return fmt.Sprintf("not the leader, and the leader is unknown here: member %d led last, but this member is not in touch with its API (it may have just failed); retry in a moment", id)
+}
+
+// checkQuery refuses a query string with any parameter but those of
+// known, each given at most once: a misspelt parameter (?prefx=a) must
+// not be taken for its absence, as an unknown body field is not.
+func checkQuery(raw string, known []string) error {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return fmt.Errorf("bad query string: %v", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(known, name) && len(known) == 0:
+			return fmt.Errorf("unknown query parameter %q: the call's arguments are its JSON body", name)
+		case !slices.Contains(known, name):
+			return fmt.Errorf("unknown query parameter %q: the parameters are %s", name, strings.Join(known, ", "))
+		case len(q[name]) > 1:
+			return fmt.Errorf("query parameter %q given %d times", name, len(q[name]))
+		}
+	}
+	return nil
+}
+
 // ErrorMessage is the one-line message of an error answer to req: the
 // member's reason, or what the answer means when it gives none (the gRPC
 // API's messages too).
@@ -279,12 +318,20 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // decodeBody reads a call's JSON body into v: one object (an empty body
-// is {}), no field v lacks, each of its type, within MaxBody. Its error
-// is the one line a 400 carries.
+// is {}), no field v lacks, each of its type, its strings UTF-8 text
+// (checkText), within MaxBody. Its error is the one line a 400 carries.
 func decodeBody(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
+	b, err := io.ReadAll(body)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return fmt.Errorf("request body exceeds %d bytes", tooBig.Limit)
+	}
+	if err != nil {
+		return fmt.Errorf("bad request body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err = dec.Decode(v)
 	if errors.Is(err, io.EOF) {
 		return nil // no body: every field is zero
 	}
@@ -292,11 +339,7 @@ func decodeBody(body io.Reader, v any) error {
 		if dec.Decode(&struct{}{}) != io.EOF {
 			return errors.New("bad request body: want one JSON object")
 		}
-		return nil
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return fmt.Errorf("request body exceeds %d bytes", tooBig.Limit)
+		return checkText(b)
 	}
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
@@ -306,6 +349,54 @@ func decodeBody(body io.Reader, v any) error {
 		return fmt.Errorf("bad request body: %q must be %s, got %s", typ.Field, kindName(typ.Type.Kind()), typ.Value)
 	}
 	return fmt.Errorf("bad request body: %v", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// checkText refuses a body whose string fields are not all UTF-8 text.
+// encoding/json reads each byte that is not UTF-8, and each lone
+// surrogate escape (\udcff, what Python writes for a byte it could not
+// decode), as U+FFFD: a key would silently name another lock. A key so
+// refused gets the key rule's message (wire.ErrKeyNotText); the calls
+// that may name a key stored before the rule take it in key_b64.
+func checkText(body []byte) error {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return nil // decoded already: nothing but an object gets here
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		raw := fields[name]
+		if len(raw) == 0 || raw[0] != '"' || isText(raw) {
+			continue
+		}
+		if name == "key" {
+			return wire.ErrKeyNotText
+		}
+		return fmt.Errorf("bad request body: %q must be valid UTF-8", name)
+	}
+	return nil
+}
+
+// isText says whether raw, a JSON string, is UTF-8 that decodes to what it
+// says: every U+FFFD it decodes to written as one, none standing for a
+// byte or escape that is not text.
+func isText(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return false
+	}
+	written := bytes.Count(raw, []byte(string(utf8.RuneError)))
+	for i := 0; i+1 < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] == 'u' && i+6 <= len(raw) && strings.EqualFold(string(raw[i+2:i+6]), "fffd") {
+			written++
+		}
+		i++ // past the escaped character: \\ufffd is a backslash, then "ufffd"
+	}
+	return strings.Count(s, string(utf8.RuneError)) == written
 }
 
 // kindName says what a field of kind k takes, in a caller's words.

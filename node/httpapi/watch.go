@@ -29,6 +29,11 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { <-h.watches }()
+	if err := checkQuery(r.URL.RawQuery, []string{"prefix"}); err != nil {
+		h.count("watch", "invalid_argument")
+		writeError(w, http.StatusBadRequest, wire.ErrorNameInvalidArgument, err.Error())
+		return
+	}
 	prefix := r.URL.Query().Get("prefix")
 	wt, resp := h.b.Watch(r.Context(), server.Identity(r.TLS), wire.FeaturePermissionDenied, prefix)
 	if resp != nil {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -356,8 +357,11 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 	switch req.Op {
 	case wire.OpAcquire:
 		op = member.OpAcquire.String()
+		if err = checkArgs(req); err != nil {
+			break
+		}
 		var tok uint64
-		lease := time.Duration(min(req.LeaseMS, node.MaxLeaseMS+1)) * time.Millisecond
+		lease := time.Duration(req.LeaseMS) * time.Millisecond // bounded by checkArgs
 		wait := time.Duration(min(req.WaitMS, uint64(24*time.Hour/time.Millisecond))) * time.Millisecond
 		if tok, err = n.AcquireAs(ctx, req.Key, req.Owner, lease, wait, req.Tag); err == nil {
 			resp.Op, resp.Token, resp.LeaseMS = wire.OpGranted, tok, req.LeaseMS
@@ -374,7 +378,10 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 		}
 	case wire.OpRenew:
 		op = member.OpRenew.String()
-		lease := time.Duration(min(req.LeaseMS, node.MaxLeaseMS+1)) * time.Millisecond
+		if err = checkArgs(req); err != nil {
+			break
+		}
+		lease := time.Duration(req.LeaseMS) * time.Millisecond // bounded by checkArgs
 		if err = n.Renew(ctx, req.Key, req.Token, lease, req.Tag); err == nil {
 			resp.Op = wire.OpRenewed
 		}
@@ -386,8 +393,11 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 		}
 	case wire.OpList:
 		op = member.OpList.String()
+		if err = checkArgs(req); err != nil {
+			break
+		}
 		var page member.LockList
-		if page, err = n.List(ctx, req.Prefix, req.After, int(min(req.Limit, member.MaxList+1)), req.Stale); err == nil {
+		if page, err = n.List(ctx, req.Prefix, req.After, int(req.Limit), req.Stale); err == nil { // bounded by checkArgs
 			resp.Op, resp.More = wire.OpLocks, page.More
 			resp.Locks = make([]wire.Lock, len(page.Locks))
 			for i, l := range page.Locks {
@@ -412,6 +422,31 @@ func (s *Server) Handle(ctx context.Context, req *wire.Request) *wire.Response {
 	}
 	n.Metrics().ClientRequests.WithLabelValues(op, resultLabel(resp.Op)).Inc()
 	return resp
+}
+
+// checkArgs refuses what the member could only take clamped or should not
+// take at all: a new key or owner that breaks the key rule
+// (wire.ValidateKey: the client port's entry, which the HTTP/JSON and gRPC
+// APIs go through too), and numbers out of range, named as given (a lease
+// of 2^64-1 ms is not "1h0m0.001s"). The member checks its own bounds
+// again; the key rule is the entries' alone, so keys stored before it
+// stay readable and releasable.
+func checkArgs(req *wire.Request) error {
+	var errs []error
+	switch req.Op {
+	case wire.OpAcquire:
+		errs = []error{wire.ValidateKey(req.Key), wire.ValidateOwner(req.Owner), wire.ValidateLeaseMS(req.LeaseMS)}
+	case wire.OpRenew:
+		errs = []error{wire.ValidateLeaseMS(req.LeaseMS)}
+	case wire.OpList:
+		errs = []error{wire.ValidateListLimit(req.Limit)}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return &node.InvalidArgumentError{Reason: err.Error()}
+		}
+	}
+	return nil
 }
 
 // logForced records a forced release at WARN, with who asked: an operator
@@ -457,14 +492,34 @@ func errorResponse(resp *wire.Response, err error) {
 	case errors.As(err, &inv):
 		resp.Op, resp.Reason = wire.OpInvalidArgument, inv.Reason
 	case errors.Is(err, node.ErrOutcomeUnknown):
-		resp.Op, resp.Reason = wire.OpOutcomeUnknown, err.Error()
+		resp.Op, resp.Reason = wire.OpOutcomeUnknown, reason(err, node.ErrOutcomeUnknown,
+			"leadership changed while the command was in flight: it may or may not apply")
 	case errors.Is(err, node.ErrOverloaded):
-		resp.Op, resp.Reason = wire.OpOverloaded, err.Error()
-	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped), errors.Is(err, member.ErrChangeInProgress):
+		resp.Op, resp.Reason = wire.OpOverloaded, reason(err, node.ErrOverloaded, "a limit of the member was reached")
+	case errors.Is(err, node.ErrUnavailable):
+		resp.Op, resp.Reason = wire.OpUnavailable, reason(err, node.ErrUnavailable,
+			"the call cannot be decided now; try again")
+	case errors.Is(err, node.ErrStopped), errors.Is(err, member.ErrChangeInProgress):
 		resp.Op, resp.Reason = wire.OpUnavailable, err.Error()
 	default:
 		resp.Op, resp.Reason = wire.OpError, err.Error()
 	}
+}
+
+// reason is why err, an error of kind, was answered, without the name of
+// kind that err's text starts with: the answer's op already says it, and
+// the APIs put its name before the reason ("unavailable: unavailable: the
+// leader is handing leadership over" said it twice). An error that is
+// kind alone says no more than the op, so its reason is what the op
+// means, bare.
+func reason(err, kind error, bare string) string {
+	if err == kind {
+		return bare
+	}
+	if r, ok := strings.CutPrefix(err.Error(), kind.Error()+": "); ok {
+		return r
+	}
+	return err.Error()
 }
 
 func resultLabel(op wire.Op) string {

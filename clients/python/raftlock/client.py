@@ -27,6 +27,8 @@ Leases and waits are seconds (floats) here and whole milliseconds on the
 wire. Watching locks change is not available in this client yet.
 """
 
+import base64
+import binascii
 import http.client
 import json
 import os
@@ -36,7 +38,7 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import urlencode, urlsplit
 
 from .errors import (
@@ -51,6 +53,12 @@ from .watch import Watch
 
 MAX_KEY_LEN = 256
 """The longest key, in bytes (UTF-8)."""
+
+Key = Union[str, bytes]
+"""A lock's key: text (the key rule: 1..256 bytes of UTF-8 without NUL),
+or bytes for a key an older version stored that is not UTF-8, as
+:meth:`Client.list` and watches give such a key and get, renew and release
+take it."""
 MAX_OWNER_LEN = 128
 """The longest owner, in bytes (UTF-8)."""
 MIN_LEASE = 0.010
@@ -85,7 +93,7 @@ class Grant(NamedTuple):
 class LockInfo(NamedTuple):
     """A :meth:`Client.get` answer."""
 
-    key: str
+    key: Key
     held: bool
     token: int
     """The holder's token (0 when not held)."""
@@ -98,7 +106,8 @@ class LockInfo(NamedTuple):
 class HeldLock(NamedTuple):
     """One lock of a :meth:`Client.list` page."""
 
-    key: str
+    key: Key
+    """bytes for a key that is not UTF-8 (stored before the key rule)."""
     token: int
     owner: str
     remaining: float
@@ -111,7 +120,7 @@ class LockPage(NamedTuple):
     locks: List[HeldLock]
     more: bool
     """Locks follow the last one: list again with ``after=page.next``."""
-    next: Optional[str]
+    next: Optional[Key]
     """The ``after`` of the next page, when ``more``."""
 
 
@@ -160,10 +169,71 @@ def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
 
 
+def _raw(s: str) -> bytes:
+    """The bytes s stands for: its UTF-8, a lone surrogate that stands for
+    a byte Python could not decode (sys.argv, os.fsdecode) being that
+    byte."""
+    try:
+        return s.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass")
+
+
 def _check_key(key: str) -> None:
-    n = len(key.encode("utf-8"))
+    """Checks a new key (an acquire's) against the key rule, with the
+    messages of the Go client and the member: 1..256 bytes of UTF-8 text
+    without NUL. A str holding a lone surrogate is not UTF-8."""
+    if not isinstance(key, str):
+        raise InvalidArgument("key must be a str, got %s" % type(key).__name__, name="invalid-argument")
+    raw = _check_stored_key(key)
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("key must be valid UTF-8 without NUL", name="invalid-argument") from None
+    if b"\0" in raw:
+        raise InvalidArgument("key must be valid UTF-8 without NUL", name="invalid-argument")
+
+
+def _check_stored_key(key: Key) -> bytes:
+    """The bytes of a key that names a lock the cluster may hold, one stored
+    before the key rule included: only its length is checked."""
+    if isinstance(key, str):
+        raw = _raw(key)
+    elif isinstance(key, (bytes, bytearray)):
+        raw = bytes(key)
+    else:
+        raise InvalidArgument("key must be a str or bytes, got %s" % type(key).__name__, name="invalid-argument")
+    n = len(raw)
     if n == 0 or n > MAX_KEY_LEN:
         raise InvalidArgument("key must be 1..%d bytes, got %d" % (MAX_KEY_LEN, n), name="invalid-argument")
+    return raw
+
+
+def _with_key(body: Dict[str, Any], field: str, key: Key) -> Dict[str, Any]:
+    """body naming key in field, or in field_b64 when it is not UTF-8 (a
+    key stored before the key rule), which no JSON string carries."""
+    raw = _check_stored_key(key) if field == "key" else _as_bytes(key)
+    try:
+        body[field] = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        body[field + "_b64"] = base64.b64encode(raw).decode("ascii")
+    return body
+
+
+def _as_bytes(key: Key) -> bytes:
+    return _raw(key) if isinstance(key, str) else bytes(key)
+
+
+def _key_of(obj: Dict[str, Any], field: str = "key") -> Key:
+    """The key an answer names in field: bytes from field_b64 when the key
+    is not UTF-8 (the text in field then shows U+FFFD for each bad byte)."""
+    b64 = obj.get(field + "_b64")
+    if isinstance(b64, str) and b64:
+        try:
+            return base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    return str(obj.get(field, ""))
 
 
 def _check_lease(lease: float) -> int:
@@ -174,9 +244,13 @@ def _check_lease(lease: float) -> int:
 
 
 def _check_owner(owner: str) -> None:
-    n = len(owner.encode("utf-8"))
+    n = len(_raw(owner))
     if n > MAX_OWNER_LEN:
         raise InvalidArgument("owner must be at most %d bytes, got %d" % (MAX_OWNER_LEN, n), name="invalid-argument")
+    try:
+        owner.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("owner must be valid UTF-8", name="invalid-argument") from None
 
 
 def _jitter(d: float) -> float:
@@ -302,32 +376,33 @@ class Client:
         a = self._call("/v1/acquire", body, idempotent=False, timeout=t)
         return Grant(a["key"], int(a["token"]), a["lease_ms"] / 1000.0)
 
-    def release(self, key: str, token: int, timeout: Optional[float] = None) -> None:
-        """Give ``key`` up; ``token`` must be the holder's, or :class:`NotHolder`."""
-        _check_key(key)
-        self._call("/v1/release", {"key": key, "token": token}, idempotent=False, timeout=timeout)
+    def release(self, key: Key, token: int, timeout: Optional[float] = None) -> None:
+        """Give ``key`` up; ``token`` must be the holder's, or :class:`NotHolder`.
+        ``key`` may be bytes: a key stored before the key rule (:data:`Key`)."""
+        body = _with_key({"token": token}, "key", key)
+        self._call("/v1/release", body, idempotent=False, timeout=timeout)
 
-    def renew(self, key: str, token: int, lease: float, timeout: Optional[float] = None) -> Grant:
+    def renew(self, key: Key, token: int, lease: float, timeout: Optional[float] = None) -> Grant:
         """Start the holder's lease again at ``lease`` seconds from now.
 
         Raises :class:`NotHolder` when ``token`` no longer holds ``key``.
         """
-        _check_key(key)
-        lease_ms = _check_lease(lease)
-        a = self._call("/v1/renew", {"key": key, "token": token, "lease_ms": lease_ms}, idempotent=False, timeout=timeout)
+        body = _with_key({"token": token}, "key", key)
+        body["lease_ms"] = _check_lease(lease)
+        a = self._call("/v1/renew", body, idempotent=False, timeout=timeout)
         return Grant(a["key"], int(a["token"]), a["lease_ms"] / 1000.0)
 
-    def get(self, key: str, timeout: Optional[float] = None) -> LockInfo:
-        """Read ``key`` linearizably (the leader confirms it still leads)."""
-        _check_key(key)
-        a = self._call("/v1/get", {"key": key}, idempotent=True, timeout=timeout)
-        return LockInfo(a["key"], bool(a["held"]), int(a["token"]), a["remaining_ms"] / 1000.0, a.get("owner"))
+    def get(self, key: Key, timeout: Optional[float] = None) -> LockInfo:
+        """Read ``key`` linearizably (the leader confirms it still leads).
+        ``key`` may be bytes: a key stored before the key rule (:data:`Key`)."""
+        a = self._call("/v1/get", _with_key({}, "key", key), idempotent=True, timeout=timeout)
+        return LockInfo(_key_of(a), bool(a["held"]), int(a["token"]), a["remaining_ms"] / 1000.0, a.get("owner"))
 
     def list(
         self,
         prefix: str = "",
         limit: Optional[int] = None,
-        after: Optional[str] = None,
+        after: Optional[Key] = None,
         timeout: Optional[float] = None,
     ) -> LockPage:
         """Read one page of the held locks whose keys start with ``prefix``,
@@ -336,7 +411,7 @@ class Client:
         when ``page.more``, list again with ``after=page.next``
         (:meth:`list_all` does)."""
         for name, v in (("prefix", prefix), ("after", after or "")):
-            if len(v.encode("utf-8")) > MAX_KEY_LEN:
+            if len(_as_bytes(v)) > MAX_KEY_LEN:
                 raise InvalidArgument("%s must be at most %d bytes" % (name, MAX_KEY_LEN), name="invalid-argument")
         if limit is not None and not 0 <= limit <= MAX_LIST_LIMIT:
             raise InvalidArgument("limit must be 1..%d, got %d" % (MAX_LIST_LIMIT, limit), name="invalid-argument")
@@ -344,15 +419,15 @@ class Client:
         if limit:
             body["limit"] = limit
         if after:
-            body["after"] = after
+            _with_key(body, "after", after)
         a = self._call("/v1/list", body, idempotent=True, timeout=timeout)
-        locks = [HeldLock(l["key"], int(l["token"]), l.get("owner", ""), l["remaining_ms"] / 1000.0) for l in a["locks"]]
-        return LockPage(locks, bool(a["more"]), a.get("next"))
+        locks = [HeldLock(_key_of(l), int(l["token"]), l.get("owner", ""), l["remaining_ms"] / 1000.0) for l in a["locks"]]
+        return LockPage(locks, bool(a["more"]), _key_of(a, "next") if "next" in a or "next_b64" in a else None)
 
     def list_all(self, prefix: str = "", page_size: Optional[int] = None, timeout: Optional[float] = None) -> Iterator[HeldLock]:
         """Every held lock whose key starts with ``prefix``, in key order,
         read a page at a time (each page a linearizable read of its own)."""
-        after: Optional[str] = None
+        after: Optional[Key] = None
         while True:
             page = self.list(prefix=prefix, limit=page_size, after=after, timeout=timeout)
             for lock in page.locks:

@@ -1,10 +1,12 @@
 """Watching lock events: the API's ``GET /v1/watch`` stream (Server-Sent
 Events), one :class:`Event` per change to a lock under a prefix."""
 
+import base64
+import binascii
 import http.client
 import json
 import threading
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple, Optional, Union
 
 from .errors import RaftlockError, Unavailable, error_from_answer
 
@@ -12,7 +14,7 @@ from .errors import RaftlockError, Unavailable, error_from_answer
 class Event(NamedTuple):
     """One change to a lock, as every member applies it."""
 
-    key: str
+    key: Union[str, bytes]  #: bytes for a key that is not UTF-8 (stored before the key rule)
     type: str  #: granted, renewed, released (a forced release too) or expired
     token: int
     owner: str
@@ -85,7 +87,7 @@ class Watch:
                     self.error = error_from_answer(str(msg.get("error", "error")), str(msg.get("message", "")), 0)
                     return
                 yield Event(
-                    key=str(msg.get("key", "")),
+                    key=_key_of(msg),
                     type=str(msg.get("type", "")),
                     token=int(msg.get("token", 0)),
                     owner=str(msg.get("owner", "")),
@@ -112,6 +114,18 @@ class Watch:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _key_of(msg: dict) -> Union[str, bytes]:
+    """An event's key: bytes from key_b64 when it is not UTF-8 (key then
+    shows U+FFFD for each bad byte)."""
+    b64 = msg.get("key_b64")
+    if isinstance(b64, str) and b64:
+        try:
+            return base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    return str(msg.get("key", ""))
 
 
 def _decode(data: str) -> dict:

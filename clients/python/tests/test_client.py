@@ -1,8 +1,10 @@
 """The calls and their errors against a running three-member cluster,
 and redirects from a follower."""
 
+import json
 import threading
 import time
+import unittest
 from typing import List
 
 import raftlock
@@ -70,6 +72,29 @@ class CallsTest(ClusterTest):
             c._call("/v1/acquire", {"key": "k", "lease_ms": 5}, idempotent=False, timeout=None)
         self.assertEqual((ia.exception.name, ia.exception.status), ("invalid-argument", 400))
         self.assertIn("lease must be 10ms..1h", ia.exception.message)
+
+    def test_key_rule(self) -> None:
+        """A new key is 1..256 bytes of UTF-8 without NUL: the client refuses
+        one that is not before sending it, with the member's message, and
+        the member refuses it alike when a caller sends it anyway (json.dumps
+        writes a lone surrogate as an escape, which the member would
+        otherwise read as U+FFFD)."""
+        c = self.client
+        rule = "key must be valid UTF-8 without NUL"
+        for key in ("u8/\udcff\udcfe", "a\0b", "\ud800"):
+            with self.assertRaises(raftlock.InvalidArgument) as cm:
+                c.acquire(key, lease=1)
+            self.assertEqual((cm.exception.name, cm.exception.message), ("invalid-argument", rule))
+            with self.assertRaises(raftlock.InvalidArgument) as cm:
+                c._call("/v1/acquire", {"key": key, "lease_ms": 1000}, idempotent=False, timeout=None)
+            self.assertEqual((cm.exception.status, cm.exception.message), (400, rule))
+        with self.assertRaises(raftlock.InvalidArgument) as cm:
+            c.acquire("k", lease=1, owner="ci-\udcff")
+        self.assertEqual(cm.exception.message, "owner must be valid UTF-8")
+        # A key that is text, U+FFFD included, is a key like any other.
+        g = c.acquire("calls/\ufffd", lease=30)
+        self.assertEqual(c.get("calls/\ufffd").token, g.token)
+        c.release("calls/\ufffd", g.token)
 
     def test_waiting_acquire_gets_the_lock_when_released(self) -> None:
         c = self.client
@@ -238,3 +263,27 @@ class WatchTest(ClusterTest):
             self.assertFalse(reader.is_alive(), "the iteration did not stop")
             self.assertEqual(raised, [])
             self.assertIsNone(w.error)
+
+
+class OldKeyTest(unittest.TestCase):
+    """A key stored before the key rule that is not UTF-8 travels in
+    key_b64 (no JSON string carries it): the client names such a key, given
+    as bytes or as the surrogate-escaped str Python makes of it, by
+    key_b64, and reads it back from answers and events as bytes."""
+
+    def test_bytes_keys_go_in_key_b64(self) -> None:
+        from raftlock.client import _key_of, _with_key
+        from raftlock.watch import _key_of as event_key_of
+
+        old = b"u8/\xff\xfe"
+        self.assertEqual(_with_key({}, "key", old), {"key_b64": "dTgv//4="})
+        self.assertEqual(_with_key({}, "key", old.decode("utf-8", "surrogateescape")), {"key_b64": "dTgv//4="})
+        self.assertEqual(_with_key({}, "key", b"jobs/a"), {"key": "jobs/a"})
+        self.assertEqual(_with_key({}, "after", old), {"after_b64": "dTgv//4="})
+        with self.assertRaises(raftlock.InvalidArgument):
+            _with_key({}, "key", b"")
+        listed = json.loads('{"key":"u8/\\ufffd\\ufffd","key_b64":"dTgv//4=","token":3}')
+        self.assertEqual(_key_of(listed), old)
+        self.assertEqual(_key_of({"key": "jobs/a"}), "jobs/a")
+        self.assertEqual(_key_of({"next": "u8/\ufffd\ufffd", "next_b64": "dTgv//4="}, "next"), old)
+        self.assertEqual(event_key_of(listed), old)

@@ -89,7 +89,9 @@ func (EventType) EnumDescriptor() ([]byte, []int) {
 // AcquireRequest asks for a lock.
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// key names the lock: 1 to 256 bytes.
+	// key names the lock: 1 to 256 bytes of UTF-8 without NUL (the key
+	// rule). A lock stored by an older version may have a key that breaks
+	// it: the calls that name a held lock take that key in key_bytes.
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// lease_ms is how long the lock is held unless renewed: 10 to 3,600,000.
 	LeaseMs uint64 `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
@@ -230,7 +232,11 @@ type ReleaseRequest struct {
 	// key is the lock to free.
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// token is the holder's fencing token; any other answers NOT_FOUND.
-	Token         uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// key_bytes names the lock instead of key when its key is not UTF-8, as
+	// a lock stored before the key rule may be (List and Watch give such a
+	// key in key_bytes); set key or key_bytes, not both.
+	KeyBytes      []byte `protobuf:"bytes,3,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -279,6 +285,13 @@ func (x *ReleaseRequest) GetToken() uint64 {
 	return 0
 }
 
+func (x *ReleaseRequest) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
+}
+
 // ReleaseResponse is a released lock.
 type ReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -287,7 +300,10 @@ type ReleaseResponse struct {
 	// token is the token it was held with.
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
 	// released is always true: a lock not released is an error status.
-	Released      bool `protobuf:"varint,3,opt,name=released,proto3" json:"released,omitempty"`
+	Released bool `protobuf:"varint,3,opt,name=released,proto3" json:"released,omitempty"`
+	// key_bytes is the key when it is not UTF-8 (stored before the key
+	// rule), which key then shows with U+FFFD for each byte that is not.
+	KeyBytes      []byte `protobuf:"bytes,4,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +359,13 @@ func (x *ReleaseResponse) GetReleased() bool {
 	return false
 }
 
+func (x *ReleaseResponse) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
+}
+
 // RenewRequest extends the holder's lease.
 type RenewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -351,7 +374,11 @@ type RenewRequest struct {
 	// token is the holder's fencing token; any other answers NOT_FOUND.
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
 	// lease_ms is the new lease, counted from now: 10 to 3,600,000.
-	LeaseMs       uint64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	LeaseMs uint64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// key_bytes names the lock instead of key when its key is not UTF-8, as
+	// a lock stored before the key rule may be (List and Watch give such a
+	// key in key_bytes); set key or key_bytes, not both.
+	KeyBytes      []byte `protobuf:"bytes,4,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -407,6 +434,13 @@ func (x *RenewRequest) GetLeaseMs() uint64 {
 	return 0
 }
 
+func (x *RenewRequest) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
+}
+
 // RenewResponse is a renewed lock.
 type RenewResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -415,7 +449,10 @@ type RenewResponse struct {
 	// token is the holder's token.
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
 	// lease_ms is the lease now running.
-	LeaseMs       uint64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	LeaseMs uint64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// key_bytes is the key when it is not UTF-8 (stored before the key
+	// rule), which key then shows with U+FFFD for each byte that is not.
+	KeyBytes      []byte `protobuf:"bytes,4,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,11 +508,22 @@ func (x *RenewResponse) GetLeaseMs() uint64 {
 	return 0
 }
 
+func (x *RenewResponse) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
+}
+
 // GetRequest reads one lock.
 type GetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// key is the lock to read.
-	Key           string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// key_bytes names the lock instead of key when its key is not UTF-8, as
+	// a lock stored before the key rule may be (List and Watch give such a
+	// key in key_bytes); set key or key_bytes, not both.
+	KeyBytes      []byte `protobuf:"bytes,2,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +565,13 @@ func (x *GetRequest) GetKey() string {
 	return ""
 }
 
+func (x *GetRequest) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
+}
+
 // GetResponse is one lock as the leader's table holds it.
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -530,7 +585,10 @@ type GetResponse struct {
 	// clock (0 when free).
 	RemainingMs uint64 `protobuf:"varint,4,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
 	// owner is what the holder's acquire gave (empty when free or none).
-	Owner         string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	// key_bytes is the key when it is not UTF-8 (stored before the key
+	// rule), which key then shows with U+FFFD for each byte that is not.
+	KeyBytes      []byte `protobuf:"bytes,6,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -600,6 +658,13 @@ func (x *GetResponse) GetOwner() string {
 	return ""
 }
 
+func (x *GetResponse) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
+}
+
 // ListRequest asks for one page of the held locks.
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -609,7 +674,10 @@ type ListRequest struct {
 	// hold fewer when keys are long.
 	Limit uint64 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// after starts the page after this key (empty: at the first).
-	After         string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	After string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	// after_bytes is after when it is not UTF-8: a next_bytes; set after or
+	// after_bytes, not both.
+	AfterBytes    []byte `protobuf:"bytes,4,opt,name=after_bytes,json=afterBytes,proto3" json:"after_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -665,6 +733,13 @@ func (x *ListRequest) GetAfter() string {
 	return ""
 }
 
+func (x *ListRequest) GetAfterBytes() []byte {
+	if x != nil {
+		return x.AfterBytes
+	}
+	return nil
+}
+
 // ListResponse is one page of held locks, in key order.
 type ListResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -673,7 +748,10 @@ type ListResponse struct {
 	// more says more locks follow this page.
 	More bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
 	// next is the after of the next page when more is true.
-	Next          string `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	Next string `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	// next_bytes is next when it is not UTF-8 (a key stored before the key
+	// rule): pass it as after_bytes.
+	NextBytes     []byte `protobuf:"bytes,4,opt,name=next_bytes,json=nextBytes,proto3" json:"next_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -729,6 +807,13 @@ func (x *ListResponse) GetNext() string {
 	return ""
 }
 
+func (x *ListResponse) GetNextBytes() []byte {
+	if x != nil {
+		return x.NextBytes
+	}
+	return nil
+}
+
 // Lock is one held lock of a list.
 type Lock struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -739,7 +824,10 @@ type Lock struct {
 	// owner is what the holder's acquire gave.
 	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
 	// remaining_ms is what is left of the lease on the leader's clock.
-	RemainingMs   uint64 `protobuf:"varint,4,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
+	RemainingMs uint64 `protobuf:"varint,4,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
+	// key_bytes is the key when it is not UTF-8 (stored before the key
+	// rule), which key then shows with U+FFFD for each byte that is not.
+	KeyBytes      []byte `protobuf:"bytes,5,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,6 +890,13 @@ func (x *Lock) GetRemainingMs() uint64 {
 	return 0
 }
 
+func (x *Lock) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
+}
+
 // KeepAliveRequest starts keeping a lock alive; it is the stream's only
 // message from the client.
 type KeepAliveRequest struct {
@@ -812,7 +907,11 @@ type KeepAliveRequest struct {
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
 	// lease_ms is the lease each renewal asks for: 10 to 3,600,000. The
 	// member renews every third of it.
-	LeaseMs       uint64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	LeaseMs uint64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// key_bytes names the lock instead of key when its key is not UTF-8, as
+	// a lock stored before the key rule may be (List and Watch give such a
+	// key in key_bytes); set key or key_bytes, not both.
+	KeyBytes      []byte `protobuf:"bytes,4,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -868,6 +967,13 @@ func (x *KeepAliveRequest) GetLeaseMs() uint64 {
 	return 0
 }
 
+func (x *KeepAliveRequest) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
+}
+
 // KeepAliveResponse is one successful renewal.
 type KeepAliveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -877,7 +983,10 @@ type KeepAliveResponse struct {
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
 	// lease_ms is the lease now running, counted from when the renewal was
 	// asked for.
-	LeaseMs       uint64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	LeaseMs uint64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// key_bytes is the key when it is not UTF-8 (stored before the key
+	// rule), which key then shows with U+FFFD for each byte that is not.
+	KeyBytes      []byte `protobuf:"bytes,4,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -931,6 +1040,13 @@ func (x *KeepAliveResponse) GetLeaseMs() uint64 {
 		return x.LeaseMs
 	}
 	return 0
+}
+
+func (x *KeepAliveResponse) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
 }
 
 // WatchRequest starts a watch (it needs the read right on the prefix).
@@ -1052,7 +1168,10 @@ type LockEvent struct {
 	// lease_ms is the lock's last lease.
 	LeaseMs uint64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
 	// index is the log index of the entry that made the change.
-	Index         uint64 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
+	// key_bytes is the key when it is not UTF-8 (stored before the key
+	// rule), which key then shows with U+FFFD for each byte that is not.
+	KeyBytes      []byte `protobuf:"bytes,7,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1127,6 +1246,13 @@ func (x *LockEvent) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *LockEvent) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
+	}
+	return nil
 }
 
 // StatusRequest asks a member for its status; it has no fields.
@@ -1321,7 +1447,10 @@ func (x *StatusResponse) GetLearners() []uint64 {
 	return nil
 }
 
-// Error is the detail of every failed call's status.
+// Error is the detail of every failed call's status that raftlock answers,
+// a request message that does not decode included; only the gRPC library's
+// own statuses lack it (RESOURCE_EXHAUSTED for a message over 16 KiB,
+// UNIMPLEMENTED, and the client's DEADLINE_EXCEEDED and CANCELLED).
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is one of the CLI's error names: held, not-found,
@@ -1411,65 +1540,79 @@ const file_proto_raftlock_v1_locks_proto_rawDesc = "" +
 	"\x0fAcquireResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
-	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\"8\n" +
+	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\"U\n" +
 	"\x0eReleaseRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"U\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1b\n" +
+	"\tkey_bytes\x18\x03 \x01(\fR\bkeyBytes\"r\n" +
 	"\x0fReleaseResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1a\n" +
-	"\breleased\x18\x03 \x01(\bR\breleased\"Q\n" +
+	"\breleased\x18\x03 \x01(\bR\breleased\x12\x1b\n" +
+	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"n\n" +
 	"\fRenewRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
-	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\"R\n" +
+	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\x12\x1b\n" +
+	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"o\n" +
 	"\rRenewResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
-	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\"\x1e\n" +
+	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\x12\x1b\n" +
+	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\";\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\"\x82\x01\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1b\n" +
+	"\tkey_bytes\x18\x02 \x01(\fR\bkeyBytes\"\x9f\x01\n" +
 	"\vGetResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04held\x18\x02 \x01(\bR\x04held\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12!\n" +
 	"\fremaining_ms\x18\x04 \x01(\x04R\vremainingMs\x12\x14\n" +
-	"\x05owner\x18\x05 \x01(\tR\x05owner\"Q\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x1b\n" +
+	"\tkey_bytes\x18\x06 \x01(\fR\bkeyBytes\"r\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x04R\x05limit\x12\x14\n" +
-	"\x05after\x18\x03 \x01(\tR\x05after\"_\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12\x1f\n" +
+	"\vafter_bytes\x18\x04 \x01(\fR\n" +
+	"afterBytes\"~\n" +
 	"\fListResponse\x12'\n" +
 	"\x05locks\x18\x01 \x03(\v2\x11.raftlock.v1.LockR\x05locks\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\x12\x12\n" +
-	"\x04next\x18\x03 \x01(\tR\x04next\"g\n" +
+	"\x04next\x18\x03 \x01(\tR\x04next\x12\x1d\n" +
+	"\n" +
+	"next_bytes\x18\x04 \x01(\fR\tnextBytes\"\x84\x01\n" +
 	"\x04Lock\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05owner\x18\x03 \x01(\tR\x05owner\x12!\n" +
-	"\fremaining_ms\x18\x04 \x01(\x04R\vremainingMs\"U\n" +
+	"\fremaining_ms\x18\x04 \x01(\x04R\vremainingMs\x12\x1b\n" +
+	"\tkey_bytes\x18\x05 \x01(\fR\bkeyBytes\"r\n" +
 	"\x10KeepAliveRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
-	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\"V\n" +
+	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\x12\x1b\n" +
+	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"s\n" +
 	"\x11KeepAliveResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
-	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\"&\n" +
+	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\x12\x1b\n" +
+	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"&\n" +
 	"\fWatchRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"^\n" +
 	"\rWatchResponse\x12\x1d\n" +
 	"\n" +
 	"from_index\x18\x01 \x01(\x04R\tfromIndex\x12.\n" +
-	"\x06events\x18\x02 \x03(\v2\x16.raftlock.v1.LockEventR\x06events\"\xa6\x01\n" +
+	"\x06events\x18\x02 \x03(\v2\x16.raftlock.v1.LockEventR\x06events\"\xc3\x01\n" +
 	"\tLockEvent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x16.raftlock.v1.EventTypeR\x04type\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x19\n" +
 	"\blease_ms\x18\x05 \x01(\x04R\aleaseMs\x12\x14\n" +
-	"\x05index\x18\x06 \x01(\x04R\x05index\"\x0f\n" +
+	"\x05index\x18\x06 \x01(\x04R\x05index\x12\x1b\n" +
+	"\tkey_bytes\x18\a \x01(\fR\bkeyBytes\"\x0f\n" +
 	"\rStatusRequest\"\xc8\x02\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +

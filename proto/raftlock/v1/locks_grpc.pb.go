@@ -41,7 +41,7 @@ const (
 // List and KeepAlive are decided by the leader: a follower answers
 // UNAVAILABLE with an Error detail naming the leader's API address. Watch
 // and Status are answered by any member. A failed call's status carries an
-// Error detail whose name is one of the CLI's error names.
+// Error detail whose name is one of the CLI's error names (see Error).
 type LocksClient interface {
 	// Acquire takes a lock, waiting up to wait_ms for it when it is held.
 	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
@@ -181,7 +181,7 @@ func (c *locksClient) Status(ctx context.Context, in *StatusRequest, opts ...grp
 // List and KeepAlive are decided by the leader: a follower answers
 // UNAVAILABLE with an Error detail naming the leader's API address. Watch
 // and Status are answered by any member. A failed call's status carries an
-// Error detail whose name is one of the CLI's error names.
+// Error detail whose name is one of the CLI's error names (see Error).
 type LocksServer interface {
 	// Acquire takes a lock, waiting up to wait_ms for it when it is held.
 	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
