@@ -49,8 +49,8 @@ func (r *run) peerPhases(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	finalReads(bg, r.wl, r.keys)
-	if err := r.rec.Flush(); err != nil {
-		return nil, err
+	if err := r.rec.Err(); err != nil {
+		return nil, fmt.Errorf("write the history: %w", err)
 	}
 	if c := &r.nem.Counts; cfg.Progress != nil && c.ClientPauses.Load() > 0 {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: client pauses %d (%d between a read and a write)\n", c.ClientPauses.Load(), c.ClientPausesHolding.Load())

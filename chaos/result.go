@@ -128,8 +128,8 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	if err := r.rec.Flush(); err != nil {
-		return nil, err
+	if err := r.rec.Err(); err != nil {
+		return nil, fmt.Errorf("write the history: %w", err)
 	}
 	if err := writeJSON(cfg.Out, "digests.json", digests, true); err != nil {
 		return nil, err
