@@ -306,7 +306,7 @@ func (s *Supervisor) StartNode(id int) error {
 	}
 	cmd := exec.Command(s.spec.Bin, s.argsLocked(m).Argv()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = procattr.DieWithParent()
+	cmd.SysProcAttr = procattr.Child()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start node %d: %w", id, err)
