@@ -11,7 +11,9 @@ import (
 // newcomers' problems and the snapshot integrity counts; the verdict's
 // stats carry the run's restarts, snapshots, membership changes and held
 // table. timeout bounds the linearizability search (0: the checker's
-// default). sim.Check is its twin for the simulator.
+// default). A run cut short is checked on what it recorded, and its
+// verdict says so (checker.Verdict.Interrupted). sim.Check is its twin
+// for the simulator.
 func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	opts := checker.Options{Timeout: timeout, Crashes: []string{}, Digests: res.Digests, Log: res.Log,
 		Newcomers:         &checker.Newcomers{Added: len(res.Membership.Newcomers), Problems: res.Membership.Problems},
@@ -31,6 +33,9 @@ func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	v.Stats.HeldLocks = res.Held.Locks
 	if res.Held.Locks > 0 {
 		v.Stats.HeldKeySize, v.Stats.HeldFillSeconds = res.Held.KeySize, res.Held.Seconds
+	}
+	if res.Interrupted != "" {
+		v.Interrupted(res.Interrupted)
 	}
 	return v
 }

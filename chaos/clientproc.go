@@ -19,6 +19,7 @@ import (
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/internal/procattr"
 	"github.com/raftlock/raftlock/internal/procstat"
 )
 
@@ -55,6 +56,7 @@ func startClientProcs(cfg Config, wl *Workload, rec *history.Recorder, logs stri
 		}
 		cp := &clientProc{id: k + 1, cmd: exec.Command(cfg.Bin, args...), rec: rec, wl: wl, store: wl.Store, log: cfg.Log,
 			done: make(chan struct{}), proc: -1}
+		cp.cmd.SysProcAttr = procattr.Child()
 		if err := cp.start(filepath.Join(logs, fmt.Sprintf("client-%d.log", k+1))); err != nil {
 			stopClientProcs(procs)
 			return nil, fmt.Errorf("client process %d: %w", k+1, err)

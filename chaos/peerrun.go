@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
 	"github.com/raftlock/raftlock/chaos/workload"
-	"github.com/raftlock/raftlock/checker/history"
 )
 
 // peerPhases carries out a run on a peer target (--target etcd|redis):
@@ -36,35 +36,56 @@ func (r *run) peerPhases(ctx context.Context) (*Result, error) {
 	err = p.Start(startCtx)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("%s never came up: %w (see %s)", cfg.target(), err, r.logs)
+		return r.cutOr(ctx, fmt.Sprintf("while %s started", cfg.target()), fmt.Errorf("%s never came up: %w (see %s)", cfg.target(), err, r.logs))
 	}
 	if err := r.recordPeer(p); err != nil {
 		return nil, err
 	}
 	if err := r.workload(ctx); err != nil {
-		return nil, err
+		return r.cutOr(ctx, r.workloadWhere(), err)
 	}
-	bg := context.WithoutCancel(ctx)
-	if err := r.healPeer(bg, p); err != nil {
-		return nil, err
+	r.progress("chaos: workload done: healing, reading every key")
+	if err := r.healPeer(ctx, p); err != nil {
+		return r.cutOr(ctx, fmt.Sprintf("after the workload, while %s healed", cfg.target()), err)
 	}
-	finalReads(bg, r.wl, r.keys)
-	if err := r.rec.Flush(); err != nil {
-		return nil, err
+	finalReads(ctx, r.wl, r.keys)
+	if ctx.Err() != nil {
+		return r.cut(ctx, "after the workload, during the final reads")
 	}
-	if c := &r.nem.Counts; cfg.Progress != nil && c.ClientPauses.Load() > 0 {
-		fmt.Fprintf(cfg.Progress, "chaos: nemesis: client pauses %d (%d between a read and a write)\n", c.ClientPauses.Load(), c.ClientPausesHolding.Load())
+	if err := r.rec.Err(); err != nil {
+		return nil, fmt.Errorf("write the history: %w", err)
 	}
+	r.peerCounts()
 	return &Result{Events: r.rec.Events(), Crashes: p.Crashes(), Target: cfg.target()}, nil
+}
+
+// peerCounts prints the nemesis's client pauses, if it made any.
+func (r *run) peerCounts() {
+	if c := &r.nem.Counts; r.cfg.Progress != nil && c.ClientPauses.Load() > 0 {
+		fmt.Fprintf(r.cfg.Progress, "chaos: nemesis: client pauses %d (%d between a read and a write)\n", c.ClientPauses.Load(), c.ClientPausesHolding.Load())
+	}
+}
+
+// cutPeer is cut for a peer target: the faults left are ended and
+// recorded, and the result is what was recorded, with the crashes seen
+// before the service is stopped (run.close stops it: a member that
+// exits then is no crash).
+func (r *run) cutPeer(where string) (*Result, error) {
+	if r.nem != nil {
+		r.endPeerFaults(r.peer, false)
+		r.peerCounts()
+	}
+	if err := r.rec.Err(); err != nil {
+		return nil, fmt.Errorf("write the history: %w", err)
+	}
+	return &Result{Events: r.rec.Events(), Crashes: r.peer.Crashes(), Target: r.cfg.target(), Interrupted: where}, nil
 }
 
 // recordPeer opens the history and sets up the workload, whose clients
 // dial the peer, and the nemesis, which faults it.
 func (r *run) recordPeer(p peerService) error {
 	cfg := r.cfg
-	r.keys = workload.Keys(cfg.Keys)
-	var err error
-	if r.rec, err = history.NewRecorder(r.hf, cfg.header(r.keys)); err != nil {
+	if err := r.openHistory(); err != nil {
 		return err
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
@@ -79,19 +100,42 @@ func (r *run) recordPeer(p peerService) error {
 
 // healPeer ends whatever fault is left (the nemesis heals each of its
 // own, so normally none), records the heal, and waits for the service to
-// take writes again. A service that does not recover is reported with
-// the history if a member died on its own, else the run has no verdict.
+// take writes again, or for ctx to end (Ctrl-C). A service that does not
+// recover is reported with the history if a member died on its own, else
+// the run has no verdict.
 func (r *run) healPeer(ctx context.Context, p peerService) error {
+	r.endPeerFaults(p, true)
+	readyCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := p.WaitReady(readyCtx); err != nil {
+		if len(p.Crashes()) == 0 || ctx.Err() != nil {
+			return fmt.Errorf("%s did not recover after healing: %w", r.cfg.target(), err)
+		}
+		r.cfg.Log.Error("target did not recover after healing", "err", err, "crashed", crashNote(p.Crashes()))
+	}
+	return nil
+}
+
+// endPeerFaults resumes the members the nemesis left paused, restarts
+// those it left killed when restart is set (a run cut short leaves them
+// down: the service is stopped next), heals every link and records it.
+func (r *run) endPeerFaults(p peerService, restart bool) {
 	pf := r.nem.Peer
 	var resumed, started []int
 	for id := range pf.paused {
 		p.Resume(id)
 		resumed = append(resumed, id)
+		delete(pf.paused, id)
 	}
-	for id := range pf.stopped {
-		p.Restart(id)
-		started = append(started, id)
+	if restart {
+		for id := range pf.stopped {
+			p.Restart(id)
+			started = append(started, id)
+			delete(pf.stopped, id)
+		}
 	}
+	slices.Sort(resumed)
+	slices.Sort(started)
 	if len(resumed) > 0 {
 		fault.Resume{Nodes: resumed}.Record(r.rec)
 	}
@@ -100,15 +144,6 @@ func (r *run) healPeer(ctx context.Context, p peerService) error {
 	}
 	p.SetLinks(func(int, int) bool { return true })
 	fault.Heal{}.Record(r.rec)
-	readyCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := p.WaitReady(readyCtx); err != nil {
-		if len(p.Crashes()) == 0 {
-			return fmt.Errorf("%s did not recover after healing: %w", r.cfg.target(), err)
-		}
-		r.cfg.Log.Error("target did not recover after healing", "err", err, "crashed", crashNote(p.Crashes()))
-	}
-	return nil
 }
 
 // targetLine is summary.md's line naming a peer target and what differs

@@ -253,6 +253,8 @@ func (c *Config) Transfer() Transfer {
 // Run runs the cluster, the workload and the nemesis, then heals, reads
 // every key and collects the members' digests. history.jsonl and
 // digests.json are written to cfg.Out. A *HarnessError means no verdict.
+// When ctx ends (Ctrl-C) the run is cut short wherever it is (cut): the
+// Result then holds what was recorded, and says where it stopped.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, &HarnessError{err}
@@ -262,6 +264,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r := &run{cfg: cfg, logs: filepath.Join(cfg.Out, "logs")}
 	defer r.close()
+	if cfg.Progress != nil {
+		said := context.AfterFunc(ctx, func() {
+			fmt.Fprintln(cfg.Progress, "chaos: interrupted: stopping the workload and the nemesis, then the cluster; what was recorded is checked and reported")
+		})
+		defer said()
+	}
 	phases := r.phases
 	if cfg.target() != TargetRaftlock {
 		phases = r.peerPhases
@@ -293,6 +301,8 @@ type run struct {
 	clients []*clientProc
 	// peer is the service tried when it is not raftlock (--target).
 	peer peerService
+	// ran is how long the workload ran, once it stopped.
+	ran time.Duration
 }
 
 func (r *run) close() {
@@ -310,10 +320,15 @@ func (r *run) close() {
 
 // phases carries the run out: start the cluster and fill its table, run
 // the workload under the nemesis, heal and read every key, restart every
-// member from its disk, then collect what the checks need.
+// member from its disk, then collect what the checks need. Ctrl-C (ctx
+// ending) cuts it short at any of them.
 func (r *run) phases(ctx context.Context) (*Result, error) {
 	if err := r.start(ctx); err != nil {
-		return nil, err
+		where := "while the cluster started"
+		if r.cfg.Held > 0 {
+			where = "while the cluster started and its table filled"
+		}
+		return r.cutOr(ctx, where, err)
 	}
 	if err := r.record(); err != nil {
 		return nil, err
@@ -325,20 +340,115 @@ func (r *run) phases(ctx context.Context) (*Result, error) {
 	defer stopPoll()
 	go r.sup.PollMetrics(pollCtx, time.Second)
 	if err := r.workload(ctx); err != nil {
-		return nil, err
+		return r.cutOr(ctx, r.workloadWhere(), err)
 	}
-	bg := context.WithoutCancel(ctx)
-	if err := r.heal(bg); err != nil {
-		return nil, err
+	r.progress("chaos: workload done: healing, reading every key, restarting every member from its disk")
+	if err := r.heal(ctx); err != nil {
+		return r.cutOr(ctx, "after the workload, while the cluster healed", err)
 	}
-	finalReads(bg, r.wl, r.keys)
-	if err := r.restartAll(bg); err != nil {
-		return nil, err
+	finalReads(ctx, r.wl, r.keys)
+	if ctx.Err() != nil {
+		return r.cut(ctx, "after the workload, during the final reads")
 	}
-	digests := collectDigests(bg, r.sup)
+	if err := r.restartAll(ctx); err != nil {
+		return r.cutOr(ctx, "after the workload, during the final restarts", err)
+	}
+	digests := collectDigests(ctx, r.sup)
+	if ctx.Err() != nil {
+		return r.cut(ctx, "after the workload, while the members' digests were collected")
+	}
 	stopPoll()
+	bg := context.WithoutCancel(ctx)
 	r.sup.ReadAllMetrics(bg)
 	return r.collect(bg, digests)
+}
+
+// workloadWhere says, for a run cut short during the workload, how long
+// it had run.
+func (r *run) workloadWhere() string {
+	return fmt.Sprintf("during the workload, after %.1fs of %v", r.ran.Seconds(), r.cfg.Time)
+}
+
+// progress prints a progress line, if progress lines are wanted.
+func (r *run) progress(line string) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintln(r.cfg.Progress, line)
+	}
+}
+
+// cutOr is err's end of the run, unless Ctrl-C interrupted it (ctx
+// ended), whatever err then says: the run is then cut short where it
+// was.
+func (r *run) cutOr(ctx context.Context, where string, err error) (*Result, error) {
+	if ctx.Err() == nil {
+		return nil, err
+	}
+	return r.cut(ctx, where)
+}
+
+// cut ends a run Ctrl-C interrupted (where says when) with what it
+// recorded. The workload and the nemesis have stopped with ctx (the
+// nemesis healed the fault it had made, and operations cut short were
+// recorded as info, or stay open, which the checker takes as info); the
+// faults left are ended and recorded, every member is stopped, and the
+// result is gathered as collect gathers it, without the final reads,
+// restarts and digests of a run that ends: convergence is not checked,
+// and the audit reads the members' journals as they stopped, a log that
+// is never final. A run cut before its workload began still leaves a
+// history, its header alone.
+func (r *run) cut(ctx context.Context, where string) (*Result, error) {
+	ctx = context.WithoutCancel(ctx)
+	if err := r.openHistory(); err != nil {
+		return nil, err
+	}
+	if r.peer != nil {
+		return r.cutPeer(where)
+	}
+	if r.sup == nil {
+		return &Result{Events: r.rec.Events(), Interrupted: where}, nil
+	}
+	r.stopCluster(ctx)
+	if r.nem == nil {
+		// Cut while the cluster started: nothing ran, nothing to report
+		// but the crashes of members that could not start.
+		if err := r.rec.Err(); err != nil {
+			return nil, fmt.Errorf("write the history: %w", err)
+		}
+		return &Result{Events: r.rec.Events(), Stats: r.sup.Stats(), Crashes: r.sup.Crashes(), Held: r.held, Interrupted: where}, nil
+	}
+	res, err := r.collect(ctx, []checker.NodeDigest{})
+	if err != nil {
+		return nil, err
+	}
+	res.Interrupted = where
+	return res, nil
+}
+
+// stopCluster ends the faults left and stops every member, for a run cut
+// short: once the nemesis has run, the paused resumed, the links healed
+// and the clocks set true, recorded as heal records them, and the
+// snapshot counters read; then every member killed, none restarted and
+// nothing waited for.
+func (r *run) stopCluster(ctx context.Context) {
+	if r.nem != nil {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resumed, clocks, err := r.sup.EndFaults(fctx)
+		cancel()
+		if err != nil {
+			r.cfg.Log.Warn("a clock was not set true before the members stopped", "err", err)
+		}
+		if len(resumed) > 0 {
+			fault.Resume{Nodes: resumed}.Record(r.rec)
+		}
+		for _, id := range clocks {
+			fault.TrueClock(id).Record(r.rec)
+		}
+		fault.Heal{}.Record(r.rec)
+		r.sup.ReadAllMetrics(ctx)
+	}
+	for _, id := range r.sup.IDs() {
+		r.sup.kill(id)
+	}
 }
 
 // start starts the cluster and fills its table with the held locks.
@@ -395,14 +505,30 @@ func (c *Config) header(keys []string) map[string]any {
 	return h.Map(extra)
 }
 
+// openHistory starts the history in the file start created, with its
+// header, once.
+func (r *run) openHistory() error {
+	if r.rec != nil {
+		return nil
+	}
+	if r.hf == nil {
+		hf, err := os.Create(filepath.Join(r.cfg.Out, "history.jsonl"))
+		if err != nil {
+			return err
+		}
+		r.hf = hf
+	}
+	r.keys = workload.Keys(r.cfg.Keys)
+	var err error
+	r.rec, err = history.NewRecorder(r.hf, r.cfg.header(r.keys))
+	return err
+}
+
 // record opens the history with its header and sets up the workload and
 // the nemesis that write to it.
 func (r *run) record() error {
 	cfg := r.cfg
-	r.keys = workload.Keys(cfg.Keys)
-	var err error
-	r.rec, err = history.NewRecorder(r.hf, cfg.header(r.keys))
-	if err != nil {
+	if err := r.openHistory(); err != nil {
 		return err
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
@@ -440,7 +566,9 @@ func (r *run) workload(ctx context.Context) error {
 		})
 	}
 	wg.Go(func() { printProgress(runCtx, r.cfg, r.rec, r.wl, r.nem) })
+	began := time.Now()
 	err := r.wl.Run(runCtx)
+	r.ran = time.Since(began)
 	wg.Wait()
 	if err != nil {
 		return err
@@ -449,9 +577,10 @@ func (r *run) workload(ctx context.Context) error {
 }
 
 // heal ends every fault, records what that undid, and waits for the
-// cluster to be ready again.
+// cluster to be ready again, or for ctx to end (Ctrl-C): the faults are
+// ended whatever ctx says.
 func (r *run) heal(ctx context.Context) error {
-	resumed, started, clocks, err := r.sup.HealAll(ctx)
+	resumed, started, clocks, err := r.sup.HealAll(context.WithoutCancel(ctx))
 	if len(resumed) > 0 {
 		fault.Resume{Nodes: resumed}.Record(r.rec)
 	}
@@ -470,7 +599,7 @@ func (r *run) heal(ctx context.Context) error {
 	cancel()
 	if err != nil {
 		crashes := r.sup.Crashes()
-		if len(crashes) == 0 {
+		if len(crashes) == 0 || ctx.Err() != nil {
 			return fmt.Errorf("cluster did not recover after healing: %w", err)
 		}
 		// Members that died on their own are raftlock's failure, not the
@@ -487,10 +616,20 @@ func (r *run) heal(ctx context.Context) error {
 // are the ones now, which after membership changes are not 1..N.
 func (r *run) restartAll(ctx context.Context) error {
 	for _, id := range r.sup.IDs() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		fault.Kill{Nodes: []int{id}}.Record(r.rec)
 		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 		err := r.sup.RestartNode(rctx, id)
 		rcancel()
+		if ctx.Err() != nil {
+			// Cut short: it was started again unless it is down.
+			if r.sup.Running(id) {
+				fault.Start{Nodes: []int{id}}.Record(r.rec)
+			}
+			return ctx.Err()
+		}
 		if err != nil && len(r.sup.Crashes()) == 0 {
 			return fmt.Errorf("final restart of node %d: %w", id, err)
 		}
@@ -498,7 +637,7 @@ func (r *run) restartAll(ctx context.Context) error {
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := r.sup.WaitReady(readyCtx); err != nil && len(r.sup.Crashes()) == 0 {
+	if err := r.sup.WaitReady(readyCtx); err != nil && (len(r.sup.Crashes()) == 0 || ctx.Err() != nil) {
 		return fmt.Errorf("cluster did not recover after the final restarts: %w", err)
 	}
 	return nil
@@ -516,7 +655,8 @@ func crashNote(crashes []Crash) string {
 	return strings.Join(parts, "; ")
 }
 
-// finalReads reads every key once, after healing, from a fresh process.
+// finalReads reads every key once, after healing, from a fresh process,
+// until ctx ends.
 func finalReads(ctx context.Context, wl *Workload, keys []string) {
 	wk := &worker{w: wl, proc: wl.newProcess()}
 	var err error
@@ -525,12 +665,15 @@ func finalReads(ctx context.Context, wl *Workload, keys []string) {
 	}
 	defer wk.reader.Close()
 	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
+		}
 		wk.get(ctx, k)
 	}
 }
 
-// collectDigests waits (up to 15 s) for every member to reach the same
-// applied index, then takes each member's digest.
+// collectDigests waits (up to 15 s, or until ctx ends) for every member
+// to reach the same applied index, then takes each member's digest.
 func collectDigests(ctx context.Context, sup *Supervisor) []checker.NodeDigest {
 	deadline := time.Now().Add(15 * time.Second)
 	var st map[int]wire.Status
@@ -541,7 +684,7 @@ func collectDigests(ctx context.Context, sup *Supervisor) []checker.NodeDigest {
 		for _, s := range st {
 			same = same && s.Applied == st[ids[0]].Applied
 		}
-		if same || time.Now().After(deadline) {
+		if same || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -5,6 +5,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -306,7 +307,7 @@ func (s *Supervisor) StartNode(id int) error {
 	}
 	cmd := exec.Command(s.spec.Bin, s.argsLocked(m).Argv()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = procattr.DieWithParent()
+	cmd.SysProcAttr = procattr.Child()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start node %d: %w", id, err)
@@ -697,23 +698,8 @@ func (s *Supervisor) WaitReady(ctx context.Context) error {
 // HealAll ends every fault: resumes paused members, restarts killed ones,
 // resets clocks and heals the links. It returns what it did, for the history.
 func (s *Supervisor) HealAll(ctx context.Context) (resumed, started, clocks []int, err error) {
-	s.mu.Lock()
-	for id, m := range s.nodes {
-		if m.paused {
-			resumed = append(resumed, id)
-		}
-		if m.clocked {
-			clocks = append(clocks, id)
-		}
-	}
-	s.mu.Unlock()
-	sort.Ints(resumed)
-	sort.Ints(clocks)
-	for _, id := range resumed {
-		s.Resume(id)
-	}
-	s.Heal()
-	s.HealNet()
+	resumed, clocks = s.faulted()
+	s.resumeAndHeal(resumed)
 	for _, id := range s.IDs() {
 		if !s.Running(id) {
 			if err := s.StartNode(id); err != nil {
@@ -728,6 +714,53 @@ func (s *Supervisor) HealAll(ctx context.Context) (resumed, started, clocks []in
 		}
 	}
 	return resumed, started, clocks, err
+}
+
+// EndFaults ends the faults of a cluster about to stop (a run cut
+// short): resumes paused members, heals the links and resets the clocks
+// of the members that run, but restarts none (a killed member's clock
+// went with its process). It returns what it did, for the history.
+func (s *Supervisor) EndFaults(ctx context.Context) (resumed, clocks []int, err error) {
+	resumed, skewed := s.faulted()
+	s.resumeAndHeal(resumed)
+	for _, id := range skewed {
+		if !s.Running(id) {
+			continue
+		}
+		if e := s.SetClock(ctx, id, 1, 0); e != nil {
+			err = cmp.Or(err, e)
+			continue
+		}
+		clocks = append(clocks, id)
+	}
+	return resumed, clocks, err
+}
+
+// faulted are the members paused and those whose clock was changed, in
+// id order.
+func (s *Supervisor) faulted() (paused, clocked []int) {
+	s.mu.Lock()
+	for id, m := range s.nodes {
+		if m.paused {
+			paused = append(paused, id)
+		}
+		if m.clocked {
+			clocked = append(clocked, id)
+		}
+	}
+	s.mu.Unlock()
+	sort.Ints(paused)
+	sort.Ints(clocked)
+	return paused, clocked
+}
+
+// resumeAndHeal resumes the members paused and heals every link.
+func (s *Supervisor) resumeAndHeal(paused []int) {
+	for _, id := range paused {
+		s.Resume(id)
+	}
+	s.Heal()
+	s.HealNet()
 }
 
 // Close kills every member and stops the proxies.

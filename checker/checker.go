@@ -33,6 +33,9 @@ const (
 	VerdictValid   = "valid"
 	VerdictInvalid = "invalid"
 	VerdictUnknown = "unknown"
+	// VerdictInterrupted is a run Ctrl-C cut short, in which no check
+	// found a violation: neither valid nor failing (Verdict.Interrupted).
+	VerdictInterrupted = "interrupted"
 )
 
 // Exit codes of raftlock check and raftlock chaos.
@@ -41,6 +44,9 @@ const (
 	ExitViolation = 1
 	ExitUnknown   = 2
 	ExitHarness   = 3
+	// ExitInterrupted is a run Ctrl-C cut short with no violation found,
+	// as a shell reports SIGINT.
+	ExitInterrupted = 130
 )
 
 // NodeDigest is one member's state digest at an applied index.
@@ -90,6 +96,9 @@ type Options struct {
 	// backup-freshness check: nil when it took none (the check is
 	// skipped).
 	Backups []Backup
+	// Notes are said with the verdict: what reading the inputs passed
+	// over (a history's last line cut short).
+	Notes []string
 }
 
 // SnapshotIntegrity is the evidence of the snapshot-integrity check.
@@ -145,6 +154,11 @@ type Verdict struct {
 	ExitCode int      `json:"exit_code"`
 	Checks   []Result `json:"checks"`
 	Stats    Stats    `json:"stats"`
+	// Partial: the run was interrupted before its end, as bench's report
+	// says of a bench; the checks ran on what it recorded. Notes say where
+	// it stopped, and what the inputs lacked.
+	Partial bool     `json:"partial,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
 
 	// Kept for the reports; paired has, as the client saw them, the info
 	// operations the committed log showed never happened, which ops drops.
@@ -205,7 +219,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	paired := ops
 	ops, stats.Resolved = resolve(ops, rs)
 	ops = withListReads(ops)
-	v := &Verdict{ops: ops, paired: paired, windows: windows, Stats: stats}
+	v := &Verdict{ops: ops, paired: paired, windows: windows, Stats: stats, Notes: opts.Notes}
 	if stats.Ops == 0 {
 		// Nothing was checked: that is no evidence of correctness.
 		v.Valid, v.Verdict, v.ExitCode = false, VerdictUnknown, ExitUnknown
@@ -242,6 +256,20 @@ func Check(events []history.Event, opts Options) *Verdict {
 	}
 	v.Stats.CheckTime = time.Since(start).Seconds()
 	return v
+}
+
+// Interrupted marks v as the verdict of a run Ctrl-C cut short (where
+// says when): partial, and unless a deciding check found a violation,
+// which stands whatever stopped the run, neither valid nor failing:
+// VerdictInterrupted, ExitInterrupted. An operation the interruption cut
+// short was recorded without its completion, so the checks took it as
+// info, which may or may not have happened.
+func (v *Verdict) Interrupted(where string) {
+	v.Partial = true
+	v.Notes = append(v.Notes, "interrupted "+where+"; operations it cut short are info")
+	if v.ExitCode != ExitViolation {
+		v.Valid, v.Verdict, v.ExitCode = false, VerdictInterrupted, ExitInterrupted
+	}
 }
 
 // resolve applies post-run resolutions: an info acquire that happened

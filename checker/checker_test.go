@@ -207,6 +207,35 @@ func TestReadValidatesFormat(t *testing.T) {
 	}
 }
 
+// A run cut short is partial, with a note saying where; with no
+// violation found it is neither valid nor failing (interrupted, 130), and
+// a violation found in what it recorded still fails it.
+func TestInterruptedVerdict(t *testing.T) {
+	valid := new(builder).
+		add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
+		add(1, "invoke", "acquire", "k", lease(1000))
+	v := Check(valid.events, Options{})
+	v.Interrupted("during the workload, after 2.0s of 30s")
+	if v.Valid || v.Verdict != VerdictInterrupted || v.ExitCode != ExitInterrupted || !v.Partial || len(v.Notes) != 1 ||
+		!strings.HasPrefix(v.Notes[0], "interrupted during the workload, after 2.0s of 30s") {
+		t.Fatalf("interrupted valid run: %+v", v)
+	}
+	var summary strings.Builder
+	v.Summary(&summary)
+	if !strings.Contains(summary.String(), "INTERRUPTED") || !strings.Contains(summary.String(), "**Partial**") ||
+		!strings.Contains(summary.String(), "Note: interrupted during the workload") {
+		t.Errorf("summary:\n%s", summary.String())
+	}
+	twoHolders := new(builder).
+		add(0, "invoke", "acquire", "k", lease(1000)).add(0, "ok", "acquire", "k", tok(1)).
+		add(1, "invoke", "acquire", "k", lease(1000)).add(1, "ok", "acquire", "k", tok(1))
+	v = Check(twoHolders.events, Options{})
+	v.Interrupted("during the workload, after 2.0s of 30s")
+	if v.Verdict != VerdictInvalid || v.ExitCode != ExitViolation || !v.Partial {
+		t.Fatalf("interrupted run with a violation: verdict %s, exit %d, partial %v", v.Verdict, v.ExitCode, v.Partial)
+	}
+}
+
 func TestReportsWritten(t *testing.T) {
 	b := new(builder).
 		add(0, "invoke", "acquire", "k", lease(1000)).add(-1, "info", "kill", "", history.Value{Nodes: []int{1}}).

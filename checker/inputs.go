@@ -16,16 +16,23 @@ import (
 // chaos run's committed log and settled info operations.
 type Inputs struct{ History, Digests, Log, Resolved string }
 
-// Load reads the history, and the other inputs named into opts.
+// Load reads the history, and the other inputs named into opts. A last
+// line cut short (history.File's Cut) is left out, and a note in opts
+// says so.
 func (in Inputs) Load(opts *Options) ([]history.Event, error) {
 	f, err := os.Open(in.History)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	_, events, err := history.Read(f)
+	h, err := history.Parse(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: malformed history: %w", in.History, err)
+	}
+	if h.Cut > 0 {
+		// What a writer stopped mid-line leaves: the lines before are
+		// whole, and the checks run on them.
+		opts.Notes = append(opts.Notes, fmt.Sprintf("%s: its last line (%d) is cut short and was ignored", in.History, h.Cut))
 	}
 	if in.Log != "" {
 		opts.Log = &CommittedLog{}
@@ -45,7 +52,7 @@ func (in Inputs) Load(opts *Options) ([]history.Event, error) {
 			return nil, fmt.Errorf("%s: %w", j.file, err)
 		}
 	}
-	return events, nil
+	return h.Events, nil
 }
 
 // PrepareOut readies the report directory out: as chaos and sim do, it

@@ -74,6 +74,12 @@ func (v *Verdict) Summary(w io.Writer) {
 	fmt.Fprintf(w, "%s, %s (ok %d, fail %d, info %d), %s, %s, %s settled by the committed log; checked in %.2fs.\n\n",
 		count(v.Stats.Events, "event"), count(v.Stats.Ops, "operation"), v.Stats.ByType[history.OK], v.Stats.ByType[history.Fail], v.Stats.ByType[history.Info],
 		count(v.Stats.Grants, "grant"), count(v.Stats.Nemesis, "nemesis window"), count(v.Stats.Resolved, "info operation"), v.Stats.CheckTime)
+	if v.Partial {
+		fmt.Fprintf(w, "**Partial**: the run was interrupted; the checks ran on what it recorded.\n\n")
+	}
+	for _, n := range v.Notes {
+		fmt.Fprintf(w, "Note: %s.\n\n", n)
+	}
 	if v.Stats.Restarts+v.Stats.Snapshots+v.Stats.SnapshotsInstalled > 0 {
 		fmt.Fprintf(w, "Cluster: %s, %s taken, %s installed from the leader.\n\n",
 			count(v.Stats.Restarts, "member restart"), count(v.Stats.Snapshots, "snapshot"), count(v.Stats.SnapshotsInstalled, "snapshot"))

@@ -157,16 +157,51 @@ type Event struct {
 // Ptr returns a pointer to v, for Value's optional fields.
 func Ptr[T any](v T) *T { return &v }
 
-// Read parses a history. It checks the format (one JSON object per line,
+// File is a history as Parse reads it.
+type File struct {
+	Header map[string]any // nil when the history has none
+	Events []Event        // in file order
+	// Cut is the number of the last line when Parse dropped it as cut
+	// short, 0 when it dropped none: a last line that ends without a
+	// newline and stops in the middle of its JSON is what a writer
+	// stopped in the middle of a line leaves (the harness killed, a full
+	// disk), and the lines before it are whole.
+	Cut int
+}
+
+// Read parses a history as Parse does, returning its header and events,
+// but refuses a last line cut short: a reader that wants the whole lines
+// before one uses Parse, which says it dropped it.
+func Read(r io.Reader) (map[string]any, []Event, error) {
+	f, err := Parse(r)
+	if err == nil && f.Cut > 0 {
+		err = fmt.Errorf("line %d: %w (the line is cut short)", f.Cut, io.ErrUnexpectedEOF)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return f.Header, f.Events, nil
+}
+
+// Parse reads a history. It checks the format (one JSON object per line,
 // times that never go backwards, each type's required fields, a process
 // with at most one open operation, completions matching their invocations
 // and not stamped before them) and returns the header, if any, and the
-// events in file order. Errors name the line.
-func Read(r io.Reader) (map[string]any, []Event, error) {
+// events in file order. Errors name the line. A last line cut short is
+// dropped and named in Cut, never read as an error: every line before it
+// is whole, and the operation it would have completed stays open, which
+// the checker takes as info (outcome unknown). A line cut short anywhere
+// else, or a last line that is whole and wrong, is an error.
+func Parse(r io.Reader) (File, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var header map[string]any
-	var events []Event
+	unterminated := false // the line just scanned is the last and has no newline
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		adv, tok, err := bufio.ScanLines(data, atEOF)
+		unterminated = atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0
+		return adv, tok, err
+	})
+	var f File
 	v := validator{open: map[Process]Event{}, retired: map[Process]bool{}}
 	line := 0
 	for sc.Scan() {
@@ -176,31 +211,46 @@ func Read(r io.Reader) (map[string]any, []Event, error) {
 			continue
 		}
 		if bytes.HasPrefix(b, []byte(`{"header"`)) {
-			if len(events) > 0 || header != nil {
-				return nil, nil, fmt.Errorf("line %d: a header may only be the first line", line)
+			if len(f.Events) > 0 || f.Header != nil {
+				return File{}, fmt.Errorf("line %d: a header may only be the first line", line)
 			}
 			var h struct {
 				Header map[string]any `json:"header"`
 			}
 			if err := decodeOne(b, &h); err != nil {
-				return nil, nil, fmt.Errorf("line %d: header: %w", line, err)
+				if cutShort(err, unterminated) {
+					f.Cut = line
+					break
+				}
+				return File{}, fmt.Errorf("line %d: header: %w", line, err)
 			}
-			header = h.Header
+			f.Header = h.Header
 			continue
 		}
 		var e Event
 		if err := decodeOne(b, &e); err != nil {
-			return nil, nil, fmt.Errorf("line %d: %w", line, err)
+			if cutShort(err, unterminated) {
+				f.Cut = line
+				break
+			}
+			return File{}, fmt.Errorf("line %d: %w", line, err)
 		}
 		if err := v.check(e); err != nil {
-			return nil, nil, fmt.Errorf("line %d: %w", line, err)
+			return File{}, fmt.Errorf("line %d: %w", line, err)
 		}
-		events = append(events, e)
+		f.Events = append(f.Events, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, nil, fmt.Errorf("line %d: %w", line+1, err)
+		return File{}, fmt.Errorf("line %d: %w", line+1, err)
 	}
-	return header, events, nil
+	return f, nil
+}
+
+// cutShort says whether a line that did not decode was cut short: it is
+// the last, has no newline, and its JSON ends before it closes. Text after
+// a whole object, or a wrong field, is not what a cut leaves.
+func cutShort(err error, unterminated bool) bool {
+	return unterminated && errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // decodeOne decodes exactly one JSON object from b: a second object or any
@@ -399,24 +449,31 @@ func checkNemesis(e Event) error {
 }
 
 // Recorder appends events to a writer as they happen, from many
-// goroutines, and keeps them in memory.
+// goroutines, and keeps them in memory. Each line, the header's and each
+// event's, goes to the writer whole in one Write, under the recorder's
+// lock, as it is recorded: the history holds only whole lines whenever
+// the harness stops, interrupted or killed (a buffer written out when
+// full would cut a line at its boundary), and a kill loses nothing that
+// was recorded.
 type Recorder struct {
 	mu     sync.Mutex
 	start  time.Time
-	w      *bufio.Writer
+	w      io.Writer
 	events []Event
 	err    error
 }
 
 // NewRecorder starts a history at now; header may be nil.
 func NewRecorder(w io.Writer, header map[string]any) (*Recorder, error) {
-	r := &Recorder{start: time.Now(), w: bufio.NewWriter(w)}
+	r := &Recorder{start: time.Now(), w: w}
 	if header != nil {
 		b, err := json.Marshal(map[string]any{"header": header})
 		if err != nil {
 			return nil, err
 		}
-		r.w.Write(append(b, '\n'))
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return nil, fmt.Errorf("write the history's header: %w", err)
+		}
 	}
 	return r, nil
 }
@@ -447,12 +504,10 @@ func (r *Recorder) Events() []Event {
 	return append([]Event(nil), r.events...)
 }
 
-// Flush writes out buffered events.
-func (r *Recorder) Flush() error {
+// Err is the first error writing an event met, nil if none did: the
+// history then lacks what Events has from there on.
+func (r *Recorder) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.w.Flush(); err != nil && r.err == nil {
-		r.err = err
-	}
 	return r.err
 }

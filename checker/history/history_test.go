@@ -1,9 +1,14 @@
 package history
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -76,5 +81,124 @@ func TestReadRefusesMissingFieldsAndBadNemesisEvents(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", name, err, tc.want)
 		}
+	}
+}
+
+// lineWriter keeps each Write it is given.
+type lineWriter struct {
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, bytes.Clone(b))
+	return len(b), nil
+}
+
+// record records procs clients' rounds of acquires, and the nemesis's
+// pauses, from several goroutines at once, as the harness's clients and
+// nemesis do.
+func record(t *testing.T, w io.Writer, procs, rounds int) *Recorder {
+	t.Helper()
+	rec, err := NewRecorder(w, map[string]any{"seed": 5, "keys": []string{"k1", "k2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for p := range procs {
+		wg.Go(func() {
+			for i := range rounds {
+				key := fmt.Sprintf("k%d", 1+i%2)
+				rec.Record(Process(p), Invoke, OpAcquire, key, Value{LeaseMS: Ptr[int64](100), Owner: strings.Repeat("o", p*40)})
+				rec.Record(Process(p), Fail, OpAcquire, key, Value{Error: "held"})
+			}
+		})
+	}
+	wg.Go(func() {
+		for range rounds {
+			rec.Record(Nemesis, Info, FaultPause, "", Value{Nodes: []int{2}})
+			rec.Record(Nemesis, Info, FaultResume, "", Value{Nodes: []int{2}})
+		}
+	})
+	wg.Wait()
+	return rec
+}
+
+// Each line of a history, the header's and every event's, reaches the
+// writer whole in one Write: a harness stopped between two writes, even
+// killed, leaves only whole lines, and a history file is never cut at a
+// buffer's boundary.
+func TestRecorderWritesEachLineWhole(t *testing.T) {
+	var w lineWriter
+	rec := record(t, &w, 8, 25)
+	if len(w.writes) != 1+len(rec.Events()) {
+		t.Fatalf("%d writes for a header and %d events", len(w.writes), len(rec.Events()))
+	}
+	for i, b := range w.writes {
+		if bytes.IndexByte(b, '\n') != len(b)-1 || !json.Valid(b) {
+			t.Fatalf("write %d is not one whole line: %q", i, b)
+		}
+	}
+	if f, err := Parse(bytes.NewReader(bytes.Join(w.writes, nil))); err != nil || f.Cut != 0 || len(f.Events) != len(rec.Events()) {
+		t.Fatalf("read back %d of %d events, cut %d: %v", len(f.Events), len(rec.Events()), f.Cut, err)
+	}
+	if err := rec.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A history cut at any byte (a writer killed in the middle of a line, as
+// a full disk or a kernel's short write may leave it) reads as the whole
+// lines before the cut: the cut last line is dropped and named, never a
+// malformed history.
+func TestParseDropsALastLineCutShort(t *testing.T) {
+	var w lineWriter
+	record(t, &w, 2, 3)
+	text := bytes.Join(w.writes, nil)
+	for n := range len(text) + 1 {
+		f, err := Parse(bytes.NewReader(text[:n]))
+		if err != nil {
+			t.Fatalf("cut at byte %d of %d: %v", n, len(text), err)
+		}
+		lines := bytes.Count(text[:n], []byte("\n")) // ended within the cut
+		cut := 0
+		if rest := text[bytes.LastIndexByte(text[:n], '\n')+1 : n]; json.Valid(rest) {
+			lines++ // all of a line but its newline: whole
+		} else if len(rest) > 0 {
+			cut = lines + 1
+		}
+		events := max(lines-1, 0) // the first line is the header
+		if len(f.Events) != events || f.Cut != cut || (f.Header != nil) != (lines > 0) {
+			t.Fatalf("cut at byte %d: %d events, cut line %d, header %v; want %d events, cut line %d", n, len(f.Events), f.Cut, f.Header, events, cut)
+		}
+	}
+}
+
+// Only a last line cut short is dropped: one cut short before another
+// line, or a last line that is whole and wrong, is refused as before.
+func TestParseRefusesWhatACutDoesNotLeave(t *testing.T) {
+	const inv = `{"index":0,"time":1,"process":1,"type":"invoke","f":"acquire","key":"k","value":{"lease_ms":10}}`
+	for name, tc := range map[string]struct{ text, want string }{
+		"a cut line before another": {inv[:40] + "\n" + inv + "\n", "line 1: unexpected EOF"},
+		"text after the last event": {inv + " garbage", "line 1: unexpected text after the event"},
+		"a last line without a key": {`{"index":0,"time":1,"process":1,"type":"invoke","f":"acquire","value":{"lease_ms":10}}`, "line 1: invocation without a key"},
+	} {
+		if f, err := Parse(strings.NewReader(tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: read %+v, %v; want an error with %q", name, f, err, tc.want)
+		}
+	}
+}
+
+// Read, for a reader that wants every line, refuses the last line cut
+// short that Parse drops and names.
+func TestReadRefusesALastLineCutShort(t *testing.T) {
+	const inv = `{"index":0,"time":1,"process":1,"type":"invoke","f":"acquire","key":"k","value":{"lease_ms":10}}` + "\n"
+	if _, _, err := Read(strings.NewReader(inv + inv[:30])); err == nil || !strings.Contains(err.Error(), "line 2: unexpected EOF") {
+		t.Fatalf("read a history cut short: %v", err)
+	}
+	if f, err := Parse(strings.NewReader(inv + inv[:30])); err != nil || f.Cut != 2 || len(f.Events) != 1 {
+		t.Fatalf("parse a history cut short: %+v, %v", f, err)
 	}
 }

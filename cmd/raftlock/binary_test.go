@@ -40,7 +40,7 @@ func spawn(t *testing.T, bin, log string, args []string) (cmd *exec.Cmd, exited 
 	}
 	cmd = exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = procattr.DieWithParent()
+	cmd.SysProcAttr = procattr.Child()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		t.Fatalf("start raftlock %v: %v", args, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -62,6 +63,8 @@ func verdictErr(v *checker.Verdict) error {
 		return withCode(v.ExitCode, errors.New("violations found"))
 	case checker.ExitUnknown:
 		return withCode(v.ExitCode, errors.New("no verdict: the checker timed out"))
+	case checker.ExitInterrupted:
+		return withCode(v.ExitCode, errors.New("interrupted: no violation in what was recorded before"))
 	}
 	return nil
 }
@@ -162,6 +165,11 @@ func runChaos(args []string, w, stderr io.Writer) (err error) {
 	}
 	ctx, stop := untilInterrupted()
 	defer stop()
+	// Interrupted, the run winds down (the workload and the nemesis stop,
+	// the cluster is healed and stopped, what was recorded is checked and
+	// reported, exit 130); a second Ctrl-C then ends the process at once,
+	// its members dying with it (procattr) and its history's lines whole.
+	context.AfterFunc(ctx, stop)
 	v, written, err := chaos.RunAndCheck(ctx, cfg, stderr)
 	if err != nil {
 		return harnessErr(err)

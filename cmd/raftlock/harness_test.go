@@ -153,6 +153,26 @@ func TestCheckExitCodes(t *testing.T) {
 	}
 }
 
+// A history whose last line is cut short, as a harness killed in the
+// middle of a write leaves it, is checked on its whole lines: check says
+// it ignored the cut line, in the text and the JSON, and the release the
+// line would have completed is info.
+func TestCheckIgnoresALastLineCutShort(t *testing.T) {
+	h := testdata("cut-last-line.jsonl")
+	code, out, stderr := cli(t, "check", h)
+	if code != 0 || !strings.Contains(out, "its last line (5) is cut short and was ignored") || !strings.Contains(out, "info 1") {
+		t.Fatalf("exit %d, want 0 with the cut line named\n%s%s", code, out, stderr)
+	}
+	code, out, _ = cli(t, "check", h, "--json")
+	var v struct {
+		Valid bool     `json:"valid"`
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || !v.Valid || len(v.Notes) != 1 || !strings.Contains(v.Notes[0], "cut short") {
+		t.Fatalf("--json: exit %d, %s (%v)", code, out, err)
+	}
+}
+
 // The header's nemesis list names clock faults, but none happened near the
 // pair: lease timing decides. --clock-faults is the explicit override that
 // makes it advisory.

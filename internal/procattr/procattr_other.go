@@ -4,7 +4,8 @@ package procattr
 
 import "syscall"
 
-// DieWithParent returns no attributes: only Linux has a parent-death
-// signal, so elsewhere a child outlives a harness that is killed, and the
-// harness stops its children itself on every other way out.
-func DieWithParent() *syscall.SysProcAttr { return nil }
+// Child returns the attributes of a process a harness starts: a process
+// group of its own. Only Linux has a parent-death signal, so elsewhere a
+// child outlives a harness that is killed, and the harness stops its
+// children itself on every other way out.
+func Child() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -63,7 +63,7 @@ func (g *Group) launch(p *Proc) error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), g.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = procattr.DieWithParent()
+	cmd.SysProcAttr = procattr.Child()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.bin, err)

@@ -22,12 +22,12 @@ import (
 )
 
 // VerdictInterrupted is the verdict of a seed whose run Ctrl-C cut short:
-// no verdict at all, never a failure.
-const VerdictInterrupted = "interrupted"
+// no verdict at all, never a failure; a chaos run cut short says the same.
+const VerdictInterrupted = checker.VerdictInterrupted
 
 // ExitInterrupted is an interrupted seed's exit code, as a shell reports
 // SIGINT.
-const ExitInterrupted = 130
+const ExitInterrupted = checker.ExitInterrupted
 
 // Summary is a swarm's totals. Seeds counts the seeds that ran to
 // the end; Interrupted lists those Ctrl-C cut short, NotStarted counts the
