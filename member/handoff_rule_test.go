@@ -62,6 +62,26 @@ func TestHolderCallMeetingAHandoffWaitsForIt(t *testing.T) {
 		h.expect("the release applies", h.commit(), "h1: ok")
 		h.settled()
 	})
+	// A forced release's token is the one it read from the table, even
+	// when the caller named another.
+	t.Run("forced_release_ignores_a_token_given", func(t *testing.T) {
+		h := leaderHoldingK(t)
+		h.expect("force", h.submit(Request{Handle: 1, Op: OpRelease, Key: "k", Force: true, Token: 9}), "read h1")
+		h.expect("confirmed", h.confirm(1, nil), `propose Release{"k"}@2`)
+		h.expect("applies", h.commit(), "h1: released 1")
+		h.settled()
+	})
+	// A call abandoned while it waits leaves the waiting list at once.
+	t.Run("abandoned_while_waiting", func(t *testing.T) {
+		h := handoffInFlight(t)
+		h.submit(releaseBy1)
+		h.expect("abandon", h.do(func() { h.lm.Abandon(1, "k", 0) }), "h1: Unavailable")
+		if len(h.lm.parked) != 0 {
+			t.Fatalf("parked after the abandon: %v", h.lm.parked)
+		}
+		h.expect("the handoff applies", h.commitAll(), "h101: token 2")
+		h.settled()
+	})
 	t.Run("planted_bug_answers_before_the_handoff", func(t *testing.T) {
 		h := newLM(t, BugHolderCallDuringHandoff)
 		h.lead(2)

@@ -128,6 +128,11 @@ type request struct {
 	// wpos its place in LockManager.waitQ (-1: not there).
 	checkAt time.Duration
 	wpos    int
+	// forceRead: a forced release read the holder's token it ends
+	// (rule 12), in Token.
+	forceRead bool
+	// parkedOn is the key whose change in flight it waits for (park).
+	parkedOn string
 }
 
 type expireMark struct {
@@ -461,6 +466,9 @@ func (lm *LockManager) Confirmed(now time.Duration, handle uint64, err error) {
 func (lm *LockManager) Abandon(handle uint64, key string, grantedToken uint64) {
 	if req, ok := lm.requests[handle]; ok {
 		req.cancelled = true
+		if req.parkedOn != "" {
+			lm.unparkGone(req)
+		}
 		if !req.proposed {
 			lm.removeWaiter(req)
 			lm.deliver(req, fsm.Result{}, ErrUnavailable)
@@ -544,8 +552,11 @@ func (lm *LockManager) holderCall(req *request) {
 		// The hold it ends is the one its first decision read: decided
 		// again after a handoff it waited for (below), it finds that
 		// hold gone and never ends the grant that followed.
-		if l, held := lm.machine.Get(req.Key); held && req.Token == 0 {
-			req.Token = l.Token
+		if !req.forceRead {
+			if l, held := lm.machine.Get(req.Key); held {
+				req.Token = l.Token
+			}
+			req.forceRead = true
 		}
 		if !lm.hooks.forceChecksHolder {
 			req.env = lm.envelope(fsm.Command{Op: fsm.OpRelease, Key: req.Key}, req.Tag)
@@ -791,7 +802,23 @@ func (lm *LockManager) handoffInFlight(key string, token uint64) bool {
 // park holds req until the command in flight that changes who holds key
 // applies or is dropped (unpark).
 func (lm *LockManager) park(key string, req *request) {
+	req.parkedOn = key
 	lm.parked[key] = append(lm.parked[key], req)
+}
+
+// unparkGone takes req, whose requester left, off the calls parked on its
+// key, so that calls sent and abandoned while a change stalls do not pile
+// up there.
+func (lm *LockManager) unparkGone(req *request) {
+	ps := lm.parked[req.parkedOn]
+	if i := slices.Index(ps, req); i >= 0 {
+		ps = slices.Delete(ps, i, i+1)
+		if len(ps) == 0 {
+			delete(lm.parked, req.parkedOn)
+		} else {
+			lm.parked[req.parkedOn] = ps
+		}
+	}
 }
 
 // unpark decides again the calls parked on key, whose change applied or
@@ -803,6 +830,7 @@ func (lm *LockManager) unpark(now time.Duration, key string) {
 	}
 	delete(lm.parked, key)
 	for _, req := range ps {
+		req.parkedOn = ""
 		if !req.delivered && !req.cancelled {
 			lm.decide(now, req)
 		}

@@ -284,9 +284,9 @@ func (h *lmHarness) settled() {
 	lm := h.lm
 	checkTimers(h.t, lm)
 	if len(h.log) != 0 || len(lm.requests) != 0 || len(lm.pending) != 0 || len(lm.inflight) != 0 ||
-		len(lm.renewing) != 0 || len(lm.waiters) != 0 || len(lm.waitQ) != 0 {
-		h.t.Fatalf("left behind: %d uncommitted, requests %v, pending %v, inflight %v, renewing %v, waiters %v",
-			len(h.log), lm.requests, lm.pending, lm.inflight, lm.renewing, lm.waiters)
+		len(lm.renewing) != 0 || len(lm.waiters) != 0 || len(lm.waitQ) != 0 || len(lm.parked) != 0 || len(lm.ghostReleasing) != 0 {
+		h.t.Fatalf("left behind: %d uncommitted, requests %v, pending %v, inflight %v, renewing %v, waiters %v, parked %v, ghost releases %v",
+			len(h.log), lm.requests, lm.pending, lm.inflight, lm.renewing, lm.waiters, lm.parked, lm.ghostReleasing)
 	}
 }
 
