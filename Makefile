@@ -20,9 +20,11 @@ run: build
 # `raftlock node` processes, all under the race detector. The member core's
 # tests check its invariants after every step in any build. Then the Python
 # client's tests (python3 only, standard library) against `raftlock node`
-# processes of the binary just built.
+# processes of the binary just built. The timeout is a backstop for a hung
+# test, not a budget: beside other work on 2 cores the cmd/raftlock package
+# alone takes over 9 minutes.
 test:
-	$(GO) test -race -timeout 9m ./...
+	$(GO) test -race -timeout 20m ./...
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
 	RAFTLOCK_BIN=$(BIN) python3 -m unittest discover -s clients/python/tests -t clients/python -v
 
