@@ -49,6 +49,11 @@ type attempt struct {
 type retrier struct {
 	endpoints []string
 	*retry.Targets
+	// beforeBackoff, when set (by tests, export_test.go), is called before
+	// each wait between two attempts, with why the last one failed: the
+	// one moment no attempt is in flight, which a test cannot reach by
+	// timing on a loaded machine.
+	beforeBackoff func(ctx context.Context, lastErr error)
 }
 
 // newRetrier is the retry loop of a client of endpoints, each written as
@@ -114,6 +119,9 @@ func (r *retrier) do(ctx context.Context, idempotent bool, try func(ctx context.
 			lastErr = a.err
 			r.ForgetLeader(target)
 			target = r.Next(target)
+		}
+		if r.beforeBackoff != nil {
+			r.beforeBackoff(ctx, lastErr)
 		}
 		backoff.Wait(ctx)
 	}
