@@ -8,8 +8,14 @@
 // is retried with a jittered backoff until the call's deadline, a call
 // that never reached a member is sent elsewhere, and a lock-changing call
 // that may have reached one and got no answer is never sent again: it
-// returns client.ErrOutcomeUnknown. The chaos harness and the bench use
-// them to drive a cluster over each protocol; any Go program may.
+// returns client.ErrOutcomeUnknown. No answer is a broken connection, or
+// a failure the member did not make: a gRPC status without the API's
+// Error detail (UNAVAILABLE from a connection reset as a member dies, or
+// from a proxy), an HTTP answer without raftlock's JSON error body (a
+// proxy's 502, 503 or 504). Only the member's own unavailable and
+// overloaded say that nothing was proposed. The chaos harness and the
+// bench use them to drive a cluster over each protocol; any Go program
+// may.
 package apiclient
 
 import (

@@ -179,8 +179,9 @@ func (c *GRPC) call(ctx context.Context, tag uint64, idempotent bool, rpc func(c
 		e := ErrorDetail(err)
 		switch {
 		case e == nil:
-			// No answer of the API's: the connection failed, or the call's
-			// deadline passed, perhaps after the member took it.
+			// No answer of the API's, whatever its code (UNAVAILABLE
+			// included): the connection failed, something between answered,
+			// or the call's deadline passed, perhaps after the member took it.
 			return attempt{err: err, failed: true, sent: sent.Load()}
 		case e.GetLeaderApi() != "":
 			return attempt{redirect: e.GetLeaderApi()}

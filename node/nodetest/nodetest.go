@@ -47,6 +47,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	members map[uint64]*member
+	apis    map[uint64]*apiPort // NewWithAPI's, until KillMember
 }
 
 type member struct {
