@@ -244,9 +244,15 @@ class ProxiedLeaderKillTest(unittest.TestCase):
 
 class LostTest(unittest.TestCase):
     """A lock whose renewals stop getting through is lost once its lease
-    has run out on the client's clock."""
+    has run out on the client's clock.
 
-    LEASE = 0.9
+    The lease leaves a renewal room on a loaded machine (one of 0.9 s ran
+    out there before the cut), and the loss is timed against a sixth of
+    it: half the time between two renewals, so a loss at the next renewal
+    rather than at the lease's end is still caught."""
+
+    LEASE = 3.0
+    SLACK = LEASE / 6
 
     def setUp(self) -> None:
         self.cluster = Cluster(1)
@@ -263,7 +269,7 @@ class LostTest(unittest.TestCase):
         with c.lock("lost/job", lease=lease) as lk:
             # A renewal goes through first: more of the lease is left than
             # the acquire alone would leave.
-            wait_until("a renewal", lambda: c.get("lost/job").remaining > lease - (time.monotonic() - start) + 0.1, timeout=5)
+            wait_until("a renewal", lambda: c.get("lost/job").remaining > lease - (time.monotonic() - start) + 0.1, timeout=60)
             self.assertFalse(lk.lost.is_set())
             cut_at = time.monotonic()
             cut_off()
@@ -280,13 +286,13 @@ class LostTest(unittest.TestCase):
         lost_after, _ = self.hold_until_cut_off(pause)
         # Within a lease of the pause: the lease counts from the start of
         # the last good renewal, which came before it.
-        self.assertLessEqual(lost_after, self.LEASE + 0.5)
+        self.assertLessEqual(lost_after, self.LEASE + self.SLACK)
 
     def test_lock_lost_when_the_member_is_gone(self) -> None:
         # Renewals now fail at once (the connection is refused): the lock
         # is lost when the lease runs out, not at a later tick.
         lost_after, _ = self.hold_until_cut_off(lambda: self.cluster.kill(self.member))
-        self.assertLessEqual(lost_after, self.LEASE + 0.2)
+        self.assertLessEqual(lost_after, self.LEASE + self.SLACK)
 
 
 if __name__ == "__main__":
