@@ -468,3 +468,34 @@ func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
 		t.Fatalf("acquire retried after the key was released: %v", err)
 	}
 }
+
+// A leader killed with an acquire waiting on it: the connection breaks
+// with the request sent, and the call fails ErrOutcomeUnknown at once,
+// never sent again (sent again, it would wait at the next leader behind
+// the holder until its wait ran out: ErrHeld). The binary protocol's
+// every answer is a frame of the member's, so a broken connection is the
+// one failure that is not the member's (docs/grpc-api.md's errors for the
+// API's others).
+func TestLeaderKilledUnderAWaitingAcquire(t *testing.T) {
+	// Rare elections: the leader must still lead when the acquire comes.
+	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 })
+	leader := c.WaitLeader()
+	cl := nodetest.Client(t, c.Endpoints()...)
+	ctx := nodetest.Context(t, 60*time.Second)
+	holder := acquire(t, ctx, cl, "k", time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.Acquire(ctx, "k", time.Minute, 30*time.Second)
+		done <- err
+	}()
+	nodetest.WaitFor(t, time.Minute, "the acquire to wait on the leader", func() bool {
+		return gaugeValue(t, leader, "raftlock_waiters") == 1
+	})
+	c.KillMember(leader.ID())
+	if err := <-done; !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("acquire waiting on a leader killed: %v, want ErrOutcomeUnknown", err)
+	}
+	if info, err := cl.Get(ctx, "k"); err != nil || !info.Held || info.Token != holder.Token {
+		t.Fatalf("after the kill: %+v, %v; want still the holder's token %d", info, err, holder.Token)
+	}
+}

@@ -149,8 +149,9 @@ func (c *Cluster) HoldAnswers(id uint64) <-chan string {
 // connections of its API port (NewWithAPI) are cut first, so a call in
 // flight there gets no answer at all (unlike StopMember, after which the
 // API answers what reaches it unavailable, as a member stopping does), and
-// nothing listens there any more; then the member stops. Its data
-// directory stays.
+// nothing listens there any more; then the member stops as StopMember
+// stops it, its client port's connections cut before its node stops. Its
+// data directory stays.
 func (c *Cluster) KillMember(id uint64) {
 	c.mu.Lock()
 	p := c.apis[id]
