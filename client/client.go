@@ -105,6 +105,12 @@ type Client struct {
 	mu     sync.Mutex
 	conns  map[string]*conn
 	closed bool
+
+	// beforeBackoff, when set (by tests, export_test.go), is called before
+	// each wait between two attempts of a call, with why the last one
+	// failed: the one moment no attempt is in flight, which a test cannot
+	// reach by timing on a loaded machine.
+	beforeBackoff func(ctx context.Context, lastErr error)
 }
 
 // New returns a client for the cluster whose members serve endpoints.
@@ -467,6 +473,9 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 			lastErr = err
 			c.forgetLeader(target)
 			target = c.target(target)
+		}
+		if c.beforeBackoff != nil {
+			c.beforeBackoff(ctx, lastErr)
 		}
 		backoff.Wait(ctx)
 	}

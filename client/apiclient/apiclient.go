@@ -8,8 +8,14 @@
 // is retried with a jittered backoff until the call's deadline, a call
 // that never reached a member is sent elsewhere, and a lock-changing call
 // that may have reached one and got no answer is never sent again: it
-// returns client.ErrOutcomeUnknown. The chaos harness and the bench use
-// them to drive a cluster over each protocol; any Go program may.
+// returns client.ErrOutcomeUnknown. No answer is a broken connection, or
+// a failure the member did not make: a gRPC status without the API's
+// Error detail (UNAVAILABLE from a connection reset as a member dies, or
+// from a proxy), an HTTP answer without raftlock's JSON error body (a
+// proxy's 502, 503 or 504). Only the member's own unavailable and
+// overloaded say that nothing was proposed. The chaos harness and the
+// bench use them to drive a cluster over each protocol; any Go program
+// may.
 package apiclient
 
 import (
@@ -49,6 +55,11 @@ type attempt struct {
 type retrier struct {
 	endpoints []string
 	*retry.Targets
+	// beforeBackoff, when set (by tests, export_test.go), is called before
+	// each wait between two attempts, with why the last one failed: the
+	// one moment no attempt is in flight, which a test cannot reach by
+	// timing on a loaded machine.
+	beforeBackoff func(ctx context.Context, lastErr error)
 }
 
 // newRetrier is the retry loop of a client of endpoints, each written as
@@ -114,6 +125,9 @@ func (r *retrier) do(ctx context.Context, idempotent bool, try func(ctx context.
 			lastErr = a.err
 			r.ForgetLeader(target)
 			target = r.Next(target)
+		}
+		if r.beforeBackoff != nil {
+			r.beforeBackoff(ctx, lastErr)
 		}
 		backoff.Wait(ctx)
 	}

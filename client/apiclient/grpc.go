@@ -198,8 +198,9 @@ func (c *GRPC) call(ctx context.Context, tag uint64, idempotent bool, rpc func(c
 		e := ErrorDetail(err)
 		switch {
 		case e == nil:
-			// No answer of the API's: the connection failed, or the call's
-			// deadline passed, perhaps after the member took it.
+			// No answer of the API's, whatever its code (UNAVAILABLE
+			// included): the connection failed, something between answered,
+			// or the call's deadline passed, perhaps after the member took it.
 			return attempt{err: err, failed: true, sent: sent.Load()}
 		case e.GetLeaderApi() != "":
 			return attempt{redirect: e.GetLeaderApi()}
@@ -250,16 +251,26 @@ func ErrorDetail(err error) *raftlockv1.Error {
 type sentKey struct{}
 
 // sentTracker is a stats.Handler that marks a call sent at its first
-// outgoing message.
+// outgoing message, and not sent again when gRPC starts a transparent
+// retry: it makes one only of an attempt the member never read (a stream
+// it refused, as a stopping member refuses new ones, or one that never
+// left), so that attempt did nothing.
 type sentTracker struct{}
 
 func (sentTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
 func (sentTracker) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.OutPayload); ok {
-		if sent, ok := ctx.Value(sentKey{}).(*atomic.Bool); ok {
-			sent.Store(true)
+	sent, ok := ctx.Value(sentKey{}).(*atomic.Bool)
+	if !ok {
+		return
+	}
+	switch s := s.(type) {
+	case *stats.Begin:
+		if s.IsTransparentRetryAttempt {
+			sent.Store(false)
 		}
+	case *stats.OutPayload:
+		sent.Store(true)
 	}
 }
 

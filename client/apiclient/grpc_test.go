@@ -94,9 +94,10 @@ func apiError(code codes.Code, e *raftlockv1.Error) error {
 	return st.Err()
 }
 
-// A lock-changing call whose connection broke after the request went out
-// is never sent again; a read is. An answer naming the leader is
-// followed, and overloaded and unavailable answers are asked again.
+// A lock-changing call whose connection broke after the request went out,
+// or answered UNAVAILABLE without the API's Error detail, is never sent
+// again; a read is. An answer naming the leader is followed, and
+// overloaded and unavailable answers (with the detail) are asked again.
 func TestGRPCRetryRules(t *testing.T) {
 	cut := newFakeLocks(t, func(f *fakeLocks, n int64) error {
 		if n == 1 {
@@ -109,7 +110,23 @@ func TestGRPCRetryRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	checkBrokenConnections(t, cl, &cut.n, "acquire") // the stand-in has no Release or Renew
+	checkUnanswered(t, cl, &cut.n, "acquire") // the stand-in has no Release or Renew
+
+	// UNAVAILABLE without the API's Error detail was made by gRPC or
+	// something between (a proxy, a connection reset as a member died),
+	// not by the member: it does not say that nothing was proposed.
+	bare := newFakeLocks(t, func(_ *fakeLocks, n int64) error {
+		if n == 1 {
+			return status.Error(codes.Unavailable, "upstream connect error or disconnect/reset before headers")
+		}
+		return nil
+	})
+	cl, err = apiclient.NewGRPC([]string{bare.addr}, apiclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	checkUnanswered(t, cl, &bare.n, "acquire")
 
 	busy := newFakeLocks(t, func(f *fakeLocks, n int64) error {
 		if n <= 2 {

@@ -222,7 +222,8 @@ func (c *HTTP) post(ctx context.Context, base, path string, body []byte, ans any
 	}
 	var e httpError
 	if json.Unmarshal(raw, &e) != nil || e.Error == "" {
-		// Not the API's answer (a proxy's, say): nothing says what happened.
+		// Not the API's answer (a proxy's 502, 503 or 504 as the member
+		// behind it died, say): nothing says what happened, 503 or not.
 		return attempt{err: fmt.Errorf("%s answered %s: %q", base, resp.Status, raw), failed: true, sent: true}
 	}
 	err, retry := errorOf(e.Error, e.Message)

@@ -14,6 +14,7 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/internal/freeport"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
@@ -37,7 +38,7 @@ type apiClient interface {
 // port; the client closes when t ends.
 func followerClient[C apiClient](t *testing.T, newClient func([]string, apiclient.Options) (C, error)) (*nodetest.Cluster, C) {
 	t.Helper()
-	c, apis := nodetest.NewWithAPI(t, 3, nil)
+	c, apis := nodetest.NewWithAPI(t, 3, rareElections)
 	leader := c.WaitLeader()
 	cl, err := newClient([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
 	if err != nil {
@@ -46,6 +47,12 @@ func followerClient[C apiClient](t *testing.T, newClient func([]string, apiclien
 	t.Cleanup(func() { cl.Close() })
 	return c, cl
 }
+
+// rareElections makes a cluster's elections rare: on a loaded machine a
+// member starved past the default election timeout (200 ms) starts one,
+// and a leader change under a call rightly answers it outcome-unknown,
+// which a test of each call's answer cannot tell from a wrong answer.
+func rareElections(cfg *node.Config) { cfg.ElectionTicks = 50 }
 
 // checkRetriedToToken5 checks that a retry rule (named in name) brought
 // cl's acquire to the busy member's token 5 on its third request (busy
@@ -157,33 +164,50 @@ func answer(w http.ResponseWriter, code int, body string) {
 	io.WriteString(w, body)
 }
 
-// A lock-changing call whose connection broke after the request went out
-// is never sent again: it may have applied. A read is.
+// A lock-changing call that got no answer of raftlock's after the request
+// went out is never sent again: it may have applied. A read is. No answer
+// of raftlock's is a broken connection, or an answer without raftlock's
+// JSON error body: a proxy's 502, 503 or 504 when the member behind it
+// died, say (docs/http-api.md's errors), 503 included, which only with
+// raftlock's body says that nothing was proposed.
 func TestHTTPNeverResendsALockChangeWhoseOutcomeIsUnknown(t *testing.T) {
-	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
-		if n == 1 || r.URL.Path != "/v1/get" {
-			hangUp(w)
-			return
-		}
-		answer(w, 200, `{"key":"k","held":false,"token":0,"remaining_ms":0}`)
-	})
-	cl, err := apiclient.NewHTTP([]string{f.URL}, apiclient.Options{})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		fail func(w http.ResponseWriter)
+	}{
+		{"broken connection", hangUp},
+		{"502 of a proxy", func(w http.ResponseWriter) { http.Error(w, "upstream connection reset", http.StatusBadGateway) }},
+		{"503 of a proxy", func(w http.ResponseWriter) { http.Error(w, "no healthy upstream", http.StatusServiceUnavailable) }},
+		{"504 of a proxy", func(w http.ResponseWriter) { http.Error(w, "upstream timed out", http.StatusGatewayTimeout) }},
+		{"503 whose JSON is not raftlock's", func(w http.ResponseWriter) { answer(w, 503, `{"code":503,"reason":"draining"}`) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+				if n == 1 || r.URL.Path != "/v1/get" {
+					tc.fail(w)
+					return
+				}
+				answer(w, 200, `{"key":"k","held":false,"token":0,"remaining_ms":0}`)
+			})
+			cl, err := apiclient.NewHTTP([]string{f.URL}, apiclient.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			checkUnanswered(t, cl, &f.n, "acquire", "release", "renew", "force release")
+		})
 	}
-	defer cl.Close()
-	checkBrokenConnections(t, cl, &f.n, "acquire", "release", "renew")
 }
 
-// checkBrokenConnections checks cl against a member that breaks the
-// connection under its first request and under the first after each
-// reset of sent, its count of requests: a read is sent again and succeeds
-// on the second request; each lock change named in changes fails with
+// checkUnanswered checks cl against a member that gives no answer of
+// raftlock's to its first request and to the first after each reset of
+// sent, its count of requests: a read is sent again and succeeds on the
+// second request; each lock change named in changes fails with
 // ErrOutcomeUnknown after one request.
-func checkBrokenConnections(t *testing.T, cl apiClient, sent *atomic.Int64, changes ...string) {
+func checkUnanswered(t *testing.T, cl apiClient, sent *atomic.Int64, changes ...string) {
 	t.Helper()
 	if _, err := cl.Get(nodetest.Context(t, 10*time.Second), "k"); err != nil || sent.Load() != 2 {
-		t.Errorf("get after a broken connection: %v after %d requests, want a success on the second", err, sent.Load())
+		t.Errorf("get after no answer of raftlock's: %v after %d requests, want a success on the second", err, sent.Load())
 	}
 	calls := map[string]func(context.Context) error{
 		"acquire": func(ctx context.Context) error {
@@ -192,11 +216,15 @@ func checkBrokenConnections(t *testing.T, cl apiClient, sent *atomic.Int64, chan
 		},
 		"release": func(ctx context.Context) error { return cl.ReleaseTagged(ctx, "k", 1, 0) },
 		"renew":   func(ctx context.Context) error { return cl.RenewTagged(ctx, "k", 1, time.Second, 0) },
+		"force release": func(ctx context.Context) error {
+			_, err := cl.(*apiclient.HTTP).ForceReleaseTagged(ctx, "k", 0) // the gRPC API has none
+			return err
+		},
 	}
 	for _, name := range changes {
 		sent.Store(0)
 		if err := calls[name](nodetest.Context(t, 10*time.Second)); !errors.Is(err, client.ErrOutcomeUnknown) || sent.Load() != 1 {
-			t.Errorf("%s on a broken connection: %v after %d requests, want ErrOutcomeUnknown after 1", name, err, sent.Load())
+			t.Errorf("%s without an answer of raftlock's: %v after %d requests, want ErrOutcomeUnknown after 1", name, err, sent.Load())
 		}
 	}
 }
@@ -235,12 +263,22 @@ func TestHTTPRetriesWhatWasNotProposed(t *testing.T) {
 		}
 		checkRetriedToToken5(t, tc.name, cl, &busy.n)
 	}
+	// The call's context ends between two attempts, after the second
+	// answer (a deadline may as well pass with an attempt in flight, whose
+	// outcome is then unknown).
 	cl, err := apiclient.NewHTTP([]string{down.URL}, apiclient.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.AcquireWith(nodetest.Context(t, 300*time.Millisecond), client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no leader") {
-		t.Errorf("acquire against a member that stays unavailable: %v, want its answer at the deadline", err)
+	ctx, end := context.WithCancel(nodetest.Context(t, 10*time.Second))
+	answers := 0
+	cl.SetBeforeBackoff(func(context.Context, error) {
+		if answers++; answers == 2 {
+			end()
+		}
+	})
+	if _, err := cl.AcquireWith(ctx, client.AcquireRequest{Key: "k", Lease: time.Second}); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "no leader") {
+		t.Errorf("acquire against a member that stays unavailable: %v, want its answer at the end of its context", err)
 	}
 }

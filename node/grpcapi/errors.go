@@ -13,11 +13,12 @@ import (
 )
 
 // codeOf maps an error answer to its gRPC status code, as
-// docs/grpc-api.md tables it. Only UNAVAILABLE is safe to retry as it is
-// (nothing was proposed); UNKNOWN is kept for outcome-unknown alone (the
-// command may have applied), so a client tells "may have applied" from
-// "nothing happened" by the code; anything else the member answers is
-// INTERNAL.
+// docs/grpc-api.md tables it. Only UNAVAILABLE with the Error detail is
+// safe to retry as it is (nothing was proposed: without the detail gRPC
+// made it, and a lock change's outcome is unknown); UNKNOWN is kept for
+// outcome-unknown alone (the command may have applied), so a client tells
+// "may have applied" from "nothing happened" by the code and the detail;
+// anything else the member answers is INTERNAL.
 func codeOf(op wire.Op) codes.Code {
 	switch op {
 	case wire.OpHeld:

@@ -19,13 +19,18 @@ package grpcapi
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
@@ -88,12 +93,71 @@ func newAPI(b Backend, metrics *node.Metrics, maxInflight int) *API {
 // and every other request with next, the HTTP/JSON API.
 func (a *API) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if IsGRPC(r) {
-			a.srv.ServeHTTP(w, r)
+		if !IsGRPC(r) {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		tw := &tracked{ResponseWriter: w}
+		a.srv.ServeHTTP(tw, r)
+		if !tw.wrote {
+			// A stopped grpc.Server (Close, before the port's server
+			// closes) ends a call without a word, which its caller reads
+			// as UNKNOWN without the Error detail: an outcome unknown.
+			// It took nothing: say so, as every answer of the member does.
+			writeStatus(w, stoppingError())
+		}
 	})
+}
+
+// tracked is a ResponseWriter that notes whether anything was written.
+type tracked struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *tracked) WriteHeader(code int) {
+	t.wrote = true
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *tracked) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Flush is the http.Flusher gRPC's handler requires.
+func (t *tracked) Flush() {
+	t.wrote = true
+	http.NewResponseController(t.ResponseWriter).Flush()
+}
+
+// writeStatus answers a gRPC call with err's status, as gRPC's own
+// handler does: headers, then the status in trailers (the Error detail in
+// grpc-status-details-bin), for a call the grpc.Server will not answer.
+func writeStatus(w http.ResponseWriter, err error) {
+	st := status.Convert(err)
+	h := w.Header()
+	h.Set("Content-Type", "application/grpc")
+	w.WriteHeader(http.StatusOK)
+	h.Set(http.TrailerPrefix+"Grpc-Status", strconv.Itoa(int(st.Code())))
+	h.Set(http.TrailerPrefix+"Grpc-Message", percentEncode(st.Message()))
+	if b, err := proto.Marshal(st.Proto()); err == nil {
+		h.Set(http.TrailerPrefix+"Grpc-Status-Details-Bin", base64.RawStdEncoding.EncodeToString(b))
+	}
+}
+
+// percentEncode is grpc-message's encoding: bytes outside printable ASCII,
+// and '%', as %XX.
+func percentEncode(msg string) string {
+	var b strings.Builder
+	for i := 0; i < len(msg); i++ {
+		if c := msg[i]; c < ' ' || c > '~' || c == '%' {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // IsGRPC says whether r is a gRPC call.

@@ -389,3 +389,16 @@ func events(t *testing.T, w grpc.ServerStreamingClient[pb.WatchResponse], n int)
 	}
 	return got
 }
+
+// A call that reaches a closed API (its gRPC server stopped, its port not
+// yet closed, as in a member's Close) is answered UNAVAILABLE with the
+// Error detail: the member took nothing, and says so, as it says every
+// answer. Without the detail its caller could only take it for an unknown
+// outcome.
+func TestCallOnAClosedAPIIsUnavailable(t *testing.T) {
+	g, ctx := startGRPC(t)
+	id := g.leader(t, ctx)
+	g.apis[id].Close()
+	_, err := g.clients[id].Acquire(ctx, &pb.AcquireRequest{Key: "k", LeaseMs: 1000})
+	expectStatus(t, "an acquire on a closed API", err, codes.Unavailable, "unavailable", "stopping")
+}

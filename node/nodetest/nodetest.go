@@ -47,6 +47,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	members map[uint64]*member
+	apis    map[uint64]*apiPort // NewWithAPI's, until KillMember
 }
 
 type member struct {
@@ -330,6 +331,31 @@ func (c *Cluster) WaitLeader() *node.Node {
 		t.Fatalf("ready leader %d stopped", id)
 	}
 	return n
+}
+
+// TransferLeader hands leadership to member to and waits until it leads and
+// may make lock decisions (Leader). A transfer the node gives up on after
+// two election timeouts (node.Node.TransferLeader), or an election that
+// took leadership elsewhere meanwhile, is asked again: on a loaded machine
+// either can outlast the node's patience. It fails the test after a
+// minute. Only for a cluster made by New.
+func (c *Cluster) TransferLeader(to uint64) {
+	t := c.tb("TransferLeader")
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		id, err := c.Leader(ctx)
+		if err != nil {
+			t.Fatalf("transfer leadership to member %d: %v", to, err)
+		}
+		if id == to {
+			return
+		}
+		if n := c.Node(id); n != nil {
+			n.TransferLeader(ctx, to) // its error says only that it is not done yet
+		}
+	}
 }
 
 // Converged waits until every running member has applied one index and

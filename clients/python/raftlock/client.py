@@ -7,17 +7,20 @@ the Go client:
 
 * an attempt that never reached a member (the connection was refused or
   could not be made) goes to the next member;
-* a ``503`` answer (``unavailable``, ``overloaded``) proposed nothing: it is
-  tried again after the answer's ``Retry-After``, the next member for
-  ``unavailable`` and the same one for ``overloaded``;
+* a ``503`` answer with raftlock's error body (``unavailable``,
+  ``overloaded``) proposed nothing: it is tried again after the answer's
+  ``Retry-After``, the next member for ``unavailable`` and the same one for
+  ``overloaded``;
 * a redirect is an answer, not a failure: followed at once (three times,
   then with a backoff);
-* a read (get, list, status) whose connection broke after it was sent is
-  tried again;
+* a read (get, list, status) whose connection broke after it was sent, or
+  that got an answer other than raftlock's (a proxy's ``502``, ``503`` or
+  ``504`` without raftlock's JSON error body), is tried again;
 * a lock-changing call (acquire, release, renew) whose connection broke
-  after it was sent, or whose timeout ran out while it was in flight, is
-  NEVER tried again: it raises :class:`~raftlock.errors.OutcomeUnknown`, as
-  does the member's own ``500 outcome-unknown``.
+  after it was sent, whose timeout ran out while it was in flight, or that
+  got an answer other than raftlock's, is NEVER tried again: it raises
+  :class:`~raftlock.errors.OutcomeUnknown`, as does the member's own
+  ``500 outcome-unknown``.
 
 Between attempts the client waits a jittered backoff (10 ms doubling to
 200 ms, each wait drawn between half and all of it), or the
@@ -589,9 +592,7 @@ class Client:
                 last = Unavailable("%s: %s" % (target.url, why), name="unavailable")
                 target = self._target(target)
             else:
-                if ans.status == 200:
-                    if not isinstance(ans.body, dict):
-                        raise RaftlockError("%s%s answered 200 without a JSON object" % (target.url, path))
+                if ans.status == 200 and isinstance(ans.body, dict):
                     self._set_leader(target)  # only the leader answers lock calls
                     return ans.body
                 if ans.status == 307 and ans.location:
@@ -601,6 +602,17 @@ class Client:
                     if attempt < 3:
                         continue  # a redirect is an answer, not a failure: no backoff
                     last = Unavailable("redirected to %s" % leader.url, name="unavailable")
+                elif not _from_raftlock(ans):
+                    # Not raftlock's answer: a proxy's 502, 503 or 504 when
+                    # the member behind it died, say. The request reached
+                    # something, and nothing says what became of it.
+                    self._forget_leader(target)
+                    why = "%s%s answered HTTP %d without raftlock's answer" % (target.url, path, ans.status)
+                    if not idempotent:
+                        raise OutcomeUnknown(why, name="outcome-unknown", status=ans.status)
+                    last = Unavailable(why, name="unavailable", status=ans.status)
+                    target = self._target(target)
+                    delay = ans.retry_after
                 else:
                     err = self._answer_error(ans)
                     if isinstance(err, Overloaded):
@@ -738,6 +750,12 @@ class Client:
     def _put(self, ep: _Endpoint, conn: http.client.HTTPConnection) -> None:
         with self._mu:
             self._idle.setdefault(ep, []).append((conn, time.monotonic()))
+
+
+def _from_raftlock(ans: _Answer) -> bool:
+    """Whether a failed answer is raftlock's own: a JSON object naming its
+    error. Only such an answer says what the member did with the request."""
+    return isinstance(ans.body, dict) and isinstance(ans.body.get("error"), str)
 
 
 def _lost_why(e: BaseException) -> str:

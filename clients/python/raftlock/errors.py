@@ -50,7 +50,9 @@ class PermissionDenied(RaftlockError):
 class OutcomeUnknown(RaftlockError):
     """A lock-changing call (acquire, release, renew) may or may not have
     applied: the connection broke after the request was sent, the call's
-    timeout ran out while it was in flight, or the leader changed under it.
+    timeout ran out while it was in flight, the answer was not raftlock's
+    (a proxy's 502, 503 or 504 without raftlock's JSON error body), or the
+    leader changed under it.
     The client never retries such a call by itself. Read the lock with
     ``get`` (its ``owner`` tells yours from another's) before trying again."""
 

@@ -7,6 +7,7 @@ per test run from the repository's root (``go build``).
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -81,14 +82,53 @@ class Cluster:
         self.extra = list(extra)
         self.scheme = scheme
         self.client_args: Dict[str, str] = client_args
-        self.members = [Member(i) for i in range(1, size + 1)]
-        for m in self.members:
-            self.start(m)
+        # A port is free only while it is picked: before a member binds it,
+        # another process may take it (on a busy machine, as the local end
+        # of some connection), and the member then exits at once. A cluster
+        # short of a member fails later and far from the cause (a killed
+        # leader leaves no quorum: "no leader known"), so every member must
+        # serve before the cluster is handed out, and one that found its
+        # port taken starts the cluster again on new ports.
+        for attempt in range(1, 5):
+            self.members = [Member(i) for i in range(1, size + 1)]
+            for m in self.members:
+                self.start(m)
+            try:
+                gone = self._wait_serving()
+            except BaseException:
+                self.stop()
+                raise
+            if not gone:
+                return
+            taken = all("address already in use" in self._log(m) for m in gone)
+            for m in self.members:
+                self.kill(m)
+            if not taken or attempt == 4:
+                logs = self.logs()
+                self.stop()
+                raise RuntimeError("members %s exited at start:\n%s" % ([m.id for m in gone], logs))
+            for m in self.members:
+                shutil.rmtree(self.data_dir(m), ignore_errors=True)
+                os.remove(os.path.join(self.dir, "node-%d.log" % m.id))
+
+    def _wait_serving(self) -> List[Member]:
+        """Wait until every member answers or exited; those that exited."""
+        gone: List[Member] = []
+
+        def settled() -> bool:
+            gone[:] = [m for m in self.members if m.proc is not None and m.proc.poll() is not None]
+            return bool(gone) or all(self.role(m) for m in self.members)
+
+        wait_until("the members to serve", settled, timeout=120)
+        return gone
+
+    def data_dir(self, m: Member) -> str:
+        return os.path.join(self.dir, "data-%d" % m.id)
 
     def start(self, m: Member) -> None:
         peers = ",".join("%d=%s" % (p.id, p.peer) for p in self.members)
         args = [self.bin, "node", "--id", str(m.id), "--peers", peers, "--listen", m.client, "--http", m.http,
-                "--api", m.api, "--advertise-api", m.api, "--data", os.path.join(self.dir, "data-%d" % m.id)]
+                "--api", m.api, "--advertise-api", m.api, "--data", self.data_dir(m)]
         log = open(os.path.join(self.dir, "node-%d.log" % m.id), "ab")
         m.proc = subprocess.Popen(args + self.extra, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
@@ -144,9 +184,14 @@ class Cluster:
             m.stopped = False
 
     def pause(self, m: Member) -> None:
+        """SIGSTOP m and wait until every thread of it has stopped: the
+        signal only asks, and on a loaded machine a member went on
+        answering calls for tens of milliseconds after it was sent."""
         assert m.proc is not None
         m.proc.send_signal(signal.SIGSTOP)
         m.stopped = True
+        pid = m.proc.pid
+        wait_until("member %d to stop" % m.id, lambda: _stopped(pid), timeout=60)
 
     def resume(self, m: Member) -> None:
         assert m.proc is not None
@@ -165,15 +210,41 @@ class Cluster:
             self.kill(m)
         self.tmp.cleanup()
 
+    def _log(self, m: Member) -> str:
+        """What member m's process wrote, "" when nothing."""
+        try:
+            with open(os.path.join(self.dir, "node-%d.log" % m.id), encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
     def logs(self) -> str:
-        out = []
-        for m in self.members:
-            try:
-                with open(os.path.join(self.dir, "node-%d.log" % m.id), encoding="utf-8", errors="replace") as f:
-                    out.append("--- member %d\n%s" % (m.id, f.read()[-4000:]))
-            except OSError:
-                pass
-        return "\n".join(out)
+        return "\n".join("--- member %d\n%s" % (m.id, self._log(m)[-4000:]) for m in self.members)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether every thread of process pid is stopped by a signal, as
+    /proc/PID/task/*/stat says (state T); True where there is no /proc to
+    ask, which is all a test can do there."""
+    task = "/proc/%d/task" % pid
+    if not os.path.isdir("/proc/self/task"):
+        return True
+    try:
+        tids = os.listdir(task)
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(os.path.join(task, tid, "stat"), "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # a thread that ended meanwhile
+        # "tid (comm) state ...": the name may hold anything, so the state
+        # is the first field after the last ')'.
+        state = stat[stat.rindex(b")") + 1 :].split()[0]
+        if state not in (b"T", b"t"):
+            return False
+    return bool(tids)
 
 
 def write_json(path: str, value: object) -> str:
