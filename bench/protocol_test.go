@@ -13,7 +13,9 @@ import (
 // The raftlock target's sessions measure the same workload over each
 // protocol: through the API port for gRPC and HTTP/JSON.
 func TestSessionsSpeakEachProtocol(t *testing.T) {
-	c, apis := nodetest.NewWithAPI(t, 3, nil)
+	// Every call must succeed: a leader change under one would rightly
+	// end it outcome-unknown.
+	c, apis := nodetest.NewWithAPI(t, 3, nodetest.RareElections)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var addrs []string

@@ -80,7 +80,7 @@ func TestThousandConcurrentRequestsOnOneConnection(t *testing.T) {
 	// cores can starve heartbeats past the default election timeout, and a
 	// leader change rightly answers "outcome unknown"; this test is about
 	// one connection's concurrency, so elections are made rare.
-	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 })
+	c := nodetest.New(t, 3, nodetest.RareElections)
 	lctx, lcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer lcancel()
 	leader, err := c.Leader(lctx)
@@ -478,7 +478,7 @@ func TestOverloadedIsRetriedUntilTheDeadline(t *testing.T) {
 // API's others).
 func TestLeaderKilledUnderAWaitingAcquire(t *testing.T) {
 	// Rare elections: the leader must still lead when the acquire comes.
-	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.ElectionTicks = 50 })
+	c := nodetest.New(t, 3, nodetest.RareElections)
 	leader := c.WaitLeader()
 	cl := nodetest.Client(t, c.Endpoints()...)
 	ctx := nodetest.Context(t, 60*time.Second)

@@ -14,7 +14,6 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/internal/freeport"
-	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/nodetest"
 )
 
@@ -38,7 +37,7 @@ type apiClient interface {
 // port; the client closes when t ends.
 func followerClient[C apiClient](t *testing.T, newClient func([]string, apiclient.Options) (C, error)) (*nodetest.Cluster, C) {
 	t.Helper()
-	c, apis := nodetest.NewWithAPI(t, 3, rareElections)
+	c, apis := nodetest.NewWithAPI(t, 3, nodetest.RareElections)
 	leader := c.WaitLeader()
 	cl, err := newClient([]string{apis[c.Followers(leader)[0].ID()]}, apiclient.Options{})
 	if err != nil {
@@ -47,12 +46,6 @@ func followerClient[C apiClient](t *testing.T, newClient func([]string, apiclien
 	t.Cleanup(func() { cl.Close() })
 	return c, cl
 }
-
-// rareElections makes a cluster's elections rare: on a loaded machine a
-// member starved past the default election timeout (200 ms) starts one,
-// and a leader change under a call rightly answers it outcome-unknown,
-// which a test of each call's answer cannot tell from a wrong answer.
-func rareElections(cfg *node.Config) { cfg.ElectionTicks = 50 }
 
 // checkRetriedToToken5 checks that a retry rule (named in name) brought
 // cl's acquire to the busy member's token 5 on its third request (busy

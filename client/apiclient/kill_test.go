@@ -62,11 +62,11 @@ func TestLeaderKilledMidCall(t *testing.T) {
 
 // killableLeader starts a three-member cluster serving the API, and a
 // client of newClient's that knows every member; it returns them and the
-// leader's id. Elections are rare (rareElections): the leader must still
+// leader's id. Elections are rare (nodetest.RareElections): the leader must still
 // lead when the call reaches it, for its answer to be held.
 func killableLeader(t *testing.T, newClient func([]string) (apiClient, error)) (*nodetest.Cluster, apiClient, uint64) {
 	t.Helper()
-	c, apis := nodetest.NewWithAPI(t, 3, rareElections)
+	c, apis := nodetest.NewWithAPI(t, 3, nodetest.RareElections)
 	leader := c.WaitLeader().ID()
 	var eps []string
 	for _, id := range c.IDs() {

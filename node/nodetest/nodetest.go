@@ -55,6 +55,13 @@ type member struct {
 	server *server.Server
 }
 
+// RareElections is a tune for New that makes elections rare (an election
+// timeout of 50 ticks, 500 ms): on a loaded machine a member starved past
+// the default timeout starts one, and a leader change under a call rightly
+// answers it outcome-unknown, which a test that checks each call's answer
+// cannot tell from a wrong answer.
+func RareElections(cfg *node.Config) { cfg.ElectionTicks = 50 }
+
 // New runs size members in a temporary directory of t and closes them when
 // t ends. tune, if not nil, adjusts each member's config every time the
 // member starts; it may call t.Fatal. It fails t if a member cannot start.
