@@ -22,7 +22,13 @@ import (
 
 func startCluster(t *testing.T, size int) (*nodetest.Cluster, uint64) {
 	t.Helper()
-	c := nodetest.New(t, size, nil)
+	return startTuned(t, size, nil)
+}
+
+// startTuned is startCluster with tune adjusting each member's config.
+func startTuned(t *testing.T, size int, tune func(*node.Config)) (*nodetest.Cluster, uint64) {
+	t.Helper()
+	c := nodetest.New(t, size, tune)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	leader, err := c.Leader(ctx)
@@ -37,9 +43,22 @@ func startCluster(t *testing.T, size int) (*nodetest.Cluster, uint64) {
 // test's calls.
 func startWithClient(t *testing.T) (*nodetest.Cluster, uint64, *client.Client, context.Context) {
 	t.Helper()
-	c, leader := startCluster(t, 3)
+	return startTunedWithClient(t, nil)
+}
+
+// startTunedWithClient is startWithClient with tune adjusting each
+// member's config.
+func startTunedWithClient(t *testing.T, tune func(*node.Config)) (*nodetest.Cluster, uint64, *client.Client, context.Context) {
+	t.Helper()
+	c, leader := startTuned(t, 3, tune)
 	return c, leader, nodetest.Client(t, c.Endpoints()...), nodetest.Context(t, 20*time.Second)
 }
+
+// rareElections makes a cluster's elections rare: on a loaded machine a
+// member starved past the default election timeout (200 ms) starts one,
+// and renewals fail while it runs, so a lock the test means to keep can
+// rightly be lost; the tests of renewals are not about elections.
+func rareElections(cfg *node.Config) { cfg.ElectionTicks = 50 }
 
 // acquire takes key on cl for lease without waiting, failing t if it
 // cannot.
@@ -261,33 +280,53 @@ func TestInvalidArguments(t *testing.T) {
 	}
 }
 
-// A Locker holds its lock past its lease (renewals keep it) and releases
-// it at Unlock. The lease leaves a renewal room on a loaded machine.
+// A Locker renews its lock (more of the lease is left than the acquire
+// alone could leave) and releases it at Unlock.
 func TestLockerRenewsAndReleases(t *testing.T) {
-	_, _, cl, ctx := startWithClient(t)
-	const lease = 2 * time.Second
-	start := time.Now()
-	lk, err := cl.Lock(ctx, "k", lease, 0)
+	_, _, cl, ctx := startTunedWithClient(t, rareElections)
+	lk, err := cl.Lock(ctx, "k", renewedLease, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for time.Since(start) < lease*3/2 {
-		info, err := cl.Get(ctx, "k")
-		if err != nil || !info.Held || info.Token != lk.Token() {
-			t.Fatalf("while renewing: %+v, %v", info, err)
-		}
+	granted := time.Now()
+	nodetest.WaitFor(t, time.Minute, "a renewal", func() bool {
 		select {
 		case <-lk.Lost():
 			t.Fatalf("lost: %v", lk.Err())
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-	}
+		return renewedSince(t, ctx, cl, "k", lk.Token(), granted)
+	})
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if info, _ := cl.Get(ctx, "k"); info.Held {
 		t.Fatal("still held after Unlock")
 	}
+}
+
+// renewedLease is the lease of the tests of renewals: a renewal (every
+// third of it) has the rest of it to succeed, which on a loaded machine,
+// elections and all, took more than a second.
+const renewedLease = 6 * time.Second
+
+// renewedSince reports whether key is held with token and with more of
+// renewedLease left than a lease that began before granted (when the
+// acquire's answer came, after it applied) could leave: a renewal applied
+// since. It fails t when key is held with another token.
+func renewedSince(t *testing.T, ctx context.Context, cl *client.Client, key string, token uint64, granted time.Time) bool {
+	t.Helper()
+	// Taken before the read: the lease the acquire began has at most this
+	// much left when the member reads it.
+	bound := renewedLease - time.Since(granted)
+	info, err := cl.Get(ctx, key)
+	if err != nil {
+		return false
+	}
+	if !info.Held || info.Token != token {
+		t.Fatalf("%s while renewing: %+v, want held with token %d", key, info, token)
+	}
+	return time.Duration(info.RemainingMS)*time.Millisecond > bound+50*time.Millisecond
 }
 
 // A request id reused while in flight closes the connection (no answer could

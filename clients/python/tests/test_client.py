@@ -154,17 +154,23 @@ class CallsTest(ClusterTest):
 
     def test_lock_context_manager(self) -> None:
         c = self.client
-        # A lease a renewal fits in on a loaded machine (one of 0.6 s ran
-        # out there, and the lock was rightly lost).
-        lease = 2.0
-        start = time.monotonic()
+        # The first renewal comes a third of the lease in and has the rest
+        # to succeed, which a loaded machine needs (a 0.6 s lease ran out
+        # there, and the lock was rightly lost).
+        lease = 6.0
         with c.lock("ctx/job", lease=lease) as lk:
+            granted = time.monotonic()
             self.assertGreater(lk.token, 0)
-            # Held past its lease: the background renewals keep it.
-            while time.monotonic() - start < lease * 1.5:
+
+            def renewed() -> bool:
+                # More of the lease left than the acquire alone could leave
+                # (the bound taken before the read, so it is never low).
+                bound = lease - (time.monotonic() - granted)
                 info = c.get("ctx/job")
                 self.assertEqual((info.held, info.token), (True, lk.token))
-                time.sleep(0.1)
+                return info.remaining > bound + 0.05
+
+            wait_until("a renewal", renewed, timeout=60)
             self.assertFalse(lk.lost.is_set())
         self.assertFalse(c.get("ctx/job").held)
 
