@@ -294,9 +294,7 @@ func TestKeepAliveEndsNamingANewLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := g.Followers(g.Node(leader))[0].ID()
-	if _, err := g.Node(leader).TransferLeader(ctx, next); err != nil {
-		t.Fatal(err)
-	}
+	g.TransferLeader(next) // asked again until done: one try can fail on a loaded machine
 	for err = nil; err == nil; _, err = ka.Recv() {
 	}
 	if e := expectStatus(t, "a keep-alive on a member that stopped leading", err, codes.Unavailable, "unavailable", "not the leader"); e.LeaderApi != g.addrs[next] {
@@ -329,9 +327,7 @@ func TestWatchAcrossALeaderChange(t *testing.T) {
 	onLeader, onFollower := watch(t, ctx, g.clients[leader], "jobs/"), watch(t, ctx, g.clients[follower], "jobs/")
 	a := g.acquire(t, ctx, leader, &pb.AcquireRequest{Key: "jobs/a", LeaseMs: 60000, Owner: "o"})
 	g.acquire(t, ctx, leader, &pb.AcquireRequest{Key: "other", LeaseMs: 60000})
-	if _, err := g.Node(leader).TransferLeader(ctx, follower); err != nil {
-		t.Fatalf("transfer leadership to %d: %v", follower, err)
-	}
+	g.TransferLeader(follower) // asked again until done: one try can fail on a loaded machine
 	if id := g.leader(t, ctx); id != follower {
 		t.Fatalf("member %d leads, want %d", id, follower)
 	}
