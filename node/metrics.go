@@ -28,6 +28,15 @@ type Metrics struct {
 	ClientRequests *prometheus.CounterVec
 	RequestSeconds *prometheus.HistogramVec
 	HasLeader      prometheus.Gauge
+	// AcceptErrors counts failed accepts by listener (client, peer, api,
+	// http); a listener retries them with a backoff.
+	AcceptErrors *prometheus.CounterVec
+	// ConnectionsRefused counts connections closed by a limit, by listener
+	// and limit (what a slow or flooding source ran into).
+	ConnectionsRefused *prometheus.CounterVec
+	// IdentityRefusals counts calls, watches and connections refused
+	// because one client identity reached its share, by limit.
+	IdentityRefusals *prometheus.CounterVec
 
 	// The core's counters and gauges by their member names.
 	counters [member.NumCounters]prometheus.Counter
@@ -93,6 +102,13 @@ func NewMetrics(process bool) *Metrics {
 	m.RequestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "raftlock", Name: "request_duration_seconds",
 		Help: "Latency of client requests by operation, as the member sees it.", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18)}, []string{"op"})
 	m.Registry.MustRegister(m.ClientRequests, m.RequestSeconds)
+	m.AcceptErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "accept_errors_total",
+		Help: "Failed accepts by listener (client, peer, api, http): the listener backs off and accepts again."}, []string{"listener"})
+	m.ConnectionsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "connections_refused_total",
+		Help: "Connections closed by a limit, by listener and limit."}, []string{"listener", "limit"})
+	m.IdentityRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "identity_limit_refusals_total",
+		Help: "Connections, calls and watches refused because one client identity held its share, by limit."}, []string{"limit"})
+	m.Registry.MustRegister(m.AcceptErrors, m.ConnectionsRefused, m.IdentityRefusals)
 	if process {
 		m.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
