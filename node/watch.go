@@ -64,8 +64,16 @@ type Watch struct {
 }
 
 // Err is why the watch ended: nil before C is closed; ctx's error when its
-// context ended; a *TooSlowError, *SnapshotError or ErrStopped otherwise.
+// context ended; a *TooSlowError, *SnapshotError, ErrStopped, or the error
+// EndWatch was given otherwise.
 func (w *Watch) Err() error { return w.end.Err() }
+
+// Done is closed when the watch ends (C is closed right after).
+func (w *Watch) Done() <-chan struct{} { return w.end.Done() }
+
+// EndWatch ends w with err (its caller may no longer watch, say), unless
+// it ended already.
+func (n *Node) EndWatch(w *Watch, err error) { n.watchers.end(w, err) }
 
 // Watch starts a watch of the locks whose key begins with prefix ("" for
 // all of them), on this member: every member reports the same events for

@@ -36,7 +36,11 @@ type Rule struct {
 
 // ACL maps identities to rights on key prefixes. A request is allowed when
 // any rule of its identity grants its right on a prefix of its key; an
-// identity with no rule may do nothing. The file format is
+// identity with no rule may do nothing. Admin is scoped like the other
+// rights: admin on "jobs/" forces the release of keys under "jobs/" only.
+// What is about the whole cluster (status, membership, leader transfer,
+// snapshot save, the HTTP port's endpoints) needs admin on the whole key
+// space: a rule granting admin on the prefix "". The file format is
 // {"rules":[{"identity":"batch","prefixes":["jobs/"],"rights":["lock","read"]}]}.
 type ACL struct {
 	Rules []Rule `json:"rules"`
@@ -81,15 +85,12 @@ func ParseACL(b []byte, name string) (*ACL, error) {
 	return &a, nil
 }
 
-// Allows reports whether identity has right on key. Admin is not about
-// keys: any rule of the identity granting it allows.
+// Allows reports whether identity has right on key: a rule of identity
+// grants right on a prefix of key.
 func (a *ACL) Allows(identity, right, key string) bool {
 	for _, r := range a.Rules {
 		if r.Identity != identity || !contains(r.Rights, right) {
 			continue
-		}
-		if right == RightAdmin {
-			return true
 		}
 		for _, p := range r.Prefixes {
 			if strings.HasPrefix(key, p) {
@@ -117,7 +118,11 @@ type auth struct {
 }
 
 // SetACL puts a in force for every request from now on (nil: none).
-func (s *Server) SetACL(a *ACL) { s.auth.acl.Store(a) }
+// Open watches it no longer allows end with a permission error.
+func (s *Server) SetACL(a *ACL) {
+	s.auth.acl.Store(a)
+	s.recheckWatches(a)
+}
 
 // identity is a connection's client identity (Identity), "" over plain
 // TCP.
@@ -149,6 +154,11 @@ func (s *Server) refuse(who string, features uint64, req *wire.Request) *wire.Re
 		return nil
 	}
 	right, what, key := permission(req)
+	if req.Op == wire.OpAdmin || req.Op == wire.OpStatus {
+		// About the whole cluster: admin on every key (ACL), whatever
+		// the command's name, which is not a key.
+		key = ""
+	}
 	if a.Allows(who, right, key) || (req.Op == wire.OpStatus && isMember(who)) {
 		return nil
 	}
@@ -229,7 +239,7 @@ func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 		if a := s.auth.acl.Load(); a != nil {
 			who := Identity(r.TLS)
 			if !a.Allows(who, RightAdmin, "") {
-				http.Error(w, fmt.Sprintf("permission denied: identity %q has no admin right", who), http.StatusForbidden)
+				http.Error(w, fmt.Sprintf("permission denied: identity %q has no admin right on the whole key space (a rule with the prefix \"\")", who), http.StatusForbidden)
 				return
 			}
 		}

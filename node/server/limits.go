@@ -26,12 +26,49 @@ type Limits struct {
 	// the reading: the release they wait for may come on the same
 	// connection.
 	MaxInflightPerConn int
+
+	// MaxPendingConns bounds the connections still in their TLS handshake
+	// or greeting, and MaxPendingConnsPerAddress those of one remote
+	// address. They hold no place under MaxConns. Past either bound the
+	// oldest such connection (of that address) is closed, not the new
+	// one: a flood of idle connections cannot keep a client out, since a
+	// real client's handshake completes long before it is the oldest.
+	MaxPendingConns           int
+	MaxPendingConnsPerAddress int
+	// HandshakeTimeout bounds a connection's TLS handshake and greeting.
+	HandshakeTimeout time.Duration
+	// IdleTimeout is how long a greeted connection with nothing in flight
+	// (no call, no watch) stays open: then the member sends it a goaway
+	// (its client dials again for its next call), and closes it if it
+	// stays idle as long again.
+	IdleTimeout time.Duration
+
+	// Per client identity (a TLS client certificate's; see quota): its
+	// greeted connections, its calls in flight over every API, its open
+	// watches, and its waiting acquires on one key. Each is a share of a
+	// bound all identities share, so that one cannot shut out the others.
+	MaxConnsPerIdentity         int
+	MaxCallsPerIdentity         int
+	MaxWatchesPerIdentity       int
+	MaxWaitersPerKeyPerIdentity int
+	// MaxWatches bounds the watches open on this member over every API:
+	// every applied event is matched against each.
+	MaxWatches int
 }
 
 // Defaults of Limits (README, Limits).
 const (
-	DefaultMaxConns           = 4096
-	DefaultMaxInflightPerConn = 1024
+	DefaultMaxConns                    = 4096
+	DefaultMaxInflightPerConn          = 1024
+	DefaultMaxPendingConns             = 1024
+	DefaultMaxPendingConnsPerAddress   = 256
+	DefaultHandshakeTimeout            = 5 * time.Second
+	DefaultIdleTimeout                 = 5 * time.Minute
+	DefaultMaxConnsPerIdentity         = DefaultMaxConns / 4
+	DefaultMaxCallsPerIdentity         = 1024
+	DefaultMaxWatchesPerIdentity       = 256
+	DefaultMaxWaitersPerKeyPerIdentity = node.DefaultMaxWaitersPerKey / 4
+	DefaultMaxWatches                  = 8192
 )
 
 func (l *Limits) setDefaults() {
@@ -40,6 +77,24 @@ func (l *Limits) setDefaults() {
 	}
 	if l.MaxInflightPerConn <= 0 {
 		l.MaxInflightPerConn = DefaultMaxInflightPerConn
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxPendingConns, DefaultMaxPendingConns)
+	def(&l.MaxPendingConnsPerAddress, DefaultMaxPendingConnsPerAddress)
+	def(&l.MaxConnsPerIdentity, DefaultMaxConnsPerIdentity)
+	def(&l.MaxCallsPerIdentity, DefaultMaxCallsPerIdentity)
+	def(&l.MaxWatchesPerIdentity, DefaultMaxWatchesPerIdentity)
+	def(&l.MaxWaitersPerKeyPerIdentity, DefaultMaxWaitersPerKeyPerIdentity)
+	def(&l.MaxWatches, DefaultMaxWatches)
+	if l.HandshakeTimeout <= 0 {
+		l.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
 	}
 }
 

@@ -31,8 +31,10 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	auth auth // the ACL (acl.go)
-	lim  limiter
+	auth    auth // the ACL (acl.go)
+	lim     limiter
+	quota   quota    // what each identity holds (quota.go)
+	watches watchSet // open watches, rechecked when the ACL changes (watch.go)
 
 	adminCmds map[string]adminCommand // admin.go
 	captures  captureCache            // snapshot.save's (snapshot.go)
@@ -337,6 +339,18 @@ func (s *Server) Do(ctx context.Context, who string, features uint64, req *wire.
 	if resp := s.refuse(who, features, req); resp != nil {
 		return resp
 	}
+	release, err := s.Admit(who, LimitCalls)
+	if err != nil {
+		return s.overloaded(opLabel(req.Op), req.ID, err)
+	}
+	defer release()
+	if req.Op == wire.OpAcquire && req.WaitMS > 0 {
+		release, err := s.admitWaiter(who, req.Key)
+		if err != nil {
+			return s.overloaded(opLabel(req.Op), req.ID, err)
+		}
+		defer release()
+	}
 	resp := s.Handle(ctx, req)
 	if req.Force && resp != nil {
 		s.logForced(who, req, resp)
@@ -520,6 +534,27 @@ func reason(err, kind error, bare string) string {
 		return r
 	}
 	return err.Error()
+}
+
+// opLabel is the metrics' name of a request's op.
+func opLabel(op wire.Op) string {
+	switch op {
+	case wire.OpAcquire:
+		return member.OpAcquire.String()
+	case wire.OpRelease:
+		return member.OpRelease.String()
+	case wire.OpRenew:
+		return member.OpRenew.String()
+	case wire.OpGet:
+		return member.OpGet.String()
+	case wire.OpList:
+		return member.OpList.String()
+	case wire.OpAdmin:
+		return "admin"
+	case wire.OpWatch:
+		return "watch"
+	}
+	return "status"
 }
 
 func resultLabel(op wire.Op) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
@@ -12,9 +13,12 @@ import (
 
 // Watch starts a watch of the locks under prefix on this member
 // (node.Node.Watch) for the identity who. The ACL must let who read
-// prefix, the right a list of prefix needs; a refusal, or a prefix longer
-// than a key, comes back as the answer the client port gives (a nil
-// watch).
+// prefix, the right a list of prefix needs, and who must hold fewer than
+// its share of watches (Limits.MaxWatchesPerIdentity), the member fewer
+// than Limits.MaxWatches; a refusal, or a prefix longer than a key, comes
+// back as the answer the client port gives (a nil watch). The watch ends
+// with a *WatchRevokedError when an ACL put in force later (SetACL) no
+// longer lets who read prefix.
 func (s *Server) Watch(ctx context.Context, who string, features uint64, prefix string) (*node.Watch, *wire.Response) {
 	if a := s.auth.acl.Load(); a != nil && !a.Allows(who, RightRead, prefix) {
 		return nil, s.refusal(who, features, 0, RightRead, fmt.Sprintf("watch %q", prefix), prefix)
@@ -22,13 +26,101 @@ func (s *Server) Watch(ctx context.Context, who string, features uint64, prefix 
 	if len(prefix) > wire.MaxKeyLen {
 		return nil, &wire.Response{Op: wire.OpInvalidArgument, Reason: fmt.Sprintf("prefix must be at most %d bytes, got %d", wire.MaxKeyLen, len(prefix))}
 	}
-	w, err := s.node.Watch(ctx, prefix)
+	release, err := s.Admit(who, LimitWatches)
 	if err != nil {
+		return nil, s.overloaded("watch", 0, err)
+	}
+	w, err := s.startWatch(ctx, who, prefix)
+	if err != nil {
+		release()
+		if errors.Is(err, node.ErrOverloaded) {
+			return nil, s.overloaded("watch", 0, err)
+		}
 		resp := &wire.Response{}
 		errorResponse(resp, err)
 		return nil, resp
 	}
+	go func() {
+		<-w.Done()
+		s.watches.remove(w)
+		release()
+	}()
 	return w, nil
+}
+
+// startWatch starts and registers a watch, unless the member has
+// Limits.MaxWatches open. It registers under the lock SetACL's recheck
+// takes, after reading the ACL again: a reload that removed who's right
+// meanwhile either sees this watch or was read here.
+func (s *Server) startWatch(ctx context.Context, who, prefix string) (*node.Watch, error) {
+	s.watches.mu.Lock()
+	if max := s.limits().MaxWatches; len(s.watches.open) >= max {
+		s.watches.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d watches open on this member (limit %d, --max-watches)", node.ErrOverloaded, max, max)
+	}
+	s.watches.mu.Unlock()
+	w, err := s.node.Watch(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	s.watches.mu.Lock()
+	defer s.watches.mu.Unlock()
+	if s.watches.open == nil {
+		s.watches.open = map[*node.Watch]watcher{}
+	}
+	s.watches.open[w] = watcher{who, prefix}
+	if a := s.auth.acl.Load(); a != nil && !a.Allows(who, RightRead, prefix) {
+		s.node.EndWatch(w, &WatchRevokedError{Identity: who, Prefix: prefix})
+	}
+	return w, nil
+}
+
+// watchSet is a server's open watches, with whom each is for.
+type watchSet struct {
+	mu   sync.Mutex
+	open map[*node.Watch]watcher
+}
+
+type watcher struct{ who, prefix string }
+
+func (ws *watchSet) remove(w *node.Watch) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	delete(ws.open, w)
+}
+
+// recheckWatches ends each open watch a may not allow (SetACL).
+func (s *Server) recheckWatches(a *ACL) {
+	if a == nil {
+		return
+	}
+	s.watches.mu.Lock()
+	defer s.watches.mu.Unlock()
+	for w, wr := range s.watches.open {
+		if !a.Allows(wr.who, RightRead, wr.prefix) {
+			s.log.Info("watch ended: the ACL no longer allows it", "identity", wr.who, "prefix", wr.prefix)
+			s.node.EndWatch(w, &WatchRevokedError{Identity: wr.who, Prefix: wr.prefix})
+		}
+	}
+}
+
+// WatchRevokedError ends a watch whose identity the ACL in force no
+// longer lets read its prefix.
+type WatchRevokedError struct {
+	Identity, Prefix string
+}
+
+func (e *WatchRevokedError) Error() string {
+	return fmt.Sprintf("identity %q may no longer watch %q (the ACL changed)", e.Identity, e.Prefix)
+}
+
+// overloaded is the answer to request id of op refused by a limit (err
+// wraps node.ErrOverloaded), counted like every overloaded answer.
+func (s *Server) overloaded(op string, id uint64, err error) *wire.Response {
+	resp := &wire.Response{ID: id}
+	errorResponse(resp, err)
+	s.node.Metrics().ClientRequests.WithLabelValues(op, resultLabel(resp.Op)).Inc()
+	return resp
 }
 
 // WireEvent is ev as the client protocol and the HTTP API carry it.
@@ -37,13 +129,17 @@ func WireEvent(ev node.Event) wire.Event {
 }
 
 // WatchEnded is the answer that ends a watch cut off by err (Watch.Err):
+// permission denied when the ACL no longer allows it (WatchRevokedError),
 // overloaded for a reader too slow (a limit of the member: its buffer),
 // unavailable for a member that stopped or caught up by snapshot (watch
 // again, here or elsewhere), error for anything else.
 func WatchEnded(err error) *wire.Response {
 	var slow *node.TooSlowError
 	var snap *node.SnapshotError
+	var revoked *WatchRevokedError
 	switch {
+	case errors.As(err, &revoked):
+		return &wire.Response{Op: wire.OpPermissionDenied, Reason: err.Error()}
 	case errors.As(err, &slow):
 		return &wire.Response{Op: wire.OpOverloaded, Reason: err.Error()}
 	case errors.As(err, &snap), errors.Is(err, node.ErrStopped):

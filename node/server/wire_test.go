@@ -125,9 +125,15 @@ func TestForcedReleaseNeedsAdminAndListNeedsReadOnItsPrefix(t *testing.T) {
 			t.Errorf("a forced release is described as %q", what)
 		}
 	}
+	// Admin is scoped to its rule's prefixes (issue 37: admin on a/
+	// force-released b/secret).
 	a.Rules = append(a.Rules, Rule{Identity: "", Prefixes: []string{"x/"}, Rights: []string{RightAdmin}})
+	if ok, _ := allowed(&wire.Request{Op: wire.OpRelease, Key: "jobs/a", Force: true}); ok {
+		t.Error("admin on x/ forced the release of jobs/a")
+	}
+	a.Rules = append(a.Rules, Rule{Identity: "", Prefixes: []string{"jobs/"}, Rights: []string{RightAdmin}})
 	if ok, _ := allowed(&wire.Request{Op: wire.OpRelease, Key: "jobs/a", Force: true}); !ok {
-		t.Error("the admin right did not allow a forced release")
+		t.Error("admin on jobs/ did not allow a forced release of jobs/a")
 	}
 }
 
