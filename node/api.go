@@ -166,6 +166,9 @@ func (n *Node) Healthy(ctx context.Context) error {
 	if err := n.Err(); err != nil {
 		return fmt.Errorf("stopped: %w", err)
 	}
+	if err := n.listenersErr(); err != nil {
+		return err
+	}
 	var healthy error
 	switch err := n.inspectContext(ctx, func(c *member.Core) { healthy = c.Healthy() }); {
 	case errors.Is(err, errLoopEnded):

@@ -155,6 +155,15 @@ func CounterValue(c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
+// GaugeValue reads a gauge (tests, reports).
+func GaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetGauge().GetValue()
+}
+
 // storageCollector exports the log store's LSM statistics, read once per
 // scrape: compactions after a large fill, and the write stalls they cause,
 // are where a synced append's latency comes from when it is not the fsync.

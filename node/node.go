@@ -129,7 +129,8 @@ type Node struct {
 	storage   logstore.Store
 	transport peer.Transport
 	metrics   *Metrics
-	journal   *journal // nil unless Config.AuditJournal
+	listeners listenerHealth // listeners.go
+	journal   *journal       // nil unless Config.AuditJournal
 	identity  *peer.Identity
 
 	core *member.Core // owned by the loop goroutine

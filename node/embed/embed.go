@@ -124,7 +124,13 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 	mb.node, mb.server = n, server.New(n)
 	mb.server.SetACL(acl)
 	mb.server.SetLimits(cfg.Limits)
-	go mb.server.Serve(ln)
+	go func() {
+		// Serve retries failed accepts itself; it returns only when the
+		// listener was closed under it, which leaves the port dead.
+		if err := mb.server.Serve(ln); err != nil {
+			mb.log.Error("the client port stopped serving", "err", err)
+		}
+	}()
 	if hln != nil {
 		mb.serveHTTP(hln, skew)
 	}

@@ -84,6 +84,8 @@ func (f *Flags) RegisterTuningFlags(fs *flag.FlagSet) {
 	for _, l := range f.limits() {
 		fs.IntVar(l.v, l.name, l.def, l.usage)
 	}
+	fs.DurationVar(&f.Config.Limits.HandshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "time a client connection has for its TLS handshake and greeting (the API ports: for a request's headers and body)")
+	fs.DurationVar(&f.Config.Limits.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a client connection with nothing in flight stays open, on every client-facing port; then the member asks its client to dial again")
 	fs.BoolVar(&f.Config.Debug, "debug", false, "serve Go's /debug/pprof profiles on the --http port")
 }
 
@@ -101,6 +103,13 @@ func (f *Flags) limits() []limit {
 	return []limit{
 		{"max-connections", &s.MaxConns, server.DefaultMaxConns, "open client connections; one more is closed before the greeting (the client retries)"},
 		{"max-inflight-per-conn", &s.MaxInflightPerConn, server.DefaultMaxInflightPerConn, "waiting acquires open on one client connection (one more is answered overloaded), and as many other requests (past them the member stops reading that connection)"},
+		{"max-pending-connections", &s.MaxPendingConns, server.DefaultMaxPendingConns, "client connections still in their TLS handshake or greeting (they hold no place under --max-connections); past it the oldest is closed"},
+		{"max-pending-connections-per-address", &s.MaxPendingConnsPerAddress, server.DefaultMaxPendingConnsPerAddress, "client connections from one remote address still in their handshake or greeting; past it that address's oldest is closed"},
+		{"max-connections-per-identity", &s.MaxConnsPerIdentity, server.DefaultMaxConnsPerIdentity, "client connections of one client identity (TLS certificate); one more is closed before the greeting"},
+		{"max-calls-per-identity", &s.MaxCallsPerIdentity, server.DefaultMaxCallsPerIdentity, "calls one client identity has in flight over every API (waiting acquires and gRPC KeepAlive streams included); one more is answered overloaded"},
+		{"max-waiters-per-key-per-identity", &s.MaxWaitersPerKeyPerIdentity, server.DefaultMaxWaitersPerKeyPerIdentity, "waiting acquires one client identity may have on one key; one more is answered overloaded"},
+		{"max-watches-per-identity", &s.MaxWatchesPerIdentity, server.DefaultMaxWatchesPerIdentity, "watches one client identity has open over every API; one more is answered overloaded"},
+		{"max-watches", &s.MaxWatches, server.DefaultMaxWatches, "watches open on this member over every API; one more is answered overloaded"},
 		{"max-pending", &n.MaxPending, node.DefaultMaxPending, "calls open in the member (queued, proposed, waiting); one more is answered overloaded"},
 		{"max-waiters", &n.MaxWaiters, node.DefaultMaxWaiters, "waiting acquires over all keys; one more is answered overloaded"},
 		{"max-waiters-per-key", &n.MaxWaitersPerKey, node.DefaultMaxWaitersPerKey, "waiting acquires on one key; one more is answered overloaded"},

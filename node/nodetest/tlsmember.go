@@ -12,6 +12,7 @@ import (
 	membercore "github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/embed"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // TLSMember is a one-member cluster under TLS with an ACL, serving the
@@ -19,13 +20,23 @@ import (
 // API is its address.
 type TLSMember struct {
 	API     string
+	Client  string        // the client port's address
+	Member  *embed.Member // the running member
 	certs   string
 	clients []string
+	aclFile string
 }
 
 // StartTLSMember starts the member with certificates for clients (at
 // least one) and the ACL acl (its JSON), closed when t ends.
 func StartTLSMember(t testing.TB, acl string, clients ...string) *TLSMember {
+	t.Helper()
+	return StartTLSMemberWithLimits(t, acl, server.Limits{}, clients...)
+}
+
+// StartTLSMemberWithLimits is StartTLSMember with the client limits lim
+// (zero fields: the defaults).
+func StartTLSMemberWithLimits(t testing.TB, acl string, lim server.Limits, clients ...string) *TLSMember {
 	t.Helper()
 	dir := t.TempDir()
 	certs := filepath.Join(dir, "certs")
@@ -41,13 +52,23 @@ func StartTLSMember(t testing.TB, acl string, clients ...string) *TLSMember {
 		Node:   node.Config{Config: membercore.Config{ID: 1, Peers: map[uint64]string{1: a[1]}}, DataDir: filepath.Join(dir, "data")},
 		Listen: a[2], API: a[3],
 		TLS: tlsconfig.Files{Cert: filepath.Join(certs, "member-1.pem"), Key: filepath.Join(certs, "member-1-key.pem"), CA: filepath.Join(certs, "ca.pem")},
-		ACL: aclFile,
+		ACL: aclFile, Limits: lim,
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(mb.Close)
-	return &TLSMember{API: a[3], certs: certs, clients: clients}
+	return &TLSMember{API: a[3], Client: a[2], Member: mb, certs: certs, clients: clients, aclFile: aclFile}
+}
+
+// SetACL puts acl (its JSON) in force, as SIGHUP does after the file
+// changed.
+func (m *TLSMember) SetACL(t testing.TB, acl string) {
+	t.Helper()
+	if err := os.WriteFile(m.aclFile, []byte(acl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Member.Reload()
 }
 
 // ClientTLS is the TLS configuration of client name (its certificate,

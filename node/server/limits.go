@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -101,7 +100,19 @@ func (l *Limits) setDefaults() {
 // limiter is a Server's limits and the state they need.
 type limiter struct {
 	Limits
-	lastWarn atomic.Int64 // unix nanoseconds of the last "too many connections" warning
+	refusedWarn rateLimit // refused connections' log lines
+	greetWarn   rateLimit // failed greetings' log lines
+}
+
+// rateLimit lets something happen at most once per interval.
+type rateLimit struct{ last atomic.Int64 }
+
+// every runs f unless it ran less than d ago.
+func (r *rateLimit) every(d time.Duration, f func()) {
+	now := time.Now().UnixNano()
+	if last := r.last.Load(); now-last > int64(d) && r.last.CompareAndSwap(last, now) {
+		f()
+	}
 }
 
 // SetLimits sets the client port's limits; call it before Serve.
@@ -114,20 +125,6 @@ func (s *Server) limits() Limits {
 	l := s.lim.Limits
 	l.setDefaults()
 	return l
-}
-
-// fullLocked says whether the connection limit is reached; s.mu held.
-func (s *Server) fullLocked() bool { return len(s.conns) >= s.limits().MaxConns }
-
-// refuseConn closes a connection past the limit, warning at most once a
-// second.
-func (s *Server) refuseConn(c net.Conn) {
-	c.Close()
-	s.node.Metrics().ClientRequests.WithLabelValues("connect", "overloaded").Inc()
-	now := time.Now().UnixNano()
-	if last := s.lim.lastWarn.Load(); now-last > int64(time.Second) && s.lim.lastWarn.CompareAndSwap(last, now) {
-		s.log.Warn("refused client connection: too many connections", "limit", s.limits().MaxConns, "remote", c.RemoteAddr().String())
-	}
 }
 
 // connSlots are one connection's in-flight bounds (Limits.MaxInflightPerConn).

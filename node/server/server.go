@@ -25,11 +25,13 @@ type Server struct {
 	node *node.Node
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]func() // each connection's goaway (Shutdown); nil until its greeting is done
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]func() // each connection's goaway (Shutdown); nil until its greeting is done
+	greeted int                 // connections past their greeting (Limits.MaxConns)
+	pending pendingConns        // connections before it (admission.go)
+	closed  bool
+	wg      sync.WaitGroup
 
 	auth    auth // the ACL (acl.go)
 	lim     limiter
@@ -46,7 +48,11 @@ func New(n *node.Node) *Server {
 		adminCmds: adminCommands()}
 }
 
-// Serve accepts client connections on ln until Close.
+// Serve accepts client connections on ln until Close, and returns nil
+// then. A failed accept (out of file descriptors, say) is retried after a
+// backoff, counted, and reported to the node while it lasts (/healthz):
+// the port must serve again once the cause is gone. It returns an error
+// only when ln was closed by someone other than Close.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -56,6 +62,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
+	var backoff acceptBackoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -65,27 +72,24 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				s.node.ReportListener("client", err)
+				return err
 			}
-			return err
+			s.acceptFailed(&backoff, "client", err)
+			continue
 		}
+		s.accepted(&backoff, "client")
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return nil
 		}
-		if s.fullLocked() {
-			s.mu.Unlock()
-			s.refuseConn(c)
-			continue
-		}
 		s.conns[c] = nil // its goaway is set once the greeting is done (serveConn)
 		s.wg.Add(1)
 		s.mu.Unlock()
+		s.admitPending(c)
 		go s.serveConn(c)
 	}
 }
@@ -165,10 +169,22 @@ func (s *Server) serveConn(c net.Conn) {
 		s.mu.Unlock()
 	}()
 	r := bufio.NewReaderSize(c, 32<<10)
-	if err := s.greet(c, r); err != nil {
-		cc.closing(err)
+	var unplace func()
+	err := s.greet(c, r, func() bool {
+		var ok bool
+		unplace, ok = s.admitGreeted(c, identity(c))
+		return ok
+	})
+	stillPending := s.pending.remove(c) // false: admitted, or evicted (and counted)
+	if err != nil {
+		if stillPending && !errors.Is(err, errRefused) {
+			// At most a line a second: a flood of connections that never
+			// greet would write one each.
+			s.lim.greetWarn.every(time.Second, func() { cc.closing(err) })
+		}
 		return
 	}
+	defer unplace()
 	// The goaway may go out only now: sent before the greeting, the client
 	// reads its bytes as the greeting and takes this member for something
 	// other than raftlock, failing its call instead of retrying it
@@ -190,6 +206,7 @@ func (s *Server) serveConn(c net.Conn) {
 		goAway()
 	}
 	cc.who = identity(c)
+	go cc.watchIdle(s.limits().IdleTimeout, goAway)
 	if err := cc.readLoop(r); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
 		cc.closing(err)
 	}
@@ -205,6 +222,7 @@ type clientConn struct {
 	who      string
 	features uint64 // what the client announced it understands
 	slots    connSlots
+	idle     idleTimer
 	reqWG    sync.WaitGroup
 	cmu      sync.Mutex
 	cancels  map[uint64]context.CancelFunc
@@ -292,7 +310,9 @@ func (cc *clientConn) dispatch(req *wire.Request) error {
 		return fmt.Errorf("request id %d reused while in flight", req.ID)
 	}
 	feats := cc.features
+	done := cc.idle.start()
 	cc.reqWG.Go(func() {
+		defer done()
 		var resp *wire.Response
 		if req.Op == wire.OpWatch {
 			resp = cc.streamWatch(rctx, feats, req)
@@ -311,14 +331,24 @@ func (cc *clientConn) dispatch(req *wire.Request) error {
 	return nil
 }
 
-// greet exchanges the protocol greeting: the client's first, then this
-// member's. A client of another version gets this member's greeting (so it
-// can say which versions differ) before the connection closes.
-func (s *Server) greet(c net.Conn, r *bufio.Reader) error {
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+// errRefused is greet's error for a connection admit did not take.
+var errRefused = errors.New("connection refused by a limit")
+
+// greet exchanges the protocol greeting: the client's first (over TLS,
+// the handshake comes with it), then this member's, both within
+// Limits.HandshakeTimeout. admit decides, between the two, whether the
+// connection may stay: one it refuses is closed before the member's
+// greeting, which a client takes as "not sent" and retries. A client of
+// another version gets this member's greeting (so it can say which
+// versions differ) before the connection closes.
+func (s *Server) greet(c net.Conn, r *bufio.Reader, admit func() bool) error {
+	c.SetDeadline(time.Now().Add(s.limits().HandshakeTimeout))
 	defer c.SetDeadline(time.Time{})
 	err := wire.CheckGreeting(r)
 	tellTLSRequired(err)
+	if err == nil && !admit() {
+		return errRefused
+	}
 	if err == nil || errors.Is(err, wire.ErrVersion) {
 		if _, werr := io.WriteString(c, wire.Greeting); werr != nil && err == nil {
 			err = werr
