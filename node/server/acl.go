@@ -233,18 +233,37 @@ func (s *Server) ReadPrefixes(who string) []string {
 }
 
 // RequireAdmin lets through only HTTP requests whose client certificate's
-// identity has the admin right, when an ACL is in force.
+// identity has the admin right, when an ACL is in force: on some prefix
+// for the console, /metrics, /status and /healthz (they show no key the
+// identity may not read: the console filters its locks by the read
+// right), on the whole key space for /debug/ (profiles, and the audit
+// journal under fault injection, show every key).
 func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := s.auth.acl.Load(); a != nil {
 			who := Identity(r.TLS)
-			if !a.Allows(who, RightAdmin, "") {
-				http.Error(w, fmt.Sprintf("permission denied: identity %q has no admin right on the whole key space (a rule with the prefix \"\")", who), http.StatusForbidden)
+			if strings.HasPrefix(r.URL.Path, "/debug/") {
+				if !a.Allows(who, RightAdmin, "") {
+					http.Error(w, fmt.Sprintf("permission denied: identity %q has no admin right on the whole key space (a rule with the prefix \"\")", who), http.StatusForbidden)
+					return
+				}
+			} else if !a.grants(who, RightAdmin) {
+				http.Error(w, fmt.Sprintf("permission denied: identity %q has no admin right", who), http.StatusForbidden)
 				return
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// grants says whether any rule of identity grants right, on any prefix.
+func (a *ACL) grants(identity, right string) bool {
+	for _, r := range a.Rules {
+		if r.Identity == identity && contains(r.Rights, right) {
+			return true
+		}
+	}
+	return false
 }
 
 // tellTLSRequired answers, in plain text, a client that sent its greeting

@@ -343,3 +343,29 @@ func TestAdminIsScopedToItsPrefixes(t *testing.T) {
 		t.Errorf("admin on every key could not ask for status: %v", err)
 	}
 }
+
+// Issue 37, finding 9, decided and documented (README, Permissions):
+// release and renew authority is the prefix's. alice, with lock on a/,
+// may release a lock admin holds under a/ by naming its token; outside
+// her prefixes she may not, whatever the token.
+func TestReleaseAuthorityIsThePrefixs(t *testing.T) {
+	m := nodetest.StartTLSMember(t, limitsACL, "admin", "alice")
+	admin := newClient(t, m.Client, m.ClientTLS(t, "admin"))
+	alice := newClient(t, m.Client, m.ClientTLS(t, "alice"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	outside, err := admin.Acquire(ctx, "b/victim", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Release(ctx, "b/victim", outside.Token); !errors.Is(err, client.ErrPermissionDenied) {
+		t.Errorf("alice released b/victim with its token: %v", err)
+	}
+	inside, err := admin.Acquire(ctx, "a/victim", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Release(ctx, "a/victim", inside.Token); err != nil {
+		t.Errorf("alice, with lock on a/, could not release a/victim naming its token: %v", err)
+	}
+}
