@@ -367,6 +367,8 @@ func (n *Node) newTCP() (*peer.TCP, error) {
 		SnapshotChunkSize: cfg.SnapshotChunkSize,
 		// Chosen once, here: the transport's code follows its hook.
 		UnsafeSkipSnapshotChecks: cfg.Bug == member.BugSnapshotPartial,
+		OnAcceptError:            func() { n.metrics.AcceptErrors.WithLabelValues("peer").Inc() },
+		OnRefused:                func(limit string) { n.metrics.ConnectionsRefused.WithLabelValues("peer", limit).Inc() },
 	}
 	if cfg.DataDir != "" {
 		// Written last of a first start, after the store is seeded:
@@ -387,6 +389,16 @@ func (n *Node) newTCP() (*peer.TCP, error) {
 		return nil, err
 	}
 	return tcp, nil
+}
+
+// PeerListenerErr says whether the peer port has stopped accepting
+// connections (peer.TCP.ListenerErr); nil with a transport that cannot
+// tell.
+func (n *Node) PeerListenerErr() error {
+	if t, ok := n.transport.(interface{ ListenerErr() error }); ok {
+		return t.ListenerErr()
+	}
+	return nil
 }
 
 // maxAppendBytes keeps raft's appends well inside the peer frame limit
