@@ -129,9 +129,9 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 		mb.serveHTTP(hln, skew)
 	}
 	if aln != nil {
-		mb.grpc = grpcapi.New(mb.server, n, cfg.Limits.MaxConns)
-		h := mb.grpc.Handler(httpapi.New(mb.server, n, cfg.Limits.MaxConns))
-		mb.api = httpapi.NewServer(h, mb.log.With("component", "api"))
+		mb.grpc = grpcapi.New(mb.server, n, cfg.Limits)
+		h := mb.grpc.Handler(httpapi.New(mb.server, n, cfg.Limits))
+		mb.api = httpapi.NewServer(h, cfg.Limits, mb.log.With("component", "api"))
 		go mb.api.Serve(aln)
 	}
 	return mb, nil

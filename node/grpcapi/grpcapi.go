@@ -62,26 +62,25 @@ type API struct {
 }
 
 // New returns the gRPC API of the member whose client server is s and node
-// n. At most maxInflight calls and keep-alives run at once (waiting
-// acquires included; 0: server.DefaultMaxConns), and as many watches
-// beside them; one more is answered UNAVAILABLE, name overloaded.
-func New(s *server.Server, n *node.Node, maxInflight int) *API {
-	return newAPI(httpapi.MemberBackend(s, n), n.Metrics(), maxInflight)
+// n, within lim (the client port's limits; zero fields take their
+// defaults). At most lim.MaxConns calls run at once (waiting acquires
+// included), as many keep-alives and as many watches beside them; one
+// more is answered UNAVAILABLE, name overloaded.
+func New(s *server.Server, n *node.Node, lim server.Limits) *API {
+	return newAPI(httpapi.MemberBackend(s, n), n.Metrics(), lim)
 }
 
 // NewWithBackend is New on any Backend (tests), counting nothing.
-func NewWithBackend(b Backend, maxInflight int) *API { return newAPI(b, nil, maxInflight) }
+func NewWithBackend(b Backend, lim server.Limits) *API { return newAPI(b, nil, lim) }
 
-func newAPI(b Backend, metrics *node.Metrics, maxInflight int) *API {
-	if maxInflight <= 0 {
-		maxInflight = server.DefaultMaxConns
-	}
+func newAPI(b Backend, metrics *node.Metrics, lim server.Limits) *API {
+	lim = httpapi.WithDefaults(lim)
 	a := &API{
 		b:        b,
 		metrics:  metrics,
 		srv:      grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.ForceServerCodecV2(newCodec())),
-		slots:    make(chan struct{}, maxInflight),
-		watches:  make(chan struct{}, maxInflight),
+		slots:    make(chan struct{}, lim.MaxConns),
+		watches:  make(chan struct{}, lim.MaxConns),
 		stopping: make(chan struct{}),
 	}
 	raftlockv1.RegisterLocksServer(a.srv, a)

@@ -20,6 +20,7 @@ import (
 	"github.com/raftlock/raftlock/node/grpcapi"
 	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/nodetest"
+	"github.com/raftlock/raftlock/node/server"
 	pb "github.com/raftlock/raftlock/proto/raftlock/v1"
 )
 
@@ -46,8 +47,8 @@ func serveFake(t *testing.T, b grpcapi.Backend) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := grpcapi.NewWithBackend(b, 0)
-	srv := httpapi.NewServer(api.Handler(http.NotFoundHandler()), slog.New(slog.DiscardHandler))
+	api := grpcapi.NewWithBackend(b, server.Limits{})
+	srv := httpapi.NewServer(api.Handler(http.NotFoundHandler()), server.Limits{}, slog.New(slog.DiscardHandler))
 	go srv.Serve(ln)
 	t.Cleanup(func() { api.Close(); srv.Close() })
 	conn, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
