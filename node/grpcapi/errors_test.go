@@ -49,6 +49,9 @@ func (f *fakeBackend) Watch(context.Context, string, uint64, string) (*node.Watc
 	return nil, &r
 }
 
+// Admit never refuses: the fake has no identities.
+func (f *fakeBackend) Admit(string, server.Limit) (func(), error) { return func() {}, nil }
+
 // Each answer of the member maps to its code and keeps its CLI name, as
 // docs/grpc-api.md tables it: only outcome-unknown is UNKNOWN, only the
 // answers after which nothing was proposed are UNAVAILABLE. A follower
