@@ -129,3 +129,33 @@ func TestKeepAlivesOfOneIdentityLeaveOthersCalls(t *testing.T) {
 	}
 	expectStatus(t, "alice's watch past her share", err, codes.Unavailable, wire.ErrorNameOverloaded, "--max-watches-per-identity")
 }
+
+// An open watch whose identity the ACL no longer lets read its prefix
+// ends PERMISSION_DENIED within a second of the reload (issue 37,
+// finding 7).
+func TestWatchEndsWhenTheACLRevokesIt(t *testing.T) {
+	m := nodetest.StartTLSMember(t, `{"rules":[
+		{"identity":"alice","prefixes":["a/"],"rights":["lock","read"]},
+		{"identity":"bob","prefixes":["b/"],"rights":["lock","read"]}]}`, "alice", "bob")
+	ctx := nodetest.Context(t, 30*time.Second)
+	alice := tlsClient(t, m, "alice")
+	nodetest.WaitFor(t, 10*time.Second, "the member to lead", func() bool {
+		_, err := alice.Acquire(ctx, &pb.AcquireRequest{Key: "a/x", LeaseMs: 10000})
+		return err == nil
+	})
+	w := watch(t, ctx, alice, "a/")
+	if _, err := alice.Acquire(ctx, &pb.AcquireRequest{Key: "a/y", LeaseMs: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	if got := events(t, w, 1); got[0].Key != "a/y" {
+		t.Fatalf("alice's watch: %v, want the acquire of a/y", got)
+	}
+	start := time.Now()
+	m.SetACL(t, `{"rules":[{"identity":"bob","prefixes":["b/"],"rights":["lock","read"]}]}`)
+	_, err := w.Recv()
+	took := time.Since(start)
+	expectStatus(t, "alice's watch after the ACL removed her", err, codes.PermissionDenied, wire.ErrorNamePermissionDenied, "alice")
+	if took > time.Second {
+		t.Errorf("alice's watch ended %v after the reload, want within 1s", took)
+	}
+}
