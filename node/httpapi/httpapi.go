@@ -112,7 +112,6 @@ func WithDefaults(lim server.Limits) server.Limits {
 		}
 	}
 	def(&lim.MaxConns, server.DefaultMaxConns)
-	def(&lim.MaxCallsPerIdentity, server.DefaultMaxCallsPerIdentity)
 	if lim.HandshakeTimeout <= 0 {
 		lim.HandshakeTimeout = server.DefaultHandshakeTimeout
 	}
@@ -151,7 +150,8 @@ func NewServer(h http.Handler, lim server.Limits, log *slog.Logger) *http.Server
 // lim.HandshakeTimeout (net/http cuts the handshake at the least of its
 // read timeouts), its headers MaxHeaderBytes, and it stays open at most
 // lim.IdleTimeout without a request (HTTP/2 alike). There is no
-// ReadTimeout or WriteTimeout: they would cut watches and gRPC streams,
+// ReadTimeout or WriteTimeout: a WriteTimeout would cut watches, and a
+// ReadTimeout gRPC streams (HTTP/2 applies it to each stream's reads),
 // which last as long as their callers want; a call's body has its own
 // deadline (Handler).
 func Timeouts(srv *http.Server, lim server.Limits) {
