@@ -56,7 +56,15 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 	if err != nil {
 		return invalid(err)
 	}
-	release, err := a.take(a.slots, "keepalive", "API calls")
+	// The identity's share first, then a place in the keep-alives' pool:
+	// one identity's streams cannot fill the pool, and no stream takes a
+	// place a unary call waits for.
+	sh, err := a.share(identity(ctx))
+	if err != nil {
+		return err
+	}
+	defer sh.end()
+	release, err := a.take(a.streams, "keepalive", "keep-alive streams")
 	if err != nil {
 		return err
 	}
@@ -73,8 +81,15 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 	tick := time.NewTicker(max(lease/3, 5*time.Millisecond))
 	defer tick.Stop()
 	for validFrom := time.Now(); ; {
+		// The renewal runs on the stream's unit: Do takes one of its
+		// own, which the stream lends it.
+		sh.lend()
 		var err error
-		if validFrom, err = a.renew(ctx, stream, req, validFrom, lease); err != nil {
+		validFrom, err = a.renew(ctx, stream, req, validFrom, lease)
+		if err == nil {
+			err = sh.take()
+		}
+		if err != nil {
 			return err
 		}
 		select {
@@ -89,6 +104,56 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 			return stoppingError()
 		case <-tick.C:
 		}
+	}
+}
+
+// share is the unit of its identity's calls in flight
+// (server.LimitCalls) that a keep-alive holds for as long as it runs, as
+// a call in flight would: an identity's streams and calls are one share.
+// Its renewals run through server.Server.Do, which takes a unit for
+// each; the stream lends them its own (lend, then take it back), or an
+// identity that holds its whole share in streams could renew none of
+// them.
+type share struct {
+	a       *API
+	who     string
+	release func() // nil while lent
+}
+
+// share takes a unit of who's share for a keep-alive, or refuses the
+// stream UNAVAILABLE, name overloaded, naming the limit.
+func (a *API) share(who string) (*share, error) {
+	sh := &share{a: a, who: who}
+	if err := sh.take(); err != nil {
+		return nil, err
+	}
+	return sh, nil
+}
+
+// take takes the unit back after a renewal. Another call of the
+// identity may have taken it meanwhile, the whole share then in use: the
+// stream ends UNAVAILABLE, name overloaded (its lock is not lost; the
+// client keeps it alive again when it holds less).
+func (sh *share) take() error {
+	release, err := sh.a.b.Admit(sh.who, server.LimitCalls)
+	if err != nil {
+		sh.a.countOverloaded("keepalive")
+		return overloadedBy(err)
+	}
+	sh.release = release
+	return nil
+}
+
+// lend gives the unit back for a renewal to take.
+func (sh *share) lend() {
+	sh.release()
+	sh.release = nil
+}
+
+// end gives the unit back for good.
+func (sh *share) end() {
+	if sh.release != nil {
+		sh.release()
 	}
 }
 
@@ -120,23 +185,28 @@ func (a *API) renew(ctx context.Context, stream grpc.BidiStreamingServer[raftloc
 // Watch streams the lock events under a prefix: first a response with
 // only the index the watch starts after, then the events, those waiting
 // sent together, until the client cancels (its context ends), the member
-// cuts the watch off (UNAVAILABLE, name overloaded or unavailable, as
-// server.WatchEnded says) or stops serving. Any member serves it.
+// cuts the watch off (UNAVAILABLE, name overloaded or unavailable, or
+// PERMISSION_DENIED once the ACL no longer lets the caller read the
+// prefix, as server.WatchEnded says) or stops serving. Any member serves
+// it.
 func (a *API) Watch(in *raftlockv1.WatchRequest, stream grpc.ServerStreamingServer[raftlockv1.WatchResponse]) error {
+	if err := refused(in); err != nil {
+		return invalid(err)
+	}
+	// The member first (its ACL, the identity's share of watches, its own
+	// bound), then this API's pool: a caller past its identity's share
+	// is refused without taking a place others wait for.
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel() // ends the member's watch
+	w, resp := a.b.Watch(ctx, identity(ctx), wire.FeaturePermissionDenied, in.GetPrefix())
+	if resp != nil {
+		return a.errorStatus(resp, &wire.Request{Key: in.GetPrefix()})
+	}
 	release, err := a.take(a.watches, "watch", "watches")
 	if err != nil {
 		return err
 	}
 	defer release()
-	if err := refused(in); err != nil {
-		return invalid(err)
-	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	w, resp := a.b.Watch(ctx, identity(ctx), wire.FeaturePermissionDenied, in.GetPrefix())
-	if resp != nil {
-		return a.errorStatus(resp, &wire.Request{Key: in.GetPrefix()})
-	}
 	if err := stream.Send(&raftlockv1.WatchResponse{FromIndex: w.From}); err != nil {
 		return err
 	}
