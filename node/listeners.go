@@ -51,4 +51,3 @@ func (n *Node) listenersErr() error {
 	slices.Sort(failing)
 	return fmt.Errorf("%s", strings.Join(failing, "; "))
 }
-

@@ -128,7 +128,7 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 		// Serve retries failed accepts itself; it returns only when the
 		// listener was closed under it, which leaves the port dead.
 		if err := mb.server.Serve(ln); err != nil {
-			mb.log.Error("the client port stopped serving", "err", err)
+			mb.log.Error("the client port stopped serving", "err", err) // Serve told /healthz
 		}
 	}()
 	if hln != nil {
@@ -200,6 +200,7 @@ func (mb *Member) serveHTTP(ln net.Listener, skew *clock.Skew) {
 func (mb *Member) serve(srv *http.Server, ln net.Listener, name string) {
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		mb.log.Error("stopped serving a port: it accepts no more connections", "port", name, "addr", ln.Addr().String(), "err", err)
+		mb.node.ReportListener(name, err) // /healthz says so from now on
 	}
 }
 

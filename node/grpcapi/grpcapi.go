@@ -92,7 +92,7 @@ func New(s *server.Server, n *node.Node, lim server.Limits) *API {
 func NewWithBackend(b Backend, lim server.Limits) *API { return newAPI(b, nil, lim) }
 
 func newAPI(b Backend, metrics *node.Metrics, lim server.Limits) *API {
-	lim = httpapi.WithDefaults(lim)
+	lim = lim.WithDefaults()
 	a := &API{
 		b:        b,
 		metrics:  metrics,

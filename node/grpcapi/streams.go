@@ -59,11 +59,12 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 	// The identity's share first, then a place in the keep-alives' pool:
 	// one identity's streams cannot fill the pool, and no stream takes a
 	// place a unary call waits for.
-	sh, err := a.share(identity(ctx))
+	unit, err := a.b.Admit(identity(ctx), server.LimitCalls)
 	if err != nil {
-		return err
+		a.countOverloaded("keepalive")
+		return overloadedBy(err)
 	}
-	defer sh.end()
+	defer unit()
 	release, err := a.take(a.streams, "keepalive", "keep-alive streams")
 	if err != nil {
 		return err
@@ -81,14 +82,9 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 	tick := time.NewTicker(max(lease/3, 5*time.Millisecond))
 	defer tick.Stop()
 	for validFrom := time.Now(); ; {
-		// The renewal runs on the stream's unit: Do takes one of its
-		// own, which the stream lends it.
-		sh.lend()
+		// The renewal runs on the stream's unit (server.WithCallUnit).
 		var err error
-		validFrom, err = a.renew(ctx, stream, req, validFrom, lease)
-		if err == nil {
-			err = sh.take()
-		}
+		validFrom, err = a.renew(server.WithCallUnit(ctx), stream, req, validFrom, lease)
 		if err != nil {
 			return err
 		}
@@ -104,56 +100,6 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 			return stoppingError()
 		case <-tick.C:
 		}
-	}
-}
-
-// share is the unit of its identity's calls in flight
-// (server.LimitCalls) that a keep-alive holds for as long as it runs, as
-// a call in flight would: an identity's streams and calls are one share.
-// Its renewals run through server.Server.Do, which takes a unit for
-// each; the stream lends them its own (lend, then take it back), or an
-// identity that holds its whole share in streams could renew none of
-// them.
-type share struct {
-	a       *API
-	who     string
-	release func() // nil while lent
-}
-
-// share takes a unit of who's share for a keep-alive, or refuses the
-// stream UNAVAILABLE, name overloaded, naming the limit.
-func (a *API) share(who string) (*share, error) {
-	sh := &share{a: a, who: who}
-	if err := sh.take(); err != nil {
-		return nil, err
-	}
-	return sh, nil
-}
-
-// take takes the unit back after a renewal. Another call of the
-// identity may have taken it meanwhile, the whole share then in use: the
-// stream ends UNAVAILABLE, name overloaded (its lock is not lost; the
-// client keeps it alive again when it holds less).
-func (sh *share) take() error {
-	release, err := sh.a.b.Admit(sh.who, server.LimitCalls)
-	if err != nil {
-		sh.a.countOverloaded("keepalive")
-		return overloadedBy(err)
-	}
-	sh.release = release
-	return nil
-}
-
-// lend gives the unit back for a renewal to take.
-func (sh *share) lend() {
-	sh.release()
-	sh.release = nil
-}
-
-// end gives the unit back for good.
-func (sh *share) end() {
-	if sh.release != nil {
-		sh.release()
 	}
 }
 

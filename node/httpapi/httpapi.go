@@ -98,27 +98,8 @@ func New(s *server.Server, n *node.Node, lim server.Limits) *Handler {
 
 // NewWithBackend is New on any Backend (tests).
 func NewWithBackend(b Backend, lim server.Limits) *Handler {
-	lim = WithDefaults(lim)
+	lim = lim.WithDefaults()
 	return &Handler{b: b, slots: make(chan struct{}, lim.MaxConns), watches: make(chan struct{}, lim.MaxConns), bodyTimeout: lim.HandshakeTimeout}
-}
-
-// WithDefaults is lim with the defaults (server.Default*) in place of its
-// zero fields, of those the APIs (this one and gRPC's) read: the server
-// keeps its own defaulting to itself.
-func WithDefaults(lim server.Limits) server.Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&lim.MaxConns, server.DefaultMaxConns)
-	if lim.HandshakeTimeout <= 0 {
-		lim.HandshakeTimeout = server.DefaultHandshakeTimeout
-	}
-	if lim.IdleTimeout <= 0 {
-		lim.IdleTimeout = server.DefaultIdleTimeout
-	}
-	return lim
 }
 
 // MaxHeaderBytes bounds a request's headers on the member's HTTP ports: a
@@ -155,7 +136,7 @@ func NewServer(h http.Handler, lim server.Limits, log *slog.Logger) *http.Server
 // which last as long as their callers want; a call's body has its own
 // deadline (Handler).
 func Timeouts(srv *http.Server, lim server.Limits) {
-	lim = WithDefaults(lim)
+	lim = lim.WithDefaults()
 	srv.ReadHeaderTimeout = lim.HandshakeTimeout
 	srv.IdleTimeout = lim.IdleTimeout
 	srv.MaxHeaderBytes = MaxHeaderBytes
@@ -238,7 +219,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	case errors.As(err, &tooBig):
 		return nil, fmt.Errorf("request body exceeds %d bytes", tooBig.Limit)
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return nil, fmt.Errorf("%w: the whole body must arrive within %v of its headers", errSlowBody, h.bodyTimeout)
+		return nil, fmt.Errorf("%w: the whole body must arrive within %v of its headers (--handshake-timeout)", errSlowBody, h.bodyTimeout)
 	}
 	return nil, fmt.Errorf("bad request body: %v", err)
 }
