@@ -325,6 +325,7 @@ func TestWatchAcrossALeaderChange(t *testing.T) {
 	g, ctx := startGRPC(t)
 	leader := g.leader(t, ctx)
 	follower := g.Followers(g.Node(leader))[0].ID()
+	g.appliedSomething(t, ctx, follower)
 	onLeader, onFollower := watch(t, ctx, g.clients[leader], "jobs/"), watch(t, ctx, g.clients[follower], "jobs/")
 	a := g.acquire(t, ctx, leader, &pb.AcquireRequest{Key: "jobs/a", LeaseMs: 60000, Owner: "o"})
 	g.acquire(t, ctx, leader, &pb.AcquireRequest{Key: "other", LeaseMs: 60000})
@@ -371,6 +372,23 @@ func watch(t *testing.T, ctx context.Context, cl pb.LocksClient, prefix string) 
 		t.Fatalf("a watch's first response: %v, %v; want only the index it starts after", first, err)
 	}
 	return w
+}
+
+// appliedSomething waits until member id has applied an entry: a watch's
+// first answer names the index it starts after (watch wants one), which is
+// 0 on a follower that has applied nothing yet, as under load.
+func (g *grpcCluster) appliedSomething(t *testing.T, ctx context.Context, id uint64) {
+	t.Helper()
+	for {
+		st, err := g.Node(id).Status(ctx)
+		if err == nil && st.Applied > 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("member %d never applied an entry", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // events reads n events from w.

@@ -142,6 +142,7 @@ func TestStoredKeyThatIsNotTextIsListedWatchedAndReleased(t *testing.T) {
 	g, ctx := startGRPC(t)
 	id := g.leader(t, ctx)
 	follower := g.Followers(g.Node(id))[0].ID()
+	g.appliedSomething(t, ctx, follower)
 	w := watch(t, ctx, g.clients[follower], "u8/")
 	cl := g.clients[id]
 
