@@ -42,7 +42,7 @@ func (n *Node) listenersErr() error {
 		failing = append(failing, fmt.Sprintf("the %s port cannot accept connections: %v", name, err))
 	}
 	h.mu.Unlock()
-	if err := n.transportListenerErr(); err != nil {
+	if err := n.PeerListenerErr(); err != nil {
 		failing = append(failing, fmt.Sprintf("the peer port cannot accept connections: %v", err))
 	}
 	if len(failing) == 0 {
@@ -50,13 +50,4 @@ func (n *Node) listenersErr() error {
 	}
 	slices.Sort(failing)
 	return fmt.Errorf("%s", strings.Join(failing, "; "))
-}
-
-// transportListenerErr is the peer listener's state, when the transport
-// reports one (peer.TCP does).
-func (n *Node) transportListenerErr() error {
-	if l, ok := n.transport.(interface{ ListenerErr() error }); ok {
-		return l.ListenerErr()
-	}
-	return nil
 }

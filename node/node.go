@@ -83,6 +83,12 @@ type Config struct {
 	// peer.DefaultFrameLimit). See peer.Config.
 	SnapshotChunkSize int
 	PeerFrameLimit    int
+	// The peer port's limits on connections before and after their
+	// hello (peer.Config; zero: the peer package's defaults).
+	PeerHelloTimeout        time.Duration
+	MaxPeerPending          int
+	MaxPeerPendingPerAddr   int
+	MaxPeerStreamsPerMember int
 
 	// Join, for the first start of a member added to a running cluster
 	// (raftlock member add), is what it learned from that cluster. A data
@@ -360,13 +366,19 @@ func (n *Node) newTCP() (*peer.TCP, error) {
 		// hello from a member its log does not know (one added while
 		// this member was down), and must never take a removed one for
 		// such.
-		Removed:           book.Removed,
-		TLS:               cfg.PeerTLS,
-		ReadTimeout:       10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval,
-		FrameLimit:        cfg.PeerFrameLimit,
-		SnapshotChunkSize: cfg.SnapshotChunkSize,
+		Removed:              book.Removed,
+		TLS:                  cfg.PeerTLS,
+		ReadTimeout:          10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval,
+		FrameLimit:           cfg.PeerFrameLimit,
+		SnapshotChunkSize:    cfg.SnapshotChunkSize,
+		HelloTimeout:         cfg.PeerHelloTimeout,
+		MaxPending:           cfg.MaxPeerPending,
+		MaxPendingPerAddress: cfg.MaxPeerPendingPerAddr,
+		MaxStreamsPerMember:  cfg.MaxPeerStreamsPerMember,
 		// Chosen once, here: the transport's code follows its hook.
 		UnsafeSkipSnapshotChecks: cfg.Bug == member.BugSnapshotPartial,
+		OnAcceptError:            func() { n.metrics.AcceptErrors.WithLabelValues("peer").Inc() },
+		OnRefused:                func(limit string) { n.metrics.ConnectionsRefused.WithLabelValues("peer", limit).Inc() },
 	}
 	if cfg.DataDir != "" {
 		// Written last of a first start, after the store is seeded:
@@ -387,6 +399,16 @@ func (n *Node) newTCP() (*peer.TCP, error) {
 		return nil, err
 	}
 	return tcp, nil
+}
+
+// PeerListenerErr says whether the peer port has stopped accepting
+// connections (peer.TCP.ListenerErr); nil with a transport that cannot
+// tell.
+func (n *Node) PeerListenerErr() error {
+	if t, ok := n.transport.(interface{ ListenerErr() error }); ok {
+		return t.ListenerErr()
+	}
+	return nil
 }
 
 // maxAppendBytes keeps raft's appends well inside the peer frame limit

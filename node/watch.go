@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -105,20 +104,32 @@ func (n *Node) Watch(ctx context.Context, prefix string) (*Watch, error) {
 
 // watchers are a node's watches. The loop publishes to them under mu
 // without ever blocking; count lets it turn the core's events off when
-// nobody watches.
+// nobody watches. They are indexed by prefix, and the prefixes by length,
+// so that an event costs one lookup per distinct prefix length and one
+// send per matching watch, not a test of every watch: thousands of
+// watches on other prefixes must not slow the loop down.
 type watchers struct {
-	mu    sync.Mutex
-	set   map[*Watch]struct{}
-	count atomic.Int64
+	mu       sync.Mutex
+	set      map[*Watch]struct{}
+	byPrefix map[string]map[*Watch]struct{}
+	lengths  map[int]int // distinct prefixes by length
+	count    atomic.Int64
 }
 
 func (h *watchers) add(w *Watch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.set == nil {
-		h.set = map[*Watch]struct{}{}
+		h.set, h.byPrefix, h.lengths = map[*Watch]struct{}{}, map[string]map[*Watch]struct{}{}, map[int]int{}
 	}
 	h.set[w] = struct{}{}
+	same := h.byPrefix[w.prefix]
+	if same == nil {
+		same = map[*Watch]struct{}{}
+		h.byPrefix[w.prefix] = same
+		h.lengths[len(w.prefix)]++
+	}
+	same[w] = struct{}{}
 	h.count.Add(1)
 }
 
@@ -137,6 +148,14 @@ func (h *watchers) endLocked(w *Watch, err error) {
 		return
 	}
 	delete(h.set, w)
+	same := h.byPrefix[w.prefix]
+	delete(same, w)
+	if len(same) == 0 {
+		delete(h.byPrefix, w.prefix)
+		if h.lengths[len(w.prefix)]--; h.lengths[len(w.prefix)] == 0 {
+			delete(h.lengths, len(w.prefix))
+		}
+	}
 	h.count.Add(-1)
 	w.end.End(err) // before c: a reader that sees c closed finds Err set
 	close(w.c)
@@ -153,31 +172,40 @@ func (h *watchers) endAll(err error) {
 
 // publish hands events, in log order, to every watch whose prefix they
 // match, cutting off a watch whose buffer is full rather than waiting.
+// Each watch has one prefix, so it meets each event at most once, and in
+// the events' order.
 func (h *watchers) publish(events []Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for w := range h.set {
-		h.publishTo(w, events)
+	for _, ev := range events {
+		if ev.Type == member.EventSnapshot {
+			for w := range h.set {
+				if ev.Index > w.From {
+					h.endLocked(w, &SnapshotError{Index: ev.Index})
+				}
+			}
+			continue
+		}
+		for l := range h.lengths {
+			if l > len(ev.Key) {
+				continue
+			}
+			for w := range h.byPrefix[ev.Key[:l]] {
+				h.send(w, ev)
+			}
+		}
 	}
 }
 
-func (h *watchers) publishTo(w *Watch, events []Event) {
-	for _, ev := range events {
-		switch {
-		case ev.Index <= w.From:
-			continue // applied before the watch started
-		case ev.Type == member.EventSnapshot:
-			h.endLocked(w, &SnapshotError{Index: ev.Index})
-			return
-		case !strings.HasPrefix(ev.Key, w.prefix):
-			continue
-		}
-		select {
-		case w.c <- ev:
-		default:
-			h.endLocked(w, &TooSlowError{Index: ev.Index, Unread: len(w.c)})
-			return
-		}
+// send hands ev to w, or cuts w off when its buffer is full.
+func (h *watchers) send(w *Watch, ev Event) {
+	if ev.Index <= w.From {
+		return // applied before the watch started
+	}
+	select {
+	case w.c <- ev:
+	default:
+		h.endLocked(w, &TooSlowError{Index: ev.Index, Unread: len(w.c)})
 	}
 }
 

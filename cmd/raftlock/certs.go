@@ -39,6 +39,14 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 	case *members < 1 || *members > tlsconfig.MaxMembers:
 		return argErr(fs, "--members %d: want 1..%d", *members, tlsconfig.MaxMembers)
 	}
+	for _, c := range cliflag.SplitList(*clients) {
+		if tlsconfig.LooksLikeMember(c) {
+			// A client so named would pass for a member wherever a name is
+			// compared (tlsconfig.Identity); the servers refuse its
+			// certificate, so issuing it helps nobody.
+			return argErr(fs, "--clients %s: client names may not look like member names (member-N)", c)
+		}
+	}
 	files, err := tlsconfig.Init(tlsconfig.InitOptions{Dir: *out, Members: *members, Hosts: cliflag.SplitList(*hosts), Clients: cliflag.SplitList(*clients), Force: *force})
 	if err != nil {
 		return failLocal(*asJSON, stdout, err)

@@ -555,3 +555,24 @@ func TestWatchUsage(t *testing.T) {
 		t.Fatalf("watch --help: exit %d %q", code, errOut)
 	}
 }
+
+// A client named like a member (member-N) would be refused by every
+// member's ports (tlsconfig.Identity): certs init refuses to issue one, in
+// one line, as a usage error, and writes nothing.
+func TestCertsInitRefusesMemberLikeClientNames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	code, out, errOut := cli(t, "certs", "init", "--out", dir, "--members", "3", "--clients", "admin,member-9")
+	if code != exitUsage || out != "" {
+		t.Fatalf("exit %d, stdout %q; want exit %d and nothing on stdout", code, out, exitUsage)
+	}
+	if !strings.Contains(errOut, "client names may not look like member names (member-N)") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("stderr %q: want one line saying client names may not look like member names", errOut)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a refused certs init wrote %s (%v)", dir, err)
+	}
+	// Names that only resemble one are a client's to take.
+	if code, _, errOut := cli(t, "certs", "init", "--out", dir, "--members", "1", "--clients", "member-x,member-0,members-9"); code != 0 {
+		t.Fatalf("certs init with names unlike a member's: exit %d, %s", code, errOut)
+	}
+}

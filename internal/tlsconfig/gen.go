@@ -160,6 +160,9 @@ func Init(o InitOptions) ([]string, error) {
 		if !validClientName.MatchString(c) {
 			return nil, fmt.Errorf("bad client name %q: want letters, digits, '.', '_' or '-'", c)
 		}
+		if LooksLikeMember(c) {
+			return nil, fmt.Errorf("bad client name %q: client names may not look like member names (member-N)", c)
+		}
 		if seen[c] {
 			return nil, fmt.Errorf("client %q listed twice", c)
 		}

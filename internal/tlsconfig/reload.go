@@ -100,31 +100,61 @@ func read(f Files) (*material, error) {
 	return &material{cert: &cert, leaf: leaf, pool: pool}, nil
 }
 
-// ServerConfig is the configuration of a member's listening ports: TLS 1.3,
-// the current certificate, and a client certificate signed by the current
-// CA required of everyone (peers, clients, HTTP). nextProtos are the
-// application protocols it offers in ALPN (the API port's "h2" and
-// "http/1.1"), none for the others.
+// ServerConfig is the configuration of a member's client ports (client,
+// HTTP, API): TLS 1.3, the current certificate, and a client certificate
+// signed by the current CA required of everyone. A certificate whose
+// common name looks like a member's (member-N) but which is no member
+// certificate is refused at the handshake, so no client can take a
+// member's identity. nextProtos are the application protocols it offers
+// in ALPN (the API port's "h2" and "http/1.1"), none for the others.
 func (r *Reloader) ServerConfig(nextProtos ...string) *tls.Config {
+	return r.serverConfig(checkClientName, nextProtos)
+}
+
+// PeerServerConfig is the configuration of a member's peer port: as
+// ServerConfig, but only a member certificate (MemberID: the member URI
+// SAN and server authentication) gets past the handshake. Which member
+// the certificate is bound to is the transport's to check against the
+// hello.
+func (r *Reloader) PeerServerConfig() *tls.Config {
+	return r.serverConfig(func(leaf *x509.Certificate) error {
+		if _, err := MemberID(leaf); err != nil {
+			return fmt.Errorf("peer port: %w", err)
+		}
+		return nil
+	}, nil)
+}
+
+// serverConfig is a listening port's configuration, with check run on
+// the verified client certificate.
+func (r *Reloader) serverConfig(check func(*x509.Certificate) error, nextProtos []string) *tls.Config {
+	verify := func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("no client certificate")
+		}
+		return check(cs.PeerCertificates[0])
+	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: nextProtos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			m := r.cur.Load()
 			return &tls.Config{
-				MinVersion:   tls.VersionTLS13,
-				Certificates: []tls.Certificate{*m.cert},
-				ClientAuth:   tls.RequireAndVerifyClientCert,
-				ClientCAs:    m.pool,
-				NextProtos:   nextProtos,
+				MinVersion:       tls.VersionTLS13,
+				Certificates:     []tls.Certificate{*m.cert},
+				ClientAuth:       tls.RequireAndVerifyClientCert,
+				ClientCAs:        m.pool,
+				NextProtos:       nextProtos,
+				VerifyConnection: verify,
 			}, nil
 		},
 	}
 }
 
 // PeerClientConfig is the configuration a member dials peer id with: the
-// peer's certificate must chain to the current CA and be bound to id (its
-// host name is not checked: the member id is what a peer is).
+// peer's certificate must chain to the current CA, allow server
+// authentication and be bound to id by its member URI (MemberID; its host
+// name is not checked: the member id is what a peer is).
 func (r *Reloader) PeerClientConfig(id uint64) *tls.Config {
 	m := r.cur.Load()
 	return &tls.Config{

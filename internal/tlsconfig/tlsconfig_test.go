@@ -3,6 +3,7 @@ package tlsconfig
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"net"
 	"net/url"
@@ -25,8 +26,9 @@ func parse(t *testing.T, pemBytes []byte) *x509.Certificate {
 	return c
 }
 
-// A member certificate is bound to its id (URI SAN first, common name
-// second); a client certificate names no member.
+// A member certificate is bound to its id by its URI SAN, and allows
+// server authentication; a client certificate names no member, whatever
+// its common name.
 func TestMemberIDBinding(t *testing.T) {
 	ca, _, err := NewCA("test CA")
 	if err != nil {
@@ -39,6 +41,9 @@ func TestMemberIDBinding(t *testing.T) {
 	mc := parse(t, m.CertPEM)
 	if id, err := MemberID(mc); err != nil || id != 7 {
 		t.Fatalf("member certificate: id %d, %v; want 7", id, err)
+	}
+	if Identity(mc) != "member-7" {
+		t.Fatalf("member certificate's identity %q, want member-7", Identity(mc))
 	}
 	if err := mc.VerifyHostname("db7.example"); err != nil {
 		t.Errorf("--hosts name missing: %v", err)
@@ -57,25 +62,122 @@ func TestMemberIDBinding(t *testing.T) {
 	if Identity(cc) != "batch" {
 		t.Fatalf("identity %q, want batch", Identity(cc))
 	}
-	// Common name only, and a URI that contradicts the common name: the
-	// URI wins.
 	if id, err := MemberID(&x509.Certificate{}); err == nil {
 		t.Fatalf("empty certificate bound to %d", id)
 	}
-	cn := &x509.Certificate{}
+	// A common name binds nothing, with or without server authentication.
+	cn := &x509.Certificate{ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	cn.Subject.CommonName = "member-3"
-	if id, err := MemberID(cn); err != nil || id != 3 {
-		t.Fatalf("common name member-3: %d, %v", id, err)
+	if id, err := MemberID(cn); err == nil || !strings.Contains(err.Error(), "no URI SAN") {
+		t.Fatalf("common name member-3 without a member URI: %d, %v; want no member", id, err)
 	}
+	if got := Identity(cn); got != "" {
+		t.Fatalf("common name member-3 without a member URI has identity %q, want none", got)
+	}
+	// The URI binds; the identity follows it, not the common name.
 	u, _ := url.Parse(MemberURI(4))
 	cn.URIs = []*url.URL{u}
 	if id, err := MemberID(cn); err != nil || id != 4 {
 		t.Fatalf("URI member 4 over common name member-3: %d, %v", id, err)
 	}
+	if got := Identity(cn); got != "member-4" {
+		t.Fatalf("URI member 4: identity %q, want member-4", got)
+	}
+	// The member URI on a certificate for client authentication only.
+	clientOnly := &x509.Certificate{URIs: cn.URIs, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	clientOnly.Subject.CommonName = "member-4"
+	if _, err := MemberID(clientOnly); err == nil || !strings.Contains(err.Error(), "server authentication") {
+		t.Fatalf("member URI without server authentication: %v; want no member", err)
+	}
+	if got := Identity(clientOnly); got != "" {
+		t.Fatalf("member URI without server authentication has identity %q, want none", got)
+	}
 	u2, _ := url.Parse(MemberURI(5))
 	cn.URIs = append(cn.URIs, u2)
 	if _, err := MemberID(cn); err == nil {
 		t.Fatal("a certificate naming members 4 and 5 was accepted")
+	}
+}
+
+// A client certificate that calls itself member-N (common name only, or
+// the member URI without server authentication) is refused at the
+// handshake on every port: the client ports would otherwise know it as
+// member-N, the peer port as a member. A real member certificate and an
+// ordinary client certificate pass where they belong.
+func TestMemberLikeClientCertificatesRefusedAtHandshake(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Init(InitOptions{Dir: dir, Members: 2, Clients: []string{"admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	loadPair := func(name string) *Reloader {
+		t.Helper()
+		r, err := Load(Files{Cert: filepath.Join(dir, name+".pem"), Key: filepath.Join(dir, name+"-key.pem"), CA: caFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	ca, err := LoadCA(caFile, filepath.Join(dir, "ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a CA operator could issue by hand, or certs init before it
+	// refused member-like client names.
+	u, _ := url.Parse(MemberURI(2))
+	forged := map[string]*x509.Certificate{
+		"client-member-9": {Subject: pkix.Name{CommonName: "member-9"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		"client-uri-2":    {Subject: pkix.Name{CommonName: "member-2"}, URIs: []*url.URL{u}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+	}
+	for name, tmpl := range forged {
+		out, err := ca.issue(tmpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, name+".pem"), out.CertPEM, 0o644)
+		os.WriteFile(filepath.Join(dir, name+"-key.pem"), out.KeyPEM, 0o600)
+	}
+	srv := loadPair("member-1")
+	serve := func(cfg *tls.Config) string {
+		return watchnet.Accept(t, func(c net.Conn) {
+			go func() {
+				tc := tls.Server(c, cfg)
+				if tc.Handshake() == nil {
+					tc.Write([]byte("x"))
+				}
+				tc.Close()
+			}()
+		})
+	}
+	clientPort, peerPort := serve(srv.ServerConfig()), serve(srv.PeerServerConfig())
+	// dial reports whether name's certificate got an answer from addr.
+	dial := func(addr, name string) error {
+		cfg := loadPair(name).ClientConfig()
+		cfg.ServerName = "127.0.0.1"
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 1)) // TLS 1.3: the server's refusal arrives as an alert on the first read
+		return err
+	}
+	for _, tc := range []struct {
+		name             string
+		client, peerPort bool // accepted there
+	}{
+		{"member-2", true, true},
+		{"client-admin", true, false},
+		{"client-member-9", false, false},
+		{"client-uri-2", false, false},
+	} {
+		if err := dial(clientPort, tc.name); (err == nil) != tc.client {
+			t.Errorf("%s on a client port: %v; want accepted %v", tc.name, err, tc.client)
+		}
+		if err := dial(peerPort, tc.name); (err == nil) != tc.peerPort {
+			t.Errorf("%s on the peer port: %v; want accepted %v", tc.name, err, tc.peerPort)
+		}
 	}
 }
 
@@ -101,6 +203,9 @@ func TestInitWritesFilesAndRefusesToOverwrite(t *testing.T) {
 		if strings.HasSuffix(w, "-key.pem") && st.Mode().Perm() != 0o600 {
 			t.Errorf("%s has mode %v, want 0600", w, st.Mode().Perm())
 		}
+	}
+	if _, err := Init(InitOptions{Dir: t.TempDir(), Members: 1, Clients: []string{"member-9"}}); err == nil || !strings.Contains(err.Error(), "may not look like member names") {
+		t.Fatalf("client member-9: %v, want a refusal", err)
 	}
 	before, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
 	if _, err := Init(InitOptions{Dir: dir, Members: 2, Clients: []string{"admin"}}); err == nil || !strings.Contains(err.Error(), "already exists") {

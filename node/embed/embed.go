@@ -128,17 +128,17 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 		// Serve retries failed accepts itself; it returns only when the
 		// listener was closed under it, which leaves the port dead.
 		if err := mb.server.Serve(ln); err != nil {
-			mb.log.Error("the client port stopped serving", "err", err)
+			mb.log.Error("the client port stopped serving", "err", err) // Serve told /healthz
 		}
 	}()
 	if hln != nil {
 		mb.serveHTTP(hln, skew)
 	}
 	if aln != nil {
-		mb.grpc = grpcapi.New(mb.server, n, cfg.Limits.MaxConns)
-		h := mb.grpc.Handler(httpapi.New(mb.server, n, cfg.Limits.MaxConns))
-		mb.api = httpapi.NewServer(h, mb.log.With("component", "api"))
-		go mb.api.Serve(aln)
+		mb.grpc = grpcapi.New(mb.server, n, cfg.Limits)
+		h := mb.grpc.Handler(httpapi.New(mb.server, n, cfg.Limits))
+		mb.api = httpapi.NewServer(h, cfg.Limits, mb.log.With("component", "api"))
+		go mb.serve(mb.api, httpapi.CountAccepts(aln, n.Metrics(), "api"), "api")
 	}
 	return mb, nil
 }
@@ -186,8 +186,22 @@ func (mb *Member) serveHTTP(ln net.Listener, skew *clock.Skew) {
 		mux.HandleFunc("POST /debug/clock", clockHandler(skew))
 		mux.HandleFunc("GET /debug/log", server.AuditHandler(mb.node))
 	}
-	mb.http = &http.Server{Handler: mb.server.RequireAdmin(mux), ReadHeaderTimeout: 5 * time.Second}
-	go mb.http.Serve(ln)
+	mb.http = &http.Server{Handler: mb.server.RequireAdmin(mux), ErrorLog: slog.NewLogLogger(mb.log.With("component", "http").Handler(), slog.LevelInfo)}
+	// As the API port's: a handshake or headers within the handshake
+	// timeout, bounded headers, idle connections closed (a caller refused
+	// 403 kept its connection open for good).
+	httpapi.Timeouts(mb.http, mb.cfg.Limits)
+	go mb.serve(mb.http, httpapi.CountAccepts(ln, mb.node.Metrics(), "http"), "http")
+}
+
+// serve serves srv on ln until it is closed. Serve retries temporary
+// accept errors itself (httpapi.CountAccepts counts them); any other
+// ends the port for good, which is logged, not dropped.
+func (mb *Member) serve(srv *http.Server, ln net.Listener, name string) {
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		mb.log.Error("stopped serving a port: it accepts no more connections", "port", name, "addr", ln.Addr().String(), "err", err)
+		mb.node.ReportListener(name, err) // /healthz says so from now on
+	}
 }
 
 // serveConsole adds the web console (package console) at / to the HTTP

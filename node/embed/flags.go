@@ -85,6 +85,7 @@ func (f *Flags) RegisterTuningFlags(fs *flag.FlagSet) {
 		fs.IntVar(l.v, l.name, l.def, l.usage)
 	}
 	fs.DurationVar(&f.Config.Limits.HandshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "time a client connection has for its TLS handshake and greeting (the API ports: for a request's headers and body)")
+	fs.DurationVar(&f.Config.Node.PeerHelloTimeout, "peer-hello-timeout", peer.DefaultHelloTimeout, "time a peer connection has for its TLS handshake and hello")
 	fs.DurationVar(&f.Config.Limits.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a client connection with nothing in flight stays open, on every client-facing port; then the member asks its client to dial again")
 	fs.BoolVar(&f.Config.Debug, "debug", false, "serve Go's /debug/pprof profiles on the --http port")
 }
@@ -110,6 +111,9 @@ func (f *Flags) limits() []limit {
 		{"max-waiters-per-key-per-identity", &s.MaxWaitersPerKeyPerIdentity, server.DefaultMaxWaitersPerKeyPerIdentity, "waiting acquires one client identity may have on one key; one more is answered overloaded"},
 		{"max-watches-per-identity", &s.MaxWatchesPerIdentity, server.DefaultMaxWatchesPerIdentity, "watches one client identity has open over every API; one more is answered overloaded"},
 		{"max-watches", &s.MaxWatches, server.DefaultMaxWatches, "watches open on this member over every API; one more is answered overloaded"},
+		{"max-peer-pending-connections", &f.Config.Node.MaxPeerPending, peer.DefaultMaxPending, "peer connections still in their TLS handshake or hello (they hold no member's place); past it the oldest is closed"},
+		{"max-peer-pending-connections-per-address", &f.Config.Node.MaxPeerPendingPerAddr, peer.DefaultMaxPendingPerAddress, "peer connections from one remote address still in their handshake or hello; past it that address's oldest is closed"},
+		{"max-peer-streams-per-member", &f.Config.Node.MaxPeerStreamsPerMember, peer.DefaultMaxStreamsPerMember, "message streams open from one member; one more closes that member's oldest"},
 		{"max-pending", &n.MaxPending, node.DefaultMaxPending, "calls open in the member (queued, proposed, waiting); one more is answered overloaded"},
 		{"max-waiters", &n.MaxWaiters, node.DefaultMaxWaiters, "waiting acquires over all keys; one more is answered overloaded"},
 		{"max-waiters-per-key", &n.MaxWaitersPerKey, node.DefaultMaxWaitersPerKey, "waiting acquires on one key; one more is answered overloaded"},

@@ -2,12 +2,14 @@ package grpcapi
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/httpapi"
 	raftlockv1 "github.com/raftlock/raftlock/proto/raftlock/v1"
 )
@@ -76,6 +78,14 @@ func invalid(err error) error {
 // overloaded refuses a call when all n of the API's slots for what are taken.
 func overloaded(what string, n int) error {
 	return withError(codes.Unavailable, &raftlockv1.Error{Name: wire.ErrorNameOverloaded, Message: fmt.Sprintf("%d %s in progress on this member (limit %d)", n, what, n)})
+}
+
+// overloadedBy refuses a call for err, a limit of the member (an
+// identity's share, server.IdentityLimitError): UNAVAILABLE, name
+// overloaded, with err's words after the name.
+func overloadedBy(err error) error {
+	msg, _ := strings.CutPrefix(err.Error(), node.ErrOverloaded.Error()+": ")
+	return withError(codes.Unavailable, &raftlockv1.Error{Name: wire.ErrorNameOverloaded, Message: msg})
 }
 
 // ErrorOf is the Error detail of err, a status from this API, or nil when

@@ -12,6 +12,7 @@ import (
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/grpcapi"
+	"github.com/raftlock/raftlock/node/server"
 	pb "github.com/raftlock/raftlock/proto/raftlock/v1"
 )
 
@@ -48,6 +49,9 @@ func (f *fakeBackend) Watch(context.Context, string, uint64, string) (*node.Watc
 	return nil, &r
 }
 
+// Admit never refuses: the fake has no identities.
+func (f *fakeBackend) Admit(string, server.Limit) (func(), error) { return func() {}, nil }
+
 // Each answer of the member maps to its code and keeps its CLI name, as
 // docs/grpc-api.md tables it: only outcome-unknown is UNKNOWN, only the
 // answers after which nothing was proposed are UNAVAILABLE. A follower
@@ -70,7 +74,7 @@ func TestEveryAnswerMapsToItsCode(t *testing.T) {
 		{wire.Response{Op: wire.OpRedirect, LeaderID: 2, Leader: "10.0.0.2:8002"}, codes.Unavailable, "unavailable", "10.0.0.2:10002"},
 		{wire.Response{Op: wire.OpRedirect, LeaderID: 3, Leader: "10.0.0.3:8003"}, codes.Unavailable, "unavailable", ""},
 	} {
-		api := grpcapi.NewWithBackend(&fakeBackend{resp: tc.resp}, 0)
+		api := grpcapi.NewWithBackend(&fakeBackend{resp: tc.resp}, server.Limits{})
 		_, err := api.Acquire(context.Background(), &pb.AcquireRequest{Key: "k", LeaseMs: 1000})
 		e := expectStatus(t, wire.ErrorName(tc.resp.Op)+" "+tc.resp.Reason, err, tc.code, tc.name, tc.resp.Reason)
 		if e.LeaderApi != tc.leaderAPI || (tc.leaderAPI != "") != (e.LeaderId != 0) {
@@ -86,7 +90,7 @@ func TestEveryAnswerMapsToItsCode(t *testing.T) {
 // name overloaded, without reaching the member.
 func TestCallsPastTheLimitAreOverloaded(t *testing.T) {
 	f := &fakeBackend{resp: wire.Response{Op: wire.OpValue}, entered: make(chan struct{}), proceed: make(chan struct{})}
-	api := grpcapi.NewWithBackend(f, 1)
+	api := grpcapi.NewWithBackend(f, server.Limits{MaxConns: 1})
 	done := make(chan error)
 	go func() {
 		_, err := api.Get(context.Background(), &pb.GetRequest{Key: "k"})
@@ -144,7 +148,7 @@ func FuzzRequests(f *testing.F) {
 				t.Fatalf("the member was asked %+v", req)
 			}
 		}
-		api := grpcapi.NewWithBackend(&fakeBackend{resp: wire.Response{Op: wire.Op(which)}, check: check}, 0)
+		api := grpcapi.NewWithBackend(&fakeBackend{resp: wire.Response{Op: wire.Op(which)}, check: check}, server.Limits{})
 		var err error
 		switch which % 5 {
 		case 0:

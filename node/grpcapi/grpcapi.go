@@ -45,8 +45,21 @@ const maxMessage = httpapi.MaxBody
 
 // Backend is what the API runs its calls on: a member's client dispatch,
 // its watches and its view of the other members' API addresses (the HTTP
-// API's, so one fake serves the tests of both).
-type Backend = httpapi.Backend
+// API's), and the shares of its client identities.
+type Backend interface {
+	httpapi.Backend
+	// Admit takes one unit of k for the identity who, or refuses it
+	// with an error wrapping node.ErrOverloaded (server.Server.Admit).
+	Admit(who string, k server.Limit) (release func(), err error)
+}
+
+// memberBackend is the Backend of a running member.
+type memberBackend struct {
+	httpapi.Backend
+	s *server.Server
+}
+
+func (m memberBackend) Admit(who string, k server.Limit) (func(), error) { return m.s.Admit(who, k) }
 
 // API is the gRPC service of one member and the grpc.Server it is
 // registered on.
@@ -55,33 +68,38 @@ type API struct {
 	b        Backend
 	srv      *grpc.Server
 	metrics  *node.Metrics // nil: the refusals made here are not counted
-	slots    chan struct{} // one per call or keep-alive in progress
+	slots    chan struct{} // one per unary call in progress
+	streams  chan struct{} // one per keep-alive in progress
 	watches  chan struct{} // one per watch in progress
 	stopping chan struct{} // closed by Stop: streams end
 	stopOnce sync.Once
 }
 
 // New returns the gRPC API of the member whose client server is s and node
-// n. At most maxInflight calls and keep-alives run at once (waiting
-// acquires included; 0: server.DefaultMaxConns), and as many watches
-// beside them; one more is answered UNAVAILABLE, name overloaded.
-func New(s *server.Server, n *node.Node, maxInflight int) *API {
-	return newAPI(httpapi.MemberBackend(s, n), n.Metrics(), maxInflight)
+// n, within lim (the client port's limits; zero fields take their
+// defaults). At most lim.MaxConns unary calls run at once (waiting
+// acquires included), as many keep-alives and as many watches beside
+// them, each in a pool of its own, so that streams, which last, never
+// starve calls; one more is answered UNAVAILABLE, name overloaded. Each
+// identity's keep-alives and watches count in its share of the member
+// (server.Server.Admit) before they take a place here, so that one
+// identity cannot fill a pool.
+func New(s *server.Server, n *node.Node, lim server.Limits) *API {
+	return newAPI(memberBackend{httpapi.MemberBackend(s, n), s}, n.Metrics(), lim)
 }
 
 // NewWithBackend is New on any Backend (tests), counting nothing.
-func NewWithBackend(b Backend, maxInflight int) *API { return newAPI(b, nil, maxInflight) }
+func NewWithBackend(b Backend, lim server.Limits) *API { return newAPI(b, nil, lim) }
 
-func newAPI(b Backend, metrics *node.Metrics, maxInflight int) *API {
-	if maxInflight <= 0 {
-		maxInflight = server.DefaultMaxConns
-	}
+func newAPI(b Backend, metrics *node.Metrics, lim server.Limits) *API {
+	lim = lim.WithDefaults()
 	a := &API{
 		b:        b,
 		metrics:  metrics,
 		srv:      grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.ForceServerCodecV2(newCodec())),
-		slots:    make(chan struct{}, maxInflight),
-		watches:  make(chan struct{}, maxInflight),
+		slots:    make(chan struct{}, lim.MaxConns),
+		streams:  make(chan struct{}, lim.MaxConns),
+		watches:  make(chan struct{}, lim.MaxConns),
 		stopping: make(chan struct{}),
 	}
 	raftlockv1.RegisterLocksServer(a.srv, a)
@@ -219,9 +237,15 @@ func (a *API) take(slots chan struct{}, op, what string) (release func(), err er
 	case slots <- struct{}{}:
 		return func() { <-slots }, nil
 	default:
-		if a.metrics != nil {
-			a.metrics.ClientRequests.WithLabelValues(op, "overloaded").Inc()
-		}
+		a.countOverloaded(op)
 		return nil, overloaded(what, cap(slots))
+	}
+}
+
+// countOverloaded counts a call of op refused here by a limit, as the
+// member counts those it refuses.
+func (a *API) countOverloaded(op string) {
+	if a.metrics != nil {
+		a.metrics.ClientRequests.WithLabelValues(op, "overloaded").Inc()
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/raftlock/raftlock/node/grpcapi"
 	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/nodetest"
+	"github.com/raftlock/raftlock/node/server"
 	pb "github.com/raftlock/raftlock/proto/raftlock/v1"
 )
 
@@ -47,9 +48,9 @@ func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 	}
 	g.Cluster = nodetest.New(t, 3, func(cfg *node.Config) { cfg.APIAddr = g.addrs[cfg.ID] })
 	for id, ln := range lns {
-		api := grpcapi.New(g.Server(id), g.Node(id), 0)
+		api := grpcapi.New(g.Server(id), g.Node(id), server.Limits{})
 		g.apis[id] = api
-		srv := httpapi.NewServer(api.Handler(httpapi.New(g.Server(id), g.Node(id), 0)), slog.New(slog.DiscardHandler))
+		srv := httpapi.NewServer(api.Handler(httpapi.New(g.Server(id), g.Node(id), server.Limits{})), server.Limits{}, slog.New(slog.DiscardHandler))
 		go srv.Serve(ln)
 		t.Cleanup(func() { api.Close(); srv.Close() })
 		conn, err := grpc.NewClient("passthrough:///"+g.addrs[id], grpc.WithTransportCredentials(insecure.NewCredentials()))

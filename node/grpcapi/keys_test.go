@@ -20,6 +20,7 @@ import (
 	"github.com/raftlock/raftlock/node/grpcapi"
 	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/nodetest"
+	"github.com/raftlock/raftlock/node/server"
 	pb "github.com/raftlock/raftlock/proto/raftlock/v1"
 )
 
@@ -42,12 +43,18 @@ func (rawCodec) Name() string { return "proto" }
 // does, and dials it.
 func serveFake(t *testing.T, b grpcapi.Backend) *grpc.ClientConn {
 	t.Helper()
+	return serveFakeWith(t, b, server.Limits{})
+}
+
+// serveFakeWith is serveFake with the API's limits lim.
+func serveFakeWith(t *testing.T, b grpcapi.Backend, lim server.Limits) *grpc.ClientConn {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := grpcapi.NewWithBackend(b, 0)
-	srv := httpapi.NewServer(api.Handler(http.NotFoundHandler()), slog.New(slog.DiscardHandler))
+	api := grpcapi.NewWithBackend(b, lim)
+	srv := httpapi.NewServer(api.Handler(http.NotFoundHandler()), lim, slog.New(slog.DiscardHandler))
 	go srv.Serve(ln)
 	t.Cleanup(func() { api.Close(); srv.Close() })
 	conn, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

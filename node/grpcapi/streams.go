@@ -56,7 +56,16 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 	if err != nil {
 		return invalid(err)
 	}
-	release, err := a.take(a.slots, "keepalive", "API calls")
+	// The identity's share first, then a place in the keep-alives' pool:
+	// one identity's streams cannot fill the pool, and no stream takes a
+	// place a unary call waits for.
+	unit, err := a.b.Admit(identity(ctx), server.LimitCalls)
+	if err != nil {
+		a.countOverloaded("keepalive")
+		return overloadedBy(err)
+	}
+	defer unit()
+	release, err := a.take(a.streams, "keepalive", "keep-alive streams")
 	if err != nil {
 		return err
 	}
@@ -73,8 +82,10 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 	tick := time.NewTicker(max(lease/3, 5*time.Millisecond))
 	defer tick.Stop()
 	for validFrom := time.Now(); ; {
+		// The renewal runs on the stream's unit (server.WithCallUnit).
 		var err error
-		if validFrom, err = a.renew(ctx, stream, req, validFrom, lease); err != nil {
+		validFrom, err = a.renew(server.WithCallUnit(ctx), stream, req, validFrom, lease)
+		if err != nil {
 			return err
 		}
 		select {
@@ -120,23 +131,28 @@ func (a *API) renew(ctx context.Context, stream grpc.BidiStreamingServer[raftloc
 // Watch streams the lock events under a prefix: first a response with
 // only the index the watch starts after, then the events, those waiting
 // sent together, until the client cancels (its context ends), the member
-// cuts the watch off (UNAVAILABLE, name overloaded or unavailable, as
-// server.WatchEnded says) or stops serving. Any member serves it.
+// cuts the watch off (UNAVAILABLE, name overloaded or unavailable, or
+// PERMISSION_DENIED once the ACL no longer lets the caller read the
+// prefix, as server.WatchEnded says) or stops serving. Any member serves
+// it.
 func (a *API) Watch(in *raftlockv1.WatchRequest, stream grpc.ServerStreamingServer[raftlockv1.WatchResponse]) error {
+	if err := refused(in); err != nil {
+		return invalid(err)
+	}
+	// The member first (its ACL, the identity's share of watches, its own
+	// bound), then this API's pool: a caller past its identity's share
+	// is refused without taking a place others wait for.
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel() // ends the member's watch
+	w, resp := a.b.Watch(ctx, identity(ctx), wire.FeaturePermissionDenied, in.GetPrefix())
+	if resp != nil {
+		return a.errorStatus(resp, &wire.Request{Key: in.GetPrefix()})
+	}
 	release, err := a.take(a.watches, "watch", "watches")
 	if err != nil {
 		return err
 	}
 	defer release()
-	if err := refused(in); err != nil {
-		return invalid(err)
-	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	w, resp := a.b.Watch(ctx, identity(ctx), wire.FeaturePermissionDenied, in.GetPrefix())
-	if resp != nil {
-		return a.errorStatus(resp, &wire.Request{Key: in.GetPrefix()})
-	}
 	if err := stream.Send(&raftlockv1.WatchResponse{FromIndex: w.From}); err != nil {
 		return err
 	}

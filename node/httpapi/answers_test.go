@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // fakeBackend answers every request with resp; leaders maps member ids to
@@ -49,7 +50,7 @@ func TestErrorAnswersMapToTheirStatus(t *testing.T) {
 		{wire.OpError, 500, "error", false},
 	} {
 		b := &fakeBackend{resp: wire.Response{Op: tc.op, Reason: "because"}}
-		rec := serve(t, NewWithBackend(b, 0), "/v1/acquire", `{"key":"k","lease_ms":1000}`)
+		rec := serve(t, NewWithBackend(b, server.Limits{}), "/v1/acquire", `{"key":"k","lease_ms":1000}`)
 		var body errorBody
 		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 			t.Fatal(err)
@@ -70,7 +71,7 @@ func TestErrorAnswersMapToTheirStatus(t *testing.T) {
 // one that knows it redirects there.
 func TestRedirectNeedsTheLeadersAPIAddress(t *testing.T) {
 	b := &fakeBackend{resp: wire.Response{Op: wire.OpRedirect, LeaderID: 2, Leader: "127.0.0.1:8002"}}
-	rec := serve(t, NewWithBackend(b, 0), "/v1/release", `{"key":"k","token":3}`)
+	rec := serve(t, NewWithBackend(b, server.Limits{}), "/v1/release", `{"key":"k","token":3}`)
 	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), `"unavailable"`) {
 		t.Errorf("leader's API address unknown: %d %q", rec.Code, rec.Body.String())
 	}
@@ -78,7 +79,7 @@ func TestRedirectNeedsTheLeadersAPIAddress(t *testing.T) {
 		t.Errorf("leader's API address unknown: message %q", msg)
 	}
 	b.leaders = map[uint64]string{2: "10.0.0.2:10002"}
-	rec = serve(t, NewWithBackend(b, 0), "/v1/release", `{"key":"k","token":3}`)
+	rec = serve(t, NewWithBackend(b, server.Limits{}), "/v1/release", `{"key":"k","token":3}`)
 	if loc := rec.Header().Get("Location"); rec.Code != 307 || loc != "http://10.0.0.2:10002/v1/release" {
 		t.Errorf("leader's API address known: %d to %q", rec.Code, loc)
 	}
@@ -90,7 +91,7 @@ func TestRedirectNeedsTheLeadersAPIAddress(t *testing.T) {
 // Past the calls in progress the API allows, one more is answered 503
 // overloaded at once.
 func TestInflightBound(t *testing.T) {
-	h := NewWithBackend(&fakeBackend{resp: wire.Response{Op: wire.OpValue}}, 1)
+	h := NewWithBackend(&fakeBackend{resp: wire.Response{Op: wire.OpValue}}, server.Limits{MaxConns: 1})
 	h.slots <- struct{}{} // one call in progress
 	rec := serve(t, h, "/v1/get", `{"key":"k"}`)
 	if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"overloaded"`) || rec.Header().Get("Retry-After") == "" {
@@ -148,7 +149,7 @@ func (f *fakeBackend) Watch(_ context.Context, who string, _ uint64, prefix stri
 // token, since the caller sent none.
 func TestForcedReleaseOfAFreeKeySaysNotHeld(t *testing.T) {
 	b := &fakeBackend{resp: wire.Response{Op: wire.OpNotFound}}
-	rec := serve(t, NewWithBackend(b, 0), "/v1/release", `{"key":"k","force":true}`)
+	rec := serve(t, NewWithBackend(b, server.Limits{}), "/v1/release", `{"key":"k","force":true}`)
 	var body errorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)

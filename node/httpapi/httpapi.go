@@ -22,8 +22,10 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -73,46 +75,71 @@ func MemberBackend(s *server.Server, n *node.Node) Backend { return memberBacken
 type Handler struct {
 	b       Backend
 	metrics *node.Metrics // nil: the refusals made here are not counted
-	slots   chan struct{} // one per call in progress (New's maxInflight)
+	slots   chan struct{} // one per call in progress (Limits.MaxConns)
 	watches chan struct{} // one per watch in progress (as many)
+	// bodyTimeout bounds the reading of a call's body
+	// (Limits.HandshakeTimeout): a caller that declares a body and sends
+	// it slowly, or never, holds its connection that long at most.
+	bodyTimeout time.Duration
 }
 
-// New returns the API of the member whose client server is s and node n.
-// At most maxInflight calls run at once (waiting acquires included; 0:
-// server.DefaultMaxConns), and as many watches beside them; one more is
-// answered 503 overloaded.
-func New(s *server.Server, n *node.Node, maxInflight int) *Handler {
-	h := NewWithBackend(memberBackend{s, n}, maxInflight)
+// New returns the API of the member whose client server is s and node n,
+// within lim (the client port's limits; zero fields take their
+// defaults). At most lim.MaxConns calls run at once (waiting acquires
+// included), and as many watches beside them; one more is answered 503
+// overloaded. A call takes its place only once its body is read, within
+// lim.HandshakeTimeout: a caller sending its body slowly holds no place
+// others wait for.
+func New(s *server.Server, n *node.Node, lim server.Limits) *Handler {
+	h := NewWithBackend(memberBackend{s, n}, lim)
 	h.metrics = n.Metrics()
 	return h
 }
 
 // NewWithBackend is New on any Backend (tests).
-func NewWithBackend(b Backend, maxInflight int) *Handler {
-	if maxInflight <= 0 {
-		maxInflight = server.DefaultMaxConns
-	}
-	return &Handler{b: b, slots: make(chan struct{}, maxInflight), watches: make(chan struct{}, maxInflight)}
+func NewWithBackend(b Backend, lim server.Limits) *Handler {
+	lim = lim.WithDefaults()
+	return &Handler{b: b, slots: make(chan struct{}, lim.MaxConns), watches: make(chan struct{}, lim.MaxConns), bodyTimeout: lim.HandshakeTimeout}
 }
+
+// MaxHeaderBytes bounds a request's headers on the member's HTTP ports: a
+// call needs a few hundred bytes.
+const MaxHeaderBytes = 64 << 10
 
 // NewServer is the http.Server of the API port: HTTP/1.1 and HTTP/2
 // (over TLS when the listener it serves is a TLS one offering "h2" in
 // ALPN; without TLS by prior knowledge, h2c, as gRPC clients speak it),
-// with bounded headers and idle connections. log receives the server's
-// own errors (a failed TLS handshake, say).
-func NewServer(h http.Handler, log *slog.Logger) *http.Server {
+// with the timeouts of Timeouts. log receives the server's own errors (a
+// failed TLS handshake, say).
+func NewServer(h http.Handler, lim server.Limits, log *slog.Logger) *http.Server {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
-	return &http.Server{
-		Handler:           h,
-		Protocols:         &protos,
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelInfo),
+	srv := &http.Server{
+		Handler:   h,
+		Protocols: &protos,
+		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelInfo),
 	}
+	Timeouts(srv, lim)
+	return srv
+}
+
+// Timeouts bounds what a connection to srv, one of the member's HTTP
+// ports, may hold without progress, after lim (zero fields: the
+// defaults): its TLS handshake and each request's headers take at most
+// lim.HandshakeTimeout (net/http cuts the handshake at the least of its
+// read timeouts), its headers MaxHeaderBytes, and it stays open at most
+// lim.IdleTimeout without a request (HTTP/2 alike). There is no
+// ReadTimeout or WriteTimeout: a WriteTimeout would cut watches, and a
+// ReadTimeout gRPC streams (HTTP/2 applies it to each stream's reads),
+// which last as long as their callers want; a call's body has its own
+// deadline (Handler).
+func Timeouts(srv *http.Server, lim server.Limits) {
+	lim = lim.WithDefaults()
+	srv.ReadHeaderTimeout = lim.HandshakeTimeout
+	srv.IdleTimeout = lim.IdleTimeout
+	srv.MaxHeaderBytes = MaxHeaderBytes
 }
 
 // ServeHTTP runs one call.
@@ -126,11 +153,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status, and GET /v1/watch", r.URL.Path))
 		return
 	}
-	if !h.admit(w, r, http.MethodPost, "every call is a POST with a JSON body", h.slots, c.op, "API calls in progress") {
+	if !allowed(w, r, http.MethodPost, "every call is a POST with a JSON body") {
 		return
 	}
-	defer func() { <-h.slots }()
-	req, err := c.parse(http.MaxBytesReader(w, r.Body, MaxBody))
+	// The body is read before the call takes a place: a caller that
+	// sends it slowly holds its own connection, not a place of others.
+	body, err := h.readBody(w, r)
+	if errors.Is(err, errSlowBody) {
+		h.count(c.op, "invalid_argument")
+		if r.ProtoMajor == 1 {
+			// The connection is in the middle of a request: it cannot
+			// carry another. (HTTP/2 ends the stream alone.)
+			w.Header().Set("Connection", "close")
+		}
+		writeError(w, http.StatusRequestTimeout, wire.ErrorNameInvalidArgument, err.Error())
+		return
+	}
+	var req *wire.Request
+	if err == nil {
+		req, err = c.parse(bytes.NewReader(body))
+	}
 	if err == nil {
 		err = checkQuery(r.URL.RawQuery, nil)
 	}
@@ -139,6 +181,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, wire.ErrorNameInvalidArgument, err.Error())
 		return
 	}
+	if !h.take(w, h.slots, c.op, "API calls in progress") {
+		return
+	}
+	defer func() { <-h.slots }()
 	// r.Context() ends when the caller hangs up: a waiting acquire then
 	// leaves the queue, and a grant that applies after is released (rule 7).
 	resp := h.b.Do(r.Context(), server.Identity(r.TLS), wire.FeaturePermissionDenied, req)
@@ -146,6 +192,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the caller left; nobody reads an answer
 	}
 	h.answer(w, r, c, req, resp)
+}
+
+// errSlowBody is a call's body not received within the API's deadline.
+var errSlowBody = errors.New("request body not received in time")
+
+// readBody reads a call's body, at most MaxBody bytes, within
+// h.bodyTimeout: past it the error wraps errSlowBody.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	// A ResponseWriter that cannot set deadlines is a test's recorder,
+	// or a wrapper's that hides them: its body is read without one.
+	limited := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if limited && err == nil {
+		// The call may wait far longer (an acquire in a queue). HTTP/1
+		// clears the deadline itself as it starts watching for a
+		// hang-up; an HTTP/2 stream's timer is stopped here.
+		rc.SetReadDeadline(time.Time{})
+	}
+	var tooBig *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.As(err, &tooBig):
+		return nil, fmt.Errorf("request body exceeds %d bytes", tooBig.Limit)
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return nil, fmt.Errorf("%w: the whole body must arrive within %v of its headers (--handshake-timeout)", errSlowBody, h.bodyTimeout)
+	}
+	return nil, fmt.Errorf("bad request body: %v", err)
 }
 
 // answer writes resp, the answer to req.
@@ -184,17 +260,22 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, resp *wire.Re
 	writeJSON(w, http.StatusTemporaryRedirect, redirectBody{LeaderID: resp.LeaderID, Location: loc})
 }
 
-// admit takes one of slots for a request of op (a call, a watch) that
-// must use method, or answers it and returns false: 405 naming the method
-// (rule says so in words), or 503 overloaded when every slot is taken
-// (what names what the slots count). The caller frees its slot with
-// <-slots once answered.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request, method, rule string, slots chan struct{}, op, what string) bool {
-	if r.Method != method {
-		w.Header().Set("Allow", method)
-		writeError(w, http.StatusMethodNotAllowed, wire.ErrorNameInvalidArgument, fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, rule))
-		return false
+// allowed says whether r uses method, the one its path takes, or answers
+// 405 naming it (rule says so in words) and returns false.
+func allowed(w http.ResponseWriter, r *http.Request, method, rule string) bool {
+	if r.Method == method {
+		return true
 	}
+	w.Header().Set("Allow", method)
+	writeError(w, http.StatusMethodNotAllowed, wire.ErrorNameInvalidArgument, fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, rule))
+	return false
+}
+
+// take takes one of slots for a request of op (a call, a watch), or
+// answers 503 overloaded when every slot is taken (what names what the
+// slots count) and returns false. The caller frees its slot with <-slots
+// once answered.
+func (h *Handler) take(w http.ResponseWriter, slots chan struct{}, op, what string) bool {
 	select {
 	case slots <- struct{}{}:
 		return true
@@ -319,13 +400,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // decodeBody reads a call's JSON body into v: one object (an empty body
 // is {}), no field v lacks, each of its type, its strings UTF-8 text
-// (checkText), within MaxBody. Its error is the one line a 400 carries.
+// (checkText). Its error is the one line a 400 carries.
 func decodeBody(body io.Reader, v any) error {
 	b, err := io.ReadAll(body)
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return fmt.Errorf("request body exceeds %d bytes", tooBig.Limit)
-	}
 	if err != nil {
 		return fmt.Errorf("bad request body: %v", err)
 	}

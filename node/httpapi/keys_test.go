@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // answerOf is rec's error answer.
@@ -39,7 +40,7 @@ func TestBodiesKeepTheKeyRule(t *testing.T) {
 		{"key_b64 on an acquire", "/v1/acquire", `{"key_b64":"aw==","lease_ms":1000}`, `bad request body: unknown field "key_b64"`},
 	} {
 		b := &fakeBackend{resp: wire.Response{Op: wire.OpGranted}}
-		rec := serve(t, NewWithBackend(b, 0), tc.path, tc.body)
+		rec := serve(t, NewWithBackend(b, server.Limits{}), tc.path, tc.body)
 		if got := answerOf(t, rec); rec.Code != 400 || got.Error != "invalid-argument" || got.Message != tc.want {
 			t.Errorf("%s: %d %+v, want 400 %q", tc.what, rec.Code, got, tc.want)
 		}
@@ -51,7 +52,7 @@ func TestBodiesKeepTheKeyRule(t *testing.T) {
 	// Text that merely holds U+FFFD, written or escaped, is text.
 	for _, body := range []string{`{"key":"a\ufffdb","lease_ms":1000}`, "{\"key\":\"a\uFFFDb\",\"lease_ms\":1000}", `{"key":"a\\ufffd","lease_ms":1000}`} {
 		b := &fakeBackend{resp: wire.Response{Op: wire.OpGranted, Token: 1, LeaseMS: 1000}}
-		if rec := serve(t, NewWithBackend(b, 0), "/v1/acquire", body); rec.Code != 200 {
+		if rec := serve(t, NewWithBackend(b, server.Limits{}), "/v1/acquire", body); rec.Code != 200 {
 			t.Errorf("%s: %d %s", body, rec.Code, rec.Body.String())
 		}
 	}
@@ -65,7 +66,7 @@ func TestBodiesKeepTheKeyRule(t *testing.T) {
 	} {
 		ok := map[string]wire.Op{"/v1/get": wire.OpValue, "/v1/release": wire.OpReleased, "/v1/renew": wire.OpRenewed}[tc.path]
 		b := &fakeBackend{resp: wire.Response{Op: ok, Held: true, Token: 3}}
-		rec := serve(t, NewWithBackend(b, 0), tc.path, tc.body)
+		rec := serve(t, NewWithBackend(b, server.Limits{}), tc.path, tc.body)
 		if rec.Code != 200 || b.got.Key != old {
 			t.Errorf("%s %s: %d %s, the member asked for %q", tc.path, tc.body, rec.Code, rec.Body.String(), b.got.Key)
 		}
@@ -76,7 +77,7 @@ func TestBodiesKeepTheKeyRule(t *testing.T) {
 		}
 	}
 	b := &fakeBackend{resp: wire.Response{Op: wire.OpLocks, Locks: []wire.Lock{{Key: old, Token: 3}}, More: true}}
-	rec := serve(t, NewWithBackend(b, 0), "/v1/list", `{"after_b64":"dTgv","limit":1}`)
+	rec := serve(t, NewWithBackend(b, server.Limits{}), "/v1/list", `{"after_b64":"dTgv","limit":1}`)
 	if b.got.After != "u8/" || !strings.Contains(rec.Body.String(), `"next":"u8/\ufffd\ufffd","next_b64":"dTgv//4="`) ||
 		!strings.Contains(rec.Body.String(), `"key_b64":"dTgv//4="`) {
 		t.Errorf("list after %q: %s", b.got.After, rec.Body.String())
@@ -94,7 +95,7 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	} {
 		b := &fakeBackend{resp: wire.Response{Op: wire.OpValue}}
 		rec := httptest.NewRecorder()
-		NewWithBackend(b, 0).ServeHTTP(rec, httptest.NewRequest(tc.method, tc.target, strings.NewReader(`{"key":"k"}`)))
+		NewWithBackend(b, server.Limits{}).ServeHTTP(rec, httptest.NewRequest(tc.method, tc.target, strings.NewReader(`{"key":"k"}`)))
 		if got := answerOf(t, rec); rec.Code != 400 || got.Error != "invalid-argument" || got.Message != tc.want {
 			t.Errorf("%s %s: %d %+v, want 400 %q", tc.method, tc.target, rec.Code, got, tc.want)
 		}

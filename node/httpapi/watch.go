@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,21 +22,26 @@ const keepAlive = 15 * time.Second
 // watch serves GET /v1/watch?prefix=P: one "data: {json}" message per
 // lock event (wire.Event's JSON), from the index the member had applied
 // when the watch began, until the caller hangs up. A watch the member cuts
-// off (a reader too slow, the member stopping) ends with an "event: error"
-// message carrying {"error","message"}. Any member serves it, leader or
-// not: every member applies the same entries.
+// off (a reader too slow, the ACL no longer letting its identity read the
+// prefix, the member stopping) ends with an "event: error" message
+// carrying {"error","message"}, as server.WatchEnded names it. Any member
+// serves it, leader or not: every member applies the same entries.
 func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
-	if !h.admit(w, r, http.MethodGet, "a watch is a GET", h.watches, "watch", "watches") {
+	if !allowed(w, r, http.MethodGet, "a watch is a GET") {
 		return
 	}
-	defer func() { <-h.watches }()
 	if err := checkQuery(r.URL.RawQuery, []string{"prefix"}); err != nil {
 		h.count("watch", "invalid_argument")
 		writeError(w, http.StatusBadRequest, wire.ErrorNameInvalidArgument, err.Error())
 		return
 	}
 	prefix := r.URL.Query().Get("prefix")
-	wt, resp := h.b.Watch(r.Context(), server.Identity(r.TLS), wire.FeaturePermissionDenied, prefix)
+	// The member first (its ACL, the identity's share of watches, its own
+	// bound), then this API's slots: a caller past its identity's share
+	// is refused without taking a slot others wait for.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	wt, resp := h.b.Watch(ctx, server.Identity(r.TLS), wire.FeaturePermissionDenied, prefix)
 	if resp != nil {
 		st := statusOf(resp.Op)
 		if st.retry {
@@ -44,6 +50,10 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, st.code, st.name, ErrorMessage(resp, &wire.Request{Key: prefix}))
 		return
 	}
+	if !h.take(w, h.watches, "watch", "watches") {
+		return // cancel ends the member's watch
+	}
+	defer func() { <-h.watches }()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -72,7 +82,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-tick.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		}
 	}

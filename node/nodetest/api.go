@@ -12,6 +12,7 @@ import (
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/grpcapi"
 	"github.com/raftlock/raftlock/node/httpapi"
+	"github.com/raftlock/raftlock/node/server"
 )
 
 // NewWithAPI is New with every member also serving its API port as a
@@ -40,8 +41,8 @@ func NewWithAPI(t testing.TB, size int, tune func(*node.Config)) (c *Cluster, ap
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &apiPort{grpc: grpcapi.New(c.Server(id), c.Node(id), 0), killed: make(chan struct{})}
-		p.srv = httpapi.NewServer(p.holding(p.grpc.Handler(httpapi.New(c.Server(id), c.Node(id), 0))), slog.New(slog.DiscardHandler))
+		p := &apiPort{grpc: grpcapi.New(c.Server(id), c.Node(id), server.Limits{}), killed: make(chan struct{})}
+		p.srv = httpapi.NewServer(p.holding(p.grpc.Handler(httpapi.New(c.Server(id), c.Node(id), server.Limits{}))), server.Limits{}, slog.New(slog.DiscardHandler))
 		go p.srv.Serve(ln)
 		t.Cleanup(p.close)
 		c.mu.Lock()

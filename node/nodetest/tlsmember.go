@@ -16,27 +16,27 @@ import (
 )
 
 // TLSMember is a one-member cluster under TLS with an ACL, serving the
-// API port (HTTP/JSON and gRPC), for the tests of the API's identities:
-// API is its address.
+// API port (HTTP/JSON and gRPC) and the HTTP port, for the tests of the
+// API's identities: API and HTTP are their addresses.
 type TLSMember struct {
 	API     string
-	Client  string        // the client port's address
-	Member  *embed.Member // the running member
+	HTTP    string
+	Client  string // the client port's address
 	certs   string
 	clients []string
 	aclFile string
+	mb      *embed.Member
 }
 
 // StartTLSMember starts the member with certificates for clients (at
 // least one) and the ACL acl (its JSON), closed when t ends.
 func StartTLSMember(t testing.TB, acl string, clients ...string) *TLSMember {
 	t.Helper()
-	return StartTLSMemberWithLimits(t, acl, server.Limits{}, clients...)
+	return StartTLSMemberWith(t, acl, server.Limits{}, clients...)
 }
 
-// StartTLSMemberWithLimits is StartTLSMember with the client limits lim
-// (zero fields: the defaults).
-func StartTLSMemberWithLimits(t testing.TB, acl string, lim server.Limits, clients ...string) *TLSMember {
+// StartTLSMemberWith is StartTLSMember with the member's limits lim.
+func StartTLSMemberWith(t testing.TB, acl string, lim server.Limits, clients ...string) *TLSMember {
 	t.Helper()
 	dir := t.TempDir()
 	certs := filepath.Join(dir, "certs")
@@ -47,29 +47,33 @@ func StartTLSMemberWithLimits(t testing.TB, acl string, lim server.Limits, clien
 	if err := os.WriteFile(aclFile, []byte(acl), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := freeport.ForIDs(t, 1, 2, 3)
+	a := freeport.ForIDs(t, 1, 2, 3, 4)
 	mb, err := embed.Start(embed.Config{
 		Node:   node.Config{Config: membercore.Config{ID: 1, Peers: map[uint64]string{1: a[1]}}, DataDir: filepath.Join(dir, "data")},
-		Listen: a[2], API: a[3],
-		TLS: tlsconfig.Files{Cert: filepath.Join(certs, "member-1.pem"), Key: filepath.Join(certs, "member-1-key.pem"), CA: filepath.Join(certs, "ca.pem")},
-		ACL: aclFile, Limits: lim,
+		Listen: a[2], API: a[3], HTTP: a[4],
+		TLS:    tlsconfig.Files{Cert: filepath.Join(certs, "member-1.pem"), Key: filepath.Join(certs, "member-1-key.pem"), CA: filepath.Join(certs, "ca.pem")},
+		ACL:    aclFile,
+		Limits: lim,
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(mb.Close)
-	return &TLSMember{API: a[3], Client: a[2], Member: mb, certs: certs, clients: clients, aclFile: aclFile}
+	return &TLSMember{API: a[3], HTTP: a[4], Client: a[2], certs: certs, clients: clients, aclFile: aclFile, mb: mb}
 }
 
-// SetACL puts acl (its JSON) in force, as SIGHUP does after the file
-// changed.
+// SetACL puts acl (its JSON) in force as a SIGHUP does: the file
+// rewritten, then reloaded.
 func (m *TLSMember) SetACL(t testing.TB, acl string) {
 	t.Helper()
 	if err := os.WriteFile(m.aclFile, []byte(acl), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m.Member.Reload()
+	m.mb.Reload()
 }
+
+// Node is the member's node.
+func (m *TLSMember) Node() *node.Node { return m.mb.Node() }
 
 // ClientTLS is the TLS configuration of client name (its certificate,
 // the cluster's CA); "" is one that trusts the CA but presents no

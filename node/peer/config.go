@@ -32,13 +32,37 @@ type Config struct {
 	// hellos carry none.
 	Identity *Identity
 
-	// ReadTimeout is how long an inbound peer stream may stay silent
-	// (before its hello, or inside or between frames) before it is
-	// closed; default DefaultReadTimeout. Raft keeps every
+	// ReadTimeout is how long an inbound peer stream past its hello may
+	// stay silent (inside or between frames) before it is closed;
+	// default DefaultReadTimeout. Raft keeps every
 	// leader-follower link busy with heartbeats each tick, so ten
 	// election timeouts only ever closes a link that is stuck or idle (an
 	// idle link between two followers is re-dialled by its sender).
 	ReadTimeout time.Duration
+	// HelloTimeout is how long an inbound connection has, from its
+	// accept, to complete its TLS handshake and send a hello that passes
+	// the checks (DefaultHelloTimeout). Until then it is pending: it
+	// holds no member's slot (pending.go).
+	HelloTimeout time.Duration
+	// MaxPending bounds the pending inbound connections of all remote
+	// addresses (DefaultMaxPending), MaxPendingPerAddress those of one
+	// remote IP (DefaultMaxPendingPerAddress). Either, when reached,
+	// closes its oldest pending connection to take the new one.
+	MaxPending           int
+	MaxPendingPerAddress int
+	// MaxStreamsPerMember bounds the message streams open from one
+	// member past their hello (DefaultMaxStreamsPerMember); one more
+	// closes that member's oldest.
+	MaxStreamsPerMember int
+
+	// OnAcceptError, when set, is called at every failed accept on the
+	// peer port (the accept loop backs off and tries again); OnRefused
+	// at every connection a limit closes, with the limit's name
+	// (LimitPending and the others). They feed the member's metrics, and
+	// must not block.
+	OnAcceptError func()
+	OnRefused     func(limit string)
+
 	// FrameLimit is the largest frame this member reads from a peer
 	// (DefaultFrameLimit). Every member of a cluster should have the
 	// same: a sender cuts its snapshot chunks to its own.
@@ -72,6 +96,11 @@ type Config struct {
 	// corrupt or cut it in transit).
 	now      func() time.Time
 	wrapConn func(net.Conn) net.Conn
+	// Tests only: a wrapper of the peer listener (to fail accepts), and
+	// how long accepts must fail before ListenerErr says so
+	// (listenerFailingAfter).
+	wrapListener func(net.Listener) net.Listener
+	failingAfter time.Duration
 }
 
 // apply sets t's tunables from cfg, leaving the defaults where cfg has
@@ -79,6 +108,25 @@ type Config struct {
 func (cfg *Config) apply(t *TCP) {
 	if cfg.ReadTimeout > 0 {
 		t.lim.readTimeout = cfg.ReadTimeout
+	}
+	if cfg.HelloTimeout > 0 {
+		t.lim.helloTimeout = cfg.HelloTimeout
+	}
+	if cfg.MaxStreamsPerMember > 0 {
+		t.lim.maxStreamsPerMember = cfg.MaxStreamsPerMember
+	}
+	maxPending, maxPerAddr := DefaultMaxPending, DefaultMaxPendingPerAddress
+	if cfg.MaxPending > 0 {
+		maxPending = cfg.MaxPending
+	}
+	if cfg.MaxPendingPerAddress > 0 {
+		maxPerAddr = cfg.MaxPendingPerAddress
+	}
+	t.pending = newPendingPool(maxPending, maxPerAddr)
+	t.onAcceptError, t.onRefused = cfg.OnAcceptError, cfg.OnRefused
+	t.wrapTestListener = cfg.wrapListener
+	if cfg.failingAfter > 0 {
+		t.failingAfter = cfg.failingAfter
 	}
 	if cfg.FrameLimit > 0 {
 		t.snap.frameLimit = cfg.FrameLimit

@@ -46,7 +46,8 @@ import (
 // it acknowledged, and letting it take part again could lose committed
 // entries or elect two leaders in one term. (Raft's safety assumes stable
 // storage; this check turns its loss into a refusal.) Its stream is closed
-// with a log line naming both incarnations. The wiped member refuses, in
+// with a log line naming the incarnation the hello presented, never the
+// recorded one: without TLS that number is all a forged hello would need. The wiped member refuses, in
 // turn, the streams of a peer whose hello says it remembers another
 // incarnation of it, so it is not fed a commit index beyond its empty log
 // either, and logs why. The operator brings the member back with its old
@@ -190,13 +191,17 @@ func (id *Identity) check(from, clusterID, incarnation, expected uint64) error {
 		return fmt.Errorf("hello from member %d refused: it is in cluster %s, this member in cluster %s", from, FormatClusterID(clusterID), FormatClusterID(id.ClusterID))
 	}
 	if expected != 0 && expected != id.Incarnation {
-		return fmt.Errorf("hello from member %d refused: it remembers this member as incarnation %x, which acknowledged entries, but this is incarnation %x: this member's data directory was lost or replaced; bring the old one back", from, expected, id.Incarnation)
+		// This member's own incarnation stays out of the reason (a log
+		// line): it is what a hello must name to be taken for it.
+		return fmt.Errorf("hello from member %d refused: it remembers this member as incarnation %x, which acknowledged entries, but this member is another incarnation: this member's data directory was lost or replaced; bring the old one back", from, expected)
 	}
 	id.mu.Lock()
 	known, ok := id.seen[from]
 	id.mu.Unlock()
 	if ok && known != incarnation {
-		return fmt.Errorf("hello from member %d refused: incarnation %x, but incarnation %x of member %d acknowledged entries: its data directory was lost or replaced, and it may have forgotten what it acknowledged", from, incarnation, known, from)
+		// The recorded incarnation stays out of the reason (a log line):
+		// it is what a forged hello as member from must name.
+		return fmt.Errorf("hello from member %d refused: incarnation %x, but another incarnation of member %d acknowledged entries: its data directory was lost or replaced (or the hello is forged), and it may have forgotten what it acknowledged", from, incarnation, from)
 	}
 	return nil
 }

@@ -21,40 +21,31 @@ const (
 	frameChunk = 256 << 10
 )
 
-// limits bound the inbound side of a TCP transport.
+// limits bound the inbound side of a TCP transport (pending.go).
 type limits struct {
-	readTimeout time.Duration
-	inbound     chan struct{} // a slot per inbound stream being served
+	readTimeout         time.Duration
+	helloTimeout        time.Duration
+	maxStreamsPerMember int
 }
 
-func newLimits(peers int) limits {
-	return limits{readTimeout: DefaultReadTimeout, inbound: make(chan struct{}, 2*peers+8)}
+func newLimits() limits {
+	return limits{readTimeout: DefaultReadTimeout, helloTimeout: DefaultHelloTimeout, maxStreamsPerMember: DefaultMaxStreamsPerMember}
 }
-
-// admitInbound takes a slot for one more inbound stream; false when
-// 2 x peers + 8 are served already (a peer re-dials, so this only bites a
-// flood of connections that are not members').
-func (t *TCP) admitInbound() bool {
-	select {
-	case t.lim.inbound <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (t *TCP) releaseInbound() { <-t.lim.inbound }
 
 // deadlineReader sets a read deadline before every read, so a stream that
 // stops mid-frame or between frames ends after the timeout, while a long
-// frame that keeps arriving (a snapshot) is never cut.
+// frame that keeps arriving (a snapshot) is never cut. While d is zero (a
+// connection before its hello passed) it sets none: the connection's
+// absolute hello deadline holds.
 type deadlineReader struct {
 	c net.Conn
 	d time.Duration
 }
 
-func (r deadlineReader) Read(b []byte) (int, error) {
-	r.c.SetReadDeadline(time.Now().Add(r.d))
+func (r *deadlineReader) Read(b []byte) (int, error) {
+	if r.d > 0 {
+		r.c.SetReadDeadline(time.Now().Add(r.d))
+	}
 	return r.c.Read(b)
 }
 

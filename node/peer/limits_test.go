@@ -65,7 +65,7 @@ func startTCP(t *testing.T, timeout time.Duration) *TCP {
 	addr := ln.Addr().String()
 	ln.Close()
 	peers := map[uint64]string{1: addr, 2: "127.0.0.1:1", 3: "127.0.0.1:1"}
-	return startTransport(t, Config{ID: 1, Peers: peers}, nopHandler{}, withReadTimeout(timeout))
+	return startTransport(t, Config{ID: 1, Peers: peers, HelloTimeout: timeout}, nopHandler{}, withReadTimeout(timeout))
 }
 
 // closedWithin says whether the member closes c within d.
@@ -89,42 +89,5 @@ func TestSilentPeerStreamIsClosed(t *testing.T) {
 			t.Fatalf("a stream silent %s was not closed", what)
 		}
 		c.Close()
-	}
-}
-
-func TestInboundPeerConnectionsAreLimited(t *testing.T) {
-	tr := startTCP(t, 5*time.Second)
-	limit := cap(tr.lim.inbound) // 2 x 3 peers + 8
-	if limit != 14 {
-		t.Fatalf("limit %d, want 14", limit)
-	}
-	var held []net.Conn
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	for range limit {
-		c, err := net.Dial("tcp", tr.listenAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
-	// Let the member accept them all before the one past the limit.
-	deadline := time.Now().Add(3 * time.Second)
-	for len(tr.lim.inbound) < limit && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	c, err := net.Dial("tcp", tr.listenAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if !closedWithin(c, time.Second) {
-		t.Fatal("the connection past the limit was not closed at once")
-	}
-	if closedWithin(held[0], 200*time.Millisecond) {
-		t.Fatal("a connection within the limit was closed")
 	}
 }

@@ -5,33 +5,18 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"time"
 
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 )
 
-// peerHandshakeTimeout bounds a TLS handshake on the peer port, so a
-// connection that never completes one cannot hold its goroutine.
-const peerHandshakeTimeout = 5 * time.Second
-
-// listen wraps the peer listener in TLS when it is on.
-func (t *TCP) wrapListener(ln net.Listener) net.Listener {
-	if t.tls == nil {
-		return ln
-	}
-	return tls.NewListener(ln, t.tls.ServerConfig())
-}
-
-// handshake completes an inbound TLS handshake within its deadline; plain
-// TCP has none.
+// handshake completes an inbound TLS handshake (within the connection's
+// hello deadline, pending.go); plain TCP has none.
 func (t *TCP) handshake(c net.Conn) error {
 	tc, ok := c.(*tls.Conn)
 	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, peerHandshakeTimeout)
-	defer cancel()
-	if err := tc.HandshakeContext(ctx); err != nil {
+	if err := tc.HandshakeContext(t.ctx); err != nil {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
 	return nil

@@ -7,6 +7,7 @@ package peer
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,6 +118,7 @@ type TCP struct {
 	removed     map[uint64]bool         // ids removed from the configuration (SetPeers)
 	learned     map[uint64]*learnedPeer // peers known only from their hellos (learn)
 	inbound     map[uint64]int          // accepted streams open, per sender id past its hello
+	streams     map[uint64][]*inStream  // the same streams, oldest first (MaxStreamsPerMember)
 	clientAddrs map[uint64]string
 	apiAddrs    map[uint64]string // what the receivers of this member's streams announced (announce.go)
 	conns       map[net.Conn]struct{}
@@ -125,6 +128,23 @@ type TCP struct {
 	identity    *Identity           // nil: hellos carry no cluster identity (identity.go)
 
 	lim limits
+	// pending holds the inbound connections before their hello passed
+	// (pending.go).
+	pending *pendingPool
+	// onAcceptError and onRefused feed the member's metrics
+	// (Config.OnAcceptError, Config.OnRefused); nil: not counted.
+	onAcceptError func()
+	onRefused     func(limit string)
+	// serverTLS is the peer port's TLS configuration (nil: plain TCP).
+	serverTLS *tls.Config
+	// wrapTestListener wraps the listener in tests (Config.wrapListener).
+	wrapTestListener func(net.Listener) net.Listener
+	// failingAfter is how long accepts must fail in a row before
+	// ListenerErr reports it (listenerFailingAfter); acceptMu guards
+	// the accept loop's record of its failures.
+	failingAfter time.Duration
+	acceptMu     sync.Mutex
+	acceptFails  acceptFailures
 	// snap is how snapshots stream (snapshot.go); snapIn marks the
 	// senders with an inbound snapshot stream open, one each (under mu).
 	snap   snapshotConfig
@@ -161,7 +181,8 @@ func NewTCP(cfg Config) (*TCP, error) {
 	t := &TCP{
 		id: id, listenAddr: listen, clientAddr: cfg.ClientAddr, apiAddr: cfg.APIAddr, peerAddr: peers[id], log: log.With("component", "transport"),
 		clientAddrs: map[uint64]string{id: cfg.ClientAddr}, apiAddrs: map[uint64]string{}, learned: map[uint64]*learnedPeer{}, inbound: map[uint64]int{},
-		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(len(peers)),
+		streams: map[uint64][]*inStream{}, failingAfter: listenerFailingAfter,
+		conns: make(map[net.Conn]struct{}), ctx: ctx, cancel: cancel, lim: newLimits(),
 		snap: newSnapshotConfig(), snapIn: map[uint64]bool{},
 		learnedExpiry: DefaultLearnedExpiry, now: time.Now, refusals: newRepeats(repeatWindow, time.Now),
 	}
@@ -247,7 +268,12 @@ func (t *TCP) Start(h Handler) error {
 		t.snap.closeSpool()
 		return fmt.Errorf("listen for peers on %s: %w", t.listenAddr, err)
 	}
-	ln = t.wrapListener(ln)
+	if t.wrapTestListener != nil {
+		ln = t.wrapTestListener(ln)
+	}
+	if t.tls != nil {
+		t.serverTLS = t.tls.PeerServerConfig()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock() // SetPeers starts the senders it adds only after this
 	t.ln, t.handler = ln, h
@@ -320,47 +346,82 @@ func (t *TCP) track(c net.Conn, add bool) bool {
 	return true
 }
 
+// accept accepts peer connections until the transport closes. A failed
+// accept (out of file descriptors, say) is retried after a pause that
+// doubles from acceptRetryMin to acceptRetryMax, as net/http's Server
+// does: returning would leave the member unreachable by its peers for
+// good, while the cause may pass.
 func (t *TCP) accept(ln net.Listener) {
 	defer t.wg.Done()
+	var pause time.Duration
 	for {
-		c, err := ln.Accept()
+		raw, err := ln.Accept()
 		if err != nil {
-			if t.ctx.Err() == nil {
-				t.log.Error("peer accept failed", "err", err)
+			if t.ctx.Err() != nil {
+				return
 			}
-			return
-		}
-		if !t.admitInbound() {
-			t.log.Debug("refused peer connection: too many inbound", "remote", c.RemoteAddr().String())
-			c.Close()
+			pause = min(max(2*pause, acceptRetryMin), acceptRetryMax)
+			t.acceptFailed(err, pause)
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-time.After(pause):
+			}
 			continue
 		}
-		if !t.track(c, true) {
-			c.Close()
-			return
-		}
-		t.wg.Add(1)
-		go func() {
-			defer t.wg.Done()
-			defer t.releaseInbound()
-			defer t.track(c, false)
-			defer c.Close()
-			if err := t.serve(c); err != nil && t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !idle(err) {
-				if ok, held := t.refusals.log(err.Error()); ok {
-					t.log.Warn("closed peer connection", "remote", c.RemoteAddr().String(), "reason", err, "same_reason_since_last_line", held)
-				}
-			}
-		}()
+		pause = 0
+		t.acceptSucceeded()
+		t.admit(raw)
 	}
 }
 
-// serve reads one inbound peer stream. Anything malformed closes the stream
-// with a reason; it never reaches raft.
-func (t *TCP) serve(c net.Conn) error {
+// admit serves an accepted connection: pending (pending.go) until its
+// hello passed, a member's stream after.
+func (t *TCP) admit(raw net.Conn) {
+	pc := &pendingConn{raw: raw, host: remoteHost(raw)}
+	var c net.Conn = spokeConn{raw, pc}
+	if t.serverTLS != nil {
+		c = tls.Server(c, t.serverTLS)
+	}
+	if !t.track(raw, true) {
+		raw.Close()
+		return
+	}
+	// The hello deadline is set before the connection can be evicted:
+	// a pending connection always has one.
+	raw.SetDeadline(time.Now().Add(t.lim.helloTimeout))
+	if evicted, limit := t.pending.add(pc); evicted != nil {
+		evicted.raw.Close()
+		t.refused(limit)
+		t.log.Debug("closed a pending peer connection to make room", "remote", evicted.raw.RemoteAddr().String(), "limit", limit)
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer t.track(raw, false)
+		defer c.Close()
+		err := t.serve(c, pc)
+		if t.pending.remove(pc) && idle(err) {
+			t.refused(LimitHelloTimeout) // still pending: the hello deadline ended it
+		}
+		if err == nil || t.ctx.Err() != nil || pc.evicted.Load() || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || idle(err) {
+			return
+		}
+		if ok, held := t.refusals.log(err.Error()); ok {
+			t.log.Warn("closed peer connection", "remote", raw.RemoteAddr().String(), "reason", err, "same_reason_since_last_line", held)
+		}
+	}()
+}
+
+// serve reads one inbound peer stream, pending (pc) until its hello
+// passed. Anything malformed closes the stream with a reason; it never
+// reaches raft.
+func (t *TCP) serve(c net.Conn, pc *pendingConn) error {
 	if err := t.handshake(c); err != nil {
 		return err
 	}
-	r := bufio.NewReaderSize(deadlineReader{c, t.lim.readTimeout}, 64<<10)
+	dr := &deadlineReader{c: c} // no per-read deadline while pending: the hello deadline holds
+	r := bufio.NewReaderSize(dr, 64<<10)
 	if first, _ := r.Peek(len(wire.Greeting)); string(first) == wire.Greeting {
 		// A client pointed at the peer port: answer something that is not
 		// a greeting, so it says "not a raftlock client port" at once
@@ -401,16 +462,25 @@ func (t *TCP) serve(c net.Conn) error {
 	if err != nil {
 		return err
 	}
-	if err := t.openInbound(from, peerAddr, clientAddr); err != nil {
+	// The hello passed: the connection leaves the pending pool (unless
+	// the pool evicted it meanwhile) and counts as member from's.
+	if !t.pending.remove(pc) {
+		return errEvicted
+	}
+	c.SetDeadline(time.Time{})
+	dr.d = t.lim.readTimeout
+	s, err := t.openInbound(from, peerAddr, clientAddr, pc.raw)
+	if err != nil {
 		return err
 	}
-	defer t.closeInbound(from)
+	defer t.closeInbound(from, s)
 	for first := true; ; first = false {
 		frame, err := readFrame(r, t.snap.frameLimit)
 		if err != nil {
 			return err
 		}
 		if first && string(frame) == snapshotStreamMarker {
+			t.markSnapshotStream(s)
 			return t.serveSnapshot(c, r, from)
 		}
 		if first {
@@ -437,23 +507,58 @@ func (t *TCP) serve(c net.Conn) error {
 // checks, learning from (learn) if it is not a peer, and records the
 // client address it announced. Both happen under one lock, so a learned
 // peer cannot be forgotten between being learned and its stream counting.
-// closeInbound undoes the count.
-func (t *TCP) openInbound(from uint64, peerAddr, clientAddr string) error {
+// When from has MaxStreamsPerMember message streams open already, the
+// oldest is closed: a member's sender keeps one stream, so the others are
+// ones it gave up on (their ends here last until the read timeout). raw
+// is the stream's TCP connection. closeInbound undoes the count.
+func (t *TCP) openInbound(from uint64, peerAddr, clientAddr string, raw net.Conn) (*inStream, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.isPeer(from) {
 		if err := t.learn(from, peerAddr); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	messages := 0
+	for _, s := range t.streams[from] {
+		if !s.snapshot {
+			messages++
+		}
+	}
+	if messages >= t.lim.maxStreamsPerMember {
+		for _, s := range t.streams[from] {
+			if !s.snapshot {
+				s.raw.Close() // its goroutine ends and undoes its count
+				t.refused(LimitStreamsPerMember)
+				t.log.Debug("closed the oldest stream of a member that opened one more", "peer", from, "limit", t.lim.maxStreamsPerMember)
+				break
+			}
+		}
+	}
+	s := &inStream{raw: raw}
+	t.streams[from] = append(t.streams[from], s)
 	t.inbound[from]++
 	t.clientAddrs[from] = clientAddr
-	return nil
+	return s, nil
 }
 
-func (t *TCP) closeInbound(from uint64) {
+// markSnapshotStream says s carries a snapshot, bounded apart (one per
+// member, claimSnapshotIn), so it is never closed for a message stream.
+func (t *TCP) markSnapshotStream(s *inStream) {
+	t.mu.Lock()
+	s.snapshot = true
+	t.mu.Unlock()
+}
+
+func (t *TCP) closeInbound(from uint64, s *inStream) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if i := slices.Index(t.streams[from], s); i >= 0 {
+		t.streams[from] = slices.Delete(t.streams[from], i, i+1)
+	}
+	if len(t.streams[from]) == 0 {
+		delete(t.streams, from)
+	}
 	if t.inbound[from]--; t.inbound[from] > 0 {
 		return
 	}

@@ -87,7 +87,7 @@ func greetTLS(t *testing.T, addr string, tc *tls.Config) (net.Conn, bool) {
 // held all 4,096 greeted connections and every other identity's get
 // failed. Now each identity holds at most its share.
 func TestOneIdentityCannotTakeEveryConnection(t *testing.T) {
-	m := nodetest.StartTLSMemberWithLimits(t, limitsACL, server.Limits{MaxConns: 16, MaxConnsPerIdentity: 4}, "admin", "alice", "eve")
+	m := nodetest.StartTLSMemberWith(t, limitsACL, server.Limits{MaxConns: 16, MaxConnsPerIdentity: 4}, "admin", "alice", "eve")
 	eve := m.ClientTLS(t, "eve")
 	greetedEve := 0
 	for range 16 {
@@ -218,7 +218,7 @@ func TestClientPortServesAgainAfterAcceptErrors(t *testing.T) {
 // member for everyone. Past its share the next is refused, saying which
 // limit.
 func TestWatchesPastAnIdentitysShareAreRefused(t *testing.T) {
-	m := nodetest.StartTLSMemberWithLimits(t, limitsACL, server.Limits{MaxWatchesPerIdentity: 4}, "admin", "alice")
+	m := nodetest.StartTLSMemberWith(t, limitsACL, server.Limits{MaxWatchesPerIdentity: 4}, "admin", "alice")
 	alice := newClient(t, m.Client, m.ClientTLS(t, "alice"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -275,7 +275,7 @@ func drained[T any](c <-chan T) <-chan struct{} {
 // waiting acquire answer overloaded. One identity's waiters on a key are
 // a share of the key's queue.
 func TestOneIdentityCannotFillAKeysQueue(t *testing.T) {
-	m := nodetest.StartTLSMemberWithLimits(t, limitsACL, server.Limits{MaxWaitersPerKeyPerIdentity: 3}, "admin", "alice")
+	m := nodetest.StartTLSMemberWith(t, limitsACL, server.Limits{MaxWaitersPerKeyPerIdentity: 3}, "admin", "alice")
 	alice := newClient(t, m.Client, m.ClientTLS(t, "alice"))
 	admin := newClient(t, m.Client, m.ClientTLS(t, "admin"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -291,7 +291,7 @@ func TestOneIdentityCannotFillAKeysQueue(t *testing.T) {
 	for range 3 {
 		wg.Go(func() { alice.Acquire(waiting, "a/q", time.Minute, 15*time.Second) })
 	}
-	for node.GaugeValue(m.Member.Node().Metrics().Waiters) < 3 {
+	for node.GaugeValue(m.Node().Metrics().Waiters) < 3 {
 		if ctx.Err() != nil {
 			t.Fatal("alice's three waiting acquires never queued")
 		}

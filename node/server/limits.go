@@ -121,8 +121,11 @@ func (s *Server) SetLimits(l Limits) {
 	s.lim.Limits = l
 }
 
-func (s *Server) limits() Limits {
-	l := s.lim.Limits
+func (s *Server) limits() Limits { return s.lim.Limits.WithDefaults() }
+
+// WithDefaults is l with the defaults (Default*) in place of its zero
+// fields: what a member serving l enforces.
+func (l Limits) WithDefaults() Limits {
 	l.setDefaults()
 	return l
 }

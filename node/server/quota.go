@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -147,4 +148,22 @@ func (s *Server) admitWaiter(who, key string) (release func(), err error) {
 			}
 		})
 	}, nil
+}
+
+// callUnitKey marks a context whose caller holds a LimitCalls unit for
+// the calls it runs (WithCallUnit).
+type callUnitKey struct{}
+
+// WithCallUnit is ctx for calls whose caller already holds a unit of its
+// identity's calls in flight (Admit with LimitCalls), which Do then does
+// not take again: a gRPC KeepAlive holds one for its whole life, and its
+// renewals run on it, or an identity whose share is all keep-alives could
+// renew none of them.
+func WithCallUnit(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callUnitKey{}, true)
+}
+
+func holdsCallUnit(ctx context.Context) bool {
+	held, _ := ctx.Value(callUnitKey{}).(bool)
+	return held
 }

@@ -369,11 +369,13 @@ func (s *Server) Do(ctx context.Context, who string, features uint64, req *wire.
 	if resp := s.refuse(who, features, req); resp != nil {
 		return resp
 	}
-	release, err := s.Admit(who, LimitCalls)
-	if err != nil {
-		return s.overloaded(opLabel(req.Op), req.ID, err)
+	if !holdsCallUnit(ctx) {
+		release, err := s.Admit(who, LimitCalls)
+		if err != nil {
+			return s.overloaded(opLabel(req.Op), req.ID, err)
+		}
+		defer release()
 	}
-	defer release()
 	if req.Op == wire.OpAcquire && req.WaitMS > 0 {
 		release, err := s.admitWaiter(who, req.Key)
 		if err != nil {
