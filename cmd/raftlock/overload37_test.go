@@ -1132,7 +1132,8 @@ func TestOverloadKeepAliveStreams(t *testing.T) {
 	// A stream is opened once its first renewal arrives; one that has
 	// neither that nor a refusal after a minute is counted as such and
 	// left open.
-	giveUp := time.After(time.Minute)
+	giveUp, stopWaiting := context.WithTimeout(context.Background(), time.Minute)
+	defer stopWaiting()
 	for i := range streams {
 		wg.Add(1)
 		answered := make(chan error, 1)
@@ -1159,7 +1160,7 @@ func TestOverloadKeepAliveStreams(t *testing.T) {
 					return
 				}
 				why = status.Code(err).String() + ": " + status.Convert(err).Message()
-			case <-giveUp:
+			case <-giveUp.Done():
 				why = "no first renewal nor refusal within a minute"
 			}
 			mu.Lock()
