@@ -45,6 +45,9 @@ type processCluster struct {
 	// listenArgs, if set, gives a member's --listen and --peer-listen
 	// flags (default: listen where the others dial it).
 	listenArgs func(m *processMember) []string
+	// wrap, if set, gives the program and arguments that run a member
+	// whose command line is bin argv (under a shell's ulimit, say).
+	wrap func(m *processMember, bin string, argv []string) (string, []string)
 }
 
 func newProcessCluster(t *testing.T, size int, extra ...string) *processCluster {
@@ -93,7 +96,11 @@ func (c *processCluster) start(m *processMember) {
 			}
 		}
 	}
-	m.cmd, m.exited = spawn(c.t, c.bin, filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), a.Argv())
+	bin, argv := c.bin, a.Argv()
+	if c.wrap != nil {
+		bin, argv = c.wrap(m, bin, argv)
+	}
+	m.cmd, m.exited = spawn(c.t, bin, filepath.Join(c.dir, fmt.Sprintf("node-%d.log", m.id)), argv)
 }
 
 // dataDir is member id's data directory (that member may not be started

@@ -35,9 +35,17 @@ type tlsCluster struct {
 
 func newTLSCluster(t *testing.T, acl string) *tlsCluster {
 	t.Helper()
+	return newTLSClusterFor(t, acl, "admin,batch", nil)
+}
+
+// newTLSClusterFor is newTLSCluster with certificates for the clients
+// named (comma-separated) and more flags for each member from more (nil:
+// none).
+func newTLSClusterFor(t *testing.T, acl, clients string, more func(m *processMember) []string) *tlsCluster {
+	t.Helper()
 	bin := buildBinary(t)
 	tc := &tlsCluster{certs: t.TempDir()}
-	if r := runCLI(t, bin, nil, "certs", "init", "--out", tc.certs, "--members", "3", "--clients", "admin,batch"); r.code != 0 {
+	if r := runCLI(t, bin, nil, "certs", "init", "--out", tc.certs, "--members", "3", "--clients", clients); r.code != 0 {
 		t.Fatalf("certs init: exit %d: %s", r.code, r.stderr)
 	}
 	if acl != "" {
@@ -51,6 +59,9 @@ func newTLSCluster(t *testing.T, acl string) *tlsCluster {
 		args := []string{"--listen", m.client, "--cert", files.Cert, "--key", files.Key, "--ca", files.CA}
 		if tc.acl != "" {
 			args = append(args, "--acl", tc.acl)
+		}
+		if more != nil {
+			args = append(args, more(m)...)
 		}
 		return args
 	}, "--log-level", "info")
