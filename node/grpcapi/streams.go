@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc"
@@ -33,7 +34,8 @@ func lost(key string, token uint64, why string) error {
 // answering each renewal, until the client closes its side (OK), or ends
 // the stream the moment a renewal shows the lock lost (NOT_FOUND). A
 // renewal answered unavailable, overloaded or outcome-unknown is tried
-// again a third of a lease later, until a whole lease passed since the
+// again after a jittered backoff (20 ms doubling up to a third of the
+// lease), until a whole lease passed since the
 // last renewal that succeeded began (the cluster may have expired the
 // lock by then: NOT_FOUND); a redirect ends the stream UNAVAILABLE naming
 // the leader (the lock is not known lost: keep it alive there).
@@ -79,15 +81,28 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 		closed <- err
 	}()
 	lease := time.Duration(req.LeaseMS) * time.Millisecond
-	tick := time.NewTicker(max(lease/3, 5*time.Millisecond))
-	defer tick.Stop()
+	every := max(lease/3, 5*time.Millisecond)
+	next := time.NewTimer(every)
+	defer next.Stop()
+	var retry time.Duration // the backoff after a renewal that did not go through
 	for validFrom := time.Now(); ; {
 		// The renewal runs on the stream's unit (server.WithCallUnit).
-		var err error
-		validFrom, err = a.renew(server.WithCallUnit(ctx), stream, req, validFrom, lease)
+		renewedFrom, err := a.renew(server.WithCallUnit(ctx), stream, req, validFrom, lease)
 		if err != nil {
 			return err
 		}
+		wait := every
+		if renewedFrom.Equal(validFrom) {
+			// Unavailable, overloaded or unknown: again soon, jittered
+			// (so that thousands of streams refused together do not
+			// come back together), not a third of a lease later.
+			retry = min(max(2*retry, 20*time.Millisecond), every)
+			wait = retry/2 + rand.N(retry/2+1)
+		} else {
+			retry = 0
+		}
+		validFrom = renewedFrom
+		next.Reset(wait)
 		select {
 		case err := <-closed:
 			if errors.Is(err, io.EOF) {
@@ -98,7 +113,7 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 			return ctx.Err()
 		case <-a.stopping:
 			return stoppingError()
-		case <-tick.C:
+		case <-next.C:
 		}
 	}
 }
@@ -125,7 +140,7 @@ func (a *API) renew(ctx context.Context, stream grpc.BidiStreamingServer[raftloc
 	case !time.Now().Before(deadline):
 		return validFrom, lost(req.Key, req.Token, "a whole lease passed without a renewal succeeding")
 	}
-	return validFrom, nil // unavailable, overloaded, outcome unknown: again at the next tick
+	return validFrom, nil // unavailable, overloaded, outcome unknown: again after a backoff
 }
 
 // Watch streams the lock events under a prefix: first a response with
