@@ -98,9 +98,17 @@ func Identity(cert *x509.Certificate) string {
 	return cert.Subject.CommonName
 }
 
-// checkClientName refuses a certificate whose common name looks like a
-// member's when it is not a member certificate.
+// checkClientName refuses a certificate with no common name, and one
+// whose common name looks like a member's when it is not a member
+// certificate.
 func checkClientName(cert *x509.Certificate) error {
+	if cert.Subject.CommonName == "" {
+		// The identity is the common name: without one, a client would
+		// be "", which is no one's name in an ACL and the anonymous
+		// party of a member without TLS, whom no per-identity share
+		// limits.
+		return fmt.Errorf("certificate refused: it has no common name, which is a client's identity")
+	}
 	if !LooksLikeMember(cert.Subject.CommonName) {
 		return nil
 	}

@@ -123,7 +123,12 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 	}
 	mb.node, mb.server = n, server.New(n)
 	mb.server.SetACL(acl)
-	mb.server.SetLimits(cfg.Limits)
+	lim := cfg.Limits
+	if lim.MaxWaitersPerKeyPerIdentity == 0 && cfg.Node.Limits.MaxWaitersPerKey > 0 {
+		// A share of the node's queue for one key, as it is configured.
+		lim.MaxWaitersPerKeyPerIdentity = max(1, cfg.Node.Limits.MaxWaitersPerKey/4)
+	}
+	mb.server.SetLimits(lim)
 	go func() {
 		// Serve retries failed accepts itself; it returns only when the
 		// listener was closed under it, which leaves the port dead.

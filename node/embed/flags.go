@@ -106,10 +106,10 @@ func (f *Flags) limits() []limit {
 		{"max-inflight-per-conn", &s.MaxInflightPerConn, server.DefaultMaxInflightPerConn, "waiting acquires open on one client connection (one more is answered overloaded), and as many other requests (past them the member stops reading that connection)"},
 		{"max-pending-connections", &s.MaxPendingConns, server.DefaultMaxPendingConns, "client connections still in their TLS handshake or greeting (they hold no place under --max-connections); past it the oldest is closed"},
 		{"max-pending-connections-per-address", &s.MaxPendingConnsPerAddress, server.DefaultMaxPendingConnsPerAddress, "client connections from one remote address still in their handshake or greeting; past it that address's oldest is closed"},
-		{"max-connections-per-identity", &s.MaxConnsPerIdentity, server.DefaultMaxConnsPerIdentity, "client connections of one client identity (TLS certificate); one more is closed before the greeting"},
+		{"max-connections-per-identity", &s.MaxConnsPerIdentity, 0, "client connections of one client identity (TLS certificate); one more is closed before the greeting (0: a quarter of --max-connections, 1024 by default)"},
 		{"max-calls-per-identity", &s.MaxCallsPerIdentity, server.DefaultMaxCallsPerIdentity, "calls one client identity has in flight over every API (waiting acquires and gRPC KeepAlive streams included); one more is answered overloaded"},
-		{"max-waiters-per-key-per-identity", &s.MaxWaitersPerKeyPerIdentity, server.DefaultMaxWaitersPerKeyPerIdentity, "waiting acquires one client identity may have on one key; one more is answered overloaded"},
-		{"max-watches-per-identity", &s.MaxWatchesPerIdentity, server.DefaultMaxWatchesPerIdentity, "watches one client identity has open over every API; one more is answered overloaded"},
+		{"max-waiters-per-key-per-identity", &s.MaxWaitersPerKeyPerIdentity, 0, "waiting acquires one client identity may have on one key; one more is answered overloaded (0: a quarter of --max-waiters-per-key, 1024 by default)"},
+		{"max-watches-per-identity", &s.MaxWatchesPerIdentity, 0, "watches one client identity has open over every API; one more is answered overloaded (0: a quarter of --max-watches, at most 256; 256 by default)"},
 		{"max-watches", &s.MaxWatches, server.DefaultMaxWatches, "watches open on this member over every API; one more is answered overloaded"},
 		{"max-peer-pending-connections", &f.Config.Node.MaxPeerPending, peer.DefaultMaxPending, "peer connections still in their TLS handshake or hello (they hold no member's place); past it the oldest is closed"},
 		{"max-peer-pending-connections-per-address", &f.Config.Node.MaxPeerPendingPerAddr, peer.DefaultMaxPendingPerAddress, "peer connections from one remote address still in their handshake or hello; past it that address's oldest is closed"},
@@ -164,7 +164,9 @@ func (f *Flags) Validate(peers map[uint64]string) error {
 		return cliflag.Usagef("unknown --unsafe-bug %q: want one of %s", n.Bug, strings.Join(node.Bugs(), ", "))
 	}
 	for _, l := range f.limits() {
-		if *l.v <= 0 {
+		// A limit whose default is 0 is derived from another (a share
+		// of it): 0 asks for that.
+		if *l.v < 0 || (*l.v == 0 && l.def != 0) {
 			return cliflag.Usagef("--%s must be > 0, got %d", l.name, *l.v)
 		}
 	}

@@ -94,3 +94,6 @@ func (m *TLSMember) ClientTLS(t testing.TB, name string) *tls.Config {
 	}
 	return tc
 }
+
+// CertsDir is the directory of the member's CA, certificates and keys.
+func (m *TLSMember) CertsDir() string { return m.certs }

@@ -114,7 +114,9 @@ func (s *Server) admitPending(c net.Conn) {
 // pending to greeted, within MaxConns and who's share of it; false (and a
 // refusal counted) when it may not stay. release gives its places back.
 func (s *Server) admitGreeted(c net.Conn, who string) (release func(), ok bool) {
-	s.pending.remove(c)
+	if !s.pending.remove(c) {
+		return nil, false // evicted meanwhile: closed already
+	}
 	s.mu.Lock()
 	if s.greeted >= s.limits().MaxConns {
 		s.mu.Unlock()

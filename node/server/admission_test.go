@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
+	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/nodetest"
 	"github.com/raftlock/raftlock/node/server"
@@ -367,5 +369,76 @@ func TestReleaseAuthorityIsThePrefixs(t *testing.T) {
 	}
 	if err := alice.Release(ctx, "a/victim", inside.Token); err != nil {
 		t.Errorf("alice, with lock on a/, could not release a/victim naming its token: %v", err)
+	}
+}
+
+// A client that sends its greeting and resets the connection before the
+// member's goes out: the greeting write fails after the connection took
+// its place, which must go back (review of issue 37: 200 such connections
+// shut the port with --max-connections 4, for good).
+func TestGreetWriteFailureGivesItsPlaceBack(t *testing.T) {
+	addr := servedWithLimits(t, server.Limits{MaxConns: 4})
+	for range 200 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, wire.Greeting)
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := greeted(t, addr); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no client greeted after 200 reset connections with --max-connections 4: places leaked")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A certificate without a common name would be the identity "", which no
+// per-identity share limits (review of issue 37: it took every
+// connection). It is refused at the handshake.
+func TestCertificateWithoutACommonNameIsRefused(t *testing.T) {
+	m := nodetest.StartTLSMemberWith(t, limitsACL, server.Limits{MaxConns: 16, MaxConnsPerIdentity: 4}, "admin", "alice")
+	dir := m.CertsDir()
+	ca, err := tlsconfig.LoadCA(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := ca.Client("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(is.CertPEM, is.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon := m.ClientTLS(t, "alice").Clone()
+	anon.Certificates, anon.GetClientCertificate = []tls.Certificate{cert}, nil
+	for i := range 16 {
+		if _, ok := greetTLS(t, m.Client, anon); ok {
+			t.Fatalf("a certificate without a common name was greeted (connection %d)", i+1)
+		}
+	}
+	if _, ok := greetTLS(t, m.Client, m.ClientTLS(t, "alice")); !ok {
+		t.Fatal("alice was not greeted")
+	}
+}
+
+// A share follows the bound it is a share of (review of issue 37: with
+// --max-connections 200 a fixed default share of 1024 let one identity
+// take every connection).
+func TestSharesFollowTheirBounds(t *testing.T) {
+	l := server.Limits{MaxConns: 200, MaxWatches: 100}.WithDefaults()
+	if l.MaxConnsPerIdentity != 50 || l.MaxWatchesPerIdentity != 25 {
+		t.Errorf("shares of 200 connections and 100 watches: %d and %d, want 50 and 25", l.MaxConnsPerIdentity, l.MaxWatchesPerIdentity)
+	}
+	d := server.Limits{}.WithDefaults()
+	if d.MaxConnsPerIdentity != 1024 || d.MaxWatchesPerIdentity != 256 {
+		t.Errorf("default shares %d connections and %d watches, want 1024 and 256", d.MaxConnsPerIdentity, d.MaxWatchesPerIdentity)
 	}
 }

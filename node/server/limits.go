@@ -45,7 +45,10 @@ type Limits struct {
 	// Per client identity (a TLS client certificate's; see quota): its
 	// greeted connections, its calls in flight over every API, its open
 	// watches, and its waiting acquires on one key. Each is a share of a
-	// bound all identities share, so that one cannot shut out the others.
+	// bound all identities share, so that one cannot shut out the others;
+	// by default a quarter of it (MaxConns/4; min(256, MaxWatches/4);
+	// the node's MaxWaitersPerKey/4, which embed sets, else
+	// DefaultMaxWaitersPerKeyPerIdentity).
 	MaxConnsPerIdentity         int
 	MaxCallsPerIdentity         int
 	MaxWatchesPerIdentity       int
@@ -84,11 +87,13 @@ func (l *Limits) setDefaults() {
 	}
 	def(&l.MaxPendingConns, DefaultMaxPendingConns)
 	def(&l.MaxPendingConnsPerAddress, DefaultMaxPendingConnsPerAddress)
-	def(&l.MaxConnsPerIdentity, DefaultMaxConnsPerIdentity)
-	def(&l.MaxCallsPerIdentity, DefaultMaxCallsPerIdentity)
-	def(&l.MaxWatchesPerIdentity, DefaultMaxWatchesPerIdentity)
-	def(&l.MaxWaitersPerKeyPerIdentity, DefaultMaxWaitersPerKeyPerIdentity)
 	def(&l.MaxWatches, DefaultMaxWatches)
+	// A share follows the bound it is a share of: with --max-connections
+	// 200, a default share of 1024 would let one identity take them all.
+	def(&l.MaxConnsPerIdentity, max(1, l.MaxConns/4))
+	def(&l.MaxCallsPerIdentity, DefaultMaxCallsPerIdentity)
+	def(&l.MaxWatchesPerIdentity, max(1, min(DefaultMaxWatchesPerIdentity, l.MaxWatches/4)))
+	def(&l.MaxWaitersPerKeyPerIdentity, DefaultMaxWaitersPerKeyPerIdentity)
 	if l.HandshakeTimeout <= 0 {
 		l.HandshakeTimeout = DefaultHandshakeTimeout
 	}

@@ -176,6 +176,12 @@ func (s *Server) serveConn(c net.Conn) {
 		return ok
 	})
 	stillPending := s.pending.remove(c) // false: admitted, or evicted (and counted)
+	if unplace != nil {
+		// Admitted: its places go back when the connection ends, even
+		// if the member's greeting then fails to go out (a client that
+		// greets and resets would leak one each).
+		defer unplace()
+	}
 	if err != nil {
 		if stillPending && !errors.Is(err, errRefused) {
 			// At most a line a second: a flood of connections that never
@@ -184,7 +190,6 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		return
 	}
-	defer unplace()
 	// The goaway may go out only now: sent before the greeting, the client
 	// reads its bytes as the greeting and takes this member for something
 	// other than raftlock, failing its call instead of retrying it
