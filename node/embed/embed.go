@@ -143,6 +143,7 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 		mb.grpc = grpcapi.New(mb.server, n, cfg.Limits)
 		h := mb.grpc.Handler(httpapi.New(mb.server, n, cfg.Limits))
 		mb.api = httpapi.NewServer(h, cfg.Limits, mb.log.With("component", "api"))
+		httpapi.LimitPending(mb.api, cfg.Limits, n.Metrics(), "api")
 		go mb.serve(mb.api, httpapi.CountAccepts(aln, n.Metrics(), "api"), "api")
 	}
 	return mb, nil
@@ -196,6 +197,7 @@ func (mb *Member) serveHTTP(ln net.Listener, skew *clock.Skew) {
 	// timeout, bounded headers, idle connections closed (a caller refused
 	// 403 kept its connection open for good).
 	httpapi.Timeouts(mb.http, mb.cfg.Limits)
+	httpapi.LimitPending(mb.http, mb.cfg.Limits, mb.node.Metrics(), "http")
 	go mb.serve(mb.http, httpapi.CountAccepts(ln, mb.node.Metrics(), "http"), "http")
 }
 

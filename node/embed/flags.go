@@ -104,7 +104,7 @@ func (f *Flags) limits() []limit {
 	return []limit{
 		{"max-connections", &s.MaxConns, server.DefaultMaxConns, "open client connections; one more is closed before the greeting (the client retries)"},
 		{"max-inflight-per-conn", &s.MaxInflightPerConn, server.DefaultMaxInflightPerConn, "waiting acquires open on one client connection (one more is answered overloaded), and as many other requests (past them the member stops reading that connection)"},
-		{"max-pending-connections", &s.MaxPendingConns, server.DefaultMaxPendingConns, "client connections still in their TLS handshake or greeting (they hold no place under --max-connections); past it the oldest is closed"},
+		{"max-pending-connections", &s.MaxPendingConns, server.DefaultMaxPendingConns, "client connections still in their TLS handshake or greeting (on the API and HTTP ports: before their first request), on each port; they hold no place under --max-connections, and past it the oldest is closed"},
 		{"max-pending-connections-per-address", &s.MaxPendingConnsPerAddress, server.DefaultMaxPendingConnsPerAddress, "client connections from one remote address still in their handshake or greeting; past it that address's oldest is closed"},
 		{"max-connections-per-identity", &s.MaxConnsPerIdentity, 0, "client connections of one client identity (TLS certificate); one more is closed before the greeting (0: a quarter of --max-connections, 1024 by default)"},
 		{"max-calls-per-identity", &s.MaxCallsPerIdentity, server.DefaultMaxCallsPerIdentity, "calls one client identity has in flight over every API (waiting acquires and gRPC KeepAlive streams included); one more is answered overloaded"},

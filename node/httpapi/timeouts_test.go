@@ -119,3 +119,45 @@ func TestAcceptErrorsAreRetriedAndCounted(t *testing.T) {
 		t.Errorf("accept errors counted: %v, want 3", n)
 	}
 }
+
+// Connections that never send a request wait in a bounded pool whose
+// oldest go first (review of issue 37: the API port had no bound at all,
+// so idle connections could hold file descriptors until every port of
+// the member failed its accepts), and a caller still gets through.
+func TestSilentConnectionsAreBoundedOldestFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := server.Limits{MaxPendingConns: 8, MaxPendingConnsPerAddress: 8}
+	metrics := node.NewMetrics(false)
+	srv := httpapi.NewServer(httpapi.NewWithBackend(okBackend{}, lim), lim, slog.New(slog.DiscardHandler))
+	httpapi.LimitPending(srv, lim, metrics, "api")
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	var silent []net.Conn
+	for range 40 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		silent = append(silent, c)
+	}
+	// The first 32 were evicted by the 8 after them: closed at once.
+	for i, c := range silent[:32] {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Fatalf("silent connection %d of 40 was not closed past a pool of 8: %v", i+1, err)
+		}
+	}
+	post(t, http.DefaultClient, "http://"+ln.Addr().String()+"/v1/get", `{"key":"k"}`).expect(t, "a call beside 8 silent connections", 200, nil, nil)
+	if n := node.CounterValue(metrics.ConnectionsRefused.WithLabelValues("api", "pending_per_address")); n < 32 {
+		t.Errorf("evictions counted: %v, want at least 32", n)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -241,3 +241,37 @@ func (cc *clientConn) watchIdle(idle time.Duration, goAway func()) {
 		return
 	}
 }
+
+// PendingPool bounds the connections of an HTTP port (the API's, the
+// HTTP port's) that have not yet sent a request: their TLS handshake and
+// first headers. As the client port's pending pool, its oldest go first
+// past MaxPendingConns, or past MaxPendingConnsPerAddress for one
+// address, so that connections that never speak hold neither file
+// descriptors nor goroutines for long, and cannot keep a caller out.
+type PendingPool struct {
+	pool         pendingConns
+	max, perAddr int
+	evicted      func(limit string)
+}
+
+// NewPendingPool is a pool bounded by lim's MaxPendingConns and
+// MaxPendingConnsPerAddress; evicted, if set, counts each connection it
+// closes, by the bound it ran into.
+func NewPendingPool(lim Limits, evicted func(limit string)) *PendingPool {
+	lim = lim.WithDefaults()
+	return &PendingPool{max: lim.MaxPendingConns, perAddr: lim.MaxPendingConnsPerAddress, evicted: evicted}
+}
+
+// Add counts c, just accepted, as pending, closing what it evicts.
+func (pp *PendingPool) Add(c net.Conn) {
+	old, why := pp.pool.add(c, pp.max, pp.perAddr)
+	for i, o := range old {
+		o.Close()
+		if pp.evicted != nil {
+			pp.evicted(why[i])
+		}
+	}
+}
+
+// Remove ends c's pending time (it sent a request, or closed).
+func (pp *PendingPool) Remove(c net.Conn) { pp.pool.remove(c) }
