@@ -448,19 +448,25 @@ func rollBack(path string, st *fileState, mode CutMode, rng *rand.Rand, rep *Cut
 	boundary := b * PageSize
 
 	var dropped, kept int64
-	count := func(p int64) {
-		n := min(max(cur-p*PageSize, 0), PageSize)
+	count := func(p, n int64) {
 		if p < b {
 			kept += n
 		} else {
 			dropped += n
 		}
 	}
+	buf := make([]byte, PageSize)
 	for _, p := range dirty {
-		count(p)
+		// Count the bytes that differ from the synced ones, so that
+		// a page partly synced counts only what was not.
+		n, err := st.f.ReadAt(buf[:min(max(cur-p*PageSize, 0), PageSize)], p*PageSize)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("roll back %s: page %d: %w", path, p, err)
+		}
+		count(p, changed(buf[:n], st.pages[p]))
 	}
 	for p := appendFrom; p < appendTo; p++ {
-		count(p)
+		count(p, min(cur-p*PageSize, PageSize))
 	}
 
 	for _, p := range dirty {
@@ -487,6 +493,18 @@ func rollBack(path string, st *fileState, mode CutMode, rng *rand.Rand, rep *Cut
 	rep.Lines = append(rep.Lines, fmt.Sprintf("%s %s: size %d -> %d (synced %d), unsynced bytes dropped %d, kept %d",
 		mode, path, cur, size, st.size, dropped, kept))
 	return nil
+}
+
+// changed returns the number of bytes in which cur, a page now, differs
+// from synced, the same page when it was synced.
+func changed(cur, synced []byte) int64 {
+	n := int64(max(len(cur), len(synced)) - min(len(cur), len(synced)))
+	for i := range min(len(cur), len(synced)) {
+		if cur[i] != synced[i] {
+			n++
+		}
+	}
+	return n
 }
 
 // pages returns the number of pages that size bytes occupy.
