@@ -27,6 +27,14 @@
 //
 // Mounting needs root and /dev/fuse; [Available] says whether this
 // process has both.
+//
+// What an FS does not model: permissions, owners, timestamps and
+// extended attributes pass through and are never rolled back; a write
+// through a descriptor opened with O_SYNC or O_DSYNC makes its whole
+// file durable, as an fdatasync would; a rename is durable once its new
+// directory is synced (a real filesystem may make it durable sooner);
+// files created with O_TMPFILE are refused, and copy_file_range falls
+// back to reads and writes.
 package lazyfs
 
 import (
@@ -99,9 +107,10 @@ type FS struct {
 	log        *slog.Logger
 
 	// life serializes Cut and Unmount, which replace or remove server.
-	life   sync.Mutex
-	server *fuse.Server
-	cuts   uint64
+	life      sync.Mutex
+	server    *fuse.Server // nil while a cut remounts, or if it failed to
+	unmounted bool
+	cuts      uint64
 
 	j *journal
 }
@@ -225,14 +234,17 @@ func (f *FS) Backing() string { return f.backing }
 func (f *FS) Unmount() error {
 	f.life.Lock()
 	defer f.life.Unlock()
-	if f.server == nil {
+	if f.unmounted {
 		return nil
 	}
-	if err := f.server.Unmount(); err != nil {
-		return fmt.Errorf("lazyfs: unmount %s: %w", f.mountpoint, err)
+	if f.server != nil {
+		if err := f.server.Unmount(); err != nil {
+			return fmt.Errorf("lazyfs: unmount %s: %w", f.mountpoint, err)
+		}
+		f.server.Wait()
+		f.server = nil
 	}
-	f.server.Wait()
-	f.server = nil
+	f.unmounted = true
 	f.j.close()
 	if err := os.RemoveAll(filepath.Join(f.backing, stashName)); err != nil {
 		f.log.Warn("lazyfs: remove stash", "err", err)
@@ -305,7 +317,7 @@ func (f *FS) Cut(mode CutMode) (CutReport, error) {
 	f.life.Lock()
 	defer f.life.Unlock()
 	rep := CutReport{Mode: mode}
-	if f.server == nil {
+	if f.unmounted || f.server == nil {
 		return rep, fmt.Errorf("lazyfs: cut %s: not mounted", f.mountpoint)
 	}
 	if mode != CutDropAll && mode != CutTorn {

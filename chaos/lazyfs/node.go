@@ -1,6 +1,7 @@
 package lazyfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -421,6 +422,12 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 		return errno
 	})
 	return written, errno
+}
+
+// Writev is Write for data in several slices: without it go-fuse would
+// answer such a write ENOSYS.
+func (n *node) Writev(ctx context.Context, f fs.FileHandle, data [][]byte, off int64) (uint32, syscall.Errno) {
+	return n.Write(ctx, f, bytes.Join(data, nil), off)
 }
 
 func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
