@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,10 +87,15 @@ func TestWatchEndsWhenTheACLDropsItsIdentity(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	// The watch is running once it shows alice's grant of a/during.
-	tc.acquire(t, "alice", "a/during")
-	for line := range lines {
-		if strings.Contains(line, "granted a/during") {
+	// The watch is running once it shows one of alice's grants. A watch
+	// starts "from now", and under load the CLI may start it after a
+	// grant applied: grant again until one shows.
+	for i := 0; ; i++ {
+		if i == 30 {
+			t.Fatal("alice's watch showed none of 30 grants under a/")
+		}
+		tc.acquire(t, "alice", fmt.Sprintf("a/during-%d", i))
+		if watchShows(t, lines, "granted a/during", 2*time.Second) {
 			break
 		}
 	}
@@ -115,5 +121,25 @@ func TestWatchEndsWhenTheACLDropsItsIdentity(t *testing.T) {
 	}
 	for _, m := range tc.members {
 		tc.waitLog(t, m, "SIGHUP: ACL reloaded")
+	}
+}
+
+// watchShows reads lines until one contains want (true), within wait
+// (false). The watch ending first fails t.
+func watchShows(t *testing.T, lines <-chan string, want string, wait time.Duration) bool {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("the watch ended before it showed a grant")
+			}
+			if strings.Contains(line, want) {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
 	}
 }
