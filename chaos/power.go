@@ -157,8 +157,9 @@ func (n *Nemesis) power(ctx context.Context, p fault.Power) (func(context.Contex
 	for i, id := range p.Nodes {
 		c, err := n.Power.cut(id, p.Torn[i])
 		if err != nil {
-			// The member restarts on whatever the disk holds; a cut that
-			// failed is the harness's problem, logged, never a verdict.
+			// A cut that could not remount leaves the member an empty
+			// directory to restart on: the run ends with no verdict
+			// (collect), never with one on a disk it did not describe.
 			n.Counts.PowerCutsFailed.Add(1)
 			n.Log.Error("power cut failed", "node", id, "err", err)
 			continue

@@ -125,6 +125,12 @@ type GarbageReport struct {
 // membership.json and committed-log.json beside the history.
 func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Result, error) {
 	cfg, nem := r.cfg, r.nem
+	if k := nem.Counts.PowerCutsFailed.Load(); k > 0 {
+		// A cut that failed to remount left a member's data directory
+		// empty under it: whatever the checks said would not be about
+		// the disk the history describes.
+		return nil, fmt.Errorf("%d power cuts failed (see the log): no verdict on disks the history does not describe", k)
+	}
 	cfg.Log.Info("nemesis", "counts", nem.Counts.String())
 	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, fault.FamilySnapshot) || slices.Contains(cfg.Nemeses, fault.FamilyMembership) || nem.Counts.Double.Load() > 0 || cfg.usesPower()) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
