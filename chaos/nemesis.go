@@ -114,8 +114,7 @@ type NemesisCounts struct {
 	ClientPauses        atomic.Int64
 	ClientPausesHolding atomic.Int64
 	// The power families': members' disks cut, the unsynced bytes the
-	// cuts dropped, and cuts that failed (the member restarted on its
-	// disk as it was).
+	// cuts dropped, and cuts that failed (the run then has no verdict).
 	PowerCuts         atomic.Int64
 	PowerBytesDropped atomic.Int64
 	PowerCutsFailed   atomic.Int64
