@@ -30,6 +30,7 @@ func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	v.Stats.Restarts, v.Stats.Snapshots, v.Stats.SnapshotsInstalled = res.Stats.Restarts, res.Stats.Snapshots, res.Stats.SnapshotsInstalled
 	v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot = res.Membership.Replaced, res.Membership.ReplacedBySnapshot
 	v.Stats.SnapshotsRefused, v.Stats.SnapshotsCorrupt = res.Stats.SnapshotsRefused, res.Stats.SnapshotsCorrupt
+	v.Stats.PowerCuts, v.Stats.PowerBytesDropped = res.Power.Cuts, res.Power.BytesDropped
 	v.Stats.HeldLocks = res.Held.Locks
 	if res.Held.Locks > 0 {
 		v.Stats.HeldKeySize, v.Stats.HeldFillSeconds = res.Held.KeySize, res.Held.Seconds

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/chaos/lazyfs"
 	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker"
 	"github.com/raftlock/raftlock/client/apiclient"
@@ -93,6 +94,9 @@ func (f *Flags) Prepare() (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
+	if err := cfg.checkPower(); err != nil {
+		return cfg, err
+	}
 	if cfg.Out == "" {
 		cfg.Out = filepath.Join("chaos-out", fmt.Sprintf("seed-%d", cfg.Seed))
 	}
@@ -102,6 +106,14 @@ func (f *Flags) Prepare() (Config, error) {
 			return cfg, err
 		}
 		cfg.Bin = exe
+	}
+	// A harness killed during a power run leaves its mounts, dead, and
+	// maybe under this very report directory: unmount them before it is
+	// replaced. Only a run with power families must succeed at it; with
+	// no state directory (no power run was ever made here) it does
+	// nothing.
+	if _, err := lazyfs.CleanStale(""); err != nil && cfg.usesPower() {
+		return cfg, fmt.Errorf("clean the lazyfs mounts a dead harness left: %w", err)
 	}
 	return cfg, reportdir.Prepare(cfg.Out)
 }

@@ -27,7 +27,11 @@ var Families = []fault.Family{fault.FamilyKill, fault.FamilyPause, fault.FamilyP
 // membership replaces a member (remove one, add a new one that catches up
 // by snapshot); it is opt-in so the default suite's mix of faults stays as
 // measured, and CI runs it on its own (.ci/run).
-var OptInFamilies = []fault.Family{fault.FamilyGarbageHeartbeat, fault.FamilyMembership}
+//
+// power and power-all cut members' power (power.go): they need root and
+// /dev/fuse for their lazyfs mounts, which not every machine running the
+// default suite has.
+var OptInFamilies = []fault.Family{fault.FamilyGarbageHeartbeat, fault.FamilyMembership, fault.FamilyPower, fault.FamilyPowerAll}
 
 // ClientFamilies are families that stop workload client processes: a run
 // has them only when --nemesis names them, and carries them out only with
@@ -75,6 +79,8 @@ type Nemesis struct {
 	// Peer, when set, carries the member faults out on a peer target
 	// (--target etcd|redis) in place of Sup.
 	Peer *peerFaults
+	// Power are the members' lazyfs mounts the power families cut.
+	Power *powerDisks
 
 	current        atomic.Value // string: the fault in force, for the progress line
 	snapshotFaults int          // snapshot faults so far; Run's goroutine only
@@ -107,6 +113,11 @@ type NemesisCounts struct {
 	// those stopped in a critical section (between a read and a write).
 	ClientPauses        atomic.Int64
 	ClientPausesHolding atomic.Int64
+	// The power families': members' disks cut, the unsynced bytes the
+	// cuts dropped, and cuts that failed (the run then has no verdict).
+	PowerCuts         atomic.Int64
+	PowerBytesDropped atomic.Int64
+	PowerCutsFailed   atomic.Int64
 }
 
 // String summarises the counts for the log.
@@ -119,6 +130,10 @@ func (c *NemesisCounts) String() string {
 	if r := c.Replaced.Load() + c.MembershipFailed.Load(); r > 0 {
 		s += fmt.Sprintf(", members replaced %d (by snapshot %d, removed member stopped itself %d), membership faults failed %d",
 			c.Replaced.Load(), c.ReplacedBySnapshot.Load(), c.RemovedStopped.Load(), c.MembershipFailed.Load())
+	}
+	if k := c.PowerCuts.Load() + c.PowerCutsFailed.Load(); k > 0 {
+		s += fmt.Sprintf(", power cuts %d (%d unsynced bytes dropped), power cuts failed %d",
+			c.PowerCuts.Load(), c.PowerBytesDropped.Load(), c.PowerCutsFailed.Load())
 	}
 	if k := c.ClientPauses.Load(); k > 0 {
 		s += fmt.Sprintf(", client pauses %d (%d between a read and a write)", k, c.ClientPausesHolding.Load())
@@ -230,6 +245,8 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family fault.Famil
 		return n.membership(ctx, rng)
 	case fault.FamilyClientPause:
 		return n.clientPause(ctx, rng)
+	case fault.FamilyPower, fault.FamilyPowerAll:
+		return n.power(ctx, fault.DrawPower(rng, c, family == fault.FamilyPowerAll))
 	default: // snapshot: the kinds take turns, isolation first, since
 		// it is the only fault that reliably makes a member install a
 		// snapshot, and a short run may have room for one snapshot fault;

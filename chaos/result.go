@@ -31,6 +31,8 @@ type Result struct {
 	// Membership is what the membership family did, and each problem
 	// found (the newcomer-stuck check).
 	Membership MembershipReport
+	// Power is what the power families' cuts did (zero: none ran).
+	Power PowerCounts
 	// Held is the table filled before the workload (Locks 0: none).
 	Held HeldFill
 	// Integrity is the snapshot-integrity check's evidence.
@@ -123,8 +125,14 @@ type GarbageReport struct {
 // membership.json and committed-log.json beside the history.
 func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Result, error) {
 	cfg, nem := r.cfg, r.nem
+	if k := nem.Counts.PowerCutsFailed.Load(); k > 0 {
+		// A cut that failed to remount left a member's data directory
+		// empty under it: whatever the checks said would not be about
+		// the disk the history describes.
+		return nil, fmt.Errorf("%d power cuts failed (see the log): no verdict on disks the history does not describe", k)
+	}
 	cfg.Log.Info("nemesis", "counts", nem.Counts.String())
-	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, fault.FamilySnapshot) || slices.Contains(cfg.Nemeses, fault.FamilyMembership) || nem.Counts.Double.Load() > 0) {
+	if cfg.Progress != nil && (slices.Contains(cfg.Nemeses, fault.FamilySnapshot) || slices.Contains(cfg.Nemeses, fault.FamilyMembership) || nem.Counts.Double.Load() > 0 || cfg.usesPower()) {
 		fmt.Fprintf(cfg.Progress, "chaos: nemesis: %s\n", nem.Counts.String())
 	}
 	garbage, err := r.garbageReport()
@@ -139,7 +147,8 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 	}
 	res := &Result{Events: r.rec.Events(), Digests: digests,
 		Stats: r.sup.Stats(), Crashes: r.sup.Crashes(), Garbage: garbage, Membership: membershipReport(r.sup, nem),
-		Held: r.held, Integrity: snapshotIntegrity(r.sup, nem, garbage != nil)}
+		Held: r.held, Integrity: snapshotIntegrity(r.sup, nem, garbage != nil),
+		Power: PowerCounts{Cuts: int(nem.Counts.PowerCuts.Load()), BytesDropped: nem.Counts.PowerBytesDropped.Load()}}
 	if slices.Contains(cfg.Nemeses, fault.FamilyMembership) {
 		if err := writeJSON(cfg.Out, "membership.json", res.Membership, true); err != nil {
 			return nil, err

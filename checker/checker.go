@@ -190,6 +190,11 @@ type Stats struct {
 	// Snapshots received whose data does not decode, summed likewise (the
 	// snapshot-integrity check's evidence).
 	SnapshotsCorrupt int `json:"snapshots_corrupt"`
+	// The power families' (chaos --nemesis power,power-all): members'
+	// disks cut, and the unsynced bytes the cuts dropped. Absent from a
+	// run without them.
+	PowerCuts         int   `json:"power_cuts,omitempty"`
+	PowerBytesDropped int64 `json:"power_bytes_dropped,omitempty"`
 	// The table filled before the workload (chaos --held): locks taken,
 	// their keys' size, and how long the fill took.
 	HeldLocks       int     `json:"held_locks"`

@@ -92,6 +92,10 @@ func (v *Verdict) Summary(w io.Writer) {
 		fmt.Fprintf(w, "Membership: %s replaced, %d of them caught up by snapshot; %s refused for lacking the member.\n\n",
 			count(v.Stats.MembersReplaced, "member"), v.Stats.ReplacedBySnapshot, count(v.Stats.SnapshotsRefused, "snapshot"))
 	}
+	if v.Stats.PowerCuts > 0 {
+		fmt.Fprintf(w, "Power: %s of a member's disk, which dropped %d unsynced bytes (the history's power-cut events say what each dropped).\n\n",
+			count(v.Stats.PowerCuts, "cut"), v.Stats.PowerBytesDropped)
+	}
 	fmt.Fprintln(w, "| check | status | decides | violations | note |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, r := range v.Checks {

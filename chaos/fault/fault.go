@@ -1,7 +1,7 @@
 // Package fault is the one fault vocabulary of raftlock's two harnesses:
 // the real-process nemesis (chaos) and the simulator's (chaos/sim). It
 // draws typed faults (Kill, Pause, Partition, OneWay, Clock, Net, Disk,
-// Garbage) from a seeded *rand.Rand and a small view of the cluster, and
+// Garbage, Power) from a seeded *rand.Rand and a small view of the cluster, and
 // records them in the history; the harnesses only carry them out, each
 // on its own processes, proxies and clocks.
 //
@@ -38,6 +38,12 @@ const (
 	// FamilyClientPause stops a workload client process (SIGSTOP) past
 	// its lease: the fault that breaks lease-only locking.
 	FamilyClientPause Family = "client-pause"
+	// FamilyPower kills one member and cuts its disk's power: its writes
+	// not yet synced are lost (real processes on a lazyfs mount; the
+	// simulator's crash is its twin). FamilyPowerAll does it to every
+	// member at once: the coordinated power failure of a rack or a room.
+	FamilyPower    Family = "power"
+	FamilyPowerAll Family = "power-all"
 )
 
 // Split parses a comma-separated list of families, as the flags give it.

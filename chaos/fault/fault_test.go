@@ -143,3 +143,59 @@ func TestFaultsRecordTheHistoryEvents(t *testing.T) {
 		t.Fatalf("Join(Split) = %q", got)
 	}
 }
+
+func TestPowerDrawsOneMemberOrEveryMember(t *testing.T) {
+	c := cluster{n: 5, l: 4}
+	var leader, torn, whole int
+	for seed := range uint64(300) {
+		p := DrawPower(NewRand(seed), c, false)
+		if len(p.Nodes) != 1 || len(p.Torn) != 1 || p.Nodes[0] < 1 || p.Nodes[0] > 5 {
+			t.Fatalf("seed %d: power %+v, want one member of five with its cut's mode", seed, p)
+		}
+		if p.Nodes[0] == 4 {
+			leader++
+		}
+		all := DrawPower(NewRand(seed), c, true)
+		if !slices.Equal(all.Nodes, c.Members()) || len(all.Torn) != 5 {
+			t.Fatalf("seed %d: power-all %+v, want every member, each with its cut's mode", seed, all)
+		}
+		for _, tr := range all.Torn {
+			if tr {
+				torn++
+			} else {
+				whole++
+			}
+		}
+		if again := DrawPower(NewRand(seed), c, true); !slices.Equal(again.Torn, all.Torn) {
+			t.Fatalf("seed %d: the same seed drew %v, then %v", seed, all.Torn, again.Torn)
+		}
+	}
+	// One time in three the leader, else any of five: about 47 %.
+	if leader < 100 || leader > 200 {
+		t.Errorf("the leader was cut %d times in 300, want about 140", leader)
+	}
+	if torn == 0 || whole < torn {
+		t.Errorf("cuts: %d torn, %d dropping every unsynced write; want about one in three torn", torn, whole)
+	}
+	if p := DrawPower(NewRand(1), emptyCluster{}, true); p.Nodes != nil {
+		t.Fatalf("power with nobody up: %+v", p)
+	}
+}
+
+func TestPowerRecordsAKillThenEachCut(t *testing.T) {
+	r, _ := history.NewRecorder(io.Discard, nil)
+	Power{Nodes: []int{1, 3}, Torn: []bool{false, true}}.Record(r)
+	cut := history.PowerCut{Mode: "torn", Files: 2, BytesDropped: 8192, BytesKept: 4096, EntriesUndone: 1}
+	PowerCut{Node: 3, Cut: cut}.Record(r)
+	Start{Nodes: []int{1, 3}}.Record(r)
+	ev := r.Events()
+	if len(ev) != 3 || ev[0].F != history.FaultKill || ev[1].F != history.FaultPowerCut || ev[2].F != history.FaultStart {
+		t.Fatalf("recorded %+v, want kill, power-cut, start", ev)
+	}
+	if !slices.Equal(ev[0].Value.Nodes, []int{1, 3}) {
+		t.Fatalf("kill names %v, want [1 3]", ev[0].Value.Nodes)
+	}
+	if v := ev[1].Value; v.Node == nil || *v.Node != 3 || v.Cut == nil || *v.Cut != cut {
+		t.Fatalf("power-cut value %+v, want node 3 and %+v", v, cut)
+	}
+}

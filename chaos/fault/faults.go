@@ -481,3 +481,57 @@ func (f Fixed) Up() []int { return slices.Clone(f.IDs) }
 
 // Leader is Lead.
 func (f Fixed) Leader() int { return f.Lead }
+
+// Power is a power failure of members: each is killed, its disk loses
+// what was not synced, and it starts again later (Start). Torn says, for
+// each of Nodes, whether its disk tears its unsynced writes (keeps a
+// page-aligned prefix of each file's, as a disk that lost power part of
+// the way through writing them back) rather than drop them all.
+type Power struct {
+	Nodes []int
+	Torn  []bool
+}
+
+// Record writes the kill the power failure begins with; each member's
+// cut is recorded after it (PowerCut), once the disk says what it
+// dropped.
+func (p Power) Record(r Recorder) { Kill{Nodes: p.Nodes}.Record(r) }
+
+// DrawPower draws a power failure: of every member when all (the
+// coordinated failure), else of one member, the leader one time in
+// three; then, for each, one time in three a torn cut. No nodes: none is
+// up.
+func DrawPower(rng *rand.Rand, c Cluster, all bool) Power {
+	ids := c.Up()
+	if len(ids) == 0 {
+		return Power{}
+	}
+	var p Power
+	if all {
+		p.Nodes = ids
+	} else {
+		id := ids[rng.IntN(len(ids))]
+		if rng.IntN(3) == 0 {
+			if l := c.Leader(); l != 0 && slices.Contains(ids, l) {
+				id = l
+			}
+		}
+		p.Nodes = []int{id}
+	}
+	for range p.Nodes {
+		p.Torn = append(p.Torn, rng.IntN(3) == 0)
+	}
+	return p
+}
+
+// PowerCut is what a power failure's cut dropped of one member's disk.
+type PowerCut struct {
+	Node int
+	Cut  history.PowerCut
+}
+
+// Record writes the cut.
+func (p PowerCut) Record(r Recorder) {
+	c := p.Cut
+	record(r, history.FaultPowerCut, history.Value{Node: history.Ptr(p.Node), Cut: &c})
+}

@@ -42,8 +42,10 @@ const (
 // partition (groups, or cut links) and heal, delay, loss and duplicate
 // (on links) and heal, clock (a rate and offset; rate 1 and offset 0 undo
 // it), disk and heal, a garbage family and its end, a membership
-// change's steps, and a workload client process paused and resumed
-// (client-pause and client-resume, naming its history processes).
+// change's steps, a workload client process paused and resumed
+// (client-pause and client-resume, naming its history processes), and a
+// killed member's disk losing what it had not synced (power-cut, naming
+// the member and what the cut dropped: a kill and a start frame it).
 const (
 	FaultKill                = "kill"
 	FaultStart               = "start"
@@ -67,6 +69,7 @@ const (
 	FaultMemberPromote       = "member-promote"
 	FaultClientPause         = "client-pause"
 	FaultClientResume        = "client-resume"
+	FaultPowerCut            = "power-cut"
 )
 
 // Nemesis is the process id of fault events; it is written as "nemesis".
@@ -134,6 +137,21 @@ type Value struct {
 	// Processes are the client processes a client-pause stopped (or its
 	// resume restarted): the history process each was running.
 	Processes []Process `json:"processes,omitempty"`
+	// Cut is what a power cut dropped of a member's (Node's) disk.
+	Cut *PowerCut `json:"cut,omitempty"`
+}
+
+// PowerCut is what a power cut dropped of a member's disk: its mode
+// ("drop-all": every unsynced write; "torn": a page-aligned prefix of
+// each file's unsynced writes kept), the files whose content or size it
+// changed, the unsynced bytes it removed and kept, and the unsynced
+// directory changes (creates, renames, unlinks) it undid.
+type PowerCut struct {
+	Mode          string `json:"mode"`
+	Files         int    `json:"files"`
+	BytesDropped  int64  `json:"bytes_dropped"`
+	BytesKept     int64  `json:"bytes_kept,omitempty"`
+	EntriesUndone int    `json:"entries_undone"`
 }
 
 // ListedLock is one lock of a list's page.
@@ -424,6 +442,10 @@ func checkNemesis(e Event) error {
 	case FaultKill, FaultStart, FaultPause, FaultResume, FaultGarbage, FaultGarbageEnd, FaultGarbageHeartbeat, FaultGarbageHeartbeatEnd:
 		if len(v.Nodes) == 0 {
 			return fmt.Errorf("nemesis %s without nodes", e.F)
+		}
+	case FaultPowerCut:
+		if v.Node == nil || v.Cut == nil {
+			return errors.New("nemesis power-cut without node and cut")
 		}
 	case FaultClientPause, FaultClientResume:
 		if len(v.Processes) == 0 {

@@ -74,6 +74,7 @@ func TestReadRefusesMissingFieldsAndBadNemesisEvents(t *testing.T) {
 		"clock without a rate":     {`{"index":0,"time":1,"process":"nemesis","type":"info","f":"clock","value":{"node":1}}`, "nemesis clock without node and rate"},
 		"kill without nodes":       {`{"index":0,"time":1,"process":"nemesis","type":"info","f":"kill","value":{}}`, "nemesis kill without nodes"},
 		"garbage without nodes":    {`{"index":0,"time":1,"process":"nemesis","type":"info","f":"garbage","value":{}}`, "nemesis garbage without nodes"},
+		"power-cut without cut":    {`{"index":0,"time":1,"process":"nemesis","type":"info","f":"power-cut","value":{"node":1}}`, "nemesis power-cut without node and cut"},
 		"index repeated":           {inv + `{"index":0,"time":2,"process":1,"type":"ok","f":"acquire","value":{"token":1}}`, "index 0 does not follow index 0"},
 		"second header after data": {inv + `{"header":{"seed":1}}`, "line 2: a header may only be the first line"},
 	} {
