@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -22,8 +23,26 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	// A reader that goes away (bench ... | head) stops the bench as Ctrl-C
 	// does: it still stops the members it started and removes its data
 	// directory (a gigabyte at a million held), where SIGPIPE would kill it
-	// first. Its writes to the closed pipe then fail instead.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	// first. SIGPIPE is ignored, so the write fails with EPIPE, and that
+	// failure stops the run. (Notify for SIGPIPE would not do: it then
+	// catches a write to any broken descriptor, a socket to a member the
+	// bench just killed among them, and ended runs as interrupted.)
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return c.Run(ctx, stop, "raftlock bench "+strings.Join(args, " "), stdout, stderr)
+	return c.Run(ctx, stop, "raftlock bench "+strings.Join(args, " "), stopOnEPIPE{stdout, stop}, stopOnEPIPE{stderr, stop})
+}
+
+// stopOnEPIPE is w, whose write to a closed pipe calls stop.
+type stopOnEPIPE struct {
+	w    io.Writer
+	stop func()
+}
+
+func (s stopOnEPIPE) Write(b []byte) (int, error) {
+	n, err := s.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		s.stop()
+	}
+	return n, err
 }
