@@ -196,26 +196,5 @@ func TestOverload(t *testing.T) {
 // overloadedAnswers sums raftlock_client_requests_total{result="overloaded"}
 // of the member serving metrics at addr.
 func overloadedAnswers(ctx context.Context, addr string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "raftlock_client_requests_total{") && strings.Contains(line, `result="overloaded"`) {
-			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-			if err != nil {
-				return 0, err
-			}
-			sum += v
-		}
-	}
-	return sum, sc.Err()
+	return labelledSum(ctx, http.DefaultClient, "http://"+addr+"/metrics", "raftlock_client_requests_total", `result="overloaded"`)
 }
