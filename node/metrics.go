@@ -28,7 +28,7 @@ type Metrics struct {
 	ClientRequests *prometheus.CounterVec
 	RequestSeconds *prometheus.HistogramVec
 	HasLeader      prometheus.Gauge
-	// AcceptErrors counts failed accepts by listener (client, peer, api,
+	// AcceptErrors counts failed accepts by listener (client, peer, api, metrics,
 	// http); a listener retries them with a backoff.
 	AcceptErrors *prometheus.CounterVec
 	// ConnectionsRefused counts connections closed by a limit, by listener

@@ -56,7 +56,7 @@ func subcommands(command string) []string {
 	case "snapshot":
 		return []string{"save", "restore"}
 	case "certs":
-		return []string{"init"}
+		return []string{"init", "add-client", "add-member"}
 	case "completion":
 		return []string{"bash", "zsh"}
 	}

@@ -60,7 +60,7 @@ func commands() []command {
 		{"member", "list, add, promote or remove members (member list|add|promote|remove)", runMember},
 		{"leader", "hand leadership to another member (leader transfer [--to N])", runLeader},
 		{"snapshot", "back up the lock table to a file, or seed a new member from one (save, restore)", runSnapshot},
-		{"certs", "make a CA and member and client certificates (certs init)", runCerts},
+		{"certs", "make a CA and member and client certificates (init), or sign one more with it (add-client, add-member)", runCerts},
 		{"version", "print the version, commit and Go version", runVersion},
 		{"completion", "print a shell completion script (bash or zsh)", runCompletion},
 		{"chaos", "run a cluster under faults, record a history and check it", runChaos},

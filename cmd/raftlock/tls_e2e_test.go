@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -401,4 +402,64 @@ func TestSecureByDefault(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "d")); err == nil {
 		t.Error("a refused member created its data directory")
 	}
+}
+
+// TestProbesAndAddedClientUnderTLSAndACL: under TLS and an ACL, a probe or
+// a scraper without a client certificate reads /metrics and /healthz on
+// --metrics-listen (and nothing else there), and a client certificate
+// signed afterwards by `certs add-client` is accepted by the running
+// cluster at once.
+func TestProbesAndAddedClientUnderTLSAndACL(t *testing.T) {
+	startsProcesses(t)
+	metrics := map[int]string{}
+	tc := newTLSClusterFor(t, `{"rules":[{"identity":"admin","prefixes":[""],"rights":["lock","read","admin"]},`+
+		`{"identity":"carol","prefixes":["carol/"],"rights":["lock","read"]}]}`, "admin", func(m *processMember) []string {
+		metrics[m.id] = freeport.For(t)
+		return []string{"--metrics-listen", metrics[m.id]}
+	})
+	tc.acquire(t, "admin", "job")
+	plain := &http.Client{Timeout: 5 * time.Second}
+	get := func(url string) (int, string) {
+		resp, err := plain.Get(url)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, m := range tc.members {
+		base := "http://" + metrics[m.id]
+		nodetest.WaitFor(t, 20*time.Second, fmt.Sprintf("member %d's /healthz on --metrics-listen", m.id), func() bool {
+			code, body := get(base + "/healthz")
+			return code == http.StatusOK && body == "ok\n"
+		})
+		if code, body := get(base + "/metrics"); code != http.StatusOK || !strings.Contains(body, "raftlock_") {
+			t.Errorf("member %d: GET /metrics without a certificate: %d %.200q", m.id, code, body)
+		}
+		// Only those two: status and the console show keys and owners.
+		for _, path := range []string{"/status", "/", "/v1/members"} {
+			if code, _ := get(base + path); code != http.StatusNotFound {
+				t.Errorf("member %d: GET %s on --metrics-listen: %d, want 404", m.id, path, code)
+			}
+		}
+	}
+
+	// A client added to the running cluster's CA: the ACL already names
+	// carol; her certificate did not exist when the members started.
+	r := runCLI(t, tc.bin, nil, "certs", "add-client", "carol", "--out", tc.certs, "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, "client-carol.pem") {
+		t.Fatalf("certs add-client carol: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	tc.acquire(t, "carol", "carol/x")
+	r = runCLI(t, tc.bin, tc.as("carol"), "acquire", "other/x")
+	oneLine(t, "carol acquiring outside her prefix", r, exitPermission)
+	if !strings.Contains(r.stderr, `"carol"`) {
+		t.Errorf("refusal does not name the added identity: %q", r.stderr)
+	}
+	// Adding her again is refused without --force, and loses nothing.
+	if r := runCLI(t, tc.bin, nil, "certs", "add-client", "carol", "--out", tc.certs); r.code != exitError || !strings.Contains(r.stderr, "already exists") {
+		t.Errorf("certs add-client over an existing one: exit %d: %s", r.code, r.stderr)
+	}
+	tc.acquire(t, "carol", "carol/y")
 }

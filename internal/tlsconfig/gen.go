@@ -225,6 +225,71 @@ func Init(o InitOptions) ([]string, error) {
 	return written, nil
 }
 
+// AddOptions are `raftlock certs add-client` and `add-member`'s settings:
+// Dir holds the CA (ca.pem, ca-key.pem) that signs, and receives the new
+// certificate and key.
+type AddOptions struct {
+	Dir   string
+	Hosts []string // add-member: names or IPs besides localhost and 127.0.0.1
+	Force bool     // overwrite the certificate and key if they exist
+}
+
+// AddClient signs a certificate for the client name with the CA in o.Dir
+// (an existing cluster's), writing client-NAME.pem and client-NAME-key.pem
+// beside it: a running cluster accepts it at once, as it trusts the CA,
+// not a list of certificates. It returns the files written.
+func AddClient(o AddOptions, name string) ([]string, error) {
+	if !validClientName.MatchString(name) {
+		return nil, fmt.Errorf("bad client name %q: want letters, digits, '.', '_' or '-'", name)
+	}
+	if LooksLikeMember(name) {
+		return nil, fmt.Errorf("bad client name %q: client names may not look like member names (member-N)", name)
+	}
+	return addIssued(o, "client-"+name, func(ca *CA) (Issued, error) { return ca.Client(name) })
+}
+
+// AddMember signs member id's certificate with the CA in o.Dir, writing
+// member-N.pem and member-N-key.pem beside it (a member added with
+// `raftlock member add`). It returns the files written.
+func AddMember(o AddOptions, id uint64) ([]string, error) {
+	if id < 1 || id > MaxMembers {
+		return nil, fmt.Errorf("member id must be 1..%d, got %d", MaxMembers, id)
+	}
+	return addIssued(o, "member-"+strconv.FormatUint(id, 10), func(ca *CA) (Issued, error) { return ca.Member(id, o.Hosts) })
+}
+
+// addIssued loads the CA in o.Dir, refuses to overwrite base.pem or
+// base-key.pem unless o.Force, and writes what issue signs.
+func addIssued(o AddOptions, base string, issue func(*CA) (Issued, error)) ([]string, error) {
+	cert, key := filepath.Join(o.Dir, base+".pem"), filepath.Join(o.Dir, base+"-key.pem")
+	if !o.Force {
+		for _, p := range []string{cert, key} {
+			if _, err := os.Lstat(p); err == nil {
+				return nil, fmt.Errorf("%s already exists; remove it or pass --force to overwrite", p)
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	ca, err := LoadCA(filepath.Join(o.Dir, "ca.pem"), filepath.Join(o.Dir, "ca-key.pem"))
+	if err != nil {
+		return nil, err
+	}
+	out, err := issue(ca)
+	if err != nil {
+		return nil, err
+	}
+	// The key first: a certificate on disk without its key is of no use,
+	// a key without its certificate is simply issued again.
+	if err := writeFile(key, out.KeyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeFile(cert, out.CertPEM, 0o644); err != nil {
+		return []string{key}, err
+	}
+	return []string{cert, key}, nil
+}
+
 // writeFile writes data to a temporary file with mode and renames it into
 // place, so a key is never readable by others, even briefly.
 func writeFile(path string, data []byte, mode os.FileMode) error {

@@ -303,3 +303,67 @@ func TestReloadServesNewCertificate(t *testing.T) {
 		t.Fatalf("after Reload served serial %v, want the new certificate's", got.SerialNumber)
 	}
 }
+
+// AddClient and AddMember sign with the existing CA (what they issue
+// verifies against it and carries its identity), refuse to overwrite
+// unless forced, and leave the CA as it was.
+func TestAddSignsWithTheExistingCA(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Init(InitOptions{Dir: dir, Members: 1}); err != nil {
+		t.Fatal(err)
+	}
+	caBefore, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if files, err := AddClient(AddOptions{Dir: dir}, "carol"); err != nil || len(files) != 2 {
+		t.Fatalf("AddClient: %v, %v", files, err)
+	}
+	if files, err := AddMember(AddOptions{Dir: dir, Hosts: []string{"10.0.0.4"}}, 4); err != nil || len(files) != 2 {
+		t.Fatalf("AddMember: %v, %v", files, err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caBefore)
+	read := func(name string) *x509.Certificate {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parse(t, b)
+	}
+	carol, m4 := read("client-carol.pem"), read("member-4.pem")
+	if _, err := carol.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("client-carol.pem does not verify against the existing CA: %v", err)
+	}
+	if Identity(carol) != "carol" {
+		t.Errorf("client-carol.pem's identity is %q", Identity(carol))
+	}
+	if id, err := MemberID(m4); err != nil || id != 4 {
+		t.Errorf("member-4.pem: member %d, %v", id, err)
+	}
+	if _, err := m4.Verify(x509.VerifyOptions{Roots: roots, DNSName: "10.0.0.4", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("member-4.pem does not verify for 10.0.0.4: %v", err)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "client-carol-key.pem")); st == nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("client-carol-key.pem's mode: %v", st)
+	}
+
+	keyBefore, _ := os.ReadFile(filepath.Join(dir, "client-carol-key.pem"))
+	if _, err := AddClient(AddOptions{Dir: dir}, "carol"); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("AddClient over an existing client: %v, want a refusal", err)
+	}
+	if keyAfter, _ := os.ReadFile(filepath.Join(dir, "client-carol-key.pem")); string(keyAfter) != string(keyBefore) {
+		t.Error("a refused AddClient changed the client's key")
+	}
+	if _, err := AddClient(AddOptions{Dir: dir, Force: true}, "carol"); err != nil {
+		t.Errorf("AddClient with Force: %v", err)
+	}
+	for _, name := range []string{"member-2", "../x", ""} {
+		if _, err := AddClient(AddOptions{Dir: dir}, name); err == nil {
+			t.Errorf("AddClient %q: no refusal", name)
+		}
+	}
+	if _, err := AddClient(AddOptions{Dir: t.TempDir()}, "dave"); err == nil || !strings.Contains(err.Error(), "load CA") {
+		t.Errorf("AddClient without a CA: %v", err)
+	}
+	if caAfter, _ := os.ReadFile(filepath.Join(dir, "ca.pem")); string(caAfter) != string(caBefore) {
+		t.Error("adding certificates changed ca.pem")
+	}
+}

@@ -39,12 +39,20 @@ type Config struct {
 	Advertise string
 	// HTTP is the address of /metrics, /status and /healthz; "": none.
 	HTTP string
+	// MetricsListen is the address of a plain HTTP listener serving only
+	// /metrics and /healthz, without TLS even when the member has
+	// certificates (etcd's --listen-metrics-urls): probes and scrapers
+	// seldom carry a client certificate, and neither page shows a key, an
+	// owner or an identity. "": none.
+	MetricsListen string
 	// API is the address of the HTTP/JSON API (package httpapi) and the
 	// gRPC API (package grpcapi), one port; "": none.
 	// AdvertiseAPI is the one other members redirect its callers to
 	// (default API).
 	API          string
 	AdvertiseAPI string
+	// NoGRPCReflection leaves gRPC server reflection off the API port.
+	NoGRPCReflection bool
 	// TLS are the member's certificate, key and CA (none: plain TCP, which
 	// only loopback addresses may use unless Insecure); ACL is the file of
 	// client rights, which needs them.
@@ -61,14 +69,15 @@ type Config struct {
 
 // Member is a running member: a node and its servers.
 type Member struct {
-	node   *node.Node
-	server *server.Server
-	http   *http.Server
-	api    *http.Server // nil without Config.API
-	grpc   *grpcapi.API // served by api
-	log    *slog.Logger
-	cfg    Config
-	tls    *tlsconfig.Reloader // nil: plain TCP
+	node    *node.Node
+	server  *server.Server
+	http    *http.Server
+	metrics *http.Server // nil without Config.MetricsListen
+	api     *http.Server // nil without Config.API
+	grpc    *grpcapi.API // served by api
+	log     *slog.Logger
+	cfg     Config
+	tls     *tlsconfig.Reloader // nil: plain TCP
 }
 
 // Start starts a member. Everything that can be checked is checked, and
@@ -86,7 +95,7 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
-	var hln, aln net.Listener
+	var hln, mln, aln net.Listener
 	if cfg.HTTP != "" {
 		if hln, err = mb.listen(cfg.HTTP); err != nil {
 			ln.Close()
@@ -94,10 +103,17 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 		}
 	}
 	closeListeners := func() {
-		for _, l := range []net.Listener{ln, hln, aln} {
+		for _, l := range []net.Listener{ln, hln, mln, aln} {
 			if l != nil {
 				l.Close()
 			}
+		}
+	}
+	if cfg.MetricsListen != "" {
+		// Plain on purpose, whatever the member's certificates.
+		if mln, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			closeListeners()
+			return nil, fmt.Errorf("listen for --metrics-listen: %w", err)
 		}
 	}
 	if cfg.API != "" {
@@ -139,8 +155,15 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 	if hln != nil {
 		mb.serveHTTP(hln, skew)
 	}
+	if mln != nil {
+		mb.serveMetrics(mln)
+	}
 	if aln != nil {
-		mb.grpc = grpcapi.New(mb.server, n, cfg.Limits)
+		var opts []grpcapi.Option
+		if cfg.NoGRPCReflection {
+			opts = append(opts, grpcapi.WithoutReflection())
+		}
+		mb.grpc = grpcapi.New(mb.server, n, cfg.Limits, opts...)
 		h := mb.grpc.Handler(httpapi.New(mb.server, n, cfg.Limits))
 		mb.api = httpapi.NewServer(h, cfg.Limits, mb.log.With("component", "api"))
 		httpapi.LimitPending(mb.api, cfg.Limits, n.Metrics(), "api")
@@ -199,6 +222,20 @@ func (mb *Member) serveHTTP(ln net.Listener, skew *clock.Skew) {
 	httpapi.Timeouts(mb.http, mb.cfg.Limits)
 	httpapi.LimitPending(mb.http, mb.cfg.Limits, mb.node.Metrics(), "http")
 	go mb.serve(mb.http, httpapi.CountAccepts(ln, mb.node.Metrics(), "http"), "http")
+}
+
+// serveMetrics serves the plain metrics port: /metrics and /healthz as
+// the HTTP port serves them, and nothing else (no status, console or
+// admin endpoint: they show keys and owners, and need an identity).
+func (mb *Member) serveMetrics(ln net.Listener) {
+	full := server.HTTPHandler(mb.node)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", full)
+	mux.Handle("GET /healthz", full)
+	mb.metrics = &http.Server{Handler: mux, ErrorLog: slog.NewLogLogger(mb.log.With("component", "metrics").Handler(), slog.LevelInfo)}
+	httpapi.Timeouts(mb.metrics, mb.cfg.Limits)
+	httpapi.LimitPending(mb.metrics, mb.cfg.Limits, mb.node.Metrics(), "metrics")
+	go mb.serve(mb.metrics, httpapi.CountAccepts(ln, mb.node.Metrics(), "metrics"), "metrics")
 }
 
 // serve serves srv on ln until it is closed. Serve retries temporary
@@ -313,10 +350,12 @@ func (mb *Member) Reload() {
 
 // Close stops the member at once: no handover, clients cut off.
 func (mb *Member) Close() {
-	if mb.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		mb.http.Shutdown(ctx)
-		cancel()
+	for _, srv := range []*http.Server{mb.http, mb.metrics} {
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			srv.Shutdown(ctx)
+			cancel()
+		}
 	}
 	if mb.api != nil {
 		mb.grpc.Close()
@@ -353,8 +392,10 @@ func (mb *Member) Stopped(ctx context.Context) error {
 // the clients hung up or ctx ended. Clients move on at the goaway; the
 // node answers what they still send (ErrStopped, retryable).
 func (mb *Member) stopServing(ctx context.Context) {
-	if mb.http != nil {
-		mb.http.Shutdown(ctx)
+	for _, srv := range []*http.Server{mb.http, mb.metrics} {
+		if srv != nil {
+			srv.Shutdown(ctx)
+		}
 	}
 	if mb.api != nil {
 		// Calls in progress are answered (a stopped node answers them

@@ -31,6 +31,9 @@ type Flags struct {
 	logLevel  string
 	logFormat string
 	clusterID string
+	// grpcReflection is --grpc-reflection (Config.NoGRPCReflection
+	// inverted: on unless turned off).
+	grpcReflection bool
 }
 
 // RegisterFlags defines raftlock node's flags on fs.
@@ -42,7 +45,9 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Advertise, "advertise-client", "", "client address other members give out in redirects (default: --listen; set it when --listen is 0.0.0.0)")
 	fs.StringVar(&c.Node.PeerListen, "peer-listen", "", "raft address to listen on (default: this member's address in --peers, which is what the others dial)")
 	fs.StringVar(&c.HTTP, "http", "", "HTTP address for /metrics, /status, /healthz (empty: off)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "plain HTTP address serving only /metrics and /healthz, without TLS or a client certificate even when the member has certificates, for probes and scrapers (empty: off)")
 	fs.StringVar(&c.API, "api", "", "API address, HTTP/JSON (POST /v1/acquire, ...; docs/http-api.md) and gRPC (raftlock.v1.Locks; docs/grpc-api.md) on one port (empty: off)")
+	fs.BoolVar(&f.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection on the API port, so grpcurl and other generic tools can list and call raftlock.v1.Locks without its .proto (--grpc-reflection=false: off)")
 	fs.StringVar(&c.AdvertiseAPI, "advertise-api", "", "API address other members redirect API callers to (default: --api; set it when --api is 0.0.0.0)")
 	fs.StringVar(&c.Node.DataDir, "data", "", "data directory (required)")
 	fs.StringVar(&c.Node.DataDir, "dir", "", "alias of --data")
@@ -146,7 +151,7 @@ func (f *Flags) Validate(peers map[uint64]string) error {
 	case n.DataDir == "":
 		return cliflag.Usagef("--data is required")
 	}
-	for _, a := range []struct{ flag, addr string }{{"--listen", f.Config.Listen}, {"--http", f.Config.HTTP}, {"--api", f.Config.API}, {"--peer-listen", n.PeerListen}} {
+	for _, a := range []struct{ flag, addr string }{{"--listen", f.Config.Listen}, {"--http", f.Config.HTTP}, {"--api", f.Config.API}, {"--metrics-listen", f.Config.MetricsListen}, {"--peer-listen", n.PeerListen}} {
 		if err := cliflag.ListenAddr(a.flag, a.addr); err != nil {
 			return err
 		}
@@ -188,6 +193,7 @@ func (f *Flags) MemberConfig(peers map[uint64]string, join *node.Join) (Config, 
 		return Config{}, err
 	}
 	cfg := f.Config
+	cfg.NoGRPCReflection = !f.grpcReflection
 	if f.clusterID != "" {
 		id, err := peer.ParseClusterID(f.clusterID)
 		if err != nil {

@@ -167,3 +167,5 @@ func FuzzRequests(f *testing.F) {
 		}
 	})
 }
+
+func (f *fakeBackend) Healthy(context.Context) error { return nil }

@@ -28,7 +28,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -51,15 +53,30 @@ type Backend interface {
 	// Admit takes one unit of k for the identity who, or refuses it
 	// with an error wrapping node.ErrOverloaded (server.Server.Admit).
 	Admit(who string, k server.Limit) (release func(), err error)
+	// Healthy says why the member cannot serve, nil when it can
+	// (node.Node.Healthy): the Health service's answer.
+	Healthy(ctx context.Context) error
 }
 
 // memberBackend is the Backend of a running member.
 type memberBackend struct {
 	httpapi.Backend
 	s *server.Server
+	n *node.Node
 }
 
 func (m memberBackend) Admit(who string, k server.Limit) (func(), error) { return m.s.Admit(who, k) }
+func (m memberBackend) Healthy(ctx context.Context) error                { return m.n.Healthy(ctx) }
+
+// An Option changes how New serves.
+type Option func(*options)
+
+type options struct{ noReflection bool }
+
+// WithoutReflection leaves out server reflection (grpc.reflection.v1),
+// which New serves by default so that grpcurl and other generic tools can
+// list and call the service without its .proto file.
+func WithoutReflection() Option { return func(o *options) { o.noReflection = true } }
 
 // API is the gRPC service of one member and the grpc.Server it is
 // registered on.
@@ -84,14 +101,23 @@ type API struct {
 // identity's keep-alives and watches count in its share of the member
 // (server.Server.Admit) before they take a place here, so that one
 // identity cannot fill a pool.
-func New(s *server.Server, n *node.Node, lim server.Limits) *API {
-	return newAPI(memberBackend{httpapi.MemberBackend(s, n), s}, n.Metrics(), lim)
+//
+// Beside raftlock.v1.Locks it serves grpc.health.v1.Health (health.go)
+// and, unless WithoutReflection, server reflection.
+func New(s *server.Server, n *node.Node, lim server.Limits, opts ...Option) *API {
+	return newAPI(memberBackend{httpapi.MemberBackend(s, n), s, n}, n.Metrics(), lim, opts)
 }
 
 // NewWithBackend is New on any Backend (tests), counting nothing.
-func NewWithBackend(b Backend, lim server.Limits) *API { return newAPI(b, nil, lim) }
+func NewWithBackend(b Backend, lim server.Limits, opts ...Option) *API {
+	return newAPI(b, nil, lim, opts)
+}
 
-func newAPI(b Backend, metrics *node.Metrics, lim server.Limits) *API {
+func newAPI(b Backend, metrics *node.Metrics, lim server.Limits, opts []Option) *API {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	lim = lim.WithDefaults()
 	a := &API{
 		b:        b,
@@ -103,6 +129,10 @@ func newAPI(b Backend, metrics *node.Metrics, lim server.Limits) *API {
 		stopping: make(chan struct{}),
 	}
 	raftlockv1.RegisterLocksServer(a.srv, a)
+	healthpb.RegisterHealthServer(a.srv, &health{healthy: b.Healthy, stopping: a.stopping})
+	if !o.noReflection {
+		reflection.Register(a.srv)
+	}
 	return a
 }
 

@@ -31,13 +31,14 @@ type grpcCluster struct {
 	*nodetest.Cluster
 	addrs   map[uint64]string         // each member's API address
 	clients map[uint64]pb.LocksClient // a gRPC client of each
+	conns   map[uint64]*grpc.ClientConn
 	apis    map[uint64]*grpcapi.API
 }
 
 func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 	t.Helper()
 	ctx := nodetest.Context(t, 60*time.Second)
-	g := &grpcCluster{addrs: map[uint64]string{}, clients: map[uint64]pb.LocksClient{}, apis: map[uint64]*grpcapi.API{}}
+	g := &grpcCluster{addrs: map[uint64]string{}, clients: map[uint64]pb.LocksClient{}, conns: map[uint64]*grpc.ClientConn{}, apis: map[uint64]*grpcapi.API{}}
 	lns := map[uint64]net.Listener{}
 	for id := uint64(1); id <= 3; id++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -59,6 +60,7 @@ func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 		}
 		t.Cleanup(func() { conn.Close() })
 		g.clients[id] = pb.NewLocksClient(conn)
+		g.conns[id] = conn
 	}
 	g.WaitLeader()
 	return g, ctx

@@ -33,6 +33,7 @@ func (renewBackend) Watch(context.Context, string, uint64, string) (*node.Watch,
 }
 
 func (renewBackend) Admit(string, server.Limit) (func(), error) { return func() {}, nil }
+func (renewBackend) Healthy(context.Context) error              { return nil }
 
 // keepAlive opens a keep-alive of key with token, and reads its first
 // renewal; the error is the stream's when it ends instead.
