@@ -4,7 +4,7 @@ BIN := bin/raftlock
 SEED ?= 1
 CHAOS_DURATION ?= 30s
 
-.PHONY: proto proto-tools proto-check build run test release release-smoke docker test-invariants lint fuzz chaos chaos-suite sim mutation bench bench-full peers browser clean overload rolling
+.PHONY: proto proto-tools proto-check build run test release release-smoke docker test-invariants lint fuzz chaos chaos-suite sim mutation bench bench-full peers python-grpc browser clean overload rolling
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/raftlock
@@ -133,6 +133,13 @@ clean:
 peers:
 	command -v etcd >/dev/null && command -v redis-server >/dev/null || \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server redis-server)
+
+# Debian's grpcio and protobuf for Python, and protoc: a stock grpcio stub's
+# test (cmd/raftlock TestStockClientsThroughAFollower) calls a follower with
+# them; without them that half skips, saying so.
+python-grpc:
+	/usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null && command -v protoc >/dev/null || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-grpcio python3-protobuf protobuf-compiler)
 
 # Debian's chromium, in which the web console's test (node/console
 # TestConsoleInABrowser) loads a cluster's console; without it that test

@@ -26,6 +26,9 @@ type Metrics struct {
 	// ClientRequests counts client calls by operation and result, and
 	// RequestSeconds times them; the client server records both.
 	ClientRequests *prometheus.CounterVec
+	// Forwarded counts the API calls a follower relayed to the leader,
+	// by op and the answer it handed back.
+	Forwarded      *prometheus.CounterVec
 	RequestSeconds *prometheus.HistogramVec
 	HasLeader      prometheus.Gauge
 	// AcceptErrors counts failed accepts by listener (client, peer, api, metrics,
@@ -101,7 +104,9 @@ func NewMetrics(process bool) *Metrics {
 		Help: "Client requests by operation and result."}, []string{"op", "result"})
 	m.RequestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "raftlock", Name: "request_duration_seconds",
 		Help: "Latency of client requests by operation, as the member sees it.", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18)}, []string{"op"})
-	m.Registry.MustRegister(m.ClientRequests, m.RequestSeconds)
+	m.Forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "forwarded_calls_total",
+		Help: "API calls this member, a follower, relayed to the leader, by operation and the answer handed back."}, []string{"op", "result"})
+	m.Registry.MustRegister(m.ClientRequests, m.RequestSeconds, m.Forwarded)
 	m.AcceptErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "accept_errors_total",
 		Help: "Failed accepts by listener (client, peer, api, http): the listener backs off and accepts again."}, []string{"listener"})
 	m.ConnectionsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "raftlock", Name: "connections_refused_total",

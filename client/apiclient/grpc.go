@@ -182,6 +182,9 @@ func keyField(k string) (string, []byte) {
 // call runs rpc on the leader, retrying as the package says; tag, when not
 // 0, goes with it as metadata.
 func (c *GRPC) call(ctx context.Context, tag uint64, idempotent bool, rpc func(context.Context, raftlockv1.LocksClient) error) error {
+	// This client follows a follower's redirect itself: one hop fewer
+	// than the follower relaying the call.
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.RedirectHeader, wire.RedirectFollow)
 	if tag != 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, tagHeader, strconv.FormatUint(tag, 10))
 	}

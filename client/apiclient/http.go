@@ -198,6 +198,9 @@ func (c *HTTP) post(ctx context.Context, base, path string, body []byte, ans any
 		return attempt{err: err} // a bad endpoint: no retry cures it
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// This client follows a follower's 307 itself: one hop fewer than
+	// the follower relaying the call.
+	req.Header.Set(wire.RedirectHeader, wire.RedirectFollow)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return attempt{err: err, failed: true, sent: sent.Load()}

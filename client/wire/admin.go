@@ -54,3 +54,13 @@ type TransferResult struct {
 	Leader     uint64 `json:"leader"`
 	LeaderAddr string `json:"leader_addr"`
 }
+
+// RedirectHeader, set to RedirectFollow on an HTTP/JSON call (a header)
+// or a gRPC call (metadata), tells a follower that the caller follows a
+// redirect to the leader itself: the follower answers one (307, or
+// UNAVAILABLE naming the leader) instead of relaying the call. raftlock's
+// own API clients set it, to save the hop; any other caller is relayed.
+const (
+	RedirectHeader = "raftlock-redirect"
+	RedirectFollow = "follow"
+)

@@ -224,7 +224,7 @@ func RequestHeader(body []byte) (Op, uint64, bool) {
 		return 0, 0, false
 	}
 	switch op {
-	case OpAcquire, OpRelease, OpRenew, OpGet, OpStatus, OpList, OpWatch:
+	case OpAcquire, OpRelease, OpRenew, OpGet, OpStatus, OpList, OpWatch, OpForward:
 		return op, id, true
 	}
 	return 0, 0, false

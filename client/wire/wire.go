@@ -41,6 +41,13 @@ const (
 	// FeatureWatch; a member from before it closes the connection at the
 	// unknown opcode, so a client watches on a connection of its own.
 	OpWatch Op = 0x09 // Prefix
+	// OpForward is a request a member relays to the leader on behalf of
+	// a client it verified: the client's identity, then the relayed
+	// request's frame body (op, id and fields; its id is the envelope's).
+	// Only a member's certificate may send one (a member from before it
+	// answers it InvalidArgument). Request carries it as Forwarded and
+	// Behalf, beside the relayed request's own fields.
+	OpForward Op = 0x0a // Behalf, request
 )
 
 // A status request with non-zero Features is no status request: it tells
@@ -133,6 +140,21 @@ type Request struct {
 	Prefix string
 	After  string
 	Limit  uint64
+	// Forwarded marks a request a member relays for the client Behalf
+	// ("": one without an identity), sent as OpForward.
+	Forwarded bool
+	Behalf    string
+}
+
+// forwardable says whether a request of op may travel in an OpForward:
+// a call with one answer, never a cancel, a watch, an announcement or
+// another envelope.
+func forwardable(op Op) bool {
+	switch op {
+	case OpAcquire, OpRelease, OpRenew, OpGet, OpList, OpAdmin, OpStatus:
+		return true
+	}
+	return false
 }
 
 // Lock is one held lock of a list answer. Its JSON is a listed lock of
@@ -168,8 +190,21 @@ type Response struct {
 	Event       Event  // a watch's event (OpEvent)
 }
 
-// AppendRequest appends r as a frame to b.
+// AppendRequest appends r as a frame to b: an OpForward envelope around
+// it when r.Forwarded.
 func AppendRequest(b []byte, r *Request) []byte {
+	if r.Forwarded {
+		inner := *r
+		inner.Forwarded, inner.Behalf = false, ""
+		start := len(b)
+		b = append(b, 0, 0, 0, 0, byte(OpForward))
+		b = binary.BigEndian.AppendUint64(b, r.ID)
+		b = appendString(b, r.Behalf)
+		body := AppendRequest(nil, &inner)[4:]
+		b = appendBytes(b, body)
+		binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
+		return b
+	}
 	start := len(b)
 	b = append(b, 0, 0, 0, 0, byte(r.Op))
 	b = binary.BigEndian.AppendUint64(b, r.ID)
@@ -306,6 +341,20 @@ func DecodeRequest(body []byte) (Request, error) {
 		r.Prefix, r.After, r.Limit, r.Stale = d.string(), d.string(), d.Uvarint(), d.bool()
 	case OpWatch:
 		r.Prefix = d.string()
+	case OpForward:
+		behalf, body := d.string(), d.bytes()
+		if err := d.Finish(); err != nil {
+			return Request{}, err
+		}
+		inner, err := DecodeRequest(body)
+		if err != nil {
+			return Request{}, fmt.Errorf("forwarded request: %w", err)
+		}
+		if inner.Forwarded || !forwardable(inner.Op) || (inner.Op == OpStatus && inner.Features != 0) {
+			return Request{}, fmt.Errorf("%w: request opcode 0x%02x cannot be forwarded", ErrMalformed, uint8(inner.Op))
+		}
+		inner.ID, inner.Forwarded, inner.Behalf = id, true, behalf
+		return inner, nil
 	default:
 		return Request{}, fmt.Errorf("%w: unknown request opcode 0x%02x", ErrMalformed, uint8(op))
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"sync"
@@ -135,6 +136,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(AppendRequest(nil, &Request{ID: 5, Op: OpRelease, Key: "k", Force: true})[4:])
 	f.Add(AppendRequest(nil, &Request{ID: 6, Op: OpList, Prefix: "p", After: "p/a", Limit: 3})[4:])
 	f.Add(AppendRequest(nil, &Request{ID: 7, Op: OpWatch, Prefix: "jobs/"})[4:])
+	f.Add(AppendRequest(nil, &Request{ID: 8, Op: OpAcquire, Key: "k", LeaseMS: 10, Owner: "o", Forwarded: true, Behalf: "alice"})[4:])
+	f.Add(AppendRequest(nil, &Request{ID: 9, Op: OpRelease, Key: "k", Force: true, Forwarded: true})[4:])
 	f.Fuzz(func(t *testing.T, body []byte) { checkReencodes(t, body, DecodeRequest, AppendRequest) })
 }
 
@@ -276,5 +279,44 @@ func TestWriterEmptyWakeupKeepsBuffersApart(t *testing.T) {
 		if req, err := DecodeRequest(body); err != nil || req.ID != want {
 			t.Fatalf("frame %d arrived as %+v (%v)", want, req, err)
 		}
+	}
+}
+
+// A forwarded request travels in an OpForward envelope and decodes to
+// itself, under the envelope's id; what cannot be forwarded (another
+// envelope, a cancel, a watch, an announcement) is malformed.
+func TestForwardedRequests(t *testing.T) {
+	for _, r := range []Request{
+		{ID: 11, Op: OpAcquire, Key: "k", LeaseMS: 10, WaitMS: 5, Tag: 3, Owner: "o", Forwarded: true, Behalf: "alice"},
+		{ID: 12, Op: OpRelease, Key: "k", Token: 4, Force: true, Forwarded: true},
+		{ID: 13, Op: OpList, Prefix: "a/", After: "a/b", Limit: 7, Forwarded: true, Behalf: "bob"},
+		{ID: 14, Op: OpAdmin, Key: "member.list", Body: []byte("{}"), Forwarded: true, Behalf: "admin"},
+	} {
+		frame := AppendRequest(nil, &r)
+		if Op(frame[4]) != OpForward {
+			t.Fatalf("%+v: sent as op 0x%02x, want OpForward", r, frame[4])
+		}
+		got, err := DecodeRequest(frame[4:])
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Errorf("decoded %+v (%v), want %+v", got, err, r)
+		}
+	}
+	envelope := func(id uint64, behalf string, inner []byte) []byte {
+		b := binary.BigEndian.AppendUint64([]byte{byte(OpForward)}, id)
+		return appendBytes(appendString(b, behalf), inner)
+	}
+	for name, inner := range map[string][]byte{
+		"nested":       AppendRequest(nil, &Request{ID: 1, Op: OpGet, Key: "k", Forwarded: true})[4:],
+		"cancel":       AppendRequest(nil, &Request{ID: 1, Op: OpCancel})[4:],
+		"watch":        AppendRequest(nil, &Request{ID: 1, Op: OpWatch, Prefix: "a"})[4:],
+		"announcement": AppendRequest(nil, &Request{ID: 1, Op: OpStatus, Features: FeatureWatch})[4:],
+		"garbage":      {0x01, 0x02},
+	} {
+		if _, err := DecodeRequest(envelope(5, "x", inner)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s inside OpForward: %v, want ErrMalformed", name, err)
+		}
+	}
+	if _, err := DecodeRequest(append(envelope(5, "x", AppendRequest(nil, &Request{ID: 1, Op: OpGet, Key: "k"})[4:]), 0)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("trailing byte after OpForward: %v, want ErrMalformed", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/clock"
@@ -78,6 +79,7 @@ type Member struct {
 	log     *slog.Logger
 	cfg     Config
 	tls     *tlsconfig.Reloader // nil: plain TCP
+	relay   *client.Relay       // forwards API calls to the leader
 }
 
 // Start starts a member. Everything that can be checked is checked, and
@@ -145,6 +147,14 @@ func Start(cfg Config, log *slog.Logger) (mb *Member, err error) {
 		lim.MaxWaitersPerKeyPerIdentity = max(1, cfg.Node.Limits.MaxWaitersPerKey/4)
 	}
 	mb.server.SetLimits(lim)
+	// API calls a follower gets are relayed to the leader's client port
+	// with this member's certificate (server/forward.go).
+	relayOpts := client.Options{Logger: mb.log.With("component", "relay")}
+	if mb.tls != nil {
+		relayOpts.TLS = mb.tls.ClientConfig()
+	}
+	mb.relay = client.NewRelay(relayOpts)
+	mb.server.SetRelay(mb.relay)
 	go func() {
 		// Serve retries failed accepts itself; it returns only when the
 		// listener was closed under it, which leaves the port dead.
@@ -362,6 +372,7 @@ func (mb *Member) Close() {
 		mb.api.Close() // ends the calls in progress: their callers are gone
 	}
 	mb.server.Close()
+	mb.relay.Close()
 	mb.node.Close()
 }
 
@@ -408,6 +419,7 @@ func (mb *Member) stopServing(ctx context.Context) {
 		}
 	}
 	mb.server.Shutdown(ctx)
+	mb.relay.Close()
 }
 
 // CreateDataDir creates dir if it is missing, and returns what removes

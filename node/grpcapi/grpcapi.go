@@ -11,9 +11,10 @@
 // taken from the same client certificate, so the protocols cannot disagree
 // on a lock. A failed call's status code is mapped from the CLI's error
 // name (statusOf), which an Error detail carries with the leader's API
-// address when a follower answered: a follower does not forward a call, it
-// answers UNAVAILABLE naming the leader, as the other two protocols
-// redirect. KeepAlive renews a lock on the member every third of its lease
+// address when a follower answered: a follower relays a call to the leader
+// (server.Forwarding), or, for a caller that sent the metadata
+// raftlock-redirect: follow, answers UNAVAILABLE naming the leader, as the
+// binary protocol redirects. KeepAlive renews a lock on the member every third of its lease
 // and Watch streams lock events from node.Node.Watch (server.Server.Watch).
 package grpcapi
 
@@ -22,6 +23,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -241,6 +244,16 @@ func identity(ctx context.Context) string {
 	return ""
 }
 
+// callContext is ctx marked for a follower to relay the call to the
+// leader, unless the caller said in its metadata that it follows
+// redirects itself (wire.RedirectHeader; server.Forwarding).
+func callContext(ctx context.Context) context.Context {
+	if md, ok := metadata.FromIncomingContext(ctx); ok && slices.Contains(md.Get(wire.RedirectHeader), wire.RedirectFollow) {
+		return ctx
+	}
+	return server.Forwarding(ctx)
+}
+
 // do runs one request for the caller of ctx, in one of the call slots; nil
 // when ctx ended first (nobody reads an answer). An answer other than ok
 // comes back as the call's error status.
@@ -251,7 +264,7 @@ func (a *API) do(ctx context.Context, op string, req *wire.Request, ok wire.Op) 
 	}
 	defer release()
 	req.Tag = tagOf(ctx) // the member reads it only where the protocol has one
-	resp := a.b.Do(ctx, identity(ctx), wire.FeaturePermissionDenied, req)
+	resp := a.b.Do(callContext(ctx), identity(ctx), wire.FeaturePermissionDenied, req)
 	if resp == nil {
 		return nil, ctx.Err()
 	}

@@ -15,8 +15,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/grpcapi"
 	"github.com/raftlock/raftlock/node/httpapi"
@@ -156,13 +158,29 @@ func TestCallsAndTheirErrors(t *testing.T) {
 		t.Fatalf("status: %v, %v", st, err)
 	}
 
+	// A stock stub's call on a follower is relayed to the leader.
 	follower := g.Followers(g.Node(id))[0].ID()
+	var fa *pb.AcquireResponse
+	nodetest.WaitFor(t, 20*time.Second, "an acquire through a follower", func() bool {
+		fa, err = g.clients[follower].Acquire(ctx, &pb.AcquireRequest{Key: "jobs/f", LeaseMs: 10000})
+		return err == nil
+	})
+	if got, err := g.clients[follower].Get(ctx, &pb.GetRequest{Key: "jobs/f"}); err != nil || !got.Held || got.Token != fa.Token {
+		t.Fatalf("get through a follower: %v, %v; want held with token %d", got, err, fa.Token)
+	}
+	_, err = g.clients[follower].Release(ctx, &pb.ReleaseRequest{Key: "jobs/f", Token: fa.Token + 1})
+	expectStatus(t, "a release with another token through a follower", err, codes.NotFound, "not-found", "not the holder")
+	if r, err := g.clients[follower].Release(ctx, &pb.ReleaseRequest{Key: "jobs/f", Token: fa.Token}); err != nil || !r.Released {
+		t.Fatalf("release through a follower: %v, %v", r, err)
+	}
+	// A caller that follows redirects itself is told where the leader is.
+	follows := metadata.AppendToOutgoingContext(ctx, wire.RedirectHeader, wire.RedirectFollow)
 	nodetest.WaitFor(t, 20*time.Second, "the follower to know the leader's API", func() bool {
-		_, err := g.clients[follower].Get(ctx, &pb.GetRequest{Key: "jobs/b"})
+		_, err := g.clients[follower].Get(follows, &pb.GetRequest{Key: "jobs/b"})
 		e := grpcapi.ErrorOf(err)
 		return e != nil && e.LeaderApi != ""
 	})
-	_, err = g.clients[follower].Get(ctx, &pb.GetRequest{Key: "jobs/b"})
+	_, err = g.clients[follower].Get(follows, &pb.GetRequest{Key: "jobs/b"})
 	e := expectStatus(t, "get on a follower", err, codes.Unavailable, "unavailable", "not the leader")
 	if e.LeaderId != id || e.LeaderApi != g.addrs[id] {
 		t.Fatalf("a follower named member %d at %q, want %d at %s", e.LeaderId, e.LeaderApi, id, g.addrs[id])
@@ -236,9 +254,22 @@ func TestKeepAliveHoldsAndEndsWhenTheLockIsLost(t *testing.T) {
 	}
 	expectStatus(t, "a keep-alive of a lock forced free", err, codes.NotFound, "not-found", `lock "k2" lost`)
 
+	// On a follower, a stock stub's keep-alive renews through the leader;
+	// one that follows redirects itself is told where the leader is.
 	follower := g.Followers(g.Node(id))[0].ID()
+	fka, err := g.clients[follower].KeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := g.acquire(t, ctx, id, &pb.AcquireRequest{Key: "k3", LeaseMs: 3000})
+	fka.Send(&pb.KeepAliveRequest{Key: "k3", Token: c.Token, LeaseMs: 3000})
+	if r, err := fka.Recv(); err != nil || r.Token != c.Token {
+		t.Fatalf("a keep-alive through a follower: %v, %v", r, err)
+	}
+	fka.CloseSend()
+	follows := metadata.AppendToOutgoingContext(ctx, wire.RedirectHeader, wire.RedirectFollow)
 	nodetest.WaitFor(t, 20*time.Second, "a follower's keep-alive to name the leader", func() bool {
-		ka, err := g.clients[follower].KeepAlive(ctx)
+		ka, err := g.clients[follower].KeepAlive(follows)
 		if err != nil {
 			return false
 		}
@@ -287,6 +318,9 @@ func TestWaitingAcquireLeavesWhenCancelled(t *testing.T) {
 func TestKeepAliveEndsNamingANewLeader(t *testing.T) {
 	g, ctx := startGRPC(t)
 	leader := g.leader(t, ctx)
+	// A caller that follows redirects itself (a stock stub's keep-alive
+	// is relayed to the new leader instead, TestKeepAliveHoldsAndEnds...).
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.RedirectHeader, wire.RedirectFollow)
 	a := g.acquire(t, ctx, leader, &pb.AcquireRequest{Key: "k", LeaseMs: 3000})
 	ka, err := g.clients[leader].KeepAlive(ctx)
 	if err != nil {

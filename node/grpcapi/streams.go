@@ -125,7 +125,7 @@ func (a *API) renew(ctx context.Context, stream grpc.BidiStreamingServer[raftloc
 	start := time.Now()
 	deadline := validFrom.Add(lease)
 	rctx, cancel := context.WithDeadline(ctx, deadline)
-	resp := a.b.Do(rctx, identity(ctx), wire.FeaturePermissionDenied, req)
+	resp := a.b.Do(callContext(rctx), identity(ctx), wire.FeaturePermissionDenied, req)
 	cancel()
 	switch {
 	case ctx.Err() != nil:

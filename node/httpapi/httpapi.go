@@ -5,8 +5,10 @@
 // becomes the client protocol's request (package wire) and runs through
 // the client port's own dispatch, server.Server.Do, with the same ACL and
 // the identity of the same client certificate, so the two protocols cannot
-// disagree on a lock. A follower answers 307 to the leader's advertised
-// API address, which members announce to each other on their peer streams
+// disagree on a lock. A follower relays a call to the leader
+// (server.Forwarding); to a caller that sent raftlock-redirect: follow it
+// answers 307 to the leader's advertised API address instead, which
+// members announce to each other on their peer streams
 // (peer.TCP.PeerAPIAddr). Failures are {"error","message"} with the CLI's
 // error names (wire.ErrorName). The server (NewServer) speaks HTTP/1.1 and
 // HTTP/2, over TLS by ALPN and without TLS by prior knowledge, so gRPC can
@@ -187,11 +189,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { <-h.slots }()
 	// r.Context() ends when the caller hangs up: a waiting acquire then
 	// leaves the queue, and a grant that applies after is released (rule 7).
-	resp := h.b.Do(r.Context(), server.Identity(r.TLS), wire.FeaturePermissionDenied, req)
+	resp := h.b.Do(callContext(r), server.Identity(r.TLS), wire.FeaturePermissionDenied, req)
 	if resp == nil {
 		return // the caller left; nobody reads an answer
 	}
 	h.answer(w, r, c, req, resp)
+}
+
+// callContext is r's context, marked for a follower to relay the call to
+// the leader unless the caller said it follows redirects itself
+// (wire.RedirectHeader; server.Forwarding).
+func callContext(r *http.Request) context.Context {
+	if r.Header.Get(wire.RedirectHeader) == wire.RedirectFollow {
+		return r.Context()
+	}
+	return server.Forwarding(r.Context())
 }
 
 // errSlowBody is a call's body not received within the API's deadline.

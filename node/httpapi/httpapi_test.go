@@ -16,6 +16,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/httpapi"
 	"github.com/raftlock/raftlock/node/nodetest"
@@ -202,27 +203,66 @@ func TestEveryCallAndItsErrors(t *testing.T) {
 
 func num(f float64) string { b, _ := json.Marshal(f); return string(b) }
 
-// A follower sends every leader-only call to the leader's API address
-// (307, same path), which a client that follows redirects (curl -L, Go's)
-// reaches with the same body; status is the member's own.
-func TestFollowerRedirectsToTheLeader(t *testing.T) {
+// A follower relays every leader-only call to the leader and hands back
+// its answer, so a client that does not follow redirects (Python's
+// urllib on a POST, a stock client) can use any member; status is the
+// member's own.
+func TestFollowerRelaysToTheLeader(t *testing.T) {
+	c := newAPICluster(t, 3, nil)
+	leader := c.WaitLeader()
+	f := c.Followers(leader)[0].ID()
+	var a answer
+	nodetest.WaitFor(t, 10*time.Second, "an acquire through the follower", func() bool {
+		a = post(t, noRedirects, c.url(f, "/v1/acquire"), `{"key":"r","lease_ms":10000}`)
+		return a.code == http.StatusOK
+	})
+	a.expect(t, "acquire through the follower", 200, []string{"key", "token", "lease_ms"}, map[string]any{"key": "r"})
+	tok := num(a.body["token"].(float64))
+	post(t, noRedirects, c.url(f, "/v1/get"), `{"key":"r"}`).expect(t, "get through the follower", 200, []string{"key", "held", "token", "remaining_ms", "owner"}, map[string]any{"held": true})
+	post(t, noRedirects, c.url(f, "/v1/acquire"), `{"key":"r","lease_ms":10000}`).expectError(t, "a held lock through the follower", 409, "held")
+	post(t, noRedirects, c.url(f, "/v1/renew"), `{"key":"r","token":`+tok+`,"lease_ms":10000}`).expect(t, "renew through the follower", 200, nil, nil)
+	post(t, noRedirects, c.url(f, "/v1/release"), `{"key":"r","token":`+tok+`}`).expect(t, "release through the follower", 200, nil, nil)
+	post(t, noRedirects, c.url(f, "/v1/get"), `{"key":"r"}`).expect(t, "get after the release", 200, nil, map[string]any{"held": false})
+	post(t, noRedirects, c.url(f, "/v1/status"), ``).expect(t, "a follower's status", 200, nil, map[string]any{"role": "follower", "id": float64(f)})
+	if n := node.CounterValue(c.Node(f).Metrics().Forwarded.WithLabelValues("acquire", "granted")); n < 1 {
+		t.Errorf("raftlock_forwarded_calls_total{op=acquire,result=granted} on the follower: %v", n)
+	}
+}
+
+// A caller that follows redirects itself (raftlock-redirect: follow, as
+// the Go API client sends) is sent to the leader's API address (307,
+// same path) instead, which curl -L or Go's client reaches with the same
+// body.
+func TestFollowerRedirectsWhoFollows(t *testing.T) {
 	c := newAPICluster(t, 3, nil)
 	leader := c.WaitLeader()
 	f := c.Followers(leader)[0].ID()
 	want := c.url(leader.ID(), "/v1/acquire")
+	follows := func(cl *http.Client) *http.Client {
+		return &http.Client{CheckRedirect: cl.CheckRedirect, Transport: headerTransport{wire.RedirectHeader: wire.RedirectFollow}}
+	}
 	var a answer
 	nodetest.WaitFor(t, 10*time.Second, "the follower to know the leader's API address", func() bool {
-		a = post(t, noRedirects, c.url(f, "/v1/acquire"), `{"key":"r","lease_ms":10000}`)
+		a = post(t, follows(noRedirects), c.url(f, "/v1/acquire"), `{"key":"r","lease_ms":10000}`)
 		return a.code == http.StatusTemporaryRedirect
 	})
 	if loc := a.header.Get("Location"); loc != want {
 		t.Errorf("redirect to %q, want %q", loc, want)
 	}
 	a.expect(t, "redirect", 307, []string{"leader_id", "location"}, map[string]any{"leader_id": float64(leader.ID()), "location": want})
-	post(t, http.DefaultClient, c.url(f, "/v1/acquire"), `{"key":"r","lease_ms":10000}`).
-		expect(t, "acquire through the follower", 200, []string{"key", "token", "lease_ms"}, map[string]any{"key": "r"})
-	post(t, http.DefaultClient, c.url(f, "/v1/get"), `{"key":"r"}`).expect(t, "get through the follower", 200, []string{"key", "held", "token", "remaining_ms", "owner"}, map[string]any{"held": true})
-	post(t, noRedirects, c.url(f, "/v1/status"), ``).expect(t, "a follower's status", 200, nil, map[string]any{"role": "follower", "id": float64(f)})
+	post(t, follows(http.DefaultClient), c.url(f, "/v1/acquire"), `{"key":"r","lease_ms":10000}`).
+		expect(t, "acquire following the redirect", 200, []string{"key", "token", "lease_ms"}, map[string]any{"key": "r"})
+}
+
+// headerTransport sets its headers on every request.
+type headerTransport map[string]string
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // A member's limit hit answers 503 overloaded with Retry-After: nothing

@@ -53,6 +53,7 @@ type Cluster struct {
 type member struct {
 	node   *node.Node
 	server *server.Server
+	relay  *client.Relay
 }
 
 // RareElections is a tune for New that makes elections rare (an election
@@ -202,7 +203,8 @@ func (c *Cluster) StartMember(id uint64) error {
 		n.Close()
 		return fmt.Errorf("start member %d: %w", id, err)
 	}
-	m := &member{node: n, server: server.New(n)}
+	m := &member{node: n, server: server.New(n), relay: client.NewRelay(client.Options{})}
+	m.server.SetRelay(m.relay) // followers relay API calls, as embed's members do
 	go m.server.Serve(ln)
 	c.mu.Lock()
 	c.members[id] = m
@@ -219,6 +221,7 @@ func (c *Cluster) StopMember(id uint64) {
 	c.mu.Unlock()
 	if m != nil {
 		m.server.Close()
+		m.relay.Close()
 		m.node.Close()
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
 	"github.com/raftlock/raftlock/node"
@@ -40,6 +41,7 @@ type Server struct {
 
 	adminCmds map[string]adminCommand // admin.go
 	captures  captureCache            // snapshot.save's (snapshot.go)
+	relay     *client.Relay           // forwards API calls to the leader (forward.go); nil: redirect them
 }
 
 // New returns a client server for n.
@@ -371,6 +373,11 @@ func (s *Server) greet(c net.Conn, r *bufio.Reader, admit func() bool) error {
 // is how a requester leaves (a grant that applies after is released, rule
 // 7). The client port and the HTTP/JSON API (package httpapi) both call it.
 func (s *Server) Do(ctx context.Context, who string, features uint64, req *wire.Request) *wire.Response {
+	sender := who
+	who, ok := vouched(who, req)
+	if !ok {
+		return s.refusal(sender, features, req.ID, "member", "relay a call for another identity (only a member's certificate may)", "")
+	}
 	if resp := s.refuse(who, features, req); resp != nil {
 		return resp
 	}
@@ -389,6 +396,12 @@ func (s *Server) Do(ctx context.Context, who string, features uint64, req *wire.
 		defer release()
 	}
 	resp := s.Handle(ctx, req)
+	if resp != nil && resp.Op == wire.OpRedirect && !req.Forwarded && forwarding(ctx) {
+		if relay := s.relayer(); relay != nil {
+			// The leader logs a forced release it decides, with who asked.
+			return s.forward(ctx, relay, who, req, resp)
+		}
+	}
 	if req.Force && resp != nil {
 		s.logForced(who, req, resp)
 	}

@@ -654,7 +654,10 @@ class Client:
 
     def _send(self, conn: http.client.HTTPConnection, path: str, payload: bytes) -> None:
         """Write one call's request."""
-        conn.request("POST", path, body=payload, headers={"Content-Type": "application/json", "Accept": "application/json"})
+        # This client follows a follower's 307 itself (one hop fewer than
+        # the follower relaying the call), and says so.
+        conn.request("POST", path, body=payload, headers={"Content-Type": "application/json", "Accept": "application/json",
+                                                          "raftlock-redirect": "follow"})
 
     def _receive(self, conn: http.client.HTTPConnection) -> Tuple[_Answer, bool]:
         """Read the answer to the request just sent, and whether the
