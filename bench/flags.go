@@ -74,6 +74,9 @@ type Command struct {
 	memberProcs   int
 	// protocol is what raftlock's measured clients speak (--protocol).
 	protocol string
+	// viaFollower sends the API's calls to a follower, which relays
+	// them (--via-follower).
+	viaFollower bool
 	// The flags' text, which Check parses.
 	workloadList, clientList, compareList, heldList string
 	catchUpFlag                                     cliflag.OptBool
@@ -95,6 +98,7 @@ func (c *Command) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.hotKeys, "hot-keys", 1, "contended workload: number of hot keys")
 	fs.StringVar(&c.protocol, "protocol", apiclient.ProtocolBinary, "what raftlock's clients speak: "+strings.Join(apiclient.Protocols(), ", ")+
 		" (binary on each member's client port, the others on its --api port, which the bench then has every member serve)")
+	fs.BoolVar(&c.viaFollower, "via-follower", false, "with --protocol grpc or http: send every call to one follower, which relays it to the leader (what a client that does not follow redirects gets), to measure forwarding's cost")
 	fs.StringVar(&c.compareList, "compare", "", "peers to run side by side: etcd (= etcd-mutex,etcd-txn), etcd-mutex, etcd-txn, redis")
 	fs.BoolVar(&c.noBatch, "no-batch", false, "ablation: one command per log entry")
 	fs.BoolVar(&c.noOverlap, "no-write-overlap", false, "ablation: members take no call or message while a log write is being synced")
@@ -133,6 +137,9 @@ func (c *Command) Check() error {
 	}
 	if err := c.validate(); err != nil {
 		return err
+	}
+	if c.viaFollower && !usesAPI(c.protocol) {
+		return cliflag.Usagef("--via-follower needs --protocol grpc or http: binary clients follow redirects themselves")
 	}
 	if err := checkProtocol(c.protocol, c.endpoints != ""); err != nil {
 		return err
@@ -269,7 +276,7 @@ func (c *Command) report(rep *Report, stdout io.Writer) error {
 func (c *Command) raftlockConfig() RaftlockConfig {
 	cfg := RaftlockConfig{Bin: c.bin, Dir: c.dir, Nodes: c.nodes, NoBatch: c.noBatch, NoHandoff: c.noHandoff, NoWriteOverlap: c.noOverlap,
 		MaxInflight: c.maxInflight, MaxUncommitted: c.maxUncommitted, Lease: c.lease, TLS: c.useTLS,
-		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs, Protocol: c.protocol}
+		SnapshotEvery: c.snapshotEvery, SnapshotKeep: max(c.snapshotEvery/10, 1), MemberProcs: c.memberProcs, Protocol: c.protocol, ViaFollower: c.viaFollower}
 	if c.snapshotEvery == 0 {
 		cfg.SnapshotKeep = 0
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/client/apiclient"
 	"github.com/raftlock/raftlock/internal/procgroup"
 	"github.com/raftlock/raftlock/internal/promtext"
 	"github.com/raftlock/raftlock/internal/tlsconfig"
@@ -46,6 +47,9 @@ type RaftlockConfig struct {
 	// binary ("" too) on the client port, or grpc or http on the API port
 	// every member then serves.
 	Protocol string
+	// ViaFollower sends the API protocol's calls to one follower, which
+	// relays them to the leader (bench --via-follower).
+	ViaFollower bool
 	// Ports picks n ports for the members to listen on (nil: freePorts,
 	// free ones below the kernel's ephemeral range).
 	Ports func(n int) ([]int, error)
@@ -201,7 +205,38 @@ func startRaftlock(ctx context.Context, cfg RaftlockConfig) (Target, error) {
 		t.Close()
 		return nil, err
 	}
+	if cfg.ViaFollower {
+		if err := t.dialFollower(ctx, cfg.Protocol, tc); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	return t, nil
+}
+
+// dialFollower replaces the sessions' API client with one kept to a
+// follower that never asks to be redirected: every call is relayed.
+func (t *raftlockTarget) dialFollower(ctx context.Context, protocol string, tc *tls.Config) error {
+	for _, m := range t.members {
+		st, err := t.cl.Status(ctx, m.client)
+		if err != nil || st.Role != "follower" || st.Leader == 0 {
+			continue
+		}
+		opts := apiclient.Options{TLS: tc, Relayed: true}
+		var calls lockCalls
+		if protocol == apiclient.ProtocolHTTP {
+			calls, err = apiclient.NewHTTP([]string{m.api}, opts)
+		} else {
+			calls, err = apiclient.NewGRPC([]string{m.api}, opts)
+		}
+		if err != nil {
+			return err
+		}
+		t.calls.Close()
+		t.calls = calls
+		return nil
+	}
+	return errors.New("--via-follower: no member is a follower that knows its leader")
 }
 
 // waitEveryMember waits until the cluster answers a probe through the
@@ -243,7 +278,7 @@ func (cfg RaftlockConfig) AblationName() string {
 		{cfg.NoBatch, " --no-batch"}, {cfg.NoHandoff, " --no-handoff"}, {cfg.NoWriteOverlap, " --no-write-overlap"},
 		{cfg.MaxInflight > 0, fmt.Sprintf(" --max-inflight %d", cfg.MaxInflight)},
 		{cfg.MaxUncommitted != 0, fmt.Sprintf(" --max-uncommitted %d", cfg.MaxUncommitted)},
-		{cfg.TLS, " --tls"}, {usesAPI(cfg.Protocol), " --protocol " + cfg.Protocol},
+		{cfg.TLS, " --tls"}, {usesAPI(cfg.Protocol), " --protocol " + cfg.Protocol}, {cfg.ViaFollower, " --via-follower"},
 	} {
 		if f.on {
 			name += f.flag

@@ -63,6 +63,7 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar((*string)(&cfg.Resource), "resource", string(workload.Fenced), "what the locks guard: fenced (refuses a token lower than the highest it accepted) or unfenced (a read-sleep-write register that accepts every write: shows what fencing buys)")
 	fs.IntVar(&cfg.ClientProcs, "client-procs", d.ClientProcs, "`N` workload clients run as processes beside --clients, which the opt-in family "+fault.Join(ClientFamilies)+" stops (SIGSTOP) past their lease")
 	registerProtocols(fs, &cfg.Protocols)
+	fs.BoolVar(&cfg.PinMembers, "pin-members", false, "keep each --protocols http or grpc client to one member (client i to the i-th) and never ask to be redirected, so followers relay its calls to the leader, as for a stock client")
 	fs.StringVar((*string)(&cfg.Target), "target", string(TargetRaftlock), "the lock service tried: "+joinTargets()+" (etcd and redis are started from the etcd and redis-server on PATH, make peers installs them; families a target cannot carry out are named in the header and summary.md)")
 	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(optIn())+")")
 }

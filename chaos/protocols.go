@@ -34,6 +34,9 @@ func (c *Config) validateProtocols() error {
 			return fmt.Errorf("unknown protocol %q in --protocols (want some of %s)", p, strings.Join(apiclient.Protocols(), ","))
 		}
 	}
+	if c.PinMembers && !c.usesAPI() {
+		return fmt.Errorf("--pin-members keeps the API's clients to one member each: add http or grpc to --protocols")
+	}
 	if n := len(c.protocols()); c.Clients < n {
 		return fmt.Errorf("--clients %d is fewer than the %d --protocols: each protocol needs a client", c.Clients, n)
 	}
@@ -62,6 +65,10 @@ func (c *Config) protocolNotes(header map[string]any, lines []string) []string {
 	if slices.Contains(p, apiclient.ProtocolGRPC) {
 		line += " A gRPC client's forced releases go over binary: the gRPC API has none."
 	}
+	if c.PinMembers {
+		header["pin_members"] = true
+		line += " Each API client keeps to one member (client i to the i-th) and never asks to be redirected: a follower relays its calls to the leader."
+	}
 	if c.ClientProcs > 0 {
 		line += " The client processes speak binary."
 	}
@@ -77,11 +84,17 @@ func (c *Config) dialer(sup *Supervisor) func(i int, endpoints []string) (LockCl
 	}
 	protocols := c.protocols()
 	return func(i int, endpoints []string) (LockClient, error) {
+		api, opts := sup.apiAddrs(endpoints), apiclient.Options{}
+		if c.PinMembers && len(api) > 0 {
+			// Kept to one member, and never asking to be redirected: a
+			// follower relays the client's calls, as for a stock client.
+			api, opts.Relayed = []string{api[i%len(api)]}, true
+		}
 		switch protocols[i%len(protocols)] {
 		case apiclient.ProtocolHTTP:
-			return apiclient.NewHTTP(sup.apiAddrs(endpoints), apiclient.Options{})
+			return apiclient.NewHTTP(api, opts)
 		case apiclient.ProtocolGRPC:
-			g, err := apiclient.NewGRPC(sup.apiAddrs(endpoints), apiclient.Options{})
+			g, err := apiclient.NewGRPC(api, opts)
 			if err != nil {
 				return nil, err
 			}

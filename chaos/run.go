@@ -65,6 +65,9 @@ type Config struct {
 	// Protocols are the protocols the workload's clients speak, client i
 	// the i-th modulo their number (--protocols); nil: binary.
 	Protocols []string
+	// PinMembers keeps each API client to one member, relayed by it when
+	// it follows (--pin-members).
+	PinMembers bool
 	// Target is the lock service tried (--target): TargetRaftlock (""
 	// too, the default), TargetEtcd or TargetRedis.
 	Target   Target

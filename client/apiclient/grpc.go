@@ -32,8 +32,9 @@ const tagHeader = "raftlock-tag"
 // connection. The API has no forced release: ForceReleaseTagged is the
 // binary client's alone.
 type GRPC struct {
-	r    *retrier
-	opts []grpc.DialOption
+	r       *retrier
+	opts    []grpc.DialOption
+	relayed bool // Options.Relayed
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -66,7 +67,7 @@ func NewGRPC(endpoints []string, opts Options) (*GRPC, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: opts.dialTimeout(),
 			Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}}),
 	}
-	return &GRPC{r: r, opts: dial, conns: map[string]*grpc.ClientConn{}}, nil
+	return &GRPC{r: r, opts: dial, conns: map[string]*grpc.ClientConn{}, relayed: opts.Relayed}, nil
 }
 
 // Close closes every connection; calls in flight fail.
@@ -184,7 +185,9 @@ func keyField(k string) (string, []byte) {
 func (c *GRPC) call(ctx context.Context, tag uint64, idempotent bool, rpc func(context.Context, raftlockv1.LocksClient) error) error {
 	// This client follows a follower's redirect itself: one hop fewer
 	// than the follower relaying the call.
-	ctx = metadata.AppendToOutgoingContext(ctx, wire.RedirectHeader, wire.RedirectFollow)
+	if !c.relayed {
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.RedirectHeader, wire.RedirectFollow)
+	}
 	if tag != 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, tagHeader, strconv.FormatUint(tag, 10))
 	}

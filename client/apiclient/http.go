@@ -26,6 +26,10 @@ type Options struct {
 	// configuration (a client certificate and the cluster's CA), and a
 	// bare host:port endpoint https.
 	TLS *tls.Config
+	// Relayed leaves out wire.RedirectHeader: a follower then relays
+	// each call to the leader instead of redirecting the client, as it
+	// does for a stock client (what raftlock chaos --pin-members tries).
+	Relayed bool
 }
 
 // dialTimeout is DialTimeout, or its default.
@@ -40,8 +44,9 @@ func (o Options) dialTimeout() time.Duration {
 // for concurrent use; each call runs on one of its pooled HTTP/1.1
 // connections.
 type HTTP struct {
-	r  *retrier
-	hc *http.Client
+	r       *retrier
+	hc      *http.Client
+	relayed bool // Options.Relayed
 }
 
 // NewHTTP returns a client of the members whose API ports are endpoints:
@@ -71,7 +76,7 @@ func NewHTTP(endpoints []string, opts Options) (*HTTP, error) {
 	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // the retry loop follows redirects, remembering the leader
 	}}
-	return &HTTP{r: r, hc: hc}, nil
+	return &HTTP{r: r, hc: hc, relayed: opts.Relayed}, nil
 }
 
 // Close closes the client's idle connections; calls in flight go on.
@@ -200,7 +205,9 @@ func (c *HTTP) post(ctx context.Context, base, path string, body []byte, ans any
 	req.Header.Set("Content-Type", "application/json")
 	// This client follows a follower's 307 itself: one hop fewer than
 	// the follower relaying the call.
-	req.Header.Set(wire.RedirectHeader, wire.RedirectFollow)
+	if !c.relayed {
+		req.Header.Set(wire.RedirectHeader, wire.RedirectFollow)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return attempt{err: err, failed: true, sent: sent.Load()}
