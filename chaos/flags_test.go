@@ -106,3 +106,28 @@ func TestTransferSettings(t *testing.T) {
 		t.Errorf("held key %q: %d bytes", k, len(k))
 	}
 }
+
+// --pin-members keeps API clients to one member each: it needs an API
+// protocol, and is refused without one before anything runs.
+func TestPinMembersNeedsAnAPIProtocol(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--pin-members"}, false},
+		{[]string{"--pin-members", "--protocols", "binary"}, false},
+		{[]string{"--pin-members", "--protocols", "http,grpc"}, true},
+	} {
+		var f Flags
+		fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+		f.RegisterFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.Prepare()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "--pin-members")) {
+			t.Errorf("%v: %v (want ok %v)", tc.args, err, tc.ok)
+		}
+	}
+}
