@@ -150,9 +150,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.watch(w, r)
 		return
 	}
+	if r.URL.Path == locksPath || strings.HasPrefix(r.URL.Path, locksPath+"/") {
+		h.read(w, r)
+		return
+	}
 	c, ok := calls[r.URL.Path]
 	if !ok {
-		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status, and GET /v1/watch", r.URL.Path))
+		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status, GET /v1/locks/KEY and /v1/locks?prefix=P, and GET /v1/watch", r.URL.Path))
 		return
 	}
 	if !allowed(w, r, http.MethodPost, "every call is a POST with a JSON body") {
@@ -183,6 +187,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, wire.ErrorNameInvalidArgument, err.Error())
 		return
 	}
+	h.run(w, r, c, req)
+}
+
+// run runs req, the request of call c, in one of the call slots, and
+// writes its answer.
+func (h *Handler) run(w http.ResponseWriter, r *http.Request, c call, req *wire.Request) {
 	if !h.take(w, h.slots, c.op, "API calls in progress") {
 		return
 	}
@@ -204,6 +214,44 @@ func callContext(r *http.Request) context.Context {
 		return r.Context()
 	}
 	return server.Forwarding(r.Context())
+}
+
+// locksPath is the reads' resource: GET /v1/locks/KEY is a get, GET
+// /v1/locks?prefix=P&limit=N&after=A a list, answered as POST /v1/get and
+// /v1/list answer, so that a read is a plain, cacheable, curl-able GET.
+const locksPath = "/v1/locks"
+
+// read runs a GET of locksPath.
+func (h *Handler) read(w http.ResponseWriter, r *http.Request) {
+	if !allowed(w, r, http.MethodGet, "reads are GETs (POST /v1/get and /v1/list take a JSON body)") {
+		return
+	}
+	path, c := "/v1/list", calls["/v1/list"]
+	var req *wire.Request
+	var err error
+	if key, ok := strings.CutPrefix(r.URL.Path, locksPath+"/"); ok {
+		path, c = "/v1/get", calls["/v1/get"]
+		if err = checkQuery(r.URL.RawQuery, nil); err == nil {
+			req, err = (&keyArgs{Key: key}).request()
+		}
+	} else if err = checkQuery(r.URL.RawQuery, []string{"prefix", "limit", "after", "after_b64"}); err == nil {
+		q := r.URL.Query()
+		a := listArgs{Prefix: q.Get("prefix"), After: q.Get("after"), AfterB64: q.Get("after_b64")}
+		if l := q.Get("limit"); l != "" {
+			if a.Limit, err = strconv.ParseUint(l, 10, 64); err != nil {
+				err = fmt.Errorf("limit %q: want a count", l)
+			}
+		}
+		if err == nil {
+			req, err = a.request()
+		}
+	}
+	if err != nil {
+		h.count(c.op, "invalid_argument")
+		writeError(w, http.StatusBadRequest, wire.ErrorNameInvalidArgument, fmt.Sprintf("GET %s: %v", path, err))
+		return
+	}
+	h.run(w, r, c, req)
 }
 
 // errSlowBody is a call's body not received within the API's deadline.
@@ -267,7 +315,7 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, resp *wire.Re
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	loc := scheme + "://" + addr + r.URL.Path
+	loc := scheme + "://" + addr + r.URL.RequestURI()
 	w.Header().Set("Location", loc)
 	writeJSON(w, http.StatusTemporaryRedirect, redirectBody{LeaderID: resp.LeaderID, Location: loc})
 }

@@ -196,7 +196,7 @@ func TestEveryCallAndItsErrors(t *testing.T) {
 	}
 	unknown := post(t, cl, at("/v1/lock"), `{}`)
 	unknown.expectError(t, "an unknown path", 404, "invalid-argument")
-	if !strings.Contains(unknown.raw, "/v1/status, and GET /v1/watch") {
+	if !strings.Contains(unknown.raw, "/v1/status, GET /v1/locks/KEY and /v1/locks?prefix=P, and GET /v1/watch") {
 		t.Errorf("an unknown path's answer does not list every call: %s", unknown.raw)
 	}
 }
@@ -348,4 +348,54 @@ func TestForcedReleaseAndTagsReachTheLog(t *testing.T) {
 	if want := map[string]uint64{"grant": 11, "renew": 12, "release": 13}; !maps.Equal(tags, want) {
 		t.Errorf("tags in the log %v, want %v", tags, want)
 	}
+}
+
+// getJSON GETs url and reads the JSON answer.
+func getJSON(t *testing.T, url string) answer {
+	t.Helper()
+	resp, err := noRedirects.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{code: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	if err := json.Unmarshal(raw, &a.body); err != nil {
+		t.Fatalf("GET %s: %d answer %q is no JSON object: %v", url, a.code, raw, err)
+	}
+	return a
+}
+
+// Reads are GETs too, on any member: GET /v1/locks/KEY answers as POST
+// /v1/get, GET /v1/locks?prefix=P&limit=N&after=A as POST /v1/list, and a
+// wrong parameter or method is refused saying so.
+func TestReadsAreGETs(t *testing.T) {
+	c := newAPICluster(t, 3, nil)
+	leader := c.WaitLeader()
+	l := leader.ID()
+	a := post(t, http.DefaultClient, c.url(l, "/v1/acquire"), `{"key":"jobs/a b/c","lease_ms":10000,"owner":"me"}`)
+	a.expect(t, "acquire", 200, nil, nil)
+	post(t, http.DefaultClient, c.url(l, "/v1/acquire"), `{"key":"jobs/z","lease_ms":10000}`).expect(t, "acquire", 200, nil, nil)
+	for _, id := range c.IDs() {
+		var got answer
+		nodetest.WaitFor(t, 10*time.Second, "a GET of a lock", func() bool {
+			got = getJSON(t, c.url(id, "/v1/locks/jobs/a%20b/c"))
+			return got.code == 200
+		})
+		got.expect(t, "GET /v1/locks/KEY", 200, []string{"key", "held", "token", "remaining_ms", "owner"},
+			map[string]any{"key": "jobs/a b/c", "held": true, "token": a.body["token"], "owner": "me"})
+		page := getJSON(t, c.url(id, "/v1/locks?prefix=jobs/&limit=1"))
+		page.expect(t, "GET /v1/locks?prefix=jobs/&limit=1", 200, []string{"locks", "more", "next"}, map[string]any{"more": true, "next": "jobs/a b/c"})
+		rest := getJSON(t, c.url(id, "/v1/locks?prefix=jobs/&after=jobs/a%20b/c"))
+		rest.expect(t, "the next page", 200, []string{"locks", "more"}, map[string]any{"more": false})
+		if locks := rest.body["locks"].([]any); len(locks) != 1 || locks[0].(map[string]any)["key"] != "jobs/z" {
+			t.Errorf("member %d: the next page: %s", id, rest.raw)
+		}
+		getJSON(t, c.url(id, "/v1/locks/free")).expect(t, "GET of a free key", 200, nil, map[string]any{"held": false})
+	}
+	getJSON(t, c.url(l, "/v1/locks?prefx=jobs/")).expectError(t, "a misspelt parameter", 400, "invalid-argument")
+	getJSON(t, c.url(l, "/v1/locks?limit=many")).expectError(t, "a limit that is no number", 400, "invalid-argument")
+	getJSON(t, c.url(l, "/v1/locks/jobs/z?stale=1")).expectError(t, "a parameter on a get", 400, "invalid-argument")
+	getJSON(t, c.url(l, "/v1/locks/")).expectError(t, "an empty key", 400, "invalid-argument")
+	post(t, noRedirects, c.url(l, "/v1/locks/jobs/z"), `{}`).expectError(t, "a POST of a read", 405, "invalid-argument")
 }
