@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,9 +61,6 @@ func (c *Config) protocolNotes(header map[string]any, lines []string) []string {
 	if len(p) == 1 {
 		line = fmt.Sprintf("Protocols: %s; every client of the harness speaks it, on each member's API port.", p[0])
 	}
-	if slices.Contains(p, apiclient.ProtocolGRPC) {
-		line += " A gRPC client's forced releases go over binary: the gRPC API has none."
-	}
 	if c.PinMembers {
 		header["pin_members"] = true
 		line += " Each API client keeps to one member (client i to the i-th) and never asks to be redirected: a follower relays its calls to the leader."
@@ -94,36 +90,10 @@ func (c *Config) dialer(sup *Supervisor) func(i int, endpoints []string) (LockCl
 		case apiclient.ProtocolHTTP:
 			return apiclient.NewHTTP(api, opts)
 		case apiclient.ProtocolGRPC:
-			g, err := apiclient.NewGRPC(api, opts)
-			if err != nil {
-				return nil, err
-			}
-			bin, err := client.New(endpoints, client.Options{})
-			if err != nil {
-				g.Close()
-				return nil, err
-			}
-			return grpcLockClient{g, bin}, nil
+			return apiclient.NewGRPC(api, opts)
 		}
 		return client.New(endpoints, client.Options{})
 	}
-}
-
-// grpcLockClient is a workload client of the gRPC API whose forced
-// releases go over the binary protocol: the gRPC API has none (the
-// HTTP/JSON API and the binary protocol do).
-type grpcLockClient struct {
-	*apiclient.GRPC
-	bin *client.Client
-}
-
-func (c grpcLockClient) ForceReleaseTagged(ctx context.Context, key string, tag uint64) (uint64, error) {
-	return c.bin.ForceReleaseTagged(ctx, key, tag)
-}
-
-func (c grpcLockClient) Close() error {
-	c.bin.Close()
-	return c.GRPC.Close()
 }
 
 // apiAddrs are the API addresses of the members whose client addresses

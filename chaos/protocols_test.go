@@ -37,7 +37,7 @@ func TestDialerSpreadsClientsOverProtocols(t *testing.T) {
 			got = apiclient.ProtocolBinary
 		case *apiclient.HTTP:
 			got = apiclient.ProtocolHTTP
-		case grpcLockClient:
+		case *apiclient.GRPC:
 			got = apiclient.ProtocolGRPC
 		}
 		if want := cfg.Protocols[i%len(cfg.Protocols)]; got != want {

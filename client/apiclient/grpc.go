@@ -29,8 +29,7 @@ const tagHeader = "raftlock-tag"
 
 // GRPC is a client of the gRPC API (service raftlock.v1.Locks). It is
 // safe for concurrent use; calls to one member share one HTTP/2
-// connection. The API has no forced release: ForceReleaseTagged is the
-// binary client's alone.
+// connection.
 type GRPC struct {
 	r       *retrier
 	opts    []grpc.DialOption
@@ -124,6 +123,23 @@ func (c *GRPC) ReleaseTagged(ctx context.Context, key string, token, tag uint64)
 		_, err := l.Release(ctx, in)
 		return err
 	})
+}
+
+// ForceReleaseTagged frees key whatever its token (the admin right is
+// needed) and returns the token it ended (client.Client.ForceRelease).
+func (c *GRPC) ForceReleaseTagged(ctx context.Context, key string, tag uint64) (uint64, error) {
+	if err := validate(key, nil, ""); err != nil {
+		return 0, err
+	}
+	in := &raftlockv1.ReleaseRequest{Force: true}
+	in.Key, in.KeyBytes = keyField(key)
+	var token uint64
+	err := c.call(ctx, tag, false, func(ctx context.Context, l raftlockv1.LocksClient) error {
+		out, err := l.Release(ctx, in)
+		token = out.GetToken()
+		return err
+	})
+	return token, err
 }
 
 // Get reads key linearizably (client.Client.Get).

@@ -38,10 +38,15 @@ func (a *API) Release(ctx context.Context, in *raftlockv1.ReleaseRequest) (*raft
 	if err != nil {
 		return nil, invalid(err)
 	}
-	if _, err := a.do(ctx, member.OpRelease.String(), req, wire.OpReleased); err != nil {
+	resp, err := a.do(ctx, member.OpRelease.String(), req, wire.OpReleased)
+	if err != nil {
 		return nil, err
 	}
-	return &raftlockv1.ReleaseResponse{Key: wire.AsText(req.Key), KeyBytes: keyBytes(req.Key), Token: req.Token, Released: true}, nil
+	token := req.Token
+	if req.Force {
+		token = resp.Token // the holder's, which it ended
+	}
+	return &raftlockv1.ReleaseResponse{Key: wire.AsText(req.Key), KeyBytes: keyBytes(req.Key), Token: token, Released: true}, nil
 }
 
 // Renew starts the holder's lease again.
@@ -157,7 +162,7 @@ func acquireRequest(in *raftlockv1.AcquireRequest) (*wire.Request, error) {
 	if err := wire.ValidateOwner(in.GetOwner()); err != nil {
 		return nil, err
 	}
-	return keyed(&wire.Request{Op: wire.OpAcquire, Key: in.GetKey(), LeaseMS: in.GetLeaseMs(), WaitMS: in.GetWaitMs(), Owner: in.GetOwner()})
+	return keyed(&wire.Request{Op: wire.OpAcquire, Key: in.GetKey(), LeaseMS: in.GetLeaseMs(), WaitMS: in.GetWaitMs(), Owner: in.GetOwner(), Tag: in.GetTag()})
 }
 
 // releaseRequest is the client protocol's request for in.
@@ -169,7 +174,11 @@ func releaseRequest(in *raftlockv1.ReleaseRequest) (*wire.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keyed(&wire.Request{Op: wire.OpRelease, Key: key, Token: in.GetToken()})
+	if in.GetForce() {
+		// Whatever its token, as release --force: the answer names it.
+		return keyed(&wire.Request{Op: wire.OpRelease, Key: key, Force: true, Tag: in.GetTag()})
+	}
+	return keyed(&wire.Request{Op: wire.OpRelease, Key: key, Token: in.GetToken(), Tag: in.GetTag()})
 }
 
 // renewRequest is the client protocol's request for in.
@@ -181,7 +190,7 @@ func renewRequest(in *raftlockv1.RenewRequest) (*wire.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keyed(&wire.Request{Op: wire.OpRenew, Key: key, Token: in.GetToken(), LeaseMS: in.GetLeaseMs()})
+	return keyed(&wire.Request{Op: wire.OpRenew, Key: key, Token: in.GetToken(), LeaseMS: in.GetLeaseMs(), Tag: in.GetTag()})
 }
 
 // getRequest is the client protocol's request for in.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -169,3 +170,26 @@ func FuzzRequests(f *testing.F) {
 }
 
 func (f *fakeBackend) Healthy(context.Context) error { return nil }
+
+// The tag and force fields reach the member's request: a tag field wins
+// over the raftlock-tag metadata, which still tags a call without one,
+// and a forced release asks for no token and answers the token it ended.
+func TestTagAndForceFields(t *testing.T) {
+	var got *wire.Request
+	f := &fakeBackend{check: func(req *wire.Request) { c := *req; got = &c }}
+	api := grpcapi.NewWithBackend(f, server.Limits{})
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(grpcapi.TagHeader, "9"))
+	f.resp = wire.Response{Op: wire.OpGranted, Token: 3, LeaseMS: 1000}
+	if _, err := api.Acquire(ctx, &pb.AcquireRequest{Key: "k", LeaseMs: 1000, Tag: 7}); err != nil || got.Tag != 7 {
+		t.Errorf("acquire with the tag field 7 and the metadata 9: tag %d, %v; want 7", got.Tag, err)
+	}
+	f.resp = wire.Response{Op: wire.OpRenewed}
+	if _, err := api.Renew(ctx, &pb.RenewRequest{Key: "k", Token: 3, LeaseMs: 1000}); err != nil || got.Tag != 9 {
+		t.Errorf("renew with the metadata 9 alone: tag %d, %v; want 9", got.Tag, err)
+	}
+	f.resp = wire.Response{Op: wire.OpReleased, Token: 3}
+	out, err := api.Release(context.Background(), &pb.ReleaseRequest{Key: "k", Token: 99, Force: true, Tag: 5})
+	if err != nil || !got.Force || got.Token != 0 || got.Tag != 5 || out.GetToken() != 3 {
+		t.Errorf("forced release: asked %+v, answered %v, %v; want force without a token, tag 5, answering token 3", got, out, err)
+	}
+}

@@ -263,7 +263,9 @@ func (a *API) do(ctx context.Context, op string, req *wire.Request, ok wire.Op) 
 		return nil, err
 	}
 	defer release()
-	req.Tag = tagOf(ctx) // the member reads it only where the protocol has one
+	if req.Tag == 0 {
+		req.Tag = tagOf(ctx) // the member reads it only where the protocol has one
+	}
 	resp := a.b.Do(callContext(ctx), identity(ctx), wire.FeaturePermissionDenied, req)
 	if resp == nil {
 		return nil, ctx.Err()

@@ -99,7 +99,11 @@ type AcquireRequest struct {
 	WaitMs uint64 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	// owner is kept with the lock and shown by Get and List (at most 128
 	// bytes; empty: none).
-	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// tag is an operation id recorded with the command in the members'
+	// logs, for audits (0: none); the raftlock-tag metadata says the same
+	// for a caller that cannot set it, and this field wins when both do.
+	Tag           uint64 `protobuf:"varint,5,opt,name=tag,proto3" json:"tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,6 +164,13 @@ func (x *AcquireRequest) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *AcquireRequest) GetTag() uint64 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
 }
 
 // AcquireResponse is a granted lock.
@@ -236,7 +247,15 @@ type ReleaseRequest struct {
 	// key_bytes names the lock instead of key when its key is not UTF-8, as
 	// a lock stored before the key rule may be (List and Watch give such a
 	// key in key_bytes); set key or key_bytes, not both.
-	KeyBytes      []byte `protobuf:"bytes,3,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
+	KeyBytes []byte `protobuf:"bytes,3,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
+	// force frees the lock whatever its token (token is then ignored), as
+	// raftlock release --force does: it needs the admin right on the key,
+	// and the answer's token is the one it ended.
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// tag is an operation id recorded with the command in the members'
+	// logs, for audits (0: none); the raftlock-tag metadata says the same
+	// for a caller that cannot set it, and this field wins when both do.
+	Tag           uint64 `protobuf:"varint,5,opt,name=tag,proto3" json:"tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +309,20 @@ func (x *ReleaseRequest) GetKeyBytes() []byte {
 		return x.KeyBytes
 	}
 	return nil
+}
+
+func (x *ReleaseRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *ReleaseRequest) GetTag() uint64 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
 }
 
 // ReleaseResponse is a released lock.
@@ -378,7 +411,11 @@ type RenewRequest struct {
 	// key_bytes names the lock instead of key when its key is not UTF-8, as
 	// a lock stored before the key rule may be (List and Watch give such a
 	// key in key_bytes); set key or key_bytes, not both.
-	KeyBytes      []byte `protobuf:"bytes,4,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
+	KeyBytes []byte `protobuf:"bytes,4,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
+	// tag is an operation id recorded with the command in the members'
+	// logs, for audits (0: none); the raftlock-tag metadata says the same
+	// for a caller that cannot set it, and this field wins when both do.
+	Tag           uint64 `protobuf:"varint,5,opt,name=tag,proto3" json:"tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +476,13 @@ func (x *RenewRequest) GetKeyBytes() []byte {
 		return x.KeyBytes
 	}
 	return nil
+}
+
+func (x *RenewRequest) GetTag() uint64 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
 }
 
 // RenewResponse is a renewed lock.
@@ -1531,30 +1575,34 @@ var File_proto_raftlock_v1_locks_proto protoreflect.FileDescriptor
 
 const file_proto_raftlock_v1_locks_proto_rawDesc = "" +
 	"\n" +
-	"\x1dproto/raftlock/v1/locks.proto\x12\vraftlock.v1\"l\n" +
+	"\x1dproto/raftlock/v1/locks.proto\x12\vraftlock.v1\"~\n" +
 	"\x0eAcquireRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x19\n" +
 	"\blease_ms\x18\x02 \x01(\x04R\aleaseMs\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x04R\x06waitMs\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"T\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x10\n" +
+	"\x03tag\x18\x05 \x01(\x04R\x03tag\"T\n" +
 	"\x0fAcquireResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
-	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\"U\n" +
+	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\"}\n" +
 	"\x0eReleaseRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1b\n" +
-	"\tkey_bytes\x18\x03 \x01(\fR\bkeyBytes\"r\n" +
+	"\tkey_bytes\x18\x03 \x01(\fR\bkeyBytes\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12\x10\n" +
+	"\x03tag\x18\x05 \x01(\x04R\x03tag\"r\n" +
 	"\x0fReleaseResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1a\n" +
 	"\breleased\x18\x03 \x01(\bR\breleased\x12\x1b\n" +
-	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"n\n" +
+	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"\x80\x01\n" +
 	"\fRenewRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
 	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\x12\x1b\n" +
-	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"o\n" +
+	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\x12\x10\n" +
+	"\x03tag\x18\x05 \x01(\x04R\x03tag\"o\n" +
 	"\rRenewResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
