@@ -114,7 +114,8 @@ func FuzzParseBody(f *testing.F) {
 	for _, s := range []string{``, `{}`, `{"key":"a","lease_ms":10000,"wait_ms":5,"owner":"o"}`, `{"key":"a","token":18446744073709551615}`,
 		`{"prefix":"p","limit":3,"after":"x"}`, `{"key":"a"}{}`, `[1]`, `{"key":1e999}`, `{"key":"\ud800"}`, `null`,
 		`{"key_b64":"dTgv//4=","token":3}`, `{"after_b64":"/w==","limit":1}`, "{\"key\":\"u8/\xff\xfe\",\"lease_ms\":1000}",
-		`{"key":"a\u0000","lease_ms":1000}`, `{"key":"\\ufffd\ufffd","lease_ms":1000}`} {
+		`{"key":"a\u0000","lease_ms":1000}`, `{"key":"a","token":"18446744073709551615"}`, `{"key":"a","token":"1e3"}`,
+		`{"key":"a","lease_ms":{"x":1}}`, `{"key":"a","token":null}`, `{"key":"\\ufffd\ufffd","lease_ms":1000}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {

@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strconv"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/member"
@@ -49,26 +52,26 @@ var calls = map[string]call{
 type (
 	acquireArgs struct {
 		Key     string `json:"key"`
-		LeaseMS uint64 `json:"lease_ms"`
-		WaitMS  uint64 `json:"wait_ms"`
+		LeaseMS number `json:"lease_ms"`
+		WaitMS  number `json:"wait_ms"`
 		Owner   string `json:"owner"`
-		Tag     uint64 `json:"tag"`
+		Tag     number `json:"tag"`
 	}
 	tokenArgs struct { // release's
 		Key    string `json:"key"`
 		KeyB64 string `json:"key_b64"`
-		Token  uint64 `json:"token"`
+		Token  number `json:"token"`
 		// Force frees the key whatever its token (the admin right), as
 		// raftlock release --force: the answer's token is the one ended.
 		Force bool   `json:"force"`
-		Tag   uint64 `json:"tag"`
+		Tag   number `json:"tag"`
 	}
 	renewArgs struct {
 		Key     string `json:"key"`
 		KeyB64  string `json:"key_b64"`
-		Token   uint64 `json:"token"`
-		LeaseMS uint64 `json:"lease_ms"`
-		Tag     uint64 `json:"tag"`
+		Token   number `json:"token"`
+		LeaseMS number `json:"lease_ms"`
+		Tag     number `json:"tag"`
 	}
 	keyArgs struct { // get's
 		Key    string `json:"key"`
@@ -76,7 +79,7 @@ type (
 	}
 	listArgs struct {
 		Prefix   string `json:"prefix"`
-		Limit    uint64 `json:"limit"`
+		Limit    number `json:"limit"`
 		After    string `json:"after"`
 		AfterB64 string `json:"after_b64"`
 	}
@@ -119,6 +122,37 @@ type (
 		NextB64 string      `json:"next_b64,omitempty"`
 	}
 )
+
+// number is a uint64 field of a request body: a JSON number, or a
+// decimal number in a string, as proto3's JSON mapping writes a uint64
+// (a gRPC-gateway-style client, or one whose JSON numbers are doubles
+// and so cannot carry every token exactly, sends "5" for 5). Answers
+// always write numbers.
+type number uint64
+
+func (n *number) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	kind := "number"
+	switch {
+	case s == "null":
+		return nil // as for a uint64: left as it was
+	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
+		s, kind = s[1:len(s)-1], "string"
+	case s == "true" || s == "false":
+		kind = "bool"
+	case s[0] == '{':
+		kind = "object"
+	case s[0] == '[':
+		kind = "array"
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		// Named as encoding/json names a value it cannot take.
+		return &json.UnmarshalTypeError{Value: kind + " " + string(b), Type: reflect.TypeFor[uint64]()}
+	}
+	*n = number(v)
+	return nil
+}
 
 // args is a call's request body: the request it asks for, or why it is
 // refused.
@@ -173,7 +207,7 @@ func (a *acquireArgs) request() (*wire.Request, error) {
 	if err := wire.ValidateOwner(a.Owner); err != nil {
 		return nil, err
 	}
-	return keyed(&wire.Request{Op: wire.OpAcquire, Key: a.Key, LeaseMS: a.LeaseMS, WaitMS: a.WaitMS, Owner: a.Owner, Tag: a.Tag})
+	return keyed(&wire.Request{Op: wire.OpAcquire, Key: a.Key, LeaseMS: uint64(a.LeaseMS), WaitMS: uint64(a.WaitMS), Owner: a.Owner, Tag: uint64(a.Tag)})
 }
 
 func (a *tokenArgs) request() (*wire.Request, error) {
@@ -184,7 +218,7 @@ func (a *tokenArgs) request() (*wire.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keyed(&wire.Request{Op: wire.OpRelease, Key: key, Token: a.Token, Force: a.Force, Tag: a.Tag})
+	return keyed(&wire.Request{Op: wire.OpRelease, Key: key, Token: uint64(a.Token), Force: a.Force, Tag: uint64(a.Tag)})
 }
 
 func (a *renewArgs) request() (*wire.Request, error) {
@@ -192,7 +226,7 @@ func (a *renewArgs) request() (*wire.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keyed(&wire.Request{Op: wire.OpRenew, Key: key, Token: a.Token, LeaseMS: a.LeaseMS, Tag: a.Tag})
+	return keyed(&wire.Request{Op: wire.OpRenew, Key: key, Token: uint64(a.Token), LeaseMS: uint64(a.LeaseMS), Tag: uint64(a.Tag)})
 }
 
 func (a *keyArgs) request() (*wire.Request, error) {
@@ -208,7 +242,7 @@ func (a *listArgs) request() (*wire.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wire.Request{ID: 1, Op: wire.OpList, Prefix: a.Prefix, After: after, Limit: a.Limit}, nil
+	return &wire.Request{ID: 1, Op: wire.OpList, Prefix: a.Prefix, After: after, Limit: uint64(a.Limit)}, nil
 }
 
 func (a *statusArgs) request() (*wire.Request, error) {

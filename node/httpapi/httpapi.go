@@ -238,9 +238,11 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		a := listArgs{Prefix: q.Get("prefix"), After: q.Get("after"), AfterB64: q.Get("after_b64")}
 		if l := q.Get("limit"); l != "" {
-			if a.Limit, err = strconv.ParseUint(l, 10, 64); err != nil {
+			var n uint64
+			if n, err = strconv.ParseUint(l, 10, 64); err != nil {
 				err = fmt.Errorf("limit %q: want a count", l)
 			}
+			a.Limit = number(n)
 		}
 		if err == nil {
 			req, err = a.request()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -171,7 +172,7 @@ func TestEveryCallAndItsErrors(t *testing.T) {
 	for _, tc := range []struct{ what, path, body string }{
 		{"bad JSON", "/v1/acquire", `{"key":`},
 		{"an unknown field", "/v1/acquire", `{"key":"a","lease_ms":10000,"force":true}`},
-		{"a wrong type", "/v1/release", `{"key":"a","token":"7"}`},
+		{"a wrong type", "/v1/release", `{"key":"a","token":"seven"}`},
 		{"a negative number", "/v1/acquire", `{"key":"a","lease_ms":-1}`},
 		{"two objects", "/v1/get", `{"key":"a"}{"key":"b"}`},
 		{"an array", "/v1/get", `["a"]`},
@@ -398,4 +399,28 @@ func TestReadsAreGETs(t *testing.T) {
 	getJSON(t, c.url(l, "/v1/locks/jobs/z?stale=1")).expectError(t, "a parameter on a get", 400, "invalid-argument")
 	getJSON(t, c.url(l, "/v1/locks/")).expectError(t, "an empty key", 400, "invalid-argument")
 	post(t, noRedirects, c.url(l, "/v1/locks/jobs/z"), `{}`).expectError(t, "a POST of a read", 405, "invalid-argument")
+}
+
+// A number may come as a decimal string too, as proto3's JSON mapping
+// writes a uint64 (gRPC's JSON clients send tokens so); answers keep
+// numbers.
+func TestNumbersAsStrings(t *testing.T) {
+	c := newAPICluster(t, 1, nil)
+	at := func(path string) string { return c.url(c.WaitLeader().ID(), path) }
+	a := post(t, http.DefaultClient, at("/v1/acquire"), `{"key":"s","lease_ms":"10000","wait_ms":"0","tag":"3"}`)
+	a.expect(t, "acquire with numbers as strings", 200, nil, map[string]any{"lease_ms": float64(10000)})
+	tok := fmt.Sprintf("%q", num(a.body["token"].(float64)))
+	post(t, http.DefaultClient, at("/v1/renew"), `{"key":"s","token":`+tok+`,"lease_ms":"20000"}`).expect(t, "renew with a string token", 200, nil, map[string]any{"lease_ms": float64(20000)})
+	post(t, http.DefaultClient, at("/v1/release"), `{"key":"s","token":`+tok+`}`).expect(t, "release with a string token", 200, nil, map[string]any{"released": true})
+	for body, want := range map[string]string{
+		`{"key":"s","token":"seven"}`: `bad request body: "token" must be a whole number, 0 or more, got string "seven"`,
+		`{"key":"s","token":true}`:    `bad request body: "token" must be a whole number, 0 or more, got bool true`,
+		`{"key":"s","token":"-1"}`:    `bad request body: "token" must be a whole number, 0 or more, got string "-1"`,
+	} {
+		e := post(t, http.DefaultClient, at("/v1/release"), body)
+		e.expectError(t, body, 400, "invalid-argument")
+		if e.body["message"] != want {
+			t.Errorf("%s: %q, want %q", body, e.body["message"], want)
+		}
+	}
 }
