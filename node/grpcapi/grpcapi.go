@@ -53,9 +53,6 @@ const maxMessage = httpapi.MaxBody
 // API's), and the shares of its client identities.
 type Backend interface {
 	httpapi.Backend
-	// Admit takes one unit of k for the identity who, or refuses it
-	// with an error wrapping node.ErrOverloaded (server.Server.Admit).
-	Admit(who string, k server.Limit) (release func(), err error)
 	// Healthy says why the member cannot serve, nil when it can
 	// (node.Node.Healthy): the Health service's answer.
 	Healthy(ctx context.Context) error
@@ -64,12 +61,10 @@ type Backend interface {
 // memberBackend is the Backend of a running member.
 type memberBackend struct {
 	httpapi.Backend
-	s *server.Server
 	n *node.Node
 }
 
-func (m memberBackend) Admit(who string, k server.Limit) (func(), error) { return m.s.Admit(who, k) }
-func (m memberBackend) Healthy(ctx context.Context) error                { return m.n.Healthy(ctx) }
+func (m memberBackend) Healthy(ctx context.Context) error { return m.n.Healthy(ctx) }
 
 // An Option changes how New serves.
 type Option func(*options)
@@ -108,7 +103,7 @@ type API struct {
 // Beside raftlock.v1.Locks it serves grpc.health.v1.Health (health.go)
 // and, unless WithoutReflection, server reflection.
 func New(s *server.Server, n *node.Node, lim server.Limits, opts ...Option) *API {
-	return newAPI(memberBackend{httpapi.MemberBackend(s, n), s, n}, n.Metrics(), lim, opts)
+	return newAPI(memberBackend{httpapi.MemberBackend(s, n), n}, n.Metrics(), lim, opts)
 }
 
 // NewWithBackend is New on any Backend (tests), counting nothing.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -72,75 +70,43 @@ func (a *API) KeepAlive(stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequ
 		return err
 	}
 	defer release()
-	closed := make(chan error, 1) // the client's side ended: io.EOF, or why not
+	stop := make(chan error, 2)
 	go func() {
 		_, err := stream.Recv()
-		if err == nil {
+		switch {
+		case errors.Is(err, io.EOF):
+			err = nil // the client closed its side: done
+		case err == nil:
 			err = invalid(errors.New("a keep-alive takes one KeepAliveRequest; close the stream to stop it"))
 		}
-		closed <- err
+		stop <- err
 	}()
-	lease := time.Duration(req.LeaseMS) * time.Millisecond
-	every := max(lease/3, 5*time.Millisecond)
-	next := time.NewTimer(every)
-	defer next.Stop()
-	var retry time.Duration // the backoff after a renewal that did not go through
-	for validFrom := time.Now(); ; {
-		// The renewal runs on the stream's unit (server.WithCallUnit).
-		renewedFrom, err := a.renew(server.WithCallUnit(ctx), stream, req, validFrom, lease)
-		if err != nil {
-			return err
-		}
-		wait := every
-		if renewedFrom.Equal(validFrom) {
-			// Unavailable, overloaded or unknown: again soon, jittered
-			// (so that thousands of streams refused together do not
-			// come back together), not a third of a lease later.
-			retry = min(max(2*retry, 20*time.Millisecond), every)
-			wait = retry/2 + rand.N(retry/2+1)
-		} else {
-			retry = 0
-		}
-		validFrom = renewedFrom
-		next.Reset(wait)
+	go func() {
 		select {
-		case err := <-closed:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
 		case <-a.stopping:
-			return stoppingError()
-		case <-next.C:
+			stop <- stoppingError()
+		case <-ctx.Done():
 		}
-	}
-}
-
-// renew renews req's lock once for a keep-alive whose lease was last
-// counted from validFrom, and returns the time it is counted from now;
-// an error ends the stream.
-func (a *API) renew(ctx context.Context, stream grpc.BidiStreamingServer[raftlockv1.KeepAliveRequest, raftlockv1.KeepAliveResponse], req *wire.Request, validFrom time.Time, lease time.Duration) (time.Time, error) {
-	start := time.Now()
-	deadline := validFrom.Add(lease)
-	rctx, cancel := context.WithDeadline(ctx, deadline)
-	resp := a.b.Do(callContext(rctx), identity(ctx), wire.FeaturePermissionDenied, req)
-	cancel()
+	}()
+	err = server.KeepAlive{
+		Req:  req,
+		Stop: stop,
+		// Each renewal runs on the stream's unit (server.WithCallUnit).
+		Renew: func(rctx context.Context, req *wire.Request) *wire.Response {
+			return a.b.Do(callContext(server.WithCallUnit(rctx)), identity(ctx), wire.FeaturePermissionDenied, req)
+		},
+		Renewed: func() error {
+			return stream.Send(&raftlockv1.KeepAliveResponse{Key: wire.AsText(req.Key), KeyBytes: keyBytes(req.Key), Token: req.Token, LeaseMs: req.LeaseMS})
+		},
+	}.Run(ctx)
+	var end *server.KeepAliveEnd
 	switch {
-	case ctx.Err() != nil:
-		return validFrom, ctx.Err()
-	case resp != nil && resp.Op == wire.OpRenewed:
-		err := stream.Send(&raftlockv1.KeepAliveResponse{Key: wire.AsText(req.Key), KeyBytes: keyBytes(req.Key), Token: req.Token, LeaseMs: req.LeaseMS})
-		return start, err
-	case resp != nil && resp.Op == wire.OpNotFound:
-		return validFrom, lost(req.Key, req.Token, "the cluster says the token no longer holds it (released, forced or expired)")
-	case resp != nil && (resp.Op == wire.OpRedirect || resp.Op == wire.OpPermissionDenied || resp.Op == wire.OpInvalidArgument):
-		return validFrom, a.errorStatus(resp, req)
-	case !time.Now().Before(deadline):
-		return validFrom, lost(req.Key, req.Token, "a whole lease passed without a renewal succeeding")
+	case errors.As(err, &end) && end.Lost:
+		return lost(req.Key, req.Token, end.Why)
+	case errors.As(err, &end):
+		return a.errorStatus(end.Answer, req)
 	}
-	return validFrom, nil // unavailable, overloaded, outcome unknown: again after a backoff
+	return err
 }
 
 // Watch streams the lock events under a prefix: first a response with

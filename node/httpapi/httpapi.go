@@ -59,6 +59,9 @@ type Backend interface {
 	// Watch starts a watch of the locks under prefix for the identity
 	// who, or answers why not (server.Server.Watch).
 	Watch(ctx context.Context, who string, features uint64, prefix string) (*node.Watch, *wire.Response)
+	// Admit takes one unit of k for the identity who, or refuses it
+	// with an error wrapping node.ErrOverloaded (server.Server.Admit).
+	Admit(who string, k server.Limit) (release func(), err error)
 }
 
 // memberBackend is the Backend of a running member: its server and its node.
@@ -79,6 +82,8 @@ type Handler struct {
 	metrics *node.Metrics // nil: the refusals made here are not counted
 	slots   chan struct{} // one per call in progress (Limits.MaxConns)
 	watches chan struct{} // one per watch in progress (as many)
+	// keepAlives has one per keep-alive in progress (as many).
+	keepAlives chan struct{}
 	// bodyTimeout bounds the reading of a call's body
 	// (Limits.HandshakeTimeout): a caller that declares a body and sends
 	// it slowly, or never, holds its connection that long at most.
@@ -101,7 +106,7 @@ func New(s *server.Server, n *node.Node, lim server.Limits) *Handler {
 // NewWithBackend is New on any Backend (tests).
 func NewWithBackend(b Backend, lim server.Limits) *Handler {
 	lim = lim.WithDefaults()
-	return &Handler{b: b, slots: make(chan struct{}, lim.MaxConns), watches: make(chan struct{}, lim.MaxConns), bodyTimeout: lim.HandshakeTimeout}
+	return &Handler{b: b, slots: make(chan struct{}, lim.MaxConns), watches: make(chan struct{}, lim.MaxConns), keepAlives: make(chan struct{}, lim.MaxConns), bodyTimeout: lim.HandshakeTimeout}
 }
 
 // MaxHeaderBytes bounds a request's headers on the member's HTTP ports: a
@@ -150,13 +155,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.watch(w, r)
 		return
 	}
+	if r.URL.Path == keepAlivePath {
+		h.keepAlive(w, r)
+		return
+	}
 	if r.URL.Path == locksPath || strings.HasPrefix(r.URL.Path, locksPath+"/") {
 		h.read(w, r)
 		return
 	}
 	c, ok := calls[r.URL.Path]
 	if !ok {
-		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/get, /v1/list and /v1/status, GET /v1/locks/KEY and /v1/locks?prefix=P, and GET /v1/watch", r.URL.Path))
+		writeError(w, http.StatusNotFound, wire.ErrorNameInvalidArgument, fmt.Sprintf("no call %s: the calls are POST /v1/acquire, /v1/release, /v1/renew, /v1/keepalive, /v1/get, /v1/list and /v1/status, GET /v1/locks/KEY and /v1/locks?prefix=P, and GET /v1/watch", r.URL.Path))
 		return
 	}
 	if !allowed(w, r, http.MethodPost, "every call is a POST with a JSON body") {

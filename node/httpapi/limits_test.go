@@ -136,3 +136,5 @@ func TestSlowBodyTimesOutOverHTTP2(t *testing.T) {
 	}
 	post(t, cl, "http://"+addr+"/v1/get", `{"key":"k"}`).expect(t, "a call on the same connection after", 200, nil, nil)
 }
+
+func (okBackend) Admit(string, server.Limit) (func(), error) { return func() {}, nil }
