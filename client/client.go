@@ -418,7 +418,7 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 	var lastErr error
 	refused := map[string]bool{} // endpoints that refused a connection
 	target := c.target("")
-	for attempt := 0; ; attempt++ {
+	for redirects := 0; ; {
 		if err := ctx.Err(); err != nil {
 			if errors.Is(lastErr, ErrOverloaded) {
 				return wire.Response{}, fmt.Errorf("gave up at the deadline: %w (%w)", lastErr, err)
@@ -429,56 +429,68 @@ func (c *Client) call(ctx context.Context, req *wire.Request, idempotent bool) (
 			return wire.Response{}, err
 		}
 		req.ID = c.nextID.Add(1)
-		cn, err := c.conn(ctx, target)
-		if err == nil {
-			var resp wire.Response
-			var sent bool
-			resp, sent, err = cn.roundTrip(ctx, req)
-			switch {
-			case err == nil && resp.Op == wire.OpRedirect && resp.Leader != "":
-				c.setLeader(resp.Leader)
-				target = resp.Leader
-				if attempt < 3 {
-					continue // a redirect is an answer, not a failure: no backoff
-				}
-				lastErr = fmt.Errorf("redirected to %s", resp.Leader)
-			case err == nil && resp.Op == wire.OpOverloaded:
-				// The member is busy, not gone: back off and ask it again.
-				lastErr = fmt.Errorf("%w: %s: %s", ErrOverloaded, target, resp.Reason)
-			case err == nil && resp.Op == wire.OpUnavailable:
-				lastErr = fmt.Errorf("%s: %s", target, resp.Reason)
-				c.forgetLeader(target)
-				target = c.target(target)
-			case err == nil:
-				return resp, nil
-			case sent && !idempotent:
-				c.forgetLeader(target)
-				return wire.Response{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-			default:
-				lastErr = err
-				c.forgetLeader(target)
-				target = c.target(target)
+		outcome, resp, err := c.try(ctx, target, req)
+		if outcome == retry.NotSent && errors.Is(err, syscall.ECONNREFUSED) && slices.Contains(c.endpoints, target) {
+			if refused[target] = true; len(refused) == len(c.endpoints) {
+				return wire.Response{}, fmt.Errorf("%w at %s: every member refused the connection", ErrNoMember, strings.Join(c.endpoints, ","))
 			}
-		} else {
-			if pe := (*ProtocolError)(nil); errors.Is(err, ErrClosed) || errors.As(err, &pe) {
-				return wire.Response{}, err
-			}
-			if errors.Is(err, syscall.ECONNREFUSED) && slices.Contains(c.endpoints, target) {
-				refused[target] = true
-				if len(refused) == len(c.endpoints) {
-					return wire.Response{}, fmt.Errorf("%w at %s: every member refused the connection",
-						ErrNoMember, strings.Join(c.endpoints, ","))
-				}
-			}
+		}
+		switch retry.Decide(outcome, idempotent, redirects) {
+		case retry.Return:
+			return resp, err
+		case retry.Follow:
+			redirects++
+			c.setLeader(resp.Leader)
+			target = resp.Leader
+			continue // a redirect is an answer, not a failure: no backoff
+		case retry.FollowLater:
+			redirects++
+			c.setLeader(resp.Leader)
+			target = resp.Leader
+			lastErr = fmt.Errorf("redirected to %s", resp.Leader)
+		case retry.Again:
+			lastErr = err
+		case retry.Next:
 			lastErr = err
 			c.forgetLeader(target)
 			target = c.target(target)
+		case retry.Unknown:
+			c.forgetLeader(target)
+			return wire.Response{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}
 		if c.beforeBackoff != nil {
 			c.beforeBackoff(ctx, lastErr)
 		}
 		backoff.Wait(ctx)
 	}
+}
+
+// try sends req to target once and says what it came to
+// (retry.Outcome), with the answer, or the error that stands for it: an
+// overloaded or unavailable answer's, or why no answer came.
+func (c *Client) try(ctx context.Context, target string, req *wire.Request) (retry.Outcome, wire.Response, error) {
+	cn, err := c.conn(ctx, target)
+	if err != nil {
+		if pe := (*ProtocolError)(nil); errors.Is(err, ErrClosed) || errors.As(err, &pe) {
+			return retry.Answered, wire.Response{}, err // no retry cures it
+		}
+		return retry.NotSent, wire.Response{}, err
+	}
+	resp, sent, err := cn.roundTrip(ctx, req)
+	switch {
+	case err != nil && sent:
+		return retry.Lost, resp, err
+	case err != nil:
+		return retry.NotSent, resp, err
+	case resp.Op == wire.OpRedirect && resp.Leader != "":
+		return retry.Redirected, resp, nil
+	case resp.Op == wire.OpOverloaded:
+		// The member is busy, not gone: back off and ask it again.
+		return retry.Overloaded, resp, fmt.Errorf("%w: %s: %s", ErrOverloaded, target, resp.Reason)
+	case resp.Op == wire.OpUnavailable, resp.Op == wire.OpRedirect:
+		return retry.Unavailable, resp, fmt.Errorf("%s: %s", target, resp.Reason)
+	}
+	return retry.Answered, resp, nil
 }
 
 // target picks where to send: the known leader, else the next endpoint after

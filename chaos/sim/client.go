@@ -8,6 +8,7 @@ import (
 
 	"github.com/raftlock/raftlock/chaos/workload"
 	"github.com/raftlock/raftlock/checker/history"
+	"github.com/raftlock/raftlock/internal/retry"
 	"github.com/raftlock/raftlock/member"
 )
 
@@ -56,6 +57,7 @@ type op struct {
 	done         bool
 	att          *attempt // outstanding request; nil while backing off
 	tries        int
+	redirects    int    // followed at once so far (retry.MaxRedirects)
 	next         uint64 // member to try next
 	by           uint64 // the member whose answer completed it
 	then         func(typ string, a member.Answer)
@@ -340,14 +342,12 @@ func (c *client) answered(a *attempt, ans member.Answer) {
 		c.complete(o, history.Fail, history.Value{Error: "held"}, ans)
 	case errors.Is(ans.Err, member.ErrNotFound):
 		c.complete(o, history.Fail, history.Value{Error: "not-found"}, ans)
-	case errors.As(ans.Err, &nl):
-		next := nl.LeaderID
-		if next == 0 || next == a.node.id || int(next) > len(c.s.nodes) {
-			next = c.s.nextMember(a.node.id)
-		}
-		c.retry(o, next)
-	case errors.Is(ans.Err, member.ErrUnavailable), errors.Is(ans.Err, member.ErrStopped):
-		c.retry(o, c.s.nextMember(a.node.id))
+	case errors.As(ans.Err, &nl) && nl.LeaderID != 0 && nl.LeaderID != a.node.id && int(nl.LeaderID) <= len(c.s.nodes):
+		c.decide(a, retry.Redirected, nl.LeaderID)
+	case errors.As(ans.Err, &nl), errors.Is(ans.Err, member.ErrUnavailable), errors.Is(ans.Err, member.ErrStopped):
+		c.decide(a, retry.Unavailable, 0)
+	case errors.Is(ans.Err, member.ErrOverloaded):
+		c.decide(a, retry.Overloaded, 0)
 	case errors.Is(ans.Err, member.ErrGrantRejected):
 		c.complete(o, history.Fail, history.Value{Error: "grant-rejected"}, ans)
 	case errors.As(ans.Err, &inv):
@@ -366,11 +366,36 @@ func (c *client) unknown(o *op, why string, ans member.Answer) {
 	c.complete(o, history.Info, history.Value{Error: why}, ans)
 }
 
+// decide carries out the retry policy the real clients follow
+// (retry.Decide) after attempt a came to outcome; leader is the member a
+// redirect named.
+func (c *client) decide(a *attempt, outcome retry.Outcome, leader uint64) {
+	o := a.op
+	switch retry.Decide(outcome, !o.lockChanging, o.redirects) {
+	case retry.Follow:
+		o.redirects++
+		c.retryAfter(o, leader, 0) // a redirect is an answer, not a failure: no backoff
+	case retry.FollowLater:
+		o.redirects++
+		c.retry(o, leader)
+	case retry.Again:
+		c.retry(o, a.node.id)
+	case retry.Next:
+		c.retry(o, c.s.nextMember(a.node.id))
+	case retry.Unknown:
+		c.unknown(o, "connection lost", member.Answer{})
+	}
+}
+
 // retry tries member next after a backoff, within the deadline.
 func (c *client) retry(o *op, next uint64) {
+	c.retryAfter(o, next, int64(10*time.Millisecond)+int64(c.r().IntN(20*o.tries))*int64(time.Millisecond))
+}
+
+// retryAfter tries member next after backoff, within the deadline.
+func (c *client) retryAfter(o *op, next uint64, backoff int64) {
 	s := c.s
 	o.att = nil
-	backoff := int64(10*time.Millisecond) + int64(c.r().IntN(20*o.tries))*int64(time.Millisecond)
 	if s.sch.now+backoff >= o.deadline {
 		c.complete(o, history.Fail, history.Value{Error: "unavailable"}, member.Answer{})
 		return
@@ -386,21 +411,16 @@ func (c *client) retry(o *op, next uint64) {
 // refused: the member was down when the request arrived; nothing happened.
 func (c *client) refused(a *attempt) {
 	if c.current(a) {
-		c.retry(a.op, c.s.nextMember(a.node.id))
+		c.decide(a, retry.NotSent, 0)
 	}
 }
 
 // broken: the member died with the request pending. A read is retried; a
 // lock-changing request's outcome is unknown.
 func (c *client) broken(a *attempt) {
-	if !c.current(a) {
-		return
+	if c.current(a) {
+		c.decide(a, retry.Lost, 0)
 	}
-	if !a.op.lockChanging {
-		c.retry(a.op, c.s.nextMember(a.node.id))
-		return
-	}
-	c.unknown(a.op, "connection lost", member.Answer{})
 }
 
 // timeout: the operation's deadline passed.

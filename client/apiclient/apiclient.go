@@ -97,40 +97,57 @@ func (r *retrier) do(ctx context.Context, idempotent bool, try func(ctx context.
 			return err
 		}
 		a := try(ctx, target)
-		switch {
-		case a.redirect != "":
+		outcome := a.outcome()
+		if outcome == retry.NotSent && errors.Is(a.err, syscall.ECONNREFUSED) && slices.Contains(r.endpoints, target) {
+			if refused[target] = true; len(refused) == len(r.endpoints) {
+				return fmt.Errorf("%w at %s: every member refused the connection", client.ErrNoMember, strings.Join(r.endpoints, ","))
+			}
+		}
+		switch retry.Decide(outcome, idempotent, redirects) {
+		case retry.Return:
+			return a.err
+		case retry.Follow:
+			redirects++
 			r.SetLeader(a.redirect)
 			target = a.redirect
-			if redirects++; redirects <= 3 {
-				continue // a redirect is an answer, not a failure: no backoff
-			}
+			continue // a redirect is an answer, not a failure: no backoff
+		case retry.FollowLater:
+			redirects++
+			r.SetLeader(a.redirect)
+			target = a.redirect
 			lastErr = fmt.Errorf("redirected to %s", a.redirect)
-		case a.overloaded:
+		case retry.Again:
 			lastErr = a.err
-		case a.unavailable:
+		case retry.Next:
 			lastErr = a.err
 			r.ForgetLeader(target)
 			target = r.Next(target)
-		case !a.failed:
-			return a.err
-		case a.sent && !idempotent:
+		case retry.Unknown:
 			r.ForgetLeader(target)
 			return fmt.Errorf("%w: %w", client.ErrOutcomeUnknown, a.err)
-		default:
-			if !a.sent && errors.Is(a.err, syscall.ECONNREFUSED) && slices.Contains(r.endpoints, target) {
-				if refused[target] = true; len(refused) == len(r.endpoints) {
-					return fmt.Errorf("%w at %s: every member refused the connection", client.ErrNoMember, strings.Join(r.endpoints, ","))
-				}
-			}
-			lastErr = a.err
-			r.ForgetLeader(target)
-			target = r.Next(target)
 		}
 		if r.beforeBackoff != nil {
 			r.beforeBackoff(ctx, lastErr)
 		}
 		backoff.Wait(ctx)
 	}
+}
+
+// outcome is what the attempt came to, for the retry policy.
+func (a attempt) outcome() retry.Outcome {
+	switch {
+	case a.redirect != "":
+		return retry.Redirected
+	case a.overloaded:
+		return retry.Overloaded
+	case a.unavailable:
+		return retry.Unavailable
+	case !a.failed:
+		return retry.Answered
+	case a.sent:
+		return retry.Lost
+	}
+	return retry.NotSent
 }
 
 // errorOf is the client package's error for an error answer named name
