@@ -11,12 +11,14 @@ import (
 	"io"
 
 	"github.com/raftlock/raftlock/internal/binread"
+	"github.com/raftlock/raftlock/internal/lockrule"
 )
 
-// Limits enforced by the decoders (and by the node before it proposes).
+// Limits enforced by the decoders (and by the node before it proposes);
+// the key's and owner's are the lock vocabulary's (lockrule).
 const (
-	MaxKeyLen     = 256
-	MaxOwnerLen   = 128     // bytes of a Grant's owner
+	MaxKeyLen     = lockrule.MaxKeyLen
+	MaxOwnerLen   = lockrule.MaxOwnerLen // bytes of a Grant's owner
 	MaxBatch      = 4096    // commands in one log entry
 	MaxEntryBytes = 1 << 20 // encoded size of one log entry
 	snapshotMagic = "RLS"

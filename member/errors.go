@@ -3,9 +3,9 @@ package member
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/lockrule"
 )
 
 // Errors a lock call returns. The client server maps each to one answer.
@@ -55,31 +55,22 @@ type InvalidArgumentError struct{ Reason string }
 
 func (e *InvalidArgumentError) Error() string { return "invalid argument: " + e.Reason }
 
-// Bounds of lock rule 10 (ARCHITECTURE.md), the same as the client
-// protocol's (wire.MaxKeyLen, MinLeaseMS, MaxLeaseMS; a test in
-// node/server keeps them equal): a member checks them itself, whoever
-// calls it.
-const (
-	MaxKeyLen  = 256
-	MinLeaseMS = 10
-	MaxLeaseMS = 3_600_000
-)
-
-// ValidateKey checks a lock key.
-func ValidateKey(key string) error {
-	if len(key) == 0 || len(key) > MaxKeyLen {
-		return &InvalidArgumentError{Reason: fmt.Sprintf("key must be 1..%d bytes, got %d", MaxKeyLen, len(key))}
-	}
-	return nil
-}
+// ValidateKey checks a lock key against rule 10's bound (lockrule, which
+// the client protocol checks too): a member checks it itself, whoever
+// calls it. Its bound is a stored key's: the key rule's text part is the
+// entries' (the client port's), so keys stored before it stay nameable.
+func ValidateKey(key string) error { return invalid(lockrule.ValidateStoredKey(key)) }
 
 // ValidateLease checks a lease length in milliseconds; the message shows
 // the value given.
-func ValidateLease(ms int64) error {
-	if ms < MinLeaseMS || ms > MaxLeaseMS {
-		return &InvalidArgumentError{Reason: fmt.Sprintf("lease must be 10ms..1h, got %v", time.Duration(ms)*time.Millisecond)}
+func ValidateLease(ms int64) error { return invalid(lockrule.ValidateLease(ms)) }
+
+// invalid is err as an InvalidArgumentError (nil for nil).
+func invalid(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return &InvalidArgumentError{Reason: err.Error()}
 }
 
 // LoggedCommand is one committed command with the result it had when

@@ -24,15 +24,3 @@ type (
 	// LockInfo answers Get.
 	LockInfo = member.LockInfo
 )
-
-// Lease bounds of lock rule 10 (ARCHITECTURE.md).
-const (
-	MinLeaseMS = member.MinLeaseMS
-	MaxLeaseMS = member.MaxLeaseMS
-)
-
-// ValidateKey checks a lock key.
-func ValidateKey(key string) error { return member.ValidateKey(key) }
-
-// ValidateLease checks a lease length in milliseconds.
-func ValidateLease(ms int64) error { return member.ValidateLease(ms) }

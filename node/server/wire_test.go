@@ -14,30 +14,6 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// The member checks rule 10's bounds itself, without the wire package: its
-// bounds and messages must be the protocol's, so a client that checks
-// first and a member that checks again agree. Its key bound is a stored
-// key's: the key rule is the entries' (the client port's), so keys stored
-// before it stay nameable.
-func TestMemberBoundsAreTheProtocols(t *testing.T) {
-	if member.MaxKeyLen != wire.MaxKeyLen || member.MinLeaseMS != wire.MinLeaseMS || member.MaxLeaseMS != wire.MaxLeaseMS {
-		t.Fatalf("member bounds key %d lease %d..%d, wire key %d lease %d..%d", member.MaxKeyLen, member.MinLeaseMS,
-			member.MaxLeaseMS, wire.MaxKeyLen, wire.MinLeaseMS, wire.MaxLeaseMS)
-	}
-	for _, key := range []string{"", string(make([]byte, wire.MaxKeyLen+1)), "k"} {
-		m, w := member.ValidateKey(key), wire.ValidateStoredKey(key)
-		if (m == nil) != (w == nil) || (m != nil && m.Error() != "invalid argument: "+w.Error()) {
-			t.Errorf("key of %d bytes: member says %v, wire %v", len(key), m, w)
-		}
-	}
-	for _, ms := range []int64{wire.MinLeaseMS - 1, wire.MinLeaseMS, wire.MaxLeaseMS, wire.MaxLeaseMS + 1} {
-		m, w := member.ValidateLease(ms), wire.ValidateLease(ms)
-		if (m == nil) != (w == nil) || (m != nil && m.Error() != "invalid argument: "+w.Error()) {
-			t.Errorf("lease of %d ms: member says %v, wire %v", ms, m, w)
-		}
-	}
-}
-
 // /status (node.Status) and the protocol's status answer (wire.Status)
 // are one type (memberstatus.Status), so they carry the same JSON: this
 // compiles only while they are.
