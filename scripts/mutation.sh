@@ -16,7 +16,7 @@ mkdir -p "$out"
 # reported with the reason instead of failing the run.
 declare -A masked=(
   [expire-ignores-token]="every Expire is proposed by the leader after the grant it names applied and before any later Grant of the key (single-leader log order + term barrier), so no late Expire can meet a newer lock; the token check is defence in depth (fsm unit test TestLateExpireCannotRemoveRegrantedLock)"
-  [apply-before-persist]="the production driver hands a compaction to a goroutine that stores the snapshot only once its index is in the log's mirror, which a Ready's write fills after it synced, and answers leave after the write (a follower answers nothing, a leader's committed entries were written by an earlier Ready), so applying at the Ready changes nothing a disk or a client sees; the simulator, whose compaction is synchronous, catches it (results/sim.md), and member TestBugApplyBeforePersist tests the rule"
+  [apply-before-persist]="in the production driver a Ready's answers leave after its write, a leader's committed entries were written by an earlier Ready (its own acknowledgement counts only once written) and a follower's are on a quorum already; what is left is a compaction handed over before the write, and the store takes a snapshot only once its index is in the log's mirror, which the write fills after it synced (one that came first would panic the member: no run, with power cuts and --snapshot-every 1 or 5 too, showed it); so no disk and no client sees the early apply. The simulator, whose compaction is synchronous, catches it (results/sim.md), and member TestBugApplyBeforePersist tests the rule"
   [no-term-barrier]="a new leader learns the commit index within one round trip of its election (its empty entry), so the window in which it decides on a stale table is about a millisecond; the rule is tested directly by member TestEveryRequestInEveryLockState (leader_before_its_term_barrier rows), and the simulator reaches it (results/sim.md)"
 )
 # backup-without-read-index is not in the list: the real-process harness
@@ -55,6 +55,7 @@ declare -A masked=(
 declare -A flags=(
   [skip-fsync]="--nemesis power"
   [snapshot-unsynced]="--nemesis power"
+  [apply-before-persist]="--nemesis power,power-all"
   [commit-not-persisted]="--snapshot-every 10"
   [force-release-unchecked]="--keys 1"
   [no-snapshot-on-add]="--nemesis membership"
