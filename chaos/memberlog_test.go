@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftlock/raftlock/chaos/fault"
+	"github.com/raftlock/raftlock/checker"
 )
 
 // The counts include the repeats a member held back and reported on a
@@ -48,6 +50,13 @@ level=ERROR msg="refused raft message" member=2 type=MsgHeartbeat from=3 err="co
 	if len(got) != 1 || got[0].Node != 2 || !strings.Contains(got[0].Reason, "commits 483, log ends at 406") ||
 		!strings.Contains(got[0].Err, "refused 2 heartbeat(s)") {
 		t.Fatalf("LostAcknowledged = %+v, want member 2 alone, its first line and 2 refusals", got)
+	}
+	v := Check(&Result{Crashes: got}, time.Second)
+	for _, c := range v.Checks {
+		if c.Name == "member-crashes" && (c.Status != checker.StatusViolation || len(c.Violations) != 1 ||
+			!strings.Contains(c.Violations[0].Message, "node 2 (lost entries it had acknowledged")) {
+			t.Fatalf("member-crashes %s %+v, want one violation naming node 2's lost entries", c.Status, c.Violations)
+		}
 	}
 	if lossInjected([]fault.Family{fault.FamilyPower, fault.FamilyPowerAll, fault.FamilyKill}) {
 		t.Fatal("the power families inject no loss of acknowledged entries")
