@@ -84,6 +84,7 @@ type Nemesis struct {
 
 	current        atomic.Value // string: the fault in force, for the progress line
 	snapshotFaults int          // snapshot faults so far; Run's goroutine only
+	powerFaults    int          // power family faults so far; Run's goroutine only
 	Counts         NemesisCounts
 	Garbage        GarbageCounts
 
@@ -118,6 +119,9 @@ type NemesisCounts struct {
 	PowerCuts         atomic.Int64
 	PowerBytesDropped atomic.Int64
 	PowerCutsFailed   atomic.Int64
+	// PowerAfterInstall counts the power family's cuts of a follower
+	// seen to have installed a leader's snapshot just before.
+	PowerAfterInstall atomic.Int64
 }
 
 // String summarises the counts for the log.
@@ -132,8 +136,8 @@ func (c *NemesisCounts) String() string {
 			c.Replaced.Load(), c.ReplacedBySnapshot.Load(), c.RemovedStopped.Load(), c.MembershipFailed.Load())
 	}
 	if k := c.PowerCuts.Load() + c.PowerCutsFailed.Load(); k > 0 {
-		s += fmt.Sprintf(", power cuts %d (%d unsynced bytes dropped), power cuts failed %d",
-			c.PowerCuts.Load(), c.PowerBytesDropped.Load(), c.PowerCutsFailed.Load())
+		s += fmt.Sprintf(", power cuts %d (%d unsynced bytes dropped; %d right after a snapshot install), power cuts failed %d",
+			c.PowerCuts.Load(), c.PowerBytesDropped.Load(), c.PowerAfterInstall.Load(), c.PowerCutsFailed.Load())
 	}
 	if k := c.ClientPauses.Load(); k > 0 {
 		s += fmt.Sprintf(", client pauses %d (%d between a read and a write)", k, c.ClientPausesHolding.Load())
@@ -245,8 +249,10 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family fault.Famil
 		return n.membership(ctx, rng)
 	case fault.FamilyClientPause:
 		return n.clientPause(ctx, rng)
-	case fault.FamilyPower, fault.FamilyPowerAll:
-		return n.power(ctx, fault.DrawPower(rng, c, family == fault.FamilyPowerAll))
+	case fault.FamilyPower:
+		return n.powerOne(ctx, rng)
+	case fault.FamilyPowerAll:
+		return n.power(ctx, fault.DrawPower(rng, c, true))
 	default: // snapshot: the kinds take turns, isolation first, since
 		// it is the only fault that reliably makes a member install a
 		// snapshot, and a short run may have room for one snapshot fault;

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -170,4 +171,58 @@ func (n *Nemesis) power(ctx context.Context, p fault.Power) (func(context.Contex
 		dropped += c.BytesDropped
 	}
 	return n.restart(p.Nodes), fmt.Sprintf("power cut %v (%d unsynced bytes dropped)", p.Nodes, dropped)
+}
+
+// powerOne is the power family's fault; its two kinds take turns, the
+// aimed one first (a short run may have room for few): a follower's
+// power cut right after it installed a snapshot (powerAfterInstall), and
+// a power cut of a member drawn at any moment, the leader one time in
+// three (fault.DrawPower).
+func (n *Nemesis) powerOne(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
+	n.powerFaults++
+	if n.powerFaults%2 == 1 {
+		return n.powerAfterInstall(ctx, rng)
+	}
+	return n.power(ctx, fault.DrawPower(rng, view{ctx, n.Sup}, false))
+}
+
+// powerAfterInstall cuts a follower's power right after it installed a
+// snapshot from the leader and acknowledged it, before it stored
+// anything else. Raft's MustSync ignores snapshots, and a member's next
+// synced write (the entries that follow the install, a few milliseconds
+// later) makes an unsynced install durable with it, so a cut at a drawn
+// moment all but never lands in between. So: the follower is cut off
+// until the leader compacted past it (only a snapshot brings it back);
+// every link into it is armed to drop its messages once a snapshot
+// stream starts (Proxy.HoldAfterSnapshot: the appends and heartbeats
+// after the install, recorded as a one-way partition into it); the
+// partition heals; and once the follower says it installed (or the bound
+// passed), it is killed and its disk cut, whole (a torn cut may keep
+// what the cut is for). A follower that acknowledged the snapshot without
+// syncing it comes back without it, and the leader's next heartbeat
+// commits past its log (member-crashes: lost entries it had
+// acknowledged). Its heal restarts the follower.
+func (n *Nemesis) powerAfterInstall(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
+	f, _ := n.isolatePastLeader(ctx, rng)
+	before, err := n.Sup.Metrics(ctx, f)
+	var into [][2]int
+	for _, id := range n.Sup.IDs() {
+		if id != f {
+			into = append(into, [2]int{id, f})
+		}
+	}
+	n.Sup.HoldAfterSnapshot(f, true)
+	n.Sup.Heal()
+	fault.Heal{}.Record(n.Rec)
+	fault.OneWay{Links: into}.Record(n.Rec)
+	n.setCurrent("cut %d's power after its snapshot install", f)
+	if err == nil && n.watch(ctx, f, snapshotWait, 5*time.Millisecond, func(_, now MemberMetrics) bool {
+		return now.Installed > before.Installed
+	}) {
+		n.Counts.PowerAfterInstall.Add(1)
+	}
+	restart, desc := n.power(ctx, fault.Power{Nodes: []int{f}, Torn: []bool{false}})
+	n.Sup.HoldAfterSnapshot(f, false)
+	fault.Heal{Links: into}.Record(n.Rec)
+	return restart, desc + " after its snapshot install"
 }

@@ -51,6 +51,10 @@ type Proxy struct {
 
 	cut *snapshotCut // armed by CutSnapshot; guarded by mu
 	raw bool         // a byte-stream link (NewByteProxy): no frames read
+	// holdArmed (HoldAfterSnapshot): once a snapshot stream starts on the
+	// link, holding drops every message of its other streams, the
+	// snapshot streams still pass; guarded by mu.
+	holdArmed, holding bool
 
 	forwarded, dropped, blackholed atomic.Int64
 }
@@ -96,6 +100,33 @@ func (p *Proxy) CutSnapshot(from, to int, frac float64, done chan<- SnapshotCut)
 		return
 	}
 	p.cut = &snapshotCut{from: from, to: to, frac: frac, done: done}
+}
+
+// HoldAfterSnapshot arms the link (on) to drop every message it carries
+// outside snapshot streams from the moment the next snapshot stream
+// starts: the receiver gets the snapshot, and nothing the sender sends
+// after it (the appends and heartbeats that follow an install), while
+// its own answers travel the reverse link. Off disarms it and carries
+// messages again.
+func (p *Proxy) HoldAfterSnapshot(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdArmed, p.holding = on, false
+}
+
+// startHold starts holding if the link is armed to: a snapshot stream
+// started.
+func (p *Proxy) startHold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holding = p.holdArmed
+}
+
+// held says whether the link drops messages outside snapshot streams.
+func (p *Proxy) held() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holding
 }
 
 // takeCut disarms the link and returns its cut, if armed.
@@ -392,6 +423,9 @@ func (p *Proxy) readFrames(src io.Reader, q chan<- timedFrame, quit <-chan struc
 		switch payload := b[4:]; {
 		case k == 1:
 			snapshot = string(payload) == snapshotStreamMarker
+			if snapshot {
+				p.startHold()
+			}
 		case k == 2 && snapshot:
 			if size, ok := snapshotSize(payload); ok {
 				if c := p.takeCut(); c != nil {
@@ -405,7 +439,7 @@ func (p *Proxy) readFrames(src io.Reader, q chan<- timedFrame, quit <-chan struc
 			}
 		}
 		delay, drop := p.draw(!first)
-		if drop {
+		if drop || (!first && !snapshot && p.held()) {
 			p.dropped.Add(1)
 			continue
 		}

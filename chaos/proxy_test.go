@@ -254,3 +254,40 @@ func TestSupervisorLinkFaults(t *testing.T) {
 		}
 	}
 }
+
+// An armed hold lets messages through until a snapshot stream starts on
+// the link; from then on the snapshot stream passes whole and every
+// message of the link's other streams is dropped, the hello of a new
+// stream excepted, until the hold is disarmed.
+func TestProxyHoldsMessagesAfterASnapshotStreamStarts(t *testing.T) {
+	sink := newFrameSink(t)
+	p, msgs := startProxy(t, sink.addr)
+	p.HoldAfterSnapshot(true)
+	writeFrame(t, msgs, []byte("hello"))
+	writeFrame(t, msgs, []byte("before"))
+	for _, want := range []string{"hello", "before"} {
+		if a := sink.next(t); string(a.payload) != want {
+			t.Fatalf("got %q, want %q: nothing is held before a snapshot stream", a.payload, want)
+		}
+	}
+	snap, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	for _, f := range []string{"hello-snap", snapshotStreamMarker, snapshotHeaderMagic + "\x05", "chunk"} {
+		writeFrame(t, snap, []byte(f))
+	}
+	for _, want := range []string{"hello-snap", snapshotStreamMarker, snapshotHeaderMagic + "\x05", "chunk"} {
+		if a := sink.next(t); string(a.payload) != want {
+			t.Fatalf("snapshot stream: got %q, want %q", a.payload, want)
+		}
+	}
+	writeFrame(t, msgs, []byte("held"))
+	waitFor(t, func() bool { return p.Counts().Dropped == 1 })
+	p.HoldAfterSnapshot(false)
+	writeFrame(t, msgs, []byte("after"))
+	if a := sink.next(t); string(a.payload) != "after" {
+		t.Fatalf("got %q, want %q: the held message must be gone and the hold off", a.payload, "after")
+	}
+}

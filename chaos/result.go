@@ -149,6 +149,12 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 		Stats: r.sup.Stats(), Crashes: r.sup.Crashes(), Garbage: garbage, Membership: membershipReport(r.sup, nem),
 		Held: r.held, Integrity: snapshotIntegrity(r.sup, nem, garbage != nil),
 		Power: PowerCounts{Cuts: int(nem.Counts.PowerCuts.Load()), BytesDropped: nem.Counts.PowerBytesDropped.Load()}}
+	if !lossInjected(cfg.Nemeses) {
+		// A member that lost what it acknowledged keeps running, refusing
+		// its leader's heartbeats: member-crashes reports it, as the
+		// simulator does.
+		res.Crashes = append(res.Crashes, LostAcknowledged(r.logs)...)
+	}
 	if slices.Contains(cfg.Nemeses, fault.FamilyMembership) {
 		if err := writeJSON(cfg.Out, "membership.json", res.Membership, true); err != nil {
 			return nil, err

@@ -542,6 +542,16 @@ func (s *Supervisor) ArmSnapshotCut(to int, frac float64) <-chan SnapshotCut {
 	return done
 }
 
+// HoldAfterSnapshot arms (on) or disarms every link into member to to
+// hold its messages once a snapshot stream starts (Proxy.HoldAfterSnapshot).
+func (s *Supervisor) HoldAfterSnapshot(to int, on bool) {
+	for l, p := range s.links() {
+		if l[1] == to && l[0] != to {
+			p.HoldAfterSnapshot(on)
+		}
+	}
+}
+
 // DisarmSnapshotCut disarms every link into member to.
 func (s *Supervisor) DisarmSnapshotCut(to int) {
 	for l, p := range s.links() {

@@ -81,8 +81,10 @@ type Options struct {
 	// the history's own clock fault windows.
 	ClockOverride bool
 	// Crashes lists members that exited on their own during the run (a
-	// panic on restart, say), as the harness saw them: a lock service whose
-	// members cannot restart is broken, though no history shows it. nil:
+	// panic on restart, say), or that lost entries they had acknowledged
+	// (a leader's heartbeat committed past their stored log), as the
+	// harness saw them: a lock service whose members cannot restart, or
+	// forget what they promised, is broken, though no history shows it. nil:
 	// not known (raftlock check), the check is skipped.
 	Crashes []string
 	// Newcomers is what the chaos harness saw of membership changes: nil
@@ -577,9 +579,9 @@ func checkCrashes(crashes []string) Result {
 	case crashes == nil:
 		res.Status, res.Note = StatusSkipped, "no process information (only the chaos harness has it)"
 	case len(crashes) > 0:
-		res.Status, res.Note = StatusViolation, "members exited without being killed"
+		res.Status, res.Note = StatusViolation, "members exited without being killed, or lost entries they had acknowledged"
 		for _, c := range crashes {
-			res.Violations = append(res.Violations, Violation{Message: "member exited on its own: " + c})
+			res.Violations = append(res.Violations, Violation{Message: "member failed on its own: " + c})
 		}
 	}
 	return res

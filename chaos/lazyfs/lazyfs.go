@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -218,6 +219,36 @@ func (f *FS) mount() error {
 		return fmt.Errorf("lazyfs: mount %s: %w", f.mountpoint, err)
 	}
 	f.server = server
+	if err := fuseCloseOnExec(); err != nil {
+		server.Unmount()
+		return fmt.Errorf("lazyfs: mount %s: %w", f.mountpoint, err)
+	}
+	return nil
+}
+
+// fuseCloseOnExec marks every /dev/fuse descriptor of this process
+// close-on-exec. go-fuse (v2.12.1, mount_linux.go) opens /dev/fuse with
+// syscall.Open, without O_CLOEXEC, so every process started after a
+// mount inherited the connection: after the harness was killed, the
+// members it had started kept its mounts alive with nobody serving them,
+// and a member blocked on one of their requests (its files' flush as it
+// exited) waited forever, as did anything that touched the mountpoint,
+// instead of the kernel aborting the mounts (ENOTCONN) for CleanStale.
+// The processes a harness starts do so between mounts, never during one.
+func fuseCloseOnExec() error {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list this process's descriptors: %w", err)
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == "/dev/fuse" {
+			syscall.CloseOnExec(fd)
+		}
+	}
 	return nil
 }
 

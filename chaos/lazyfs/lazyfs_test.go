@@ -436,3 +436,17 @@ func TestUnescapeMount(t *testing.T) {
 		t.Error("tab")
 	}
 }
+
+// A process started after a mount does not inherit the FUSE connection:
+// one that did kept the mount alive after its server died, and hung
+// whatever touched it instead of letting the kernel abort it.
+func TestMountIsNotInheritedByChildren(t *testing.T) {
+	mount(t, Options{})
+	out, err := exec.Command("ls", "-l", "/proc/self/fd/").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ls: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "/dev/fuse") {
+		t.Fatalf("a child process holds /dev/fuse:\n%s", out)
+	}
+}
