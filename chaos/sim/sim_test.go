@@ -212,15 +212,17 @@ func TestMaxAndSkipFaults(t *testing.T) {
 
 // TestPipelineBoundMasksAMissingTermBarrier: a leader bounded to the
 // default two uncommitted entries cannot decide while an old term's tail
-// and its own first entry are both uncommitted, so the bound does the
-// term barrier's work; without a bound seed 4 reaches the planted bug.
-// This is why a run draws its bound from the seed.
+// and its own first entry are both uncommitted, so the bound often does
+// the term barrier's work: seed 102 reaches the planted bug only without
+// a bound. (Not always: since the simulated client retries an overloaded
+// call, 5 of seeds 1..200 reach it with the bound, 7 without;
+// results/sim.md.) This is why a run draws its bound from the seed.
 func TestPipelineBoundMasksAMissingTermBarrier(t *testing.T) {
 	for _, c := range []struct {
 		bound int
 		exit  int
 	}{{-1, 1}, {2, 0}} {
-		res, err := Run(Config{Seed: 4, Duration: 10 * time.Second, Faults: Families, Bug: "no-term-barrier", MaxUncommitted: c.bound})
+		res, err := Run(Config{Seed: 102, Duration: 10 * time.Second, Faults: Families, Bug: "no-term-barrier", MaxUncommitted: c.bound})
 		if err != nil {
 			t.Fatal(err)
 		}
