@@ -161,9 +161,12 @@ func (r CorruptReport) storageLoss() *checker.StorageLoss {
 func (n *Nemesis) corrupt(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
 	ctx = context.WithoutCancel(ctx)
 	noop := func(context.Context) {}
-	c := fault.DrawCorrupt(rng, corruptView{view{ctx, n.Sup}})
-	if c.Node == 0 {
-		return noop, "corrupt: no member up"
+	cv := corruptView{view{ctx, n.Sup}}
+	c := fault.DrawCorrupt(rng, cv)
+	if up := len(cv.Up()); up-1 < len(cv.Members())/2+1 {
+		// A member is down already (one a failed replacement left, or
+		// one that crashed): stopping another would leave no majority.
+		return noop, fmt.Sprintf("corrupt: not run, only %d of %d members up", up, len(cv.Members()))
 	}
 	id := c.Node
 	f := CorruptFault{Node: id}
@@ -347,6 +350,11 @@ func damageFile(dir string, c fault.Corrupt) (history.Damage, error) {
 			continue
 		}
 		j := int(c.File % uint64(len(names)))
+		if kind == fault.DamageLog && c.Newest {
+			if w := newestWAL(names); w >= 0 {
+				j = w
+			}
+		}
 		d := history.Damage{File: names[j], Kind: kind, Size: sizes[j]}
 		path := filepath.Join(dir, names[j])
 		off := c.Offset(sizes[j], kind)
@@ -386,4 +394,16 @@ func (r *run) writeCorrupt(c CorruptReport) error {
 			len(c.Faults), c.Refused, c.Replaced, c.ReplaceFailed, c.Recovered, c.Started, c.Crashed, len(c.Losses))
 	}
 	return writeJSON(r.cfg.Out, "corrupt.json", c, true)
+}
+
+// newestWAL is the index in names of the newest write-ahead log (the
+// highest number: pebble's names are zero-padded), -1 if none.
+func newestWAL(names []string) int {
+	best := -1
+	for i, n := range names {
+		if strings.HasSuffix(n, ".log") && (best < 0 || n > names[best]) {
+			best = i
+		}
+	}
+	return best
 }

@@ -26,12 +26,14 @@ const tailBytes = 16 << 10
 
 // Corrupt is one member stopped, one of its data files damaged, and the
 // member started again. The file is chosen once the member is down (its
-// files are known then): Kind, then File among that kind's files, Pos
-// where in it, Bit the bit flipped; Truncate cuts the file at Pos instead;
-// Tail puts a log's flip in its last tailBytes.
+// files are known then): Kind, then File among that kind's files (for a
+// log, with Newest the newest write-ahead log: the one pebble writes),
+// Pos where in it, Bit the bit flipped; Truncate cuts the file at Pos
+// instead; Tail puts a log's flip in its last tailBytes.
 type Corrupt struct {
 	Node     int
 	Kind     string
+	Newest   bool
 	Truncate bool
 	Tail     bool
 	File     uint64
@@ -40,8 +42,11 @@ type Corrupt struct {
 }
 
 // DrawCorrupt draws a corrupt fault on a member that is up: the leader
-// one time in three, else any; a flip two times in three, else a
-// truncation. Node 0: none is up.
+// one time in three, else any. The log half the time (a snapshot or the
+// metadata a quarter each), and then two times in three the newest
+// write-ahead log: older logs and sstables a member keeps hold little it
+// still needs, so damage to them mostly tests nothing. A flip two times
+// in three, else a truncation. Node 0: none is up.
 func DrawCorrupt(rng *rand.Rand, c Cluster) Corrupt {
 	ids := c.Up()
 	if len(ids) == 0 {
@@ -53,7 +58,14 @@ func DrawCorrupt(rng *rand.Rand, c Cluster) Corrupt {
 			id = l
 		}
 	}
-	return Corrupt{Node: id, Kind: DamageKinds[rng.IntN(len(DamageKinds))], Truncate: rng.IntN(3) == 0,
+	kind := DamageLog
+	switch rng.IntN(4) {
+	case 2:
+		kind = DamageSnapshot
+	case 3:
+		kind = DamageMetadata
+	}
+	return Corrupt{Node: id, Kind: kind, Newest: rng.IntN(3) != 0, Truncate: rng.IntN(3) == 0,
 		Tail: rng.IntN(2) == 0, File: rng.Uint64(), Pos: rng.Float64(), Bit: rng.IntN(8)}
 }
 

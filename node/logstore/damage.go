@@ -78,13 +78,20 @@ type DamagedError struct {
 	Dir  string
 	File string
 	Err  error
+	// Running: found while the store ran (pebble read a damaged block),
+	// not when it opened; every write after it fails with it.
+	Running bool
 }
 
 func (e *DamagedError) Error() string {
-	if e.File == "" {
-		return fmt.Sprintf("refusing to start: the data in %s is damaged: %v", e.Dir, e.Err)
+	refusing := "refusing to start"
+	if e.Running {
+		refusing = "refusing to go on"
 	}
-	return fmt.Sprintf("refusing to start: %s in %s is damaged: %v", e.File, e.Dir, e.Err)
+	if e.File == "" {
+		return fmt.Sprintf("%s: the data in %s is damaged: %v", refusing, e.Dir, e.Err)
+	}
+	return fmt.Sprintf("%s: %s in %s is damaged: %v", refusing, e.File, e.Dir, e.Err)
 }
 
 func (e *DamagedError) Unwrap() error { return e.Err }

@@ -156,7 +156,7 @@ func OpenWith(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger,
 		if rel, ok := strings.CutPrefix(file, dir); ok {
 			file = strings.TrimLeft(rel, "/")
 		}
-		st.damage.CompareAndSwap(nil, &DamagedError{Dir: dir, File: file, Err: info.Details})
+		st.damage.CompareAndSwap(nil, &DamagedError{Dir: dir, File: file, Err: info.Details, Running: true})
 		log.Error("pebble found its data damaged", "file", info.Path, "err", info.Details)
 	}
 	db, err := openPebble(dir, &pebble.Options{
@@ -240,12 +240,29 @@ func (s *Disk) loadChecked(initial *raftpb.Snapshot, sealed bool, sl seal, wals 
 	}
 	if err := s.load(initial); err != nil {
 		if d := s.stats.damage.Load(); d != nil {
-			return d
+			atOpen := *d
+			atOpen.Running = false
+			return &atOpen
 		}
-		if isCorruption(err) {
+		if isCorruption(err) || sealed {
+			// A sealed store loaded whole at its clean stop: a load that
+			// fails now (a snapshot file gone, a log gap) failed on data
+			// damaged since.
 			return &DamagedError{Dir: s.dir, Err: err}
 		}
 		return err
+	}
+	// Every sstable's blocks, read once: the load reads only the live
+	// keys, and a block of dead ones that fails its checksum would stop
+	// the member at the compaction that first reads it, mid-run, rather
+	// than now (pebble checks no checksum of a block it does not read).
+	if err := s.db.CheckLevels(nil); err != nil {
+		if d := s.stats.damage.Load(); d != nil {
+			atOpen := *d
+			atOpen.Running = false
+			return &atOpen
+		}
+		return &DamagedError{Dir: s.dir, Err: fmt.Errorf("checking its sstables: %w", err)}
 	}
 	if sealed {
 		if err := s.checkSeal(s.dir, sl, wals); err != nil {
