@@ -151,7 +151,7 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 	res := &Result{Events: r.rec.Events(), Digests: digests,
 		Stats: r.sup.Stats(), Crashes: r.sup.Crashes(), Garbage: garbage, Membership: membershipReport(r.sup, nem),
 		Held: r.held, Integrity: snapshotIntegrity(r.sup, nem, garbage != nil),
-		Power: PowerCounts{Cuts: int(nem.Counts.PowerCuts.Load()), BytesDropped: nem.Counts.PowerBytesDropped.Load()},
+		Power:   PowerCounts{Cuts: int(nem.Counts.PowerCuts.Load()), BytesDropped: nem.Counts.PowerBytesDropped.Load()},
 		Corrupt: nem.Corrupt.Report()}
 	if slices.Contains(cfg.Nemeses, fault.FamilyCorrupt) {
 		if err := r.writeCorrupt(res.Corrupt); err != nil {
