@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -463,4 +464,23 @@ func manifestNames(fs vfs.FS, dir string) []string {
 		return []string{"its MANIFEST"}
 	}
 	return out
+}
+
+// pebbleFileRe finds the file number in pebble's corruption messages
+// ("pebble: file 000010: block 0/457: ...").
+var pebbleFileRe = regexp.MustCompile(`file (\d{6,})`)
+
+// corruptFile names the file a pebble error is about, when its message
+// names one that is in dir ("" if not).
+func corruptFile(fs vfs.FS, dir string, err error) string {
+	m := pebbleFileRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	for _, ext := range []string{".sst", ".blob"} {
+		if _, err := fs.Stat(fs.PathJoin(dir, m[1]+ext)); err == nil {
+			return m[1] + ext
+		}
+	}
+	return ""
 }

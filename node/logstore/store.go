@@ -228,6 +228,19 @@ func (s *Disk) loadChecked(initial *raftpb.Snapshot, sealed bool, sl seal, wals 
 		if r := recover(); r != nil {
 			err = &DamagedError{Dir: s.dir, Err: fmt.Errorf("reading the raft log failed: %v", r)}
 		}
+		var de *DamagedError
+		if err != nil && !errors.As(err, &de) {
+			if d := s.stats.damage.Load(); d != nil {
+				atOpen := *d
+				atOpen.Running = false
+				err = &atOpen
+			} else if isCorruption(err) || sealed {
+				// A sealed store loaded whole at its clean stop: a load
+				// that fails now (a snapshot file gone, a log gap) failed
+				// on data damaged since.
+				err = &DamagedError{Dir: s.dir, File: corruptFile(s.fs, s.dir, err), Err: err}
+			}
+		}
 	}()
 	if sealed {
 		// A sealed store is never fresh: seeding it would hide that its
@@ -239,17 +252,6 @@ func (s *Disk) loadChecked(initial *raftpb.Snapshot, sealed bool, sl seal, wals 
 		}
 	}
 	if err := s.load(initial); err != nil {
-		if d := s.stats.damage.Load(); d != nil {
-			atOpen := *d
-			atOpen.Running = false
-			return &atOpen
-		}
-		if isCorruption(err) || sealed {
-			// A sealed store loaded whole at its clean stop: a load that
-			// fails now (a snapshot file gone, a log gap) failed on data
-			// damaged since.
-			return &DamagedError{Dir: s.dir, Err: err}
-		}
 		return err
 	}
 	// Every sstable's blocks, read once: the load reads only the live
@@ -257,12 +259,7 @@ func (s *Disk) loadChecked(initial *raftpb.Snapshot, sealed bool, sl seal, wals 
 	// the member at the compaction that first reads it, mid-run, rather
 	// than now (pebble checks no checksum of a block it does not read).
 	if err := s.db.CheckLevels(nil); err != nil {
-		if d := s.stats.damage.Load(); d != nil {
-			atOpen := *d
-			atOpen.Running = false
-			return &atOpen
-		}
-		return &DamagedError{Dir: s.dir, Err: fmt.Errorf("checking its sstables: %w", err)}
+		return &DamagedError{Dir: s.dir, File: corruptFile(s.fs, s.dir, err), Err: fmt.Errorf("checking its sstables: %w", err)}
 	}
 	if sealed {
 		if err := s.checkSeal(s.dir, sl, wals); err != nil {
