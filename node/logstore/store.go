@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,7 +239,12 @@ func (s *Disk) loadChecked(initial *raftpb.Snapshot, sealed bool, sl seal, wals 
 				// A sealed store loaded whole at its clean stop: a load
 				// that fails now (a snapshot file gone, a log gap) failed
 				// on data damaged since.
-				err = &DamagedError{Dir: s.dir, File: corruptFile(s.fs, s.dir, err), Err: err}
+				file := corruptFile(s.fs, s.dir, err)
+				if file == "" && sealed {
+					// What the log and the MANIFEST say is what went.
+					file = strings.Join(append(slices.Clone(wals), manifestNames(s.fs, s.dir)...), ", ")
+				}
+				err = &DamagedError{Dir: s.dir, File: file, Err: err}
 			}
 		}
 	}()
