@@ -105,6 +105,7 @@ fuzz:
 	$(GO) test ./node/httpapi -run XXX -fuzz FuzzParseBody -fuzztime 20s
 	$(GO) test ./node/grpcapi -run XXX -fuzz FuzzRequests -fuzztime 20s
 	$(GO) test ./internal/procstat -run XXX -fuzz FuzzParse -fuzztime 20s
+	$(GO) test ./node/logstore -run XXX -fuzz FuzzDecodeSeal -fuzztime 20s
 
 # One seeded chaos run: make chaos SEED=7 CHAOS_DURATION=60s
 chaos: build

@@ -17,7 +17,8 @@ import (
 func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	opts := checker.Options{Timeout: timeout, Crashes: []string{}, Digests: res.Digests, Log: res.Log,
 		Newcomers:         &checker.Newcomers{Added: len(res.Membership.Newcomers), Problems: res.Membership.Problems},
-		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: res.Integrity.Corrupt, Forged: res.Integrity.Forged}}
+		SnapshotIntegrity: &checker.SnapshotIntegrity{Corrupt: res.Integrity.Corrupt, Forged: res.Integrity.Forged},
+		StorageLoss:       res.Corrupt.storageLoss()}
 	if res.Target != "" && res.Target != TargetRaftlock {
 		// A peer has no membership changes or snapshot counters the
 		// harness reads: those checks are skipped, not passed.
@@ -31,6 +32,9 @@ func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	v.Stats.MembersReplaced, v.Stats.ReplacedBySnapshot = res.Membership.Replaced, res.Membership.ReplacedBySnapshot
 	v.Stats.SnapshotsRefused, v.Stats.SnapshotsCorrupt = res.Stats.SnapshotsRefused, res.Stats.SnapshotsCorrupt
 	v.Stats.PowerCuts, v.Stats.PowerBytesDropped = res.Power.Cuts, res.Power.BytesDropped
+	c := res.Corrupt
+	v.Stats.Corruptions, v.Stats.CorruptRefused, v.Stats.CorruptRecovered = len(c.Faults), c.Refused, c.Recovered
+	v.Stats.CorruptStarted, v.Stats.CorruptCrashed = c.Started, c.Crashed
 	v.Stats.HeldLocks = res.Held.Locks
 	if res.Held.Locks > 0 {
 		v.Stats.HeldKeySize, v.Stats.HeldFillSeconds = res.Held.KeySize, res.Held.Seconds

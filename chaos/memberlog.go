@@ -102,6 +102,6 @@ func LostAcknowledged(dir string) []Crash {
 // them.
 func lossInjected(families []fault.Family) bool {
 	return slices.ContainsFunc(families, func(f fault.Family) bool {
-		return f == fault.FamilyGarbageHeartbeat || f == "corrupt"
+		return f == fault.FamilyGarbageHeartbeat || f == fault.FamilyCorrupt
 	})
 }

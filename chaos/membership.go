@@ -175,14 +175,23 @@ func (n *Nemesis) Newcomers() []Newcomer {
 func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.Context), string) {
 	ctx = context.WithoutCancel(ctx)
 	victim := fault.DrawReplace(rng, view{ctx, n.Sup}).Victim
-	noop := func(context.Context) {}
+	desc, _ := n.replace(ctx, victim)
+	return func(context.Context) {}, desc
+}
+
+// replace removes member victim (running or not) and adds a new member in
+// its place, promoted once it caught up, recording each step; the corrupt
+// family replaces a member that refused its damaged data with it. It
+// says what it did, and whether a new member joined.
+func (n *Nemesis) replace(ctx context.Context, victim int) (string, bool) {
+	ctx = context.WithoutCancel(ctx)
 	n.setCurrent("remove member %d", victim)
 	fault.Member{Step: history.FaultMemberRemove, Node: victim}.Record(n.Rec)
 	stopped, err := n.Sup.RemoveMember(ctx, victim, 5*time.Second)
 	if err != nil {
 		n.Counts.MembershipFailed.Add(1)
 		n.Log.Warn("membership fault: remove failed", "node", victim, "err", err)
-		return noop, fmt.Sprintf("remove %d failed", victim)
+		return fmt.Sprintf("remove %d failed", victim), false
 	}
 	if stopped {
 		n.Counts.RemovedStopped.Add(1)
@@ -193,7 +202,7 @@ func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.
 	if err != nil {
 		n.Counts.MembershipFailed.Add(1)
 		n.Log.Warn("membership fault: add failed", "node", id, "err", err)
-		return noop, fmt.Sprintf("removed %d, add failed", victim)
+		return fmt.Sprintf("removed %d, add failed", victim), false
 	}
 	fault.Member{Step: history.FaultMemberAdd, Node: id}.Record(n.Rec)
 	n.setCurrent("wait for member %d to catch up", id)
@@ -220,5 +229,5 @@ func (n *Nemesis) membership(ctx context.Context, rng *rand.Rand) (func(context.
 	n.mu.Lock()
 	n.newcomers = append(n.newcomers, nc)
 	n.mu.Unlock()
-	return noop, fmt.Sprintf("replace %d by %d", victim, id)
+	return fmt.Sprintf("replace %d by %d", victim, id), true
 }

@@ -17,6 +17,10 @@ const (
 	metricApplied   = "raftlock_applied_index"
 	metricRefused   = "raftlock_snapshots_refused_total"
 	metricCorrupt   = "raftlock_snapshots_corrupt_total"
+	// What the log store found when this process opened it (node.NoteOpened).
+	metricOpenedLast    = "raftlock_storage_opened_last_index"
+	metricOpenedSealed  = "raftlock_storage_opened_sealed"
+	metricOpenedDropped = "raftlock_storage_opened_dropped_tails"
 )
 
 // MemberMetrics is one reading of a member's metrics.
@@ -33,6 +37,12 @@ type MemberMetrics struct {
 	// correct cluster never sends one, so each is a transfer that
 	// delivered damaged data, or a frame the garbage nemesis forged.
 	Corrupt uint64
+	// OpenedLast is the last log index this process's store loaded when
+	// it opened; OpenedSealed says it had stopped cleanly, and
+	// DroppedTails counts the torn write-ahead log tails it dropped.
+	OpenedLast   uint64
+	OpenedSealed bool
+	DroppedTails uint64
 }
 
 // parseMetrics reads the unlabelled samples the harness needs from a
@@ -44,7 +54,8 @@ func parseMetrics(r io.Reader) (MemberMetrics, error) {
 	}
 	return MemberMetrics{Snapshots: uint64(all[metricSnapshots]), Installed: uint64(all[metricInstalled]),
 		FirstIndex: uint64(all[metricFirst]), Applied: uint64(all[metricApplied]),
-		Refused: uint64(all[metricRefused]), Corrupt: uint64(all[metricCorrupt])}, nil
+		Refused: uint64(all[metricRefused]), Corrupt: uint64(all[metricCorrupt]),
+		OpenedLast: uint64(all[metricOpenedLast]), OpenedSealed: all[metricOpenedSealed] == 1, DroppedTails: uint64(all[metricOpenedDropped])}, nil
 }
 
 // fetchMetrics reads the metrics served at addr.

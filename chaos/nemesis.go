@@ -31,7 +31,12 @@ var Families = []fault.Family{fault.FamilyKill, fault.FamilyPause, fault.FamilyP
 // power and power-all cut members' power (power.go): they need root and
 // /dev/fuse for their lazyfs mounts, which not every machine running the
 // default suite has.
-var OptInFamilies = []fault.Family{fault.FamilyGarbageHeartbeat, fault.FamilyMembership, fault.FamilyPower, fault.FamilyPowerAll}
+//
+// corrupt damages a stopped member's data file (corrupt.go): a member
+// that refuses its data is replaced, as membership replaces one, so the
+// run has membership changes the default suite's mix was not measured
+// with; like membership, it is opt-in and CI runs it on its own.
+var OptInFamilies = []fault.Family{fault.FamilyGarbageHeartbeat, fault.FamilyMembership, fault.FamilyPower, fault.FamilyPowerAll, fault.FamilyCorrupt}
 
 // ClientFamilies are families that stop workload client processes: a run
 // has them only when --nemesis names them, and carries them out only with
@@ -81,6 +86,9 @@ type Nemesis struct {
 	Peer *peerFaults
 	// Power are the members' lazyfs mounts the power families cut.
 	Power *powerDisks
+	// Corrupt is what the corrupt family damaged and how each member
+	// came back (corrupt.go).
+	Corrupt corruptLog
 
 	current        atomic.Value // string: the fault in force, for the progress line
 	snapshotFaults int          // snapshot faults so far; Run's goroutine only
@@ -249,6 +257,8 @@ func (n *Nemesis) inject(ctx context.Context, rng *rand.Rand, family fault.Famil
 		return n.membership(ctx, rng)
 	case fault.FamilyClientPause:
 		return n.clientPause(ctx, rng)
+	case fault.FamilyCorrupt:
+		return n.corrupt(ctx, rng)
 	case fault.FamilyPower:
 		return n.powerOne(ctx, rng)
 	case fault.FamilyPowerAll:

@@ -33,6 +33,9 @@ type Result struct {
 	Membership MembershipReport
 	// Power is what the power families' cuts did (zero: none ran).
 	Power PowerCounts
+	// Corrupt is what the corrupt family damaged and how each member
+	// came back (no faults: none ran).
+	Corrupt CorruptReport
 	// Held is the table filled before the workload (Locks 0: none).
 	Held HeldFill
 	// Integrity is the snapshot-integrity check's evidence.
@@ -148,12 +151,18 @@ func (r *run) collect(ctx context.Context, digests []checker.NodeDigest) (*Resul
 	res := &Result{Events: r.rec.Events(), Digests: digests,
 		Stats: r.sup.Stats(), Crashes: r.sup.Crashes(), Garbage: garbage, Membership: membershipReport(r.sup, nem),
 		Held: r.held, Integrity: snapshotIntegrity(r.sup, nem, garbage != nil),
-		Power: PowerCounts{Cuts: int(nem.Counts.PowerCuts.Load()), BytesDropped: nem.Counts.PowerBytesDropped.Load()}}
+		Power:   PowerCounts{Cuts: int(nem.Counts.PowerCuts.Load()), BytesDropped: nem.Counts.PowerBytesDropped.Load()},
+		Corrupt: nem.Corrupt.Report()}
 	if !lossInjected(cfg.Nemeses) {
 		// A member that lost what it acknowledged keeps running, refusing
 		// its leader's heartbeats: member-crashes reports it, as the
 		// simulator does.
 		res.Crashes = append(res.Crashes, LostAcknowledged(r.logs)...)
+	}
+	if slices.Contains(cfg.Nemeses, fault.FamilyCorrupt) {
+		if err := r.writeCorrupt(res.Corrupt); err != nil {
+			return nil, err
+		}
 	}
 	if slices.Contains(cfg.Nemeses, fault.FamilyMembership) {
 		if err := writeJSON(cfg.Out, "membership.json", res.Membership, true); err != nil {

@@ -147,10 +147,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("unknown nemesis %q (want some of %v, or of the opt-in %v)", f, Families, optIn())
 		}
 	}
-	if c.usesPower() && slices.Contains(c.Nemeses, fault.FamilyMembership) {
+	if c.usesPower() && (slices.Contains(c.Nemeses, fault.FamilyMembership) || slices.Contains(c.Nemeses, fault.FamilyCorrupt)) {
 		// A newcomer's data directory would not be on a mount, and a
-		// replaced member's mount would stay: not yet carried out.
-		return errors.New("--nemesis power and power-all do not run with membership yet")
+		// replaced member's mount would stay: not yet carried out. The
+		// corrupt family adds newcomers too (a member that refuses its
+		// damaged data is replaced).
+		return errors.New("--nemesis power and power-all do not run with membership or corrupt yet")
 	}
 	return nil
 }
@@ -488,7 +490,7 @@ func (r *run) start(ctx context.Context) error {
 	}
 	r.sup, err = NewSupervisor(ClusterSpec{Bin: cfg.Bin, Dir: r.logs, Nodes: cfg.Nodes, ExtraArgs: extra, Seed: cfg.Seed,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotKeep: cfg.SnapshotKeep, Transfer: cfg.Transfer(),
-		Membership: slices.Contains(cfg.Nemeses, fault.FamilyMembership), API: cfg.usesAPI()})
+		Membership: slices.Contains(cfg.Nemeses, fault.FamilyMembership) || slices.Contains(cfg.Nemeses, fault.FamilyCorrupt), API: cfg.usesAPI()})
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,10 @@ type Options struct {
 	// backup-freshness check: nil when it took none (the check is
 	// skipped).
 	Backups []Backup
+	// StorageLoss is what the chaos harness's corrupt family saw of
+	// members restarted over damaged data: nil when it did not run (the
+	// storage-loss check is skipped).
+	StorageLoss *StorageLoss
 	// Notes are said with the verdict: what reading the inputs passed
 	// over (a history's last line cut short).
 	Notes []string
@@ -197,6 +201,15 @@ type Stats struct {
 	// run without them.
 	PowerCuts         int   `json:"power_cuts,omitempty"`
 	PowerBytesDropped int64 `json:"power_bytes_dropped,omitempty"`
+	// The corrupt family's (chaos --nemesis corrupt): members' data files
+	// damaged, and how each damaged member came back: it refused its data
+	// (and was replaced), recovered (dropped a torn log tail), started
+	// noticing nothing, or crashed. Absent from a run without it.
+	Corruptions      int `json:"corruptions,omitempty"`
+	CorruptRefused   int `json:"corrupt_refused,omitempty"`
+	CorruptRecovered int `json:"corrupt_recovered,omitempty"`
+	CorruptStarted   int `json:"corrupt_started,omitempty"`
+	CorruptCrashed   int `json:"corrupt_crashed,omitempty"`
 	// The table filled before the workload (chaos --held): locks taken,
 	// their keys' size, and how long the fill took.
 	HeldLocks       int     `json:"held_locks"`
@@ -241,7 +254,7 @@ func Check(events []history.Event, opts Options) *Verdict {
 	v.Checks = []Result{lin, checkFencing(ops), checkLeaseTiming(ops, ev, newClockModel(events), opts),
 		checkResource(ops), checkConvergence(opts.Digests), checkCrashes(opts.Crashes),
 		checkNewcomers(opts.Newcomers), checkSnapshotIntegrity(opts.SnapshotIntegrity),
-		checkAudit(ops, opts.Log), checkBackups(ops, opts.Backups)}
+		checkAudit(ops, opts.Log), checkBackups(ops, opts.Backups), checkStorageLoss(opts.StorageLoss)}
 	for i := range v.Checks {
 		if v.Checks[i].Status == StatusSkipped {
 			v.Checks[i].Decides = false // nothing was checked, so nothing is decided

@@ -96,6 +96,11 @@ func (v *Verdict) Summary(w io.Writer) {
 		fmt.Fprintf(w, "Power: %s of a member's disk, which dropped %d unsynced bytes (the history's power-cut events say what each dropped).\n\n",
 			count(v.Stats.PowerCuts, "cut"), v.Stats.PowerBytesDropped)
 	}
+	if v.Stats.Corruptions > 0 {
+		fmt.Fprintf(w, "Corrupt: %s of a stopped member's data file; the member then refused its data %s, recovered %s, started noticing nothing %s, crashed %s (the history's corrupt and corrupt-end events say which file and how).\n\n",
+			count(v.Stats.Corruptions, "damage"), count(v.Stats.CorruptRefused, "time"), count(v.Stats.CorruptRecovered, "time"),
+			count(v.Stats.CorruptStarted, "time"), count(v.Stats.CorruptCrashed, "time"))
+	}
 	fmt.Fprintln(w, "| check | status | decides | violations | note |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, r := range v.Checks {

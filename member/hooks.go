@@ -119,6 +119,12 @@ const (
 	// again releases its own orphaned Grant as a ghost although another
 	// leader committed it in between, and may have shown it held.
 	BugGhostAfterAnotherLeader = "ghost-after-another-leader"
+	// BugDamagedLogTrusted is planted in the log store, not here
+	// (logstore.Options.UnsafeTrustDamagedLog): a write-ahead log whose
+	// checksum fails in its middle is cut there as if its tail were torn,
+	// and the clean-stop seal is ignored, so a member whose disk was
+	// damaged starts over a shorter log and an older vote.
+	BugDamagedLogTrusted = "damaged-log-trusted"
 )
 
 // Bugs lists the planted bugs by name (a new slice each call).
@@ -128,7 +134,7 @@ var bugs = []string{BugExpireIgnoresToken, BugReleaseSkipsOwner, BugNoTermBarrie
 	BugTokenAtPropose, BugAckBeforeCommit, BugFollowerLocalExpire, BugStaleRead, BugEarlyExpire,
 	BugCommitNotPersisted, BugSnapshotUnsynced, BugSkipFsync, BugApplyBeforePersist, BugNoSnapshotOnAdd,
 	BugNoPeerInputChecks, BugSnapshotPartial, BugForceReleaseUnchecked, BugHandoffGrantFirst, BugBackupWithoutReadIndex,
-	BugHolderCallDuringHandoff, BugGhostAfterAnotherLeader}
+	BugHolderCallDuringHandoff, BugGhostAfterAnotherLeader, BugDamagedLogTrusted}
 
 // ValidBug says whether name is a planted bug ("" is none).
 func ValidBug(name string) bool {

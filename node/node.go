@@ -227,6 +227,12 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	err := n.openCore()
+	var sfe *logstore.SnapshotFileError
+	if errors.As(err, &sfe) {
+		// Its snapshot's files are damaged: the member refuses to start,
+		// naming them, and never serves without its state (damage.go).
+		err = &logstore.DamagedError{Dir: cfg.DataDir, File: sfe.Files, Err: err}
+	}
 	n.transport = cfg.Transport
 	if err == nil && n.transport == nil {
 		var tcp *peer.TCP
@@ -287,8 +293,14 @@ func (n *Node) openStorage() error {
 	}
 	initial := logstore.InitialSnapshot(voters, member.EncodeSnapshot(fsm.New().Snapshot(), member.NewBook(bootstrap)))
 	var err error
-	if n.storage, err = logstore.OpenSeeded(cfg.DataDir, vfs.Default, initial, n.log); err != nil {
+	// The planted bug damaged-log-trusted is chosen once, here: the
+	// store's open follows its option.
+	opts := logstore.Options{UnsafeTrustDamagedLog: cfg.Bug == member.BugDamagedLogTrusted}
+	if n.storage, err = logstore.OpenWith(cfg.DataDir, vfs.Default, initial, n.log, opts); err != nil {
 		return err
+	}
+	if d, ok := n.storage.(*logstore.Disk); ok {
+		n.metrics.NoteOpened(d.Opened())
 	}
 	if d, ok := n.storage.(interface{ StorageStats() logstore.StorageStats }); ok {
 		n.metrics.WatchStorage(d.StorageStats)

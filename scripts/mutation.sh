@@ -8,7 +8,7 @@ set -u
 bin=${1:-bin/raftlock}
 seeds=${SEEDS:-"1 2 3"}
 duration=${DURATION:-${TIME:-15s}}
-bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add no-peer-input-checks snapshot-partial force-release-unchecked handoff-grant-first skip-fsync snapshot-unsynced apply-before-persist"}
+bugs=${BUGS:-"ack-before-commit token-at-propose release-skips-owner-check follower-local-expire stale-read no-term-barrier expire-ignores-token early-expire commit-not-persisted no-snapshot-on-add no-peer-input-checks snapshot-partial force-release-unchecked handoff-grant-first skip-fsync snapshot-unsynced apply-before-persist damaged-log-trusted"}
 every=${EVERY_SEED:-}
 out=${OUT:-mutation-out}
 mkdir -p "$out"
@@ -52,10 +52,17 @@ declare -A masked=(
 # after its install with the leader's messages held back since the
 # snapshot stream started (member-crashes again). Both were caught at
 # each of seeds 1, 2 and 3 in 20 s (results/mutation.md).
+# damaged-log-trusted needs a member's data damaged while it is stopped
+# (the opt-in corrupt family), in its newest write-ahead log past its last
+# snapshot; it shows as storage-loss (the member started over less than
+# it had applied) or member-crashes (over a log whose snapshot is gone);
+# a fault takes seconds (a graceful stop, a restart, a replacement), so a
+# run needs 30 s for five or six of them (results/storage-faults.md).
 declare -A flags=(
   [skip-fsync]="--nemesis power"
   [snapshot-unsynced]="--nemesis power"
   [apply-before-persist]="--nemesis power,power-all"
+  [damaged-log-trusted]="--nemesis corrupt --duration 30s"
   [commit-not-persisted]="--snapshot-every 10"
   [force-release-unchecked]="--keys 1"
   [no-snapshot-on-add]="--nemesis membership"

@@ -44,6 +44,11 @@ const (
 	// member at once: the coordinated power failure of a rack or a room.
 	FamilyPower    Family = "power"
 	FamilyPowerAll Family = "power-all"
+	// FamilyCorrupt stops one member, damages one of its data files (a
+	// bit flipped or the file truncated: its log, a snapshot, or pebble's
+	// metadata) and starts it again: it must recover or refuse its data,
+	// never serve with less than it had.
+	FamilyCorrupt Family = "corrupt"
 )
 
 // Split parses a comma-separated list of families, as the flags give it.

@@ -142,6 +142,10 @@ func (c *Config) Validate() error {
 		// A run that cannot reach the bug would report it missed.
 		return fmt.Errorf("bug %q needs membership changes: add membership to --faults", c.Bug)
 	}
+	if c.Bug == member.BugDamagedLogTrusted {
+		// Its disk is a model of a log, not pebble's files: nothing to damage.
+		return fmt.Errorf("bug %q needs a member's pebble files damaged, which the simulator's disk does not have: use raftlock chaos --nemesis corrupt", c.Bug)
+	}
 	if c.Bug == member.BugNoPeerInputChecks {
 		// Its network delivers only what members sent: no forged frame.
 		return fmt.Errorf("bug %q needs forged peer frames, which the simulator does not send: use raftlock chaos --nemesis garbage", c.Bug)

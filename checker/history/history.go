@@ -45,7 +45,10 @@ const (
 // change's steps, a workload client process paused and resumed
 // (client-pause and client-resume, naming its history processes), and a
 // killed member's disk losing what it had not synced (power-cut, naming
-// the member and what the cut dropped: a kill and a start frame it).
+// the member and what the cut dropped: a kill and a start frame it), and
+// a stopped member's data file damaged (corrupt, naming the member and
+// the damage; a kill and a start frame it, and corrupt-end says how the
+// member came back: it refused its data, recovered, or started).
 const (
 	FaultKill                = "kill"
 	FaultStart               = "start"
@@ -70,6 +73,8 @@ const (
 	FaultClientPause         = "client-pause"
 	FaultClientResume        = "client-resume"
 	FaultPowerCut            = "power-cut"
+	FaultCorrupt             = "corrupt"
+	FaultCorruptEnd          = "corrupt-end"
 )
 
 // Nemesis is the process id of fault events; it is written as "nemesis".
@@ -139,6 +144,29 @@ type Value struct {
 	Processes []Process `json:"processes,omitempty"`
 	// Cut is what a power cut dropped of a member's (Node's) disk.
 	Cut *PowerCut `json:"cut,omitempty"`
+	// Damage is what the corrupt family did to a member's (Node's) data
+	// file, and at its end how the member came back.
+	Damage *Damage `json:"damage,omitempty"`
+}
+
+// Damage is one data file of a stopped member damaged: its path in the
+// member's data directory, its kind ("log": a write-ahead log or an
+// sstable; "snapshot": a snapshot file; "metadata": pebble's MANIFEST or
+// OPTIONS), how ("bitflip" of Bit at Offset, or "truncate" to
+// TruncatedTo bytes) and its size before. At the fault's end (corrupt-end)
+// Outcome says how the member came back ("refused": it would not start,
+// Message being its one line; "recovered": it started, having dropped a
+// torn log tail; "started": it started and noticed nothing; "crashed").
+type Damage struct {
+	File        string `json:"file"`
+	Kind        string `json:"kind"`
+	How         string `json:"how"`
+	Offset      *int64 `json:"offset,omitempty"`
+	Bit         *int   `json:"bit,omitempty"`
+	TruncatedTo *int64 `json:"truncated_to,omitempty"`
+	Size        int64  `json:"size"`
+	Outcome     string `json:"outcome,omitempty"`
+	Message     string `json:"message,omitempty"`
 }
 
 // PowerCut is what a power cut dropped of a member's disk: its mode
@@ -446,6 +474,10 @@ func checkNemesis(e Event) error {
 	case FaultPowerCut:
 		if v.Node == nil || v.Cut == nil {
 			return errors.New("nemesis power-cut without node and cut")
+		}
+	case FaultCorrupt, FaultCorruptEnd:
+		if v.Node == nil || v.Damage == nil {
+			return fmt.Errorf("nemesis %s without node and damage", e.F)
 		}
 	case FaultClientPause, FaultClientResume:
 		if len(v.Processes) == 0 {

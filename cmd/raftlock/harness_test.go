@@ -33,7 +33,7 @@ func TestChaosNeverDeletesWhatIsNotAReport(t *testing.T) {
 	}{
 		{"bad --time", []string{"--seed", "9", "--time", "0s"}, "--duration must be positive"},
 		{"bad --nodes", []string{"--seed", "9", "--nodes", "4"}, "--nodes must be 3 or 5"},
-		{"bad --nemesis", []string{"--seed", "9", "--nemesis", "kill,meteor"}, `unknown nemesis "meteor" (want some of [kill pause partition clock net snapshot garbage], or of the opt-in [garbage-heartbeat membership power power-all client-pause])`},
+		{"bad --nemesis", []string{"--seed", "9", "--nemesis", "kill,meteor"}, `unknown nemesis "meteor" (want some of [kill pause partition clock net snapshot garbage], or of the opt-in [garbage-heartbeat membership power power-all corrupt client-pause])`},
 		{"good flags, foreign directory", []string{"--seed", "9", "--duration", "1s"}, "not a raftlock report"},
 	} {
 		dir, file := userDir(t)

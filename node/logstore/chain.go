@@ -250,13 +250,19 @@ func (f snapFiles) readChain(c chain) ([]byte, error) {
 			return nil, err
 		}
 		if uint64(len(b)) != p.size {
-			return nil, fmt.Errorf("snapshot file %s has %d bytes, its chain says %d", p.name, len(b), p.size)
+			return nil, &SnapshotFileError{Files: snapDir + "/" + p.name, Err: fmt.Errorf("snapshot file %s has %d bytes, its chain says %d", p.name, len(b), p.size)}
 		}
 		data = append(data, b...)
 		data = append(data, snapchain.Trailer(p.size)...)
 	}
 	if sha256.Sum256(data) != c.sum {
-		return nil, fmt.Errorf("snapshot chain of %d files does not match its SHA-256 (%d bytes)", len(c.parts), len(data))
+		// The chain has one hash for the whole stream: the damage is in
+		// one of its files, which one it cannot say.
+		files := snapDir + "/" + c.parts[0].name
+		if n := len(c.parts); n > 1 {
+			files = fmt.Sprintf("one of %s .. %s (%d files)", files, snapDir+"/"+c.parts[n-1].name, n)
+		}
+		return nil, &SnapshotFileError{Files: files, Err: fmt.Errorf("snapshot chain of %d files does not match its SHA-256 (%d bytes)", len(c.parts), len(data))}
 	}
 	return data, nil
 }

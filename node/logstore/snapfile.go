@@ -235,7 +235,7 @@ func (f snapFiles) read(ref []byte) ([]byte, error) {
 		return nil, err
 	}
 	if sha256.Sum256(data) != sum {
-		return nil, fmt.Errorf("snapshot file %s does not match its SHA-256 (%d bytes)", name, len(data))
+		return nil, &SnapshotFileError{Files: snapDir + "/" + name, Err: fmt.Errorf("snapshot file %s does not match its SHA-256 (%d bytes)", name, len(data))}
 	}
 	return data, nil
 }
@@ -252,6 +252,17 @@ func (f snapFiles) readFile(name string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// SnapshotFileError is snapshot data whose files do not match their
+// reference (their size or SHA-256): damaged on disk. Files names them,
+// relative to the data directory.
+type SnapshotFileError struct {
+	Files string
+	Err   error
+}
+
+func (e *SnapshotFileError) Error() string { return e.Err.Error() }
+func (e *SnapshotFileError) Unwrap() error { return e.Err }
 
 // SnapshotData returns the data of a snapshot read from this store's
 // raft.Storage: the store keeps only a reference to its file in memory,

@@ -40,6 +40,10 @@ type storeStats struct {
 	mu     sync.RWMutex
 	closed bool
 
+	// damage is the first damaged data pebble reported (an sstable
+	// whose checksum fails); nil: none.
+	damage atomic.Pointer[DamagedError]
+
 	stallCount atomic.Int64
 	stallNanos atomic.Int64
 	stallSince atomic.Int64

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,10 @@ type Disk struct {
 	// data kept in pebble: the seed, and stores from before the files).
 	chain chain
 	stats *storeStats
+	// fs and dir are where the store lives, for its clean-stop seal.
+	fs     vfs.FS
+	dir    string
+	opened OpenReport
 }
 
 var _ Store = (*Disk)(nil)
@@ -99,19 +104,77 @@ func InitialSnapshot(voters []uint64, data []byte) *raftpb.Snapshot {
 // a restored backup (a snapshot at the backup's index). A store with data
 // keeps its own and ignores initial: a member never bootstraps twice.
 func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger) (*Disk, error) {
+	return OpenWith(dir, fs, initial, log, Options{})
+}
+
+// Options are what a store may be opened with beside its place and seed.
+type Options struct {
+	// UnsafeTrustDamagedLog is the planted bug damaged-log-trusted: a
+	// write-ahead log whose checksum fails in its middle is cut there, as
+	// a torn tail, and the clean-stop seal is not checked, so the member
+	// starts over what is left (damage.go).
+	UnsafeTrustDamagedLog bool
+}
+
+// OpenReport is what opening the store found: the last index it loaded,
+// and the write-ahead logs whose torn tail it dropped (or, with the
+// planted bug, cut at their damage), "FILE@OFFSET".
+type OpenReport struct {
+	LastIndex uint64
+	Sealed    bool // it had stopped cleanly (its seal matched)
+	Dropped   []string
+}
+
+// Opened says what opening the store found.
+func (s *Disk) Opened() OpenReport { return s.opened }
+
+// OpenWith is OpenSeeded with options. A store whose data is damaged is
+// refused with a *DamagedError naming the file (damage.go).
+func OpenWith(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger, o Options) (*Disk, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	torn, err := checkWALs(fs, dir, o.UnsafeTrustDamagedLog)
+	if err != nil {
+		return nil, err
+	}
+	sl, sealed, err := readSeal(fs, dir)
+	if err != nil && !o.UnsafeTrustDamagedLog {
+		return nil, &DamagedError{Dir: dir, File: sealName, Err: err}
+	}
+	sealed = sealed && !o.UnsafeTrustDamagedLog
+	wals := walNames(fs, dir)
+	rotate := formatBefore(fs, dir) < pebble.FormatWALSyncChunks
 	st := new(storeStats)
-	db, err := pebble.Open(dir, &pebble.Options{
+	listener := st.listener()
+	// pebble's default for a checksum that fails in an sstable it reads
+	// (a compaction, an iterator) is its logger's Fatalf: a panic on a
+	// background goroutine, which nothing can recover. The store keeps
+	// the first instead, and every later write fails with it, so the
+	// member stops refusing to go on; a read at open returns its error.
+	listener.DataCorruption = func(info pebble.DataCorruptionInfo) {
+		file := info.Path
+		if rel, ok := strings.CutPrefix(file, dir); ok {
+			file = strings.TrimLeft(rel, "/")
+		}
+		st.damage.CompareAndSwap(nil, &DamagedError{Dir: dir, File: file, Err: info.Details, Running: true})
+		log.Error("pebble found its data damaged", "file", info.Path, "err", info.Details)
+	}
+	db, err := openPebble(dir, &pebble.Options{
 		FS:            fs,
 		Logger:        pebbleLogger{log},
-		EventListener: st.listener(),
+		EventListener: listener,
 		// A large memtable lets most log entries be deleted by a compaction
 		// (snapshot) while still in memory, so they never reach an sstable:
 		// with the 4 MiB default, flushes and L0 compactions of entries that
 		// were about to be deleted took the CPU the commit path needed.
 		MemTableSize: 64 << 20,
+		// Every WAL chunk carries the offset the log was synced to when
+		// it was written, so a record that fails its checksum with synced
+		// records after it is corruption, not a torn tail (damage.go).
+		// Opening an older store upgrades it (one way: pebble before
+		// v2.1 cannot open it after).
+		FormatMajorVersion: pebble.FormatWALSyncChunks,
 	})
 	if err != nil && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
 		strings.Contains(err.Error(), "lock held by current process")) {
@@ -119,15 +182,119 @@ func OpenSeeded(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logge
 		// temporarily unavailable".
 		return nil, fmt.Errorf("data directory %s is in use by another process (another member running on it?)", dir)
 	}
+	var de *DamagedError
+	if errors.As(err, &de) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}, log: log, stats: st}
-	if err := s.load(initial); err != nil {
+	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}, log: log, stats: st,
+		fs: fs, dir: dir}
+	if err := s.loadChecked(initial, sealed, sl, wals); err != nil {
 		db.Close()
+		if errors.As(err, &de) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("load raft log from %s: %w", dir, err)
 	}
+	if rotate {
+		// The log pebble opened was created before the format that
+		// writes sync offsets (a fresh store's first log, or a store
+		// from before it): a flush starts a new one that has them.
+		if err := db.Flush(); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("start a write-ahead log with sync offsets in %s: %w", dir, err)
+		}
+	}
+	s.opened.Sealed = sealed
+	for _, d := range torn {
+		s.opened.Dropped = append(s.opened.Dropped, fmt.Sprintf("%s@%d", d.file, d.offset))
+		if d.truncated {
+			log.Warn("write-ahead log cut at its damage and trusted (planted bug damaged-log-trusted)", "file", d.file, "offset", d.offset, "err", d.err)
+		} else {
+			log.Info("write-ahead log ends in a torn write, dropped as pebble recovers it", "file", d.file, "offset", d.offset)
+		}
+	}
+	s.opened.LastIndex, _ = s.MemoryStorage.LastIndex()
 	return s, nil
+}
+
+// loadChecked loads the store, then compares it with the seal of its
+// last clean stop (if it had one) and removes the seal, durably, before
+// anything new is written. A panic while reading damaged data is a
+// refusal.
+func (s *Disk) loadChecked(initial *raftpb.Snapshot, sealed bool, sl seal, wals []string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &DamagedError{Dir: s.dir, Err: fmt.Errorf("reading the raft log failed: %v", r)}
+		}
+		var de *DamagedError
+		if err != nil && !errors.As(err, &de) {
+			if d := s.stats.damage.Load(); d != nil {
+				atOpen := *d
+				atOpen.Running = false
+				err = &atOpen
+			} else if isCorruption(err) || sealed {
+				// A sealed store loaded whole at its clean stop: a load
+				// that fails now (a snapshot file gone, a log gap) failed
+				// on data damaged since.
+				file := corruptFile(s.fs, s.dir, err)
+				if file == "" && sealed {
+					// What the log and the MANIFEST say is what went.
+					file = strings.Join(append(slices.Clone(wals), manifestNames(s.fs, s.dir)...), ", ")
+				}
+				err = &DamagedError{Dir: s.dir, File: file, Err: err}
+			}
+		}
+	}()
+	if sealed {
+		// A sealed store is never fresh: seeding it would hide that its
+		// data went.
+		if found, err := s.has(keySnapshot); err != nil {
+			return err
+		} else if !found {
+			return &DamagedError{Dir: s.dir, File: strings.Join(manifestNames(s.fs, s.dir), ", "), Err: errors.New("it stopped cleanly holding a raft log, and pebble now finds none")}
+		}
+	}
+	if err := s.load(initial); err != nil {
+		return err
+	}
+	// Every sstable's blocks, read once: the load reads only the live
+	// keys, and a block of dead ones that fails its checksum would stop
+	// the member at the compaction that first reads it, mid-run, rather
+	// than now (pebble checks no checksum of a block it does not read).
+	if err := s.db.CheckLevels(nil); err != nil {
+		return &DamagedError{Dir: s.dir, File: corruptFile(s.fs, s.dir, err), Err: fmt.Errorf("checking its sstables: %w", err)}
+	}
+	if sealed {
+		if err := s.checkSeal(s.dir, sl, wals); err != nil {
+			return err
+		}
+	}
+	if err := removeSeal(s.fs, s.dir); err != nil {
+		return fmt.Errorf("remove the clean-stop seal: %w", err)
+	}
+	return nil
+}
+
+// has says whether key is stored.
+func (s *Disk) has(key []byte) (bool, error) {
+	_, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	closer.Close()
+	return true, nil
+}
+
+// isCorruption says whether err is pebble's corruption, or a snapshot
+// file that does not match its reference.
+func isCorruption(err error) bool {
+	return pebble.IsCorruptionError(err)
 }
 
 func (s *Disk) load(initial *raftpb.Snapshot) error {
@@ -298,6 +465,10 @@ func (s *Disk) getProto(key []byte, m proto.Message) (bool, error) {
 // Save implements Store. A received snapshot's data goes to a file of its
 // own first (snapfile.go); the batch stores the reference to it.
 func (s *Disk) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error {
+	if d := s.stats.damage.Load(); d != nil {
+		// pebble found its data damaged: nothing more is written over it.
+		return d
+	}
 	received := snap != nil && !raft.IsEmptySnap(snap)
 	var file string
 	var ref []byte
@@ -510,10 +681,25 @@ func (s *Disk) compact(index uint64, cs *raftpb.ConfState, next chain, compactTo
 	return nil
 }
 
-// Close closes the pebble store.
+// Close closes the pebble store. It is a clean stop: pebble's log is
+// synced, then the seal that says what the store holds is written and
+// synced, so the next open can tell a log damaged or truncated meanwhile
+// (damage.go). A store that cannot sync is closed without a seal, as a
+// crash leaves it.
 func (s *Disk) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
+	if !s.stats.closed && s.fs != nil {
+		if err := s.db.LogData(nil, pebble.Sync); err != nil {
+			s.log.Warn("closing without a clean-stop seal: the log did not sync", "err", err)
+		} else if sl, err := s.sealNow(); err == nil {
+			if err := writeSeal(s.fs, s.dir, sl); err != nil {
+				s.log.Warn("closing without a clean-stop seal", "err", err)
+			}
+		}
+	}
 	s.stats.closed = true
 	return s.db.Close()
 }
