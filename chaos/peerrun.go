@@ -12,7 +12,7 @@ import (
 	"github.com/raftlock/raftlock/chaos/workload"
 )
 
-// peerPhases carries out a run on a peer target (--target etcd|redis):
+// peerPhases carries out a run on a peer target (--target etcd|redis|nats):
 // start the service, run the workload under the nemesis (the families
 // the target supports), heal, read every key, and hand the history to
 // the same checks. There is no committed log to audit, no digest to
@@ -32,6 +32,13 @@ func (r *run) peerPhases(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	r.peer = p
+	if cfg.usesPower() {
+		// Each server's data directory on its own lazyfs mount, made
+		// before the server starts; run.close unmounts them.
+		if r.power, err = mountPower(ctx, p.DataDir, p.IDs(), cfg.Seed, cfg.Log); err != nil {
+			return nil, err
+		}
+	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = p.Start(startCtx)
 	cancel()
@@ -56,13 +63,26 @@ func (r *run) peerPhases(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("write the history: %w", err)
 	}
 	r.peerCounts()
-	return &Result{Events: r.rec.Events(), Crashes: p.Crashes(), Target: cfg.target()}, nil
+	if k := r.nem.Counts.PowerCutsFailed.Load(); k > 0 {
+		return nil, fmt.Errorf("%d power cuts failed (see the log): no verdict on disks the history does not describe", k)
+	}
+	return &Result{Events: r.rec.Events(), Crashes: p.Crashes(), Target: cfg.target(),
+		Power: PowerCounts{Cuts: int(r.nem.Counts.PowerCuts.Load()), BytesDropped: r.nem.Counts.PowerBytesDropped.Load()}}, nil
 }
 
-// peerCounts prints the nemesis's client pauses, if it made any.
+// peerCounts prints the nemesis's client pauses and power cuts, if it
+// made any.
 func (r *run) peerCounts() {
-	if c := &r.nem.Counts; r.cfg.Progress != nil && c.ClientPauses.Load() > 0 {
+	c := &r.nem.Counts
+	if r.cfg.Progress == nil {
+		return
+	}
+	if c.ClientPauses.Load() > 0 {
 		fmt.Fprintf(r.cfg.Progress, "chaos: nemesis: client pauses %d (%d between a read and a write)\n", c.ClientPauses.Load(), c.ClientPausesHolding.Load())
+	}
+	if k := c.PowerCuts.Load() + c.PowerCutsFailed.Load(); k > 0 {
+		fmt.Fprintf(r.cfg.Progress, "chaos: nemesis: power cuts %d (%d unsynced bytes dropped), power cuts failed %d\n",
+			c.PowerCuts.Load(), c.PowerBytesDropped.Load(), c.PowerCutsFailed.Load())
 	}
 }
 
@@ -95,6 +115,7 @@ func (r *run) recordPeer(p peerService) error {
 	r.nem = &Nemesis{Rec: r.rec, Families: families, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log, ClientPauseMin: p.PauseMin(cfg.LeaseMax),
 		Peer: &peerFaults{p: p, rec: r.rec, stopped: map[int]bool{}, paused: map[int]bool{}}}
+	r.nem.Peer.pw = peerPower{disks: r.power, counts: &r.nem.Counts, log: cfg.Log}
 	return nil
 }
 
@@ -157,6 +178,9 @@ func targetLine(t Target) string {
 	case TargetRedis:
 		return "Target: redis (a primary, a replica and three Sentinels started by the harness, the replication and Sentinel links through its byte-stream proxies); " +
 			"locks are SET key token NX PX lease with a token check on release, the fencing token from INCR on the primary. " + redisSemantics
+	case TargetNats:
+		return "Target: nats (three nats-server processes in one cluster with JetStream, their routes through the harness's byte-stream proxies, " +
+			"a key-value bucket replicated on all three). " + natsSemantics
 	}
 	return "Target: " + string(t)
 }

@@ -66,10 +66,17 @@ type Config struct {
 	// the i-th modulo their number (--protocols); nil: binary.
 	Protocols []string
 	// Target is the lock service tried (--target): TargetRaftlock (""
-	// too, the default), TargetEtcd or TargetRedis.
-	Target   Target
-	Progress io.Writer // one line every few seconds; nil: none
-	Log      *slog.Logger
+	// too, the default), TargetEtcd, TargetRedis or TargetNats.
+	Target Target
+	// RedisFsync is Redis's appendfsync (--redis-fsync; "": everysec),
+	// NatsSync the NATS servers' JetStream sync (--nats-sync; "": the
+	// server's default) and NatsServer the nats-server they run
+	// (--nats-server; "": the one on PATH). target.go checks them.
+	RedisFsync RedisFsync
+	NatsSync   NatsSync
+	NatsServer string
+	Progress   io.Writer // one line every few seconds; nil: none
+	Log        *slog.Logger
 }
 
 // Defaults returns the settings of a run nobody tuned, as `raftlock
@@ -176,7 +183,7 @@ func (c *Config) settingsNotes() (header map[string]any, lines []string) {
 	header = map[string]any{}
 	if t := c.target(); t != TargetRaftlock {
 		header["target"] = string(t)
-		lines = append(lines, targetLine(t))
+		lines = append(lines, c.targetLines(header)...)
 	}
 	if r := c.resource(); r != workload.Fenced {
 		header["resource"] = string(r)
