@@ -234,9 +234,13 @@ func (n *natsPeer) SetLinks(connected func(i, j int) bool) {
 	}
 }
 
-// WaitReady waits until a write to the bucket succeeds.
+// WaitReady waits until a write to the bucket succeeds, creating the
+// bucket's stream if it is gone (as the clients do).
 func (n *natsPeer) WaitReady(ctx context.Context) error {
 	return procgroup.WaitUntil(ctx, "nats", func(ctx context.Context) error {
+		if err := n.createBucket(ctx); err != nil {
+			return err
+		}
 		js, err := jetstream.New(n.admin)
 		if err != nil {
 			return err

@@ -25,6 +25,7 @@ const natsSemantics = "Differences from raftlock, none of them a weakened check:
 	"the message once it is that old, which NATS does on a timer, so a lock may outlive its lease by a little; a renewal " +
 	"rewrites the key at its current revision, carrying the grant's token in the value, which restarts its MaxAge; a " +
 	"release writes a delete marker expecting the holder's current revision; gets and lists read the stream's leader " +
+	"(a client that finds the bucket's stream gone creates it again, as an application calling CreateKeyValue at its start does) " +
 	"(direct gets, which any replica may serve, are off); no call carries a tag, so the committed-log audit, digest " +
 	"convergence and raftlock's member counters are skipped."
 
@@ -47,16 +48,18 @@ type natsLocks struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 
+	ttl time.Duration // the bucket's MaxAge, should the client create it
+
 	mu     sync.Mutex
-	stream jetstream.Stream // bound on first use
-	ttl    time.Duration    // the bucket's MaxAge, read when bound
+	stream jetstream.Stream // bound on first use, again after no stream answered
 	// rev is the current revision of each hold this client has: its
 	// token until a renewal rewrites the key.
 	rev map[holderRef]uint64
 }
 
-// dialNats makes a client of the NATS servers at endpoints.
-func dialNats(endpoints []string) (LockClient, error) {
+// dialNats makes a client of the NATS servers at endpoints, whose
+// bucket has MaxAge ttl.
+func dialNats(endpoints []string, ttl time.Duration) (LockClient, error) {
 	if len(endpoints) == 0 {
 		return nil, errNoNats
 	}
@@ -70,7 +73,7 @@ func dialNats(endpoints []string) (LockClient, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats client: %w", err)
 	}
-	return &natsLocks{nc: nc, js: js, rev: map[holderRef]uint64{}}, nil
+	return &natsLocks{nc: nc, js: js, ttl: ttl, rev: map[holderRef]uint64{}}, nil
 }
 
 func (n *natsLocks) Close() error {
@@ -78,8 +81,10 @@ func (n *natsLocks) Close() error {
 	return nil
 }
 
-// bucket binds the bucket's stream once, and learns its MaxAge: every
-// hold's lease.
+// bucket binds the bucket's stream, creating it if the cluster says it
+// does not exist, as an application that calls CreateKeyValue at its
+// start would (a power failure can lose a stream: a server's meta
+// layer that forgot it deletes it as orphaned).
 func (n *natsLocks) bucket(ctx context.Context) (jetstream.Stream, error) {
 	n.mu.Lock()
 	s := n.stream
@@ -88,13 +93,24 @@ func (n *natsLocks) bucket(ctx context.Context) (jetstream.Stream, error) {
 		return s, nil
 	}
 	s, err := n.js.Stream(ctx, natsStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = n.js.CreateOrUpdateStream(ctx, bucketConfig(n.ttl))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: bind the bucket: %v", client.ErrUnavailable, err)
 	}
 	n.mu.Lock()
-	n.stream, n.ttl = s, s.CachedInfo().Config.MaxAge
+	n.stream = s
 	n.mu.Unlock()
 	return s, nil
+}
+
+// unbind forgets the bound stream after a publish no stream answered:
+// the next call binds again, and creates the bucket if it is gone.
+func (n *natsLocks) unbind() {
+	n.mu.Lock()
+	n.stream = nil
+	n.mu.Unlock()
 }
 
 // natsOutcome is the workload's reading of a publish's or a read's
@@ -208,6 +224,9 @@ func (n *natsLocks) publish(ctx context.Context, key string, data []byte, del bo
 		m.Header.Set(natsOpHeader, natsOpDelete)
 	}
 	ack, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		n.unbind()
+	}
 	if err != nil {
 		return 0, natsOutcome(err, mismatch)
 	}
@@ -252,9 +271,8 @@ func (n *natsLocks) tryAcquire(ctx context.Context, r client.AcquireRequest) (cl
 	}
 	n.mu.Lock()
 	n.rev[holderRef{r.Key, rev}] = rev
-	ttl := n.ttl
 	n.mu.Unlock()
-	return client.Grant{Token: rev, LeaseMS: uint64(ttl.Milliseconds())}, nil
+	return client.Grant{Token: rev, LeaseMS: uint64(n.ttl.Milliseconds())}, nil
 }
 
 // current is the current revision of a hold this client acquired.

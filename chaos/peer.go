@@ -68,8 +68,8 @@ func newPeer(c *Config, dir string) (peerService, error) {
 
 // peerDialer is a Workload's Dial for a peer target: the harness's
 // clients and a chaos-client process's, which knows the endpoints and the
-// target only, dial alike.
-func peerDialer(t Target) func(i int, endpoints []string) (LockClient, error) {
+// target and the longest lease only, dial alike.
+func peerDialer(t Target, leaseMax time.Duration) func(i int, endpoints []string) (LockClient, error) {
 	return func(_ int, endpoints []string) (LockClient, error) {
 		switch t {
 		case TargetEtcd:
@@ -77,7 +77,7 @@ func peerDialer(t Target) func(i int, endpoints []string) (LockClient, error) {
 		case TargetRedis:
 			return dialRedis(endpoints)
 		case TargetNats:
-			return dialNats(endpoints)
+			return dialNats(endpoints, leaseMax)
 		}
 		return nil, errors.New("no peer adapter for target " + string(t))
 	}

@@ -75,8 +75,12 @@ type Config struct {
 	RedisFsync RedisFsync
 	NatsSync   NatsSync
 	NatsServer string
-	Progress   io.Writer // one line every few seconds; nil: none
-	Log        *slog.Logger
+	// PowerStrict: with the power families on a peer target, the
+	// harness does not fsync the servers' data directories once after
+	// they first answer (--power-strict; settleDirs says why it does).
+	PowerStrict bool
+	Progress    io.Writer // one line every few seconds; nil: none
+	Log         *slog.Logger
 }
 
 // Defaults returns the settings of a run nobody tuned, as `raftlock
@@ -321,6 +325,9 @@ type run struct {
 	// power are the members' lazyfs mounts (the power families); nil:
 	// their data is on the plain disk.
 	power *powerDisks
+	// unrecovered says how a peer target failed to take writes after
+	// its last power cut was healed; "": it recovered.
+	unrecovered string
 }
 
 func (r *run) close() {

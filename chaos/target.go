@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,6 +57,8 @@ func (c *Config) validateTarget() error {
 		return fmt.Errorf("--nats-sync and --nats-server are NATS's: not with --target %s", t)
 	case c.NatsSync != "" && c.NatsSync != NatsSyncDefault && c.NatsSync != NatsSyncAlways:
 		return fmt.Errorf("unknown --nats-sync %q (want %s|%s)", c.NatsSync, NatsSyncDefault, NatsSyncAlways)
+	case c.PowerStrict && (t == TargetRaftlock || !c.usesPower()):
+		return errors.New("--power-strict is for the power families on a peer target (--target etcd|redis|nats)")
 	case t == TargetRaftlock:
 		return nil
 	case c.Bug != "":
@@ -123,6 +126,14 @@ func notRunLine(c *Config, notRun []fault.Family) string {
 func (c *Config) targetLines(header map[string]any) []string {
 	t := c.target()
 	lines := []string{targetLine(t)}
+	if c.usesPower() {
+		header["power_strict"] = c.PowerStrict
+		if c.PowerStrict {
+			lines = append(lines, "Power: strict (--power-strict): the servers' data directories were never fsynced by the harness, so a cut also drops the directory entries a server made at its start and never synced.")
+		} else {
+			lines = append(lines, "Power: each server's data directories were fsynced once by the harness right after the target first answered (as a filesystem that commits metadata in order would have done by then); every later directory entry is the server's to sync.")
+		}
+	}
 	switch t {
 	case TargetRedis:
 		fsync := c.RedisFsync
