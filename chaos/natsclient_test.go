@@ -132,7 +132,9 @@ func TestPeerSettingsFlags(t *testing.T) {
 		{func(c *Config) { c.Target, c.NatsSync = TargetNats, "sometimes" }, false},
 		{func(c *Config) { c.Target, c.NatsServer = TargetRedis, "/bin/nats-server" }, false},
 		{func(c *Config) { c.Target, c.PowerStrict = TargetEtcd, true }, false},
-		{func(c *Config) { c.Target, c.PowerStrict, c.Nemeses = TargetEtcd, true, []fault.Family{fault.FamilyPowerAll} }, true},
+		{func(c *Config) {
+			c.Target, c.PowerStrict, c.Nemeses = TargetEtcd, true, []fault.Family{fault.FamilyPowerAll}
+		}, true},
 		{func(c *Config) { c.PowerStrict, c.Nemeses = true, []fault.Family{fault.FamilyPowerAll} }, false},
 	} {
 		c := Defaults()
