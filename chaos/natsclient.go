@@ -114,16 +114,26 @@ func (n *natsLocks) unbind() {
 }
 
 // natsOutcome is the workload's reading of a publish's or a read's
-// error: a compare that failed (the expected revision was not the key's)
-// is mismatch; an answer that says nothing was stored (no server had the
-// stream: no responders; the stream answered with an API error) is
-// ErrUnavailable; anything else (a timeout, a connection lost with the
-// request out) leaves the outcome unknown.
+// error: a compare that failed (the expected revision was not the key's
+// last, 10071) is mismatch; an answer that says nothing was stored (no
+// server had the stream: no responders; the stream answered with any
+// other API error) is ErrUnavailable; anything else (a timeout, a
+// connection lost with the request out) leaves the outcome unknown.
+//
+// 10164 is not a mismatch: a replicated stream's leader answers it when
+// another write to the subject is in flight, before that write commits
+// (nats-server's jetstream_batching.go), so it says nothing of the key's
+// value, and a read just after may still find the key free. nats.go's
+// KV Create reads it as ErrKeyExists; a lock client that did would
+// report a lock held while it is free (seen: free, held, free in three
+// calls, with no grant or release between).
 func natsOutcome(err, mismatch error) error {
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
 		return nil
+	case isInFlight(err):
+		return fmt.Errorf("%w: %v", client.ErrUnavailable, err)
 	case isWrongLastSeq(err):
 		return mismatch
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
@@ -135,14 +145,18 @@ func natsOutcome(err, mismatch error) error {
 }
 
 // isWrongLastSeq says whether err is JetStream's answer to a publish
-// whose expected last sequence for its subject was not the subject's:
-// 10071, or 10164 from a replicated stream.
+// whose expected last sequence for its subject was not the subject's
+// (10071).
 func isWrongLastSeq(err error) bool {
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// isInFlight says whether err is a replicated stream's refusal of a
+// compare while another write to the subject is in flight (10164).
+func isInFlight(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // natsValue is what a lock's key holds: its owner, and once a renewal

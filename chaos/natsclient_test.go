@@ -71,7 +71,8 @@ func TestNatsOutcome(t *testing.T) {
 		want error
 	}{
 		{wrong, client.ErrHeld},
-		{fmt.Errorf("publish: %w", wrongR3), client.ErrHeld},
+		{fmt.Errorf("publish: %w", wrong), client.ErrHeld},
+		{wrongR3, client.ErrUnavailable}, // another write in flight: says nothing of the key
 		{nats.ErrNoResponders, client.ErrUnavailable},
 		{jetstream.ErrNoStreamResponse, client.ErrUnavailable},
 		{other, client.ErrUnavailable},
