@@ -270,15 +270,11 @@ func (n *natsLocks) tryAcquire(ctx context.Context, r client.AcquireRequest) (cl
 	val := natsValue(r.Owner, 0)
 	rev, err := n.publish(ctx, r.Key, val, false, 0, client.ErrHeld)
 	if errors.Is(err, client.ErrHeld) {
-		e, rerr := n.last(ctx, r.Key)
-		if rerr != nil {
-			// The create was refused: nothing was written.
-			return client.Grant{}, client.ErrHeld
+		expect, ferr := afterRefusedCreate(n.last(ctx, r.Key))
+		if ferr != nil {
+			return client.Grant{}, ferr
 		}
-		if !e.deleted {
-			return client.Grant{}, client.ErrHeld
-		}
-		rev, err = n.publish(ctx, r.Key, val, false, e.rev, client.ErrHeld)
+		rev, err = n.publish(ctx, r.Key, val, false, expect, client.ErrHeld)
 	}
 	if err != nil {
 		return client.Grant{}, err
@@ -287,6 +283,25 @@ func (n *natsLocks) tryAcquire(ctx context.Context, r client.AcquireRequest) (cl
 	n.rev[holderRef{r.Key, rev}] = rev
 	n.mu.Unlock()
 	return client.Grant{Token: rev, LeaseMS: uint64(n.ttl.Milliseconds())}, nil
+}
+
+// afterRefusedCreate is what an acquire whose create was refused (the
+// key had a message) does with its read of the key's last message: held
+// when the read finds a hold (the key was held then), the revision of
+// the delete marker to rewrite when it finds one. A read that failed, or
+// that finds no message (the one that refused the create expired since),
+// says nothing of whether the key was held: unavailable, a definite
+// failure that claims no holder (nothing was written).
+func afterRefusedCreate(e natsEntry, err error) (uint64, error) {
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%w: read after a refused create: %v", client.ErrUnavailable, err)
+	case e.rev == 0:
+		return 0, fmt.Errorf("%w: the key's message went away after it refused the create", client.ErrUnavailable)
+	case !e.deleted:
+		return 0, client.ErrHeld
+	}
+	return e.rev, nil
 }
 
 // current is the current revision of a hold this client acquired.

@@ -59,6 +59,32 @@ func TestNatsEntryOf(t *testing.T) {
 	}
 }
 
+// An acquire whose create was refused says held only when its read finds
+// a hold: a read that failed claims no holder (seen: a release, then an
+// acquire answered held while the read after the refusal had failed).
+func TestAfterRefusedCreate(t *testing.T) {
+	for _, tc := range []struct {
+		e      natsEntry
+		err    error
+		expect uint64
+		want   error
+	}{
+		{natsEntry{rev: 9, token: 9, owner: "o"}, nil, 0, client.ErrHeld},
+		{natsEntry{rev: 9, deleted: true}, nil, 9, nil},
+		{natsEntry{}, nil, 0, client.ErrUnavailable},
+		{natsEntry{}, fmt.Errorf("%w: read k: timeout", client.ErrUnavailable), 0, client.ErrUnavailable},
+		{natsEntry{}, errors.New(`nats: lock value "x" is not ours`), 0, client.ErrUnavailable},
+	} {
+		expect, err := afterRefusedCreate(tc.e, tc.err)
+		if expect != tc.expect || !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%+v, %v: %d %v; want %d %v", tc.e, tc.err, expect, err, tc.expect, tc.want)
+		}
+		if tc.want != client.ErrHeld && errors.Is(err, client.ErrHeld) {
+			t.Errorf("%+v, %v: held claimed", tc.e, tc.err)
+		}
+	}
+}
+
 // How a publish's or read's error reads to the workload: a failed compare
 // is definite, so are answers that say nothing was stored; a timeout or
 // a lost connection leaves the outcome unknown, never a definite fail.
