@@ -132,10 +132,18 @@ mutation: build
 clean:
 	rm -rf bin chaos-out mutation-out sim-out dist
 
-# Debian's etcd-server (3.4) and redis-server (7.0), the benchmark's peers.
+# Debian's etcd-server (3.4) and redis-server (7.0), the benchmark's peers,
+# and nats-server (2.9.10), chaos --target nats's. Debian's nats-server has
+# no sync_interval (chaos --nats-sync always needs it) and races two updates
+# at one revision of a replicated key-value bucket, so NATS_SERVER_VERSION
+# (the release Jepsen analysed in December 2025) is built from the Go module
+# proxy into bin/peers/nats-server too: chaos --nats-server bin/peers/nats-server.
+NATS_SERVER_VERSION := v2.12.1
 peers:
-	command -v etcd >/dev/null && command -v redis-server >/dev/null || \
-	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server redis-server)
+	command -v etcd >/dev/null && command -v redis-server >/dev/null && command -v nats-server >/dev/null || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server redis-server nats-server)
+	@test -x bin/peers/nats-server && bin/peers/nats-server --version | grep -q ' $(NATS_SERVER_VERSION)$$' || \
+	  GOBIN=$(CURDIR)/bin/peers $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 
 # Debian's grpcio and protobuf for Python, and protoc: a stock grpcio stub's
 # test (cmd/raftlock TestStockClientsThroughAFollower) calls a follower with

@@ -39,6 +39,9 @@ func Check(res *Result, timeout time.Duration) *checker.Verdict {
 	if res.Held.Locks > 0 {
 		v.Stats.HeldKeySize, v.Stats.HeldFillSeconds = res.Held.KeySize, res.Held.Seconds
 	}
+	if res.Unrecovered != "" {
+		v.Notes = append(v.Notes, res.Unrecovered)
+	}
 	if res.Interrupted != "" {
 		v.Interrupted(res.Interrupted)
 	}

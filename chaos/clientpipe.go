@@ -115,7 +115,7 @@ func (f *ClientFlags) RunClient(ctx context.Context, in io.Reader, out io.Writer
 	w := &Workload{Clients: 1, First: f.Index, Keys: strings.Split(f.Keys, ","), LeaseMin: f.LeaseMin, LeaseMax: f.LeaseMax,
 		Endpoints: strings.Split(f.Endpoints, ","), Spare: spare, Seed: f.Seed, Rec: p, Store: p, NewProcess: p.newProcess}
 	if t := Target(f.Target); t != TargetRaftlock && t != "" {
-		w.Dial = peerDialer(t)
+		w.Dial = peerDialer(t, f.LeaseMax)
 	}
 	if err := w.Run(ctx); err != nil {
 		return err

@@ -82,7 +82,7 @@ func (e *etcdPeer) Start(ctx context.Context) error {
 		}
 	}
 	for _, m := range e.members {
-		args := []string{"--name", fmt.Sprintf("m%d", m.id), "--data-dir", filepath.Join(e.dir, fmt.Sprintf("etcd-%d", m.id)),
+		args := []string{"--name", fmt.Sprintf("m%d", m.id), "--data-dir", e.DataDir(m.id),
 			"--listen-client-urls", "http://" + m.client, "--advertise-client-urls", "http://" + m.client,
 			"--listen-peer-urls", "http://" + m.peer, "--initial-advertise-peer-urls", "http://" + m.gateway.Addr(),
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
@@ -151,6 +151,9 @@ func (e *etcdPeer) link(c net.Conn, sender string, to int) *Proxy {
 }
 
 func (e *etcdPeer) IDs() []int { return []int{1, 2, 3} }
+
+// DataDir is member id's --data-dir.
+func (e *etcdPeer) DataDir(id int) string { return filepath.Join(e.dir, fmt.Sprintf("etcd-%d", id)) }
 
 // Leader asks each member's status for the leader it knows.
 func (e *etcdPeer) Leader(ctx context.Context) int {

@@ -25,7 +25,7 @@ func Synopsis() string {
 	return "chaos [--nodes 3] [--seed N] [--duration 30s] [--nemesis " + fault.Join(Families) + "] (opt-in: " + fault.Join(optIn()) +
 		") [--snapshot-every 100] [--held N [--key-size 250]] [--out DIR] [--unsafe-bug NAME]\n" +
 		"       raftlock chaos [--clients 8] [--keys 3] [--protocols binary,grpc,http] ...\n" +
-		"       raftlock chaos --target etcd|redis [--seed N] [--duration 30s] [--nemesis ...] [--out DIR]"
+		"       raftlock chaos --target etcd|redis|nats [--redis-fsync everysec|always] [--nats-sync default|always] [--nats-server PATH] [--seed N] [--duration 30s] [--nemesis ...] [--out DIR]"
 }
 
 // Flags are raftlock chaos's flags: a Config, its seed and its nemeses.
@@ -64,7 +64,11 @@ func (f *Flags) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.ClientProcs, "client-procs", d.ClientProcs, "`N` workload clients run as processes beside --clients, which the opt-in family "+fault.Join(ClientFamilies)+" stops (SIGSTOP) past their lease")
 	registerProtocols(fs, &cfg.Protocols)
 	fs.BoolVar(&cfg.PinMembers, "pin-members", false, "keep each --protocols http or grpc client to one member (client i to the i-th) and never ask to be redirected, so followers relay its calls to the leader, as for a stock client")
-	fs.StringVar((*string)(&cfg.Target), "target", string(TargetRaftlock), "the lock service tried: "+joinTargets()+" (etcd and redis are started from the etcd and redis-server on PATH, make peers installs them; families a target cannot carry out are named in the header and summary.md)")
+	fs.StringVar((*string)(&cfg.Target), "target", string(TargetRaftlock), "the lock service tried: "+joinTargets()+" (etcd, redis and nats are started from the etcd, redis-server and nats-server on PATH, make peers installs them; families a target cannot carry out are named in the header and summary.md)")
+	fs.StringVar((*string)(&cfg.RedisFsync), "redis-fsync", "", "with --target redis, its appendfsync: everysec (the default, Redis's own: an fsync every second, writes answered before) or always (an fsync before each write is answered)")
+	fs.StringVar((*string)(&cfg.NatsSync), "nats-sync", "", "with --target nats, JetStream's fsync: default (the server's: every two minutes, writes acknowledged before) or always (sync_interval: always; needs a server that has it: make peers builds one in bin/peers)")
+	fs.BoolVar(&cfg.PowerStrict, "power-strict", false, "with power or power-all on --target etcd|redis|nats: do not fsync each server's data directories once after it first answers (then a cut also drops the directory entries the server made at its start and never synced)")
+	fs.StringVar(&cfg.NatsServer, "nats-server", "", "with --target nats, the nats-server `PATH` (default: the one on PATH, Debian's 2.9.10, which has no sync_interval; make peers builds v2.12.1 in bin/peers/nats-server)")
 	fs.StringVar(&f.nemeses, "nemesis", fault.Join(Families), "fault families (comma-separated; 'none' for none; opt-in, never in the default: "+fault.Join(optIn())+")")
 }
 

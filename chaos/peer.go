@@ -20,8 +20,11 @@ import (
 type peerService interface {
 	// Start starts the service and waits until it answers.
 	Start(ctx context.Context) error
-	// IDs are the members the kill and pause families aim at.
+	// IDs are the members the kill, pause and power families aim at.
 	IDs() []int
+	// DataDir is where member id keeps its data: with the power
+	// families the harness mounts it on lazyfs before Start.
+	DataDir(id int) string
 	// Leader is the member that leads (etcd) or is primary (redis), 0 if
 	// unknown.
 	Leader(ctx context.Context) int
@@ -56,21 +59,25 @@ func newPeer(c *Config, dir string) (peerService, error) {
 	case TargetEtcd:
 		return newEtcdPeer(dir, c.Seed), nil
 	case TargetRedis:
-		return newRedisPeer(dir, c.Seed), nil
+		return newRedisPeer(dir, c.Seed, c.RedisFsync), nil
+	case TargetNats:
+		return newNatsPeer(dir, c.Seed, c.NatsServer, c.NatsSync, c.LeaseMax), nil
 	}
 	return nil, fmt.Errorf("no peer adapter for --target %s", c.target())
 }
 
 // peerDialer is a Workload's Dial for a peer target: the harness's
 // clients and a chaos-client process's, which knows the endpoints and the
-// target only, dial alike.
-func peerDialer(t Target) func(i int, endpoints []string) (LockClient, error) {
+// target and the longest lease only, dial alike.
+func peerDialer(t Target, leaseMax time.Duration) func(i int, endpoints []string) (LockClient, error) {
 	return func(_ int, endpoints []string) (LockClient, error) {
 		switch t {
 		case TargetEtcd:
 			return dialEtcd(endpoints)
 		case TargetRedis:
 			return dialRedis(endpoints)
+		case TargetNats:
+			return dialNats(endpoints, leaseMax)
 		}
 		return nil, errors.New("no peer adapter for target " + string(t))
 	}
@@ -83,6 +90,7 @@ type peerFaults struct {
 	rec     *history.Recorder
 	stopped map[int]bool // killed members not yet restarted; the nemesis's goroutine only
 	paused  map[int]bool
+	pw      peerPower // the power families' mounts and counters
 }
 
 // peerServers is what both peer targets keep of their server processes:
@@ -171,6 +179,9 @@ func clientAddrs[S interface{ clientAddr() string }](group []S) []string {
 // inject draws one fault of family and carries it out, returning its
 // heal and a description.
 func (pf *peerFaults) inject(ctx context.Context, rng *rand.Rand, family fault.Family) (func(context.Context), string) {
+	if family == fault.FamilyPower || family == fault.FamilyPowerAll {
+		return pf.power(ctx, rng, family == fault.FamilyPowerAll)
+	}
 	f := pf.p.Draw(ctx, rng, family)
 	f.Record(pf.rec)
 	switch f := f.(type) {

@@ -12,7 +12,7 @@ import (
 	"github.com/raftlock/raftlock/chaos/workload"
 )
 
-// peerPhases carries out a run on a peer target (--target etcd|redis):
+// peerPhases carries out a run on a peer target (--target etcd|redis|nats):
 // start the service, run the workload under the nemesis (the families
 // the target supports), heal, read every key, and hand the history to
 // the same checks. There is no committed log to audit, no digest to
@@ -32,11 +32,27 @@ func (r *run) peerPhases(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	r.peer = p
+	if cfg.usesPower() {
+		// Each server's data directory on its own lazyfs mount, made
+		// before the server starts; run.close unmounts them.
+		if r.power, err = mountPower(ctx, p.DataDir, p.IDs(), cfg.Seed, cfg.Log); err != nil {
+			return nil, err
+		}
+	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = p.Start(startCtx)
 	cancel()
 	if err != nil {
 		return r.cutOr(ctx, fmt.Sprintf("while %s started", cfg.target()), fmt.Errorf("%s never came up: %w (see %s)", cfg.target(), err, r.logs))
+	}
+	if r.power != nil && !cfg.PowerStrict {
+		var dirs []string
+		for _, id := range p.IDs() {
+			dirs = append(dirs, p.DataDir(id))
+		}
+		if err := settleDirs(dirs); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.recordPeer(p); err != nil {
 		return nil, err
@@ -56,13 +72,26 @@ func (r *run) peerPhases(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("write the history: %w", err)
 	}
 	r.peerCounts()
-	return &Result{Events: r.rec.Events(), Crashes: p.Crashes(), Target: cfg.target()}, nil
+	if k := r.nem.Counts.PowerCutsFailed.Load(); k > 0 {
+		return nil, fmt.Errorf("%d power cuts failed (see the log): no verdict on disks the history does not describe", k)
+	}
+	return &Result{Events: r.rec.Events(), Crashes: p.Crashes(), Target: cfg.target(), Unrecovered: r.unrecovered,
+		Power: PowerCounts{Cuts: int(r.nem.Counts.PowerCuts.Load()), BytesDropped: r.nem.Counts.PowerBytesDropped.Load()}}, nil
 }
 
-// peerCounts prints the nemesis's client pauses, if it made any.
+// peerCounts prints the nemesis's client pauses and power cuts, if it
+// made any.
 func (r *run) peerCounts() {
-	if c := &r.nem.Counts; r.cfg.Progress != nil && c.ClientPauses.Load() > 0 {
+	c := &r.nem.Counts
+	if r.cfg.Progress == nil {
+		return
+	}
+	if c.ClientPauses.Load() > 0 {
 		fmt.Fprintf(r.cfg.Progress, "chaos: nemesis: client pauses %d (%d between a read and a write)\n", c.ClientPauses.Load(), c.ClientPausesHolding.Load())
+	}
+	if k := c.PowerCuts.Load() + c.PowerCutsFailed.Load(); k > 0 {
+		fmt.Fprintf(r.cfg.Progress, "chaos: nemesis: power cuts %d (%d unsynced bytes dropped), power cuts failed %d\n",
+			c.PowerCuts.Load(), c.PowerBytesDropped.Load(), c.PowerCutsFailed.Load())
 	}
 }
 
@@ -90,11 +119,12 @@ func (r *run) recordPeer(p peerService) error {
 	}
 	r.wl = &Workload{Clients: cfg.Clients, Keys: r.keys, LeaseMin: cfg.LeaseMin, LeaseMax: cfg.LeaseMax,
 		Endpoints: p.Endpoints(), Seed: cfg.Seed, Rec: r.rec, Store: workload.NewResource(r.rec, cfg.resource()),
-		Dial: peerDialer(cfg.target())}
+		Dial: peerDialer(cfg.target(), cfg.LeaseMax)}
 	families, _ := cfg.nemeses()
 	r.nem = &Nemesis{Rec: r.rec, Families: families, Interval: cfg.FaultInterval, Duration: cfg.FaultDuration,
 		Seed: cfg.Seed, Log: cfg.Log, ClientPauseMin: p.PauseMin(cfg.LeaseMax),
 		Peer: &peerFaults{p: p, rec: r.rec, stopped: map[int]bool{}, paused: map[int]bool{}}}
+	r.nem.Peer.pw = peerPower{disks: r.power, counts: &r.nem.Counts, log: cfg.Log}
 	return nil
 }
 
@@ -108,10 +138,18 @@ func (r *run) healPeer(ctx context.Context, p peerService) error {
 	readyCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := p.WaitReady(readyCtx); err != nil {
-		if len(p.Crashes()) == 0 || ctx.Err() != nil {
+		cuts := r.nem.Counts.PowerCuts.Load()
+		if (len(p.Crashes()) == 0 && cuts == 0) || ctx.Err() != nil {
 			return fmt.Errorf("%s did not recover after healing: %w", r.cfg.target(), err)
 		}
-		r.cfg.Log.Error("target did not recover after healing", "err", err, "crashed", crashNote(p.Crashes()))
+		// A target that never recovers from its power cuts is a
+		// finding, not a harness failure: the history is judged as it
+		// is (the final reads fail), and the verdict says so.
+		r.unrecovered = fmt.Sprintf("%s took no write within 60 s of the last heal, after %d power cuts: %v", r.cfg.target(), cuts, err)
+		r.cfg.Log.Error("target did not recover after healing", "err", err, "crashed", crashNote(p.Crashes()), "power_cuts", cuts)
+		if r.cfg.Progress != nil {
+			fmt.Fprintf(r.cfg.Progress, "chaos: %s\n", r.unrecovered)
+		}
 	}
 	return nil
 }
@@ -157,6 +195,9 @@ func targetLine(t Target) string {
 	case TargetRedis:
 		return "Target: redis (a primary, a replica and three Sentinels started by the harness, the replication and Sentinel links through its byte-stream proxies); " +
 			"locks are SET key token NX PX lease with a token check on release, the fencing token from INCR on the primary. " + redisSemantics
+	case TargetNats:
+		return "Target: nats (three nats-server processes in one cluster with JetStream, their routes through the harness's byte-stream proxies, " +
+			"a key-value bucket replicated on all three). " + natsSemantics
 	}
 	return "Target: " + string(t)
 }

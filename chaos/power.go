@@ -26,10 +26,11 @@ import (
 var powerFamilies = []fault.Family{fault.FamilyPower, fault.FamilyPowerAll}
 
 // usesPower says whether the run carries out a power family: then every
-// member's data directory is mounted on lazyfs.
+// member's data directory (a peer target's servers': peerpower.go) is
+// mounted on lazyfs.
 func (c *Config) usesPower() bool {
 	run, _ := c.nemeses()
-	return c.target() == TargetRaftlock && slices.ContainsFunc(run, func(f fault.Family) bool {
+	return slices.ContainsFunc(run, func(f fault.Family) bool {
 		return slices.Contains(powerFamilies, f)
 	})
 }

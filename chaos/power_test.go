@@ -24,9 +24,10 @@ func powerConfig(nemeses ...fault.Family) Config {
 	return cfg
 }
 
-// The power families are opt-in, carried out only against raftlock, and
-// not with membership (a newcomer's data would be on no mount).
-func TestPowerFamiliesAreOptInForRaftlockOnly(t *testing.T) {
+// The power families are opt-in, carried out on every target (a peer's
+// servers' data is mounted as raftlock's members' is), and not with
+// membership (a newcomer's data would be on no mount).
+func TestPowerFamiliesAreOptIn(t *testing.T) {
 	for _, f := range []fault.Family{fault.FamilyPower, fault.FamilyPowerAll} {
 		if slices.Contains(Families, f) || !slices.Contains(OptInFamilies, f) {
 			t.Errorf("%s: want an opt-in family, not a default one", f)
@@ -46,10 +47,12 @@ func TestPowerFamiliesAreOptInForRaftlockOnly(t *testing.T) {
 	if cfg := powerConfig(Families...); cfg.usesPower() || cfg.checkPower() != nil {
 		t.Error("the default families mount the members' data on lazyfs")
 	}
-	etcd := powerConfig("kill", fault.FamilyPower)
-	etcd.Target = TargetEtcd
-	if _, notRun := etcd.nemeses(); !slices.Equal(notRun, []fault.Family{fault.FamilyPower}) || etcd.usesPower() {
-		t.Errorf("etcd with power: not run %v, mounts %v; want power named as not run and no mounts", notRun, etcd.usesPower())
+	for _, target := range []Target{TargetEtcd, TargetRedis, TargetNats} {
+		peer := powerConfig("kill", fault.FamilyPower, fault.FamilyPowerAll)
+		peer.Target = target
+		if _, notRun := peer.nemeses(); len(notRun) > 0 || !peer.usesPower() {
+			t.Errorf("%s with power: not run %v, mounts %v; want both run on mounted data", target, notRun, peer.usesPower())
+		}
 	}
 }
 

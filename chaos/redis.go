@@ -30,6 +30,7 @@ type redisPeer struct {
 	peerServers[*redisMember] // members: the primary and the replica
 
 	sentinels []*redisMember
+	fsync     RedisFsync // the data members' appendfsync
 	mu        sync.Mutex
 	isolated  int // the member a partition cuts off; 0: none
 }
@@ -48,8 +49,22 @@ const (
 	redisFailoverTimeout = 3000
 )
 
-func newRedisPeer(dir string, seed uint64) *redisPeer {
-	return &redisPeer{peerServers: peerServers[*redisMember]{dir: dir, seed: seed}}
+// RedisFsync is when Redis fsyncs its append-only file (chaos
+// --redis-fsync): every second (everysec, Redis's default) or before it
+// answers each write (always).
+type RedisFsync string
+
+// The --redis-fsync settings.
+const (
+	RedisFsyncEverysec RedisFsync = "everysec"
+	RedisFsyncAlways   RedisFsync = "always"
+)
+
+func newRedisPeer(dir string, seed uint64, fsync RedisFsync) *redisPeer {
+	if fsync == "" {
+		fsync = RedisFsyncEverysec
+	}
+	return &redisPeer{peerServers: peerServers[*redisMember]{dir: dir, seed: seed}, fsync: fsync}
 }
 
 // Start starts the primary and the replica, then the Sentinels, and
@@ -70,12 +85,12 @@ func (r *redisPeer) Start(ctx context.Context) error {
 		r.members = append(r.members, m)
 	}
 	for _, m := range r.members {
-		dir := filepath.Join(r.dir, fmt.Sprintf("redis-%d", m.id))
+		dir := r.DataDir(m.id)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 		_, pport, _ := net.SplitHostPort(m.proxy.Addr())
-		args := []string{"--port", port(m.addr), "--bind", "127.0.0.1", "--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec",
+		args := []string{"--port", port(m.addr), "--bind", "127.0.0.1", "--dir", dir, "--appendonly", "yes", "--appendfsync", string(r.fsync),
 			"--save", "", "--protected-mode", "no", "--loglevel", "notice", "--replica-announce-ip", "127.0.0.1", "--replica-announce-port", pport}
 		if m.id == 2 {
 			args = append(args, "--replicaof", "127.0.0.1", port(r.members[0].proxy.Addr()))
@@ -157,6 +172,12 @@ func (r *redisPeer) sentinelsReady(ctx context.Context) error {
 }
 
 func (r *redisPeer) IDs() []int { return []int{1, 2} }
+
+// DataDir is data member id's --dir: its append-only file. The
+// Sentinels' rewritten configurations are beside it, on the plain disk:
+// the power families cut the data members only, and the Sentinels stay
+// up through them.
+func (r *redisPeer) DataDir(id int) string { return filepath.Join(r.dir, fmt.Sprintf("redis-%d", id)) }
 
 // Leader is the primary a Sentinel names.
 func (r *redisPeer) Leader(ctx context.Context) int {

@@ -43,6 +43,10 @@ type Result struct {
 	// Target is the service tried ("": raftlock): a peer has no
 	// membership changes or snapshot counters to check.
 	Target Target
+	// Unrecovered says how a peer target failed to take writes again
+	// after its power cuts were healed, for the verdict's notes; "": it
+	// recovered.
+	Unrecovered string
 	// Interrupted says where Ctrl-C cut the run short ("during the
 	// workload, after 4.2s of 1m0s"); "" when it ran to its end.
 	Interrupted string

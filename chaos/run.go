@@ -69,10 +69,21 @@ type Config struct {
 	// it follows (--pin-members).
 	PinMembers bool
 	// Target is the lock service tried (--target): TargetRaftlock (""
-	// too, the default), TargetEtcd or TargetRedis.
-	Target   Target
-	Progress io.Writer // one line every few seconds; nil: none
-	Log      *slog.Logger
+	// too, the default), TargetEtcd, TargetRedis or TargetNats.
+	Target Target
+	// RedisFsync is Redis's appendfsync (--redis-fsync; "": everysec),
+	// NatsSync the NATS servers' JetStream sync (--nats-sync; "": the
+	// server's default) and NatsServer the nats-server they run
+	// (--nats-server; "": the one on PATH). target.go checks them.
+	RedisFsync RedisFsync
+	NatsSync   NatsSync
+	NatsServer string
+	// PowerStrict: with the power families on a peer target, the
+	// harness does not fsync the servers' data directories once after
+	// they first answer (--power-strict; settleDirs says why it does).
+	PowerStrict bool
+	Progress    io.Writer // one line every few seconds; nil: none
+	Log         *slog.Logger
 }
 
 // Defaults returns the settings of a run nobody tuned, as `raftlock
@@ -181,7 +192,7 @@ func (c *Config) settingsNotes() (header map[string]any, lines []string) {
 	header = map[string]any{}
 	if t := c.target(); t != TargetRaftlock {
 		header["target"] = string(t)
-		lines = append(lines, targetLine(t))
+		lines = append(lines, c.targetLines(header)...)
 	}
 	if r := c.resource(); r != workload.Fenced {
 		header["resource"] = string(r)
@@ -319,6 +330,9 @@ type run struct {
 	// power are the members' lazyfs mounts (the power families); nil:
 	// their data is on the plain disk.
 	power *powerDisks
+	// unrecovered says how a peer target failed to take writes after
+	// its last power cut was healed; "": it recovered.
+	unrecovered string
 }
 
 func (r *run) close() {

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +11,7 @@ import (
 
 // Target is the lock service a chaos run tries (raftlock chaos --target):
 // raftlock itself, or a peer started, driven and faulted by an adapter
-// (etcd.go, redis.go) under the same workload, nemesis schedule, history
+// (etcd.go, redis.go, nats.go) under the same workload, nemesis schedule, history
 // format, checks and reports.
 type Target string
 
@@ -19,10 +20,11 @@ const (
 	TargetRaftlock Target = "raftlock"
 	TargetEtcd     Target = "etcd"
 	TargetRedis    Target = "redis"
+	TargetNats     Target = "nats"
 )
 
 // Targets are the valid targets, in the order --target documents them.
-var Targets = []Target{TargetRaftlock, TargetEtcd, TargetRedis}
+var Targets = []Target{TargetRaftlock, TargetEtcd, TargetRedis, TargetNats}
 
 // joinTargets lists the targets as --target takes them.
 func joinTargets() string {
@@ -47,6 +49,16 @@ func (c *Config) validateTarget() error {
 	switch {
 	case !slices.Contains(Targets, t):
 		return fmt.Errorf("unknown --target %q (want %s)", t, joinTargets())
+	case c.RedisFsync != "" && t != TargetRedis:
+		return fmt.Errorf("--redis-fsync is Redis's: not with --target %s", t)
+	case c.RedisFsync != "" && c.RedisFsync != RedisFsyncEverysec && c.RedisFsync != RedisFsyncAlways:
+		return fmt.Errorf("unknown --redis-fsync %q (want %s|%s)", c.RedisFsync, RedisFsyncEverysec, RedisFsyncAlways)
+	case (c.NatsSync != "" || c.NatsServer != "") && t != TargetNats:
+		return fmt.Errorf("--nats-sync and --nats-server are NATS's: not with --target %s", t)
+	case c.NatsSync != "" && c.NatsSync != NatsSyncDefault && c.NatsSync != NatsSyncAlways:
+		return fmt.Errorf("unknown --nats-sync %q (want %s|%s)", c.NatsSync, NatsSyncDefault, NatsSyncAlways)
+	case c.PowerStrict && (t == TargetRaftlock || !c.usesPower()):
+		return errors.New("--power-strict is for the power families on a peer target (--target etcd|redis|nats)")
 	case t == TargetRaftlock:
 		return nil
 	case c.Bug != "":
@@ -54,7 +66,7 @@ func (c *Config) validateTarget() error {
 	case c.Held > 0:
 		return fmt.Errorf("--held fills raftlock's table: not with --target %s", t)
 	case c.Nodes != 3:
-		return fmt.Errorf("--target %s runs three members (etcd) or a primary, a replica and three Sentinels (redis): --nodes must be 3", t)
+		return fmt.Errorf("--target %s runs three members (etcd, nats) or a primary, a replica and three Sentinels (redis): --nodes must be 3", t)
 	case c.usesAPI():
 		return fmt.Errorf("--protocols are raftlock's: --target %s speaks its own", t)
 	}
@@ -76,7 +88,7 @@ func (c *Config) notCarried(f fault.Family) string {
 		return ""
 	}
 	switch f {
-	case fault.FamilyKill, fault.FamilyPause, fault.FamilyPartition:
+	case fault.FamilyKill, fault.FamilyPause, fault.FamilyPartition, fault.FamilyPower, fault.FamilyPowerAll:
 		return ""
 	case fault.FamilyClock:
 		return string(t) + " reads the system clock, which only root can skew"
@@ -106,4 +118,46 @@ func notRunLine(c *Config, notRun []fault.Family) string {
 		return fmt.Sprintf("Not run: %s (it stops client processes, and --client-procs is 0).", fault.Join(notRun))
 	}
 	return "Not run: " + strings.Join(parts, "; ") + "."
+}
+
+// targetLines are summary.md's lines for a peer target, and its settings
+// in the history's header: Redis's appendfsync, the NATS servers' sync
+// and binary.
+func (c *Config) targetLines(header map[string]any) []string {
+	t := c.target()
+	lines := []string{targetLine(t)}
+	if c.usesPower() {
+		header["power_strict"] = c.PowerStrict
+		if c.PowerStrict {
+			lines = append(lines, "Power: strict (--power-strict): the servers' data directories were never fsynced by the harness, so a cut also drops the directory entries a server made at its start and never synced.")
+		} else {
+			lines = append(lines, "Power: each server's data directories were fsynced once by the harness right after the target first answered (as a filesystem that commits metadata in order would have done by then); every later directory entry is the server's to sync.")
+		}
+	}
+	switch t {
+	case TargetRedis:
+		fsync := c.RedisFsync
+		if fsync == "" {
+			fsync = RedisFsyncEverysec
+		}
+		header["redis_fsync"] = string(fsync)
+		lines = append(lines, fmt.Sprintf("Redis appendfsync: %s (--redis-fsync).", fsync))
+	case TargetNats:
+		sync := c.NatsSync
+		if sync == "" {
+			sync = NatsSyncDefault
+		}
+		header["nats_sync"] = string(sync)
+		server := c.NatsServer
+		if server == "" {
+			server = "nats-server on PATH"
+		}
+		header["nats_server"] = server
+		what := "the server's default (an fsync every two minutes; writes are acknowledged before)"
+		if sync == NatsSyncAlways {
+			what = "always (sync_interval: always, an fsync before each write is acknowledged)"
+		}
+		lines = append(lines, fmt.Sprintf("NATS JetStream sync: %s (--nats-sync); server: %s (--nats-server).", what, server))
+	}
+	return lines
 }
