@@ -19,8 +19,8 @@ import (
 const (
 	MaxKeyLen     = lockrule.MaxKeyLen
 	MaxOwnerLen   = lockrule.MaxOwnerLen // bytes of a Grant's owner
-	MaxBatch      = 4096    // commands in one log entry
-	MaxEntryBytes = 1 << 20 // encoded size of one log entry
+	MaxBatch      = 4096                 // commands in one log entry
+	MaxEntryBytes = 1 << 20              // encoded size of one log entry
 	snapshotMagic = "RLS"
 )
 
