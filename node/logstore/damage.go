@@ -69,8 +69,13 @@ import (
 // sealName is the clean-stop seal's file, in the data directory.
 const sealName = "raftlock-clean-stop"
 
-// sealMagic begins a seal: its format's first version.
-const sealMagic = "RLCS\x01"
+// sealMagic begins a seal of the format's first version (no file
+// numbers); sealMagic2 one of the second, which records the highest
+// write-ahead log and MANIFEST numbers at the clean stop.
+const (
+	sealMagic  = "RLCS\x01"
+	sealMagic2 = "RLCS\x02"
+)
 
 // DamagedError is a store that refuses to open because its data is
 // damaged: File names the file (relative to the data directory) when the
@@ -158,11 +163,22 @@ func scanWAL(fs vfs.FS, dir, name string) (*walDamage, error) {
 	}
 }
 
-// checkWALs scans every write-ahead log in dir before pebble opens them.
-// A log corrupt in its middle is refused (nil torn, a *DamagedError);
-// with trust (the planted bug) it is cut at the damage instead, as a torn
-// tail. torn lists the logs that end in a torn write, which pebble drops.
+// checkWALs scans every write-ahead log in dir that pebble will replay
+// before pebble opens them (the caller holds pebble's directory lock, so
+// no live pebble is writing them). A log corrupt in its middle is refused
+// (nil torn, a *DamagedError); with trust (the planted bug) it is cut at
+// the damage instead, as a torn tail. torn lists the logs that end in a
+// torn write, which pebble drops. An error reading a log (the file
+// system, not its contents) is returned as it is.
+//
+// Logs numbered below the MANIFEST's minimum unflushed log number are
+// skipped: everything in them is in sstables already, pebble never
+// replays them (it keeps some to recycle, or has not deleted them yet),
+// and damage in them harms nothing. When the MANIFEST cannot be read
+// here every log is scanned, as before; pebble then names the MANIFEST's
+// own damage when it opens.
 func checkWALs(fs vfs.FS, dir string, trust bool) (torn []walDamage, err error) {
+	minLog, _ := minUnflushedLog(fs, dir)
 	names, err := fs.List(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -172,12 +188,13 @@ func checkWALs(fs vfs.FS, dir string, trust bool) (torn []walDamage, err error) 
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if _, ok := isWAL(name); !ok {
+		num, ok := isWAL(name)
+		if !ok || num < minLog {
 			continue
 		}
 		d, err := scanWAL(fs, dir, name)
 		if err != nil {
-			return nil, &DamagedError{Dir: dir, File: name, Err: err}
+			return nil, fmt.Errorf("scan the write-ahead logs in %s: %w", dir, err)
 		}
 		if d == nil {
 			continue
@@ -229,21 +246,37 @@ func truncateFile(fs vfs.FS, path string, size int64) error {
 
 // seal is what a cleanly stopped store held: the next open must find at
 // least as much.
+//
+// walNum and manifestNum are the highest write-ahead log and MANIFEST
+// numbers in the directory when the seal was written (zero: unknown, a
+// seal of the first format). Every pebble open starts a new log and a
+// new MANIFEST, so a higher one at the next open means another program
+// (an older build that ignores the seal, after a rollback) opened and
+// wrote the store since: the seal no longer says what it holds.
 type seal struct {
 	lastIndex, snapIndex uint64
 	term, vote, commit   uint64
+	walNum, manifestNum  uint64
 }
 
 func (s seal) encode() []byte {
-	b := []byte(sealMagic)
-	for _, v := range []uint64{s.lastIndex, s.snapIndex, s.term, s.vote, s.commit} {
+	b := []byte(sealMagic2)
+	for _, v := range []uint64{s.lastIndex, s.snapIndex, s.term, s.vote, s.commit, s.walNum, s.manifestNum} {
 		b = binary.AppendUvarint(b, v)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 }
 
 func decodeSeal(b []byte) (seal, error) {
-	if len(b) < len(sealMagic)+4 || !bytes.HasPrefix(b, []byte(sealMagic)) {
+	n := 0
+	switch {
+	case len(b) < len(sealMagic)+4:
+		return seal{}, errors.New("not a clean-stop seal")
+	case bytes.HasPrefix(b, []byte(sealMagic)):
+		n = 5
+	case bytes.HasPrefix(b, []byte(sealMagic2)):
+		n = 7
+	default:
 		return seal{}, errors.New("not a clean-stop seal")
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
@@ -251,8 +284,8 @@ func decodeSeal(b []byte) (seal, error) {
 		return seal{}, errors.New("the seal fails its checksum")
 	}
 	rest := body[len(sealMagic):]
-	var vs [5]uint64
-	for i := range vs {
+	var vs [7]uint64
+	for i := range vs[:n] {
 		v, k := binary.Uvarint(rest)
 		if k <= 0 {
 			return seal{}, errors.New("the seal is cut short")
@@ -262,25 +295,117 @@ func decodeSeal(b []byte) (seal, error) {
 	if len(rest) != 0 {
 		return seal{}, errors.New("the seal has trailing bytes")
 	}
-	return seal{lastIndex: vs[0], snapIndex: vs[1], term: vs[2], vote: vs[3], commit: vs[4]}, nil
+	return seal{lastIndex: vs[0], snapIndex: vs[1], term: vs[2], vote: vs[3], commit: vs[4], walNum: vs[5], manifestNum: vs[6]}, nil
 }
 
-// readSeal reads the seal in dir; ok false when there is none.
+// staleSeal says whether dir holds a write-ahead log or MANIFEST numbered
+// above the ones s names: another program opened the store after its
+// clean stop.
+func staleSeal(fs vfs.FS, dir string, s seal) bool {
+	if s.walNum == 0 && s.manifestNum == 0 {
+		return false // a seal of the first format: nothing to tell by
+	}
+	wal, manifest := fileNums(fs, dir)
+	return wal > s.walNum || manifest > s.manifestNum
+}
+
+// fileNums is the highest write-ahead log and MANIFEST numbers in dir.
+func fileNums(fs vfs.FS, dir string) (wal, manifest uint64) {
+	names, _ := fs.List(dir)
+	for _, n := range names {
+		if num, ok := isWAL(n); ok {
+			wal = max(wal, num)
+		}
+		if rest, ok := strings.CutPrefix(n, "MANIFEST-"); ok {
+			if num, err := strconv.ParseUint(rest, 10, 64); err == nil {
+				manifest = max(manifest, num)
+			}
+		}
+	}
+	return wal, manifest
+}
+
+// minUnflushedLog reads pebble's current MANIFEST for its minimum
+// unflushed log number: logs below it are flushed and never replayed.
+// ok is false when it cannot tell. It reads only the first fields of each
+// version edit (the comparator's name, then the log number, which pebble
+// writes before any other), so it depends on no pebble internals.
+func minUnflushedLog(fs vfs.FS, dir string) (num uint64, ok bool) {
+	desc, err := pebble.Peek(dir, fs)
+	if err != nil || !desc.Exists || desc.ManifestFilename == "" {
+		return 0, false
+	}
+	f, err := fs.Open(desc.ManifestFilename)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	rr := newRecordReader(record.NewReader, f, 0)
+	for {
+		r, err := rr.Next()
+		if errors.Is(err, io.EOF) {
+			return num, num > 0
+		}
+		if err != nil {
+			return 0, false
+		}
+		edit, err := io.ReadAll(io.LimitReader(r, 1<<20))
+		if err != nil {
+			return 0, false
+		}
+		if n, found := editLogNumber(edit); found {
+			num = max(num, n)
+		}
+	}
+}
+
+// editLogNumber finds the log number in one encoded version edit, if it
+// sets one: tag 1 (the comparator, a length-prefixed string) may come
+// first, then tag 2 (the log number, a uvarint).
+func editLogNumber(b []byte) (uint64, bool) {
+	tag, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, false
+	}
+	b = b[k:]
+	if tag == 1 {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l {
+			return 0, false
+		}
+		b = b[k+int(l):]
+		if tag, k = binary.Uvarint(b); k <= 0 {
+			return 0, false
+		}
+		b = b[k:]
+	}
+	if tag != 2 {
+		return 0, false
+	}
+	n, k := binary.Uvarint(b)
+	return n, k > 0
+}
+
+// readSeal reads the seal in dir; ok false when there is none. A seal
+// that does not decode is a *DamagedError; one that cannot be read (the
+// file system failed) is that error, as it is.
 func readSeal(fs vfs.FS, dir string) (s seal, ok bool, err error) {
 	f, err := fs.Open(fs.PathJoin(dir, sealName))
 	if errors.Is(err, os.ErrNotExist) {
 		return seal{}, false, nil
 	}
 	if err != nil {
-		return seal{}, false, err
+		return seal{}, false, fmt.Errorf("read the clean-stop seal: %w", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, 256))
 	if err != nil {
-		return seal{}, false, err
+		return seal{}, false, fmt.Errorf("read the clean-stop seal: %w", err)
 	}
-	s, err = decodeSeal(b)
-	return s, err == nil, err
+	if s, err = decodeSeal(b); err != nil {
+		return seal{}, false, &DamagedError{Dir: dir, File: sealName, Err: err}
+	}
+	return s, true, nil
 }
 
 // writeSeal writes the seal, synced, and its directory entry, synced.
@@ -334,6 +459,13 @@ func (s *Disk) sealNow() (seal, error) {
 	return seal{lastIndex: last, snapIndex: snap.GetMetadata().GetIndex(), term: hs.GetTerm(), vote: hs.GetVote(), commit: hs.GetCommit()}, nil
 }
 
+// sameData says whether two seals say the same of the store's data (not
+// of its files).
+func (s seal) sameData(o seal) bool {
+	s.walNum, s.manifestNum, o.walNum, o.manifestNum = 0, 0, 0, 0
+	return s == o
+}
+
 // checkSeal compares what the store loaded with the seal of its last
 // clean stop: any difference is data lost (or changed) while it was
 // stopped.
@@ -342,7 +474,7 @@ func (s *Disk) checkSeal(dir string, want seal, walFiles []string) error {
 	if err != nil {
 		return err
 	}
-	if got == want {
+	if got.sameData(want) {
 		return nil
 	}
 	// The log, or the MANIFEST that says which sstables hold the rest.
@@ -386,18 +518,17 @@ func openPebble(dir string, opts *pebble.Options) (db *pebble.DB, err error) {
 }
 
 // looksDamaged says whether pebble's open failed on what it read, rather
-// than on the file system (permissions, a lock held).
+// than on the file system (permissions, a lock held, a disk error): its
+// corruption errors, its malformed MANIFEST (a corruption error too,
+// matched by its text in case a wrapping loses the mark), and its check
+// that each sstable has the size the MANIFEST records (a truncated
+// sstable; pebble does not mark it as corruption). Only these exact
+// messages: a word like "MANIFEST" also appears in its I/O errors.
 func looksDamaged(err error) bool {
-	if pebble.IsCorruptionError(err) {
-		return true
-	}
 	msg := err.Error()
-	for _, s := range []string{"malformed", "mismatch", "corrupt", "MANIFEST", "manifest"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return pebble.IsCorruptionError(err) ||
+		strings.Contains(msg, "pebble: malformed manifest file") ||
+		(strings.Contains(msg, ": object size mismatch (") && strings.Contains(msg, "(disk) != "))
 }
 
 // checkOptionsFile parses the newest OPTIONS file in dir as pebble will:

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -70,7 +71,13 @@ type Disk struct {
 	// fs and dir are where the store lives, for its clean-stop seal.
 	fs     vfs.FS
 	dir    string
+	lock   *pebble.Lock // pebble's directory lock, taken before the scan
 	opened OpenReport
+	// mirrorBehind is set (under mu) when a write committed to pebble
+	// but the mirror failed to follow: the mirror, which the seal is
+	// built from, no longer says what pebble holds, so Close writes no
+	// seal (it would make the next open refuse an intact store).
+	mirrorBehind bool
 }
 
 var _ Store = (*Disk)(nil)
@@ -134,15 +141,41 @@ func OpenWith(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// pebble's directory lock first: the scan below must not read (or,
+	// with the planted bug, cut) a log a running pebble is writing.
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
+	if err != nil {
+		if inUse(err) {
+			return nil, fmt.Errorf("data directory %s is in use by another process (another member running on it?)", dir)
+		}
+		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			lock.Close()
+		}
+	}()
+	sl, sealed, err := readSeal(fs, dir)
+	if err != nil && !o.UnsafeTrustDamagedLog {
+		return nil, err
+	}
+	sealed = sealed && !o.UnsafeTrustDamagedLog
+	if sealed && staleSeal(fs, dir, sl) {
+		// Another program (an older build, after a rollback) opened and
+		// wrote the store after its clean stop: the seal says what it
+		// held then, not now. It is removed with the check's.
+		log.Warn("ignoring the clean-stop seal: the store was opened by another program after it was written",
+			"file", sealName, "dir", dir)
+		sealed = false
+	}
 	torn, err := checkWALs(fs, dir, o.UnsafeTrustDamagedLog)
 	if err != nil {
 		return nil, err
 	}
-	sl, sealed, err := readSeal(fs, dir)
-	if err != nil && !o.UnsafeTrustDamagedLog {
-		return nil, &DamagedError{Dir: dir, File: sealName, Err: err}
-	}
-	sealed = sealed && !o.UnsafeTrustDamagedLog
 	wals := walNames(fs, dir)
 	rotate := formatBefore(fs, dir) < pebble.FormatWALSyncChunks
 	st := new(storeStats)
@@ -175,13 +208,8 @@ func OpenWith(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger,
 		// Opening an older store upgrades it (one way: pebble before
 		// v2.1 cannot open it after).
 		FormatMajorVersion: pebble.FormatWALSyncChunks,
+		Lock:               lock,
 	})
-	if err != nil && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
-		strings.Contains(err.Error(), "lock held by current process")) {
-		// pebble's directory lock is held: say so, not "resource
-		// temporarily unavailable".
-		return nil, fmt.Errorf("data directory %s is in use by another process (another member running on it?)", dir)
-	}
 	var de *DamagedError
 	if errors.As(err, &de) {
 		return nil, err
@@ -190,7 +218,7 @@ func OpenWith(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger,
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
 	s := &Disk{MemoryStorage: raft.NewMemoryStorage(), db: db, files: snapFiles{fs: fs, dir: fs.PathJoin(dir, snapDir)}, log: log, stats: st,
-		fs: fs, dir: dir}
+		fs: fs, dir: dir, lock: lock}
 	if err := s.loadChecked(initial, sealed, sl, wals); err != nil {
 		db.Close()
 		if errors.As(err, &de) {
@@ -217,7 +245,31 @@ func OpenWith(dir string, fs vfs.FS, initial *raftpb.Snapshot, log *slog.Logger,
 		}
 	}
 	s.opened.LastIndex, _ = s.MemoryStorage.LastIndex()
+	opened = true
 	return s, nil
+}
+
+// inUse says whether err is pebble's directory lock held by another
+// process (or this one): say so, not "resource temporarily unavailable".
+func inUse(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
+		strings.Contains(err.Error(), "lock held by current process")
+}
+
+// loadCheckError is a check of the stored data that load made and that
+// failed (a log gap, an entry that does not decode, a snapshot file
+// missing): on a sealed store, data damaged since its clean stop.
+type loadCheckError struct{ err error }
+
+func (e *loadCheckError) Error() string { return e.err.Error() }
+func (e *loadCheckError) Unwrap() error { return e.err }
+
+// checkFailed marks err, if any, as a failed check of the stored data.
+func checkFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &loadCheckError{err}
 }
 
 // loadChecked loads the store, then compares it with the seal of its
@@ -230,15 +282,17 @@ func (s *Disk) loadChecked(initial *raftpb.Snapshot, sealed bool, sl seal, wals 
 			err = &DamagedError{Dir: s.dir, Err: fmt.Errorf("reading the raft log failed: %v", r)}
 		}
 		var de *DamagedError
+		var lc *loadCheckError
 		if err != nil && !errors.As(err, &de) {
 			if d := s.stats.damage.Load(); d != nil {
 				atOpen := *d
 				atOpen.Running = false
 				err = &atOpen
-			} else if isCorruption(err) || sealed {
-				// A sealed store loaded whole at its clean stop: a load
-				// that fails now (a snapshot file gone, a log gap) failed
-				// on data damaged since.
+			} else if isCorruption(err) || (sealed && errors.As(err, &lc)) {
+				// A sealed store loaded whole at its clean stop: a check
+				// of the load that fails now (a snapshot file gone, a log
+				// gap) failed on data damaged since. Any other error (the
+				// file system's) is returned as it is.
 				file := corruptFile(s.fs, s.dir, err)
 				if file == "" && sealed {
 					// What the log and the MANIFEST say is what went.
@@ -271,6 +325,11 @@ func (s *Disk) loadChecked(initial *raftpb.Snapshot, sealed bool, sl seal, wals 
 		if err := s.checkSeal(s.dir, sl, wals); err != nil {
 			return err
 		}
+	}
+	// Snapshot files the stored snapshot does not name go only now: a
+	// store refused above keeps every file it had, for its operator.
+	if err := s.files.removeExcept(s.chain); err != nil {
+		return err
 	}
 	if err := removeSeal(s.fs, s.dir); err != nil {
 		return fmt.Errorf("remove the clean-stop seal: %w", err)
@@ -317,10 +376,12 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 		// the process.
 		c, err := parseRef(snap.GetData())
 		if err != nil {
-			return fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+			return checkFailed(fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err))
 		}
 		for _, p := range c.parts {
-			if _, err := s.files.fs.Stat(s.files.path(p.name)); err != nil {
+			if _, err := s.files.fs.Stat(s.files.path(p.name)); errors.Is(err, os.ErrNotExist) {
+				return checkFailed(fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err))
+			} else if err != nil {
 				return fmt.Errorf("snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
 			}
 		}
@@ -334,9 +395,6 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 			s.seq.Store(seq)
 		}
 	}
-	if err := s.files.removeExcept(s.chain); err != nil {
-		return err
-	}
 	hs := &raftpb.HardState{}
 	if found, err := s.getProto(keyHardState, hs); err != nil {
 		return err
@@ -349,13 +407,13 @@ func (s *Disk) load(initial *raftpb.Snapshot) error {
 	// term 0 over a log of term 7 would lead a term lower than its own log
 	// and append entries whose terms go backwards.
 	if snapTerm := snap.GetMetadata().GetTerm(); hs.GetTerm() < snapTerm {
-		return fmt.Errorf("hard state term %d is below the snapshot's term %d: the store was not written by a complete seed or restore", hs.GetTerm(), snapTerm)
+		return checkFailed(fmt.Errorf("hard state term %d is below the snapshot's term %d: the store was not written by a complete seed or restore", hs.GetTerm(), snapTerm))
 	}
 	ents, err := s.storedEntries()
 	if err != nil {
 		return err
 	}
-	return s.mirror(snap, ents)
+	return checkFailed(s.mirror(snap, ents))
 }
 
 // seed writes the initial snapshot of a fresh store and, for a snapshot
@@ -395,10 +453,10 @@ func (s *Disk) storedEntries() ([]*raftpb.Entry, error) {
 	for iter.First(); iter.Valid(); iter.Next() {
 		e := &raftpb.Entry{}
 		if err := proto.Unmarshal(iter.Value(), e); err != nil {
-			return nil, fmt.Errorf("entry %x: %w", iter.Key(), err)
+			return nil, checkFailed(fmt.Errorf("entry %x: %w", iter.Key(), err))
 		}
 		if n := len(ents); n > 0 && e.GetIndex() != ents[n-1].GetIndex()+1 {
-			return nil, fmt.Errorf("log gap: entry %d after %d", e.GetIndex(), ents[n-1].GetIndex())
+			return nil, checkFailed(fmt.Errorf("log gap: entry %d after %d", e.GetIndex(), ents[n-1].GetIndex()))
 		}
 		ents = append(ents, e)
 	}
@@ -457,7 +515,7 @@ func (s *Disk) getProto(key []byte, m proto.Message) (bool, error) {
 	}
 	defer closer.Close()
 	if err := proto.Unmarshal(v, m); err != nil {
-		return false, fmt.Errorf("decode %q: %w", key, err)
+		return false, checkFailed(fmt.Errorf("decode %q: %w", key, err))
 	}
 	return true, nil
 }
@@ -481,6 +539,9 @@ func (s *Disk) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	committed, err := s.save(hs, entries, snap, ref, sync)
+	if committed && err != nil {
+		s.mirrorBehind = true
+	}
 	if received && committed && !s.chain.has(file) {
 		// Once the batch committed, pebble names the new file (even if
 		// the mirror then failed): the old ones go, the new one stays.
@@ -676,6 +737,7 @@ func (s *Disk) compact(index uint64, cs *raftpb.ConfState, next chain, compactTo
 	s.files.removeReplaced(s.chain, next)
 	s.chain = next
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+		s.mirrorBehind = true
 		return fmt.Errorf("compact log to %d: %w", compactTo, err)
 	}
 	return nil
@@ -691,17 +753,31 @@ func (s *Disk) Close() error {
 	defer s.mu.Unlock()
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
-	if !s.stats.closed && s.fs != nil {
-		if err := s.db.LogData(nil, pebble.Sync); err != nil {
+	if s.stats.closed {
+		return s.db.Close()
+	}
+	if s.fs != nil {
+		if s.mirrorBehind {
+			s.log.Warn("closing without a clean-stop seal: a write committed but its mirror failed, so the mirror does not say what pebble holds")
+		} else if err := s.db.LogData(nil, pebble.Sync); err != nil {
 			s.log.Warn("closing without a clean-stop seal: the log did not sync", "err", err)
 		} else if sl, err := s.sealNow(); err == nil {
+			// The files now, under the lock: a higher one at the next
+			// open means another program opened the store meanwhile.
+			sl.walNum, sl.manifestNum = fileNums(s.fs, s.dir)
 			if err := writeSeal(s.fs, s.dir, sl); err != nil {
 				s.log.Warn("closing without a clean-stop seal", "err", err)
 			}
 		}
 	}
 	s.stats.closed = true
-	return s.db.Close()
+	err := s.db.Close()
+	if s.lock != nil {
+		if lerr := s.lock.Close(); err == nil {
+			err = lerr
+		}
+	}
+	return err
 }
 
 // pebbleLogger routes pebble's chatter into slog at debug level.
