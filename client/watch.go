@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/raftlock/raftlock/client/wire"
 	"github.com/raftlock/raftlock/internal/ending"
@@ -49,7 +50,7 @@ type Watch struct {
 // Err is why the watch ended, nil while C is open: ctx's error;
 // ErrCompacted when no member still held the events after the last one
 // delivered (list again: a reader that keeps falling behind ends so);
-// ErrUnavailable when no member took the watch back before ctx ended.
+// ErrUnavailable when no member took the watch back within 10 s.
 func (w *Watch) Err() error { return w.end.Err() }
 
 // Watch watches the locks whose keys start with prefix ("" for all of
@@ -155,6 +156,11 @@ func (c *Client) watchOn(ctx context.Context, addr, prefix string, after wire.Re
 
 var errWatchEnded = errors.New("watch ended")
 
+// watchResumeFor bounds how long a watch tries to resume when no member
+// takes it back (every member down, or none reachable): it then ends
+// ErrUnavailable rather than wait in silence.
+const watchResumeFor = 10 * time.Second
+
 // run hands the events of st, then of the streams that resume it, to the
 // reader until the watch ends, and returns why it did. after is the last
 // revision delivered (or skipped as before the watch).
@@ -169,11 +175,16 @@ func (w *Watch) run(ctx context.Context, c *Client, st *watchStream, prefix stri
 		// The member stopped, the connection to it broke, it cut off a
 		// reader that fell behind, or it caught up by snapshot past the
 		// watch: resume after the last event delivered, at the next
-		// member that still holds what followed it.
+		// member that still holds what followed it, for up to
+		// watchResumeFor.
+		giveUp := time.Now().Add(watchResumeFor)
 		for {
 			backoff.Wait(ctx)
 			if ctx.Err() != nil {
 				return fmt.Errorf("%w (resuming the watch: %w)", err, ctx.Err())
+			}
+			if time.Now().After(giveUp) {
+				return fmt.Errorf("%w (no member took the watch back within %v)", err, watchResumeFor)
 			}
 			next, serr := c.startWatch(ctx, prefix, after, st.addr)
 			if serr == nil {
