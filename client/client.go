@@ -44,6 +44,10 @@ var (
 	// ErrPermissionDenied: the member's ACL does not let this client's
 	// identity (its certificate's common name) make the call.
 	ErrPermissionDenied = errors.New("raftlock: permission denied")
+	// ErrCompacted: a watch resumed after a revision no member asked
+	// still holds the events after (wire.OpCompacted): list the locks
+	// again and watch from there.
+	ErrCompacted = errors.New("raftlock: compacted")
 	// ErrUnknownCapture: a snapshot.save read named a capture the leader
 	// no longer holds (dropped, or the leader changed); start a new one.
 	ErrUnknownCapture = errors.New("raftlock: " + wire.ReasonUnknownCapture)
@@ -396,6 +400,8 @@ func answerError(resp wire.Response) error {
 		return &ServerError{Reason: resp.Reason}
 	case wire.OpPermissionDenied:
 		return withReason(ErrPermissionDenied, resp.Reason)
+	case wire.OpCompacted:
+		return withReason(ErrCompacted, resp.Reason)
 	}
 	return &ServerError{Reason: fmt.Sprintf("unexpected answer 0x%02x", uint8(resp.Op))}
 }

@@ -37,7 +37,11 @@ func (t EventType) String() string {
 // so every member that applies an entry produces the same events for it,
 // in the same order.
 type Event struct {
-	Index   uint64
+	Index uint64
+	// Seq is the event's place among the events of its index (from 0):
+	// an entry of a batch makes several, and a watch resumes after one
+	// of them (Index, Seq), which every member numbers alike.
+	Seq     uint32
 	Type    EventType
 	Key     string
 	Token   uint64 // the lock's fencing token
@@ -95,6 +99,9 @@ func (c *Core) noteEvent(index uint64, env fsm.Envelope, res fsm.Result, prev fs
 		return
 	}
 	ev.Key = strings.Clone(ev.Key)
+	if n := len(c.events); n > 0 && c.events[n-1].Index == index {
+		ev.Seq = c.events[n-1].Seq + 1
+	}
 	c.events = append(c.events, ev)
 }
 

@@ -57,6 +57,11 @@ type Config struct {
 	// WatchBuffer is how many events a watch may leave unread before it
 	// is cut off (default DefaultWatchBuffer; Watch).
 	WatchBuffer int
+	// WatchHistory is how many recent lock events the member keeps for
+	// watches that resume after a revision (default
+	// DefaultWatchHistory; negative: none, so a watch resumes only from
+	// now). Keeping them means the member produces lock events always.
+	WatchHistory int
 
 	Clock     clock.Clock    // default: system clock
 	Transport peer.Transport // default: TCP on Peers[ID]
@@ -106,6 +111,9 @@ const DefaultTickInterval = 20 * time.Millisecond
 func (c *Config) SetDefaults() {
 	if c.TickInterval <= 0 {
 		c.TickInterval = DefaultTickInterval
+	}
+	if c.WatchHistory == 0 {
+		c.WatchHistory = DefaultWatchHistory
 	}
 	if c.WatchBuffer <= 0 {
 		c.WatchBuffer = DefaultWatchBuffer
@@ -343,6 +351,9 @@ func (n *Node) openCore() error {
 	if err != nil {
 		return err
 	}
+	// The events of the entries applied from here on: those before were
+	// applied by an earlier run, or are in the snapshot.
+	n.watchers.history = history{ring: make([]Event, max(cfg.WatchHistory, 0)), held: endOf(n.core.Applied())}
 	if cfg.AuditJournal != "" {
 		n.journal, err = openJournal(cfg.AuditJournal)
 	}

@@ -27,7 +27,7 @@ func TestEveryMemberWatchesTheSameEvents(t *testing.T) {
 	c, l, ctx := leading(t, 3, 60*time.Second)
 	var watches []*node.Watch
 	for _, n := range c.Nodes() {
-		w, err := n.Watch(ctx, "w/")
+		w, err := n.Watch(ctx, "w/", node.Revision{})
 		if err != nil {
 			t.Fatalf("watch member %d: %v", n.ID(), err)
 		}
@@ -82,11 +82,11 @@ func TestSlowWatcherIsCutOff(t *testing.T) {
 	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.WatchBuffer = 4 })
 	l := c.WaitLeader()
 	ctx := nodetest.Context(t, 60*time.Second)
-	slow, err := l.Watch(ctx, "")
+	slow, err := l.Watch(ctx, "", node.Revision{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast, err := l.Watch(ctx, "")
+	fast, err := l.Watch(ctx, "", node.Revision{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func drain(w *node.Watch) []node.Event {
 func TestWatchEndsWithItsContextAndTheMember(t *testing.T) {
 	c, l, ctx := leading(t, 1, 30*time.Second)
 	wctx, cancel := context.WithCancel(ctx)
-	w, err := l.Watch(wctx, "")
+	w, err := l.Watch(wctx, "", node.Revision{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestWatchEndsWithItsContextAndTheMember(t *testing.T) {
 	if !errors.Is(w.Err(), context.Canceled) {
 		t.Fatalf("watch ended with %v, want its context's", w.Err())
 	}
-	w, err = l.Watch(ctx, "")
+	w, err = l.Watch(ctx, "", node.Revision{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,71 @@ func TestWatchEndsWithItsContextAndTheMember(t *testing.T) {
 	if !errors.Is(w.Err(), node.ErrStopped) {
 		t.Fatalf("watch ended with %v, want ErrStopped", w.Err())
 	}
-	if _, err := l.Watch(ctx, ""); !errors.Is(err, node.ErrStopped) {
+	if _, err := l.Watch(ctx, "", node.Revision{}); !errors.Is(err, node.ErrStopped) {
 		t.Fatalf("watch on a stopped member: %v, want ErrStopped", err)
+	}
+}
+
+// TestWatchResumesAfterARevision: a watch that resumes after a revision,
+// at any member, gets every event after it exactly once and in order,
+// then the new ones; one that resumes before what the member's bounded
+// history holds is refused as compacted, naming what it holds.
+func TestWatchResumesAfterARevision(t *testing.T) {
+	c := nodetest.New(t, 3, func(cfg *node.Config) { cfg.WatchHistory = 8 })
+	l := c.WaitLeader()
+	ctx := nodetest.Context(t, 60*time.Second)
+	first, err := l.Watch(ctx, "r/", node.Revision{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := l.Acquire(ctx, fmt.Sprintf("r/%d", i), time.Minute, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := collect(t, first, 3)
+	after := node.RevisionOf(seen[0])
+	for i := 3; i < 5; i++ {
+		if _, err := l.Acquire(ctx, fmt.Sprintf("r/%d", i), time.Minute, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen = append(seen, collect(t, first, 2)...)
+	for _, n := range c.Nodes() {
+		nodetest.WaitFor(t, 10*time.Second, "the member to apply every grant", func() bool {
+			w, err := n.Watch(ctx, "r/", node.RevisionOf(seen[4]))
+			if err != nil {
+				return false
+			}
+			defer n.EndWatch(w, nil)
+			return true
+		})
+		w, err := n.Watch(ctx, "r/", after)
+		if err != nil {
+			t.Fatalf("member %d: resume after %s: %v", n.ID(), after, err)
+		}
+		got := collect(t, w, 4)
+		for i, ev := range got {
+			if node.RevisionOf(ev) != node.RevisionOf(seen[i+1]) || ev.Key != seen[i+1].Key {
+				t.Fatalf("member %d: resumed event %d is %s %s, want %s %s", n.ID(), i, node.RevisionOf(ev), ev.Key, node.RevisionOf(seen[i+1]), seen[i+1].Key)
+			}
+		}
+		select {
+		case ev := <-w.C:
+			t.Fatalf("member %d: an event more than it missed: %+v", n.ID(), ev)
+		case <-time.After(50 * time.Millisecond):
+		}
+		n.EndWatch(w, nil)
+	}
+	// Past the history of 8 events: the first grant's is gone.
+	for i := 5; i < 15; i++ {
+		if _, err := l.Acquire(ctx, fmt.Sprintf("r/%d", i), time.Minute, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collect(t, first, 10)
+	var compacted *node.CompactedError
+	if _, err := l.Watch(ctx, "r/", after); !errors.As(err, &compacted) || !after.Before(compacted.Held) {
+		t.Errorf("resume after %s past the history: %v, want a CompactedError", after, err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 func newTestWatch(prefix string, from uint64, buffer int) *Watch {
 	c := make(chan Event, buffer)
-	return &Watch{C: c, c: c, prefix: prefix, From: from, end: ending.New()}
+	return &Watch{C: c, c: c, prefix: prefix, From: from, after: endOf(from), end: ending.New()}
 }
 
 func keysOf(w *Watch) []string {
@@ -30,10 +30,10 @@ func TestWatchIndexDeliversEachMatchOnce(t *testing.T) {
 	ws := map[string]*Watch{}
 	for _, p := range []string{"", "a", "a/", "a/b", "b/", "zz/long/prefix"} {
 		ws[p] = newTestWatch(p, 0, 64)
-		h.add(ws[p])
+		h.addLocked(ws[p])
 	}
 	late := newTestWatch("a/", 3, 64)
-	h.add(late)
+	h.addLocked(late)
 	var events []Event
 	for i, k := range []string{"a/b/c", "a/x", "b/", "ab", "c", "a/b"} {
 		events = append(events, Event{Key: k, Index: uint64(i + 1), Type: member.EventGranted})
@@ -62,8 +62,8 @@ func TestWatchIndexDeliversEachMatchOnce(t *testing.T) {
 func TestWatchIndexCutsOffAFullWatch(t *testing.T) {
 	var h watchers
 	small, big := newTestWatch("k/", 0, 1), newTestWatch("k/", 0, 8)
-	h.add(small)
-	h.add(big)
+	h.addLocked(small)
+	h.addLocked(big)
 	h.publish([]Event{{Key: "k/1", Index: 1}, {Key: "k/2", Index: 2}})
 	if _, ok := small.Err().(*TooSlowError); !ok {
 		t.Fatalf("the full watch ended with %v, want TooSlowError", small.Err())
@@ -86,10 +86,10 @@ func BenchmarkPublishBesideOtherWatches(b *testing.B) {
 		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
 			var h watchers
 			for i := range others {
-				h.add(newTestWatch(fmt.Sprintf("tenant-%d/", i), 0, 1))
+				h.addLocked(newTestWatch(fmt.Sprintf("tenant-%d/", i), 0, 1))
 			}
 			mine := newTestWatch("jobs/", 0, 1<<20)
-			h.add(mine)
+			h.addLocked(mine)
 			ev := []Event{{Key: "jobs/42", Index: 1, Type: member.EventGranted}}
 			b.ResetTimer()
 			for i := range b.N {

@@ -11,7 +11,8 @@ const (
 	ErrorNamePermissionDenied = "permission-denied"
 	ErrorNameUnavailable      = "unavailable"
 	ErrorNameOverloaded       = "overloaded"
-	ErrorNameError            = "error" // anything else
+	ErrorNameCompacted        = "compacted" // a watch's revision is no longer held
+	ErrorNameError            = "error"     // anything else
 )
 
 // ErrorName is the name of the failed outcome an answer op reports, ""
@@ -32,6 +33,8 @@ func ErrorName(op Op) string {
 		return ErrorNameUnavailable
 	case OpOverloaded:
 		return ErrorNameOverloaded
+	case OpCompacted:
+		return ErrorNameCompacted
 	case OpError:
 		return ErrorNameError
 	}

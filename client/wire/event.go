@@ -1,6 +1,10 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // EventType is what a lock event says happened to its lock: the same
 // numbers as the member core's (member.EventType), kept equal by a test in
@@ -49,4 +53,45 @@ type Event struct {
 	Owner   string    `json:"owner"`
 	LeaseMS uint64    `json:"lease_ms"`
 	Index   uint64    `json:"index"`
+	// Seq is the event's place among its index's events (from 0): an
+	// entry of a batch makes several. (Index, Seq) is its revision.
+	Seq uint32 `json:"seq,omitempty"`
+}
+
+// Revision is the event's revision, after which a watch may resume.
+func (e Event) Revision() Revision { return Revision{e.Index, e.Seq} }
+
+// A Revision names a lock event: the index of the entry whose command
+// made it and its place among that entry's events. Every member numbers
+// the same events alike, so a watch resumes after one at any member. The
+// zero Revision is before every event.
+type Revision struct {
+	Index uint64
+	Seq   uint32
+}
+
+// Before says whether r comes before o.
+func (r Revision) Before(o Revision) bool {
+	return r.Index < o.Index || (r.Index == o.Index && r.Seq < o.Seq)
+}
+
+// String is "INDEX.SEQ", as the HTTP API's event ids and after= carry it.
+func (r Revision) String() string { return fmt.Sprintf("%d.%d", r.Index, r.Seq) }
+
+// ParseRevision reads "INDEX.SEQ" (or "INDEX", for the first event of
+// that index's entry and after).
+func ParseRevision(s string) (Revision, error) {
+	is, ss, dotted := strings.Cut(s, ".")
+	index, err := strconv.ParseUint(is, 10, 64)
+	if err != nil {
+		return Revision{}, fmt.Errorf("revision %q: want INDEX.SEQ", s)
+	}
+	if !dotted {
+		return Revision{Index: index}, nil
+	}
+	seq, err := strconv.ParseUint(ss, 10, 32)
+	if err != nil {
+		return Revision{}, fmt.Errorf("revision %q: want INDEX.SEQ", s)
+	}
+	return Revision{index, uint32(seq)}, nil
 }

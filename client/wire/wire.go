@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/raftlock/raftlock/internal/binread"
 	"github.com/raftlock/raftlock/internal/memberstatus"
@@ -40,7 +41,10 @@ const (
 	// or the client cancels it. Only from a client that announced
 	// FeatureWatch; a member from before it closes the connection at the
 	// unknown opcode, so a client watches on a connection of its own.
-	OpWatch Op = 0x09 // Prefix
+	// With WatchAfter (optional on decode) it resumes after that
+	// revision: the member replays what it holds since, or answers
+	// OpCompacted when it no longer holds it.
+	OpWatch Op = 0x09 // Prefix, WatchAfter (optional)
 	// OpForward is a request a member relays to the leader on behalf of
 	// a client it verified: the client's identity, then the relayed
 	// request's frame body (op, id and fields; its id is the envelope's).
@@ -97,7 +101,13 @@ const (
 	// applied when it began (its events come after it).
 	OpWatching Op = 0x91 // From
 	// OpEvent is one lock event of a watch.
-	OpEvent Op = 0x92 // Event: Key, Type, Token, Owner, LeaseMS, Index
+	OpEvent Op = 0x92 // Event: Key, Type, Token, Owner, LeaseMS, Index, Seq (optional)
+	// OpCompacted ends (or refuses) a watch whose member no longer holds
+	// the events after its revision: Kept is the revision after which it
+	// holds every event. Only a watch that asked for a revision gets it,
+	// or one its member caught up past by snapshot, from a client that
+	// announced FeatureWatch.
+	OpCompacted Op = 0x93 // Reason, Kept
 )
 
 // GoAwayID is the request id of a goaway: an OpUnavailable answer a
@@ -140,6 +150,8 @@ type Request struct {
 	Prefix string
 	After  string
 	Limit  uint64
+	// WatchAfter is the revision a watch resumes after (zero: from now).
+	WatchAfter Revision
 	// Forwarded marks a request a member relays for the client Behalf
 	// ("": one without an identity), sent as OpForward.
 	Forwarded bool
@@ -182,12 +194,13 @@ type Response struct {
 	Leader      string
 	Reason      string
 	Status      Status
-	Body        []byte // an admin answer's JSON
-	Owner       string // a Value's
-	Locks       []Lock // a list's page
-	More        bool   // a list: more locks follow the page
-	From        uint64 // a watch's start (OpWatching)
-	Event       Event  // a watch's event (OpEvent)
+	Body        []byte   // an admin answer's JSON
+	Owner       string   // a Value's
+	Locks       []Lock   // a list's page
+	More        bool     // a list: more locks follow the page
+	From        uint64   // a watch's start (OpWatching)
+	Event       Event    // a watch's event (OpEvent)
+	Kept        Revision // OpCompacted's: after which revision the member holds every event
 }
 
 // AppendRequest appends r as a frame to b: an OpForward envelope around
@@ -246,6 +259,10 @@ func AppendRequest(b []byte, r *Request) []byte {
 		b = appendBool(b, r.Stale)
 	case OpWatch:
 		b = appendString(b, r.Prefix)
+		if r.WatchAfter != (Revision{}) {
+			b = binary.AppendUvarint(b, r.WatchAfter.Index)
+			b = binary.AppendUvarint(b, uint64(r.WatchAfter.Seq))
+		}
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
@@ -309,6 +326,13 @@ func AppendResponse(b []byte, r *Response) []byte {
 		b = appendString(b, e.Owner)
 		b = binary.AppendUvarint(b, e.LeaseMS)
 		b = binary.AppendUvarint(b, e.Index)
+		if e.Seq != 0 {
+			b = binary.AppendUvarint(b, uint64(e.Seq))
+		}
+	case OpCompacted:
+		b = appendString(b, r.Reason)
+		b = binary.AppendUvarint(b, r.Kept.Index)
+		b = binary.AppendUvarint(b, uint64(r.Kept.Seq))
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
@@ -341,6 +365,10 @@ func DecodeRequest(body []byte) (Request, error) {
 		r.Prefix, r.After, r.Limit, r.Stale = d.string(), d.string(), d.Uvarint(), d.bool()
 	case OpWatch:
 		r.Prefix = d.string()
+		if len(d.Buf) > 0 {
+			r.WatchAfter.Index = d.Uvarint()
+			r.WatchAfter.Seq = d.seq()
+		}
 	case OpForward:
 		behalf, body := d.string(), d.bytes()
 		if err := d.Finish(); err != nil {
@@ -413,6 +441,10 @@ func DecodeResponse(body []byte) (Response, error) {
 		e := &r.Event
 		e.Key, e.Type = d.string(), d.eventType()
 		e.Token, e.Owner, e.LeaseMS, e.Index = d.Uvarint(), d.string(), d.Uvarint(), d.Uvarint()
+		e.Seq = d.seq()
+	case OpCompacted:
+		r.Reason, r.Kept.Index = d.string(), d.Uvarint()
+		r.Kept.Seq = d.seq()
 	default:
 		return Response{}, fmt.Errorf("%w: unknown answer opcode 0x%02x", ErrMalformed, uint8(op))
 	}
@@ -461,6 +493,17 @@ func (d *decoder) optionalUvarint() uint64 {
 		return 0
 	}
 	return d.Uvarint()
+}
+
+// seq reads an event's place in its index (wire.Revision.Seq), a
+// trailing uvarint that fits 32 bits; 0 when absent.
+func (d *decoder) seq() uint32 {
+	v := d.optionalUvarint()
+	if v > math.MaxUint32 {
+		d.Fail("event sequence out of range")
+		return 0
+	}
+	return uint32(v)
 }
 
 // optionalString reads a trailing string that older peers do not send.

@@ -113,7 +113,7 @@ func (r *recorder) run(ctx context.Context) {
 func (r *recorder) watchExpiries(ctx context.Context) {
 	for ctx.Err() == nil && r.looked() {
 		wctx, cancel := context.WithCancel(ctx)
-		w, err := r.node.Watch(wctx, "")
+		w, err := r.node.Watch(wctx, "", node.Revision{})
 		if err != nil {
 			cancel()
 			return

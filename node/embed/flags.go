@@ -79,6 +79,7 @@ func (f *Flags) RegisterTuningFlags(fs *flag.FlagSet) {
 	fs.IntVar(&n.PeerFrameLimit, "peer-frame-limit", peer.DefaultFrameLimit, "largest peer frame read, in bytes; the same on every member, and above raft's largest append (about 1 MiB): lower it only in tests")
 	fs.IntVar(&n.MaxInflight, "max-inflight", n.MaxInflight, "raft append messages in flight per follower (1: no pipelining)")
 	fs.IntVar(&n.MaxUncommitted, "max-uncommitted", n.MaxUncommitted, "entries a leader keeps proposed and not yet committed; commands decided meanwhile share the next entry (-1: no limit)")
+	fs.IntVar(&n.WatchHistory, "watch-history", n.WatchHistory, "recent lock events kept for watches that resume after a revision; older resumes are answered compacted (-1: none kept, a watch resumes only from now)")
 	fs.BoolVar(&n.NoBatch, "no-batch", n.NoBatch, "one command per log entry (ablation)")
 	fs.BoolVar(&n.NoWriteOverlap, "no-write-overlap", n.NoWriteOverlap, "take no call or message while a log write is being synced (ablation)")
 	fs.BoolVar(&n.NoHandoff, "no-handoff", n.NoHandoff, "grant a freed key's next waiter only once the release or expiry applied, not in its log entry (ablation)")

@@ -33,6 +33,8 @@ func codeOf(op wire.Op) codes.Code {
 		return codes.PermissionDenied
 	case wire.OpUnavailable, wire.OpOverloaded, wire.OpRedirect:
 		return codes.Unavailable
+	case wire.OpCompacted:
+		return codes.OutOfRange // etcd's answer to a compacted revision
 	case wire.OpOutcomeUnknown:
 		return codes.Unknown
 	}

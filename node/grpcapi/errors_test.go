@@ -45,7 +45,7 @@ func (f *fakeBackend) PeerAPIAddr(id uint64) string {
 	return ""
 }
 
-func (f *fakeBackend) Watch(context.Context, string, uint64, string) (*node.Watch, *wire.Response) {
+func (f *fakeBackend) Watch(context.Context, string, uint64, string, wire.Revision) (*node.Watch, *wire.Response) {
 	r := f.resp
 	return nil, &r
 }
@@ -72,6 +72,7 @@ func TestEveryAnswerMapsToItsCode(t *testing.T) {
 		{wire.Response{Op: wire.OpOverloaded, Reason: "full"}, codes.Unavailable, "overloaded", ""},
 		{wire.Response{Op: wire.OpOutcomeUnknown, Reason: "leadership lost"}, codes.Unknown, "outcome-unknown", ""},
 		{wire.Response{Op: wire.OpError, Reason: "disk"}, codes.Internal, "error", ""},
+		{wire.Response{Op: wire.OpCompacted, Reason: "compacted: list the locks again"}, codes.OutOfRange, "compacted", ""},
 		{wire.Response{Op: wire.OpRedirect, LeaderID: 2, Leader: "10.0.0.2:8002"}, codes.Unavailable, "unavailable", "10.0.0.2:10002"},
 		{wire.Response{Op: wire.OpRedirect, LeaderID: 3, Leader: "10.0.0.3:8003"}, codes.Unavailable, "unavailable", ""},
 	} {

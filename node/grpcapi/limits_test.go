@@ -28,7 +28,7 @@ func (renewBackend) Do(_ context.Context, _ string, _ uint64, req *wire.Request)
 
 func (renewBackend) PeerAPIAddr(uint64) string { return "" }
 
-func (renewBackend) Watch(context.Context, string, uint64, string) (*node.Watch, *wire.Response) {
+func (renewBackend) Watch(context.Context, string, uint64, string, wire.Revision) (*node.Watch, *wire.Response) {
 	return nil, &wire.Response{Op: wire.OpUnavailable}
 }
 

@@ -125,7 +125,11 @@ func (a *API) Watch(in *raftlockv1.WatchRequest, stream grpc.ServerStreamingServ
 	// is refused without taking a place others wait for.
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel() // ends the member's watch
-	w, resp := a.b.Watch(ctx, identity(ctx), wire.FeaturePermissionDenied, in.GetPrefix())
+	var after wire.Revision
+	if in.GetAfterIndex() != 0 {
+		after = wire.Revision{Index: in.GetAfterIndex(), Seq: in.GetAfterSeq()}
+	}
+	w, resp := a.b.Watch(ctx, identity(ctx), wire.FeaturePermissionDenied, in.GetPrefix(), after)
 	if resp != nil {
 		return a.errorStatus(resp, &wire.Request{Key: in.GetPrefix()})
 	}
@@ -172,5 +176,5 @@ func (a *API) Watch(in *raftlockv1.WatchRequest, stream grpc.ServerStreamingServ
 // ending the watch), and a key that is not UTF-8 in key_bytes too.
 func lockEvent(ev wire.Event) *raftlockv1.LockEvent {
 	return &raftlockv1.LockEvent{Key: wire.AsText(ev.Key), KeyBytes: keyBytes(ev.Key), Type: raftlockv1.EventType(ev.Type),
-		Token: ev.Token, Owner: wire.AsText(ev.Owner), LeaseMs: ev.LeaseMS, Index: ev.Index}
+		Token: ev.Token, Owner: wire.AsText(ev.Owner), LeaseMs: ev.LeaseMS, Index: ev.Index, Seq: ev.Seq}
 }

@@ -140,7 +140,7 @@ func FuzzParseBody(f *testing.F) {
 	})
 }
 
-func (f *fakeBackend) Watch(_ context.Context, who string, _ uint64, prefix string) (*node.Watch, *wire.Response) {
+func (f *fakeBackend) Watch(_ context.Context, who string, _ uint64, prefix string, _ wire.Revision) (*node.Watch, *wire.Response) {
 	f.got, f.who = &wire.Request{Prefix: prefix}, who
 	r := f.resp
 	return nil, &r

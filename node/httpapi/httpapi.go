@@ -58,7 +58,7 @@ type Backend interface {
 	PeerAPIAddr(id uint64) string
 	// Watch starts a watch of the locks under prefix for the identity
 	// who, or answers why not (server.Server.Watch).
-	Watch(ctx context.Context, who string, features uint64, prefix string) (*node.Watch, *wire.Response)
+	Watch(ctx context.Context, who string, features uint64, prefix string, after wire.Revision) (*node.Watch, *wire.Response)
 	// Admit takes one unit of k for the identity who, or refuses it
 	// with an error wrapping node.ErrOverloaded (server.Server.Admit).
 	Admit(who string, k server.Limit) (release func(), err error)
@@ -392,6 +392,8 @@ func statusOf(op wire.Op) status {
 		return status{http.StatusServiceUnavailable, name, true}
 	case wire.OpOutcomeUnknown:
 		return status{http.StatusInternalServerError, name, false}
+	case wire.OpCompacted:
+		return status{http.StatusGone, name, false}
 	}
 	return status{http.StatusInternalServerError, wire.ErrorNameError, false}
 }

@@ -88,7 +88,7 @@ func TestBodiesKeepTheKeyRule(t *testing.T) {
 // GET /v1/watch?prefx=a would otherwise watch every key.
 func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	for _, tc := range []struct{ method, target, want string }{
-		{http.MethodGet, "/v1/watch?prefx=a", `unknown query parameter "prefx": the parameters are prefix`},
+		{http.MethodGet, "/v1/watch?prefx=a", `unknown query parameter "prefx": the parameters are prefix, after`},
 		{http.MethodGet, "/v1/watch?prefix=a&prefix=b", `query parameter "prefix" given 2 times`},
 		{http.MethodGet, "/v1/watch?prefix=%zz", `bad query string: invalid URL escape "%zz"`},
 		{http.MethodPost, "/v1/get?key=k", `unknown query parameter "key": the call's arguments are its JSON body`},

@@ -30,7 +30,7 @@ func (okBackend) Do(context.Context, string, uint64, *wire.Request) *wire.Respon
 
 func (okBackend) PeerAPIAddr(uint64) string { return "" }
 
-func (okBackend) Watch(context.Context, string, uint64, string) (*node.Watch, *wire.Response) {
+func (okBackend) Watch(context.Context, string, uint64, string, wire.Revision) (*node.Watch, *wire.Response) {
 	return nil, &wire.Response{Op: wire.OpUnavailable}
 }
 

@@ -20,8 +20,12 @@ const watchPath = "/v1/watch"
 const keepAlive = 15 * time.Second
 
 // watch serves GET /v1/watch?prefix=P: one "data: {json}" message per
-// lock event (wire.Event's JSON), from the index the member had applied
-// when the watch began, until the caller hangs up. A watch the member cuts
+// lock event (wire.Event's JSON) with its revision as the message's id,
+// from the index the member had applied when the watch began, until the
+// caller hangs up. With after=INDEX.SEQ, or the Last-Event-ID header an
+// EventSource sends when it reconnects, it first replays every event
+// after that revision, exactly once; a revision the member no longer
+// holds events after is 410 compacted. A watch the member cuts
 // off (a reader too slow, the ACL no longer letting its identity read the
 // prefix, the member stopping) ends with an "event: error" message
 // carrying {"error","message"}, as server.WatchEnded names it. Any member
@@ -30,7 +34,8 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	if !allowed(w, r, http.MethodGet, "a watch is a GET") {
 		return
 	}
-	if err := checkQuery(r.URL.RawQuery, []string{"prefix"}); err != nil {
+	after, err := watchAfter(r)
+	if err != nil {
 		h.count("watch", "invalid_argument")
 		writeError(w, http.StatusBadRequest, wire.ErrorNameInvalidArgument, err.Error())
 		return
@@ -41,7 +46,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	// is refused without taking a slot others wait for.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	wt, resp := h.b.Watch(ctx, server.Identity(r.TLS), wire.FeaturePermissionDenied, prefix)
+	wt, resp := h.b.Watch(ctx, server.Identity(r.TLS), wire.FeaturePermissionDenied, prefix, after)
 	if resp != nil {
 		st := statusOf(resp.Op)
 		if st.retry {
@@ -73,11 +78,11 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 				rc.Flush()
 				return
 			}
-			writeEvent(w, "", server.WireEvent(ev))
+			writeLockEvent(w, server.WireEvent(ev))
 			// What is already waiting goes out in the same flush.
 			for n := len(wt.C); n > 0; n-- {
 				if ev, ok = <-wt.C; ok {
-					writeEvent(w, "", server.WireEvent(ev))
+					writeLockEvent(w, server.WireEvent(ev))
 				}
 			}
 		case <-tick.C:
@@ -86,6 +91,29 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// watchAfter is the revision a watch resumes after: the after= parameter,
+// else the Last-Event-ID header an EventSource sends when it reconnects;
+// zero for neither (from now).
+func watchAfter(r *http.Request) (wire.Revision, error) {
+	if err := checkQuery(r.URL.RawQuery, []string{"prefix", "after"}); err != nil {
+		return wire.Revision{}, err
+	}
+	s := r.URL.Query().Get("after")
+	if s == "" {
+		s = r.Header.Get("Last-Event-ID")
+	}
+	if s == "" {
+		return wire.Revision{}, nil
+	}
+	return wire.ParseRevision(s)
+}
+
+// writeLockEvent writes one lock event, its revision as the message's id.
+func writeLockEvent(w http.ResponseWriter, ev wire.Event) {
+	fmt.Fprintf(w, "id: %s\n", ev.Revision())
+	writeEvent(w, "", ev)
 }
 
 // writeEvent writes one Server-Sent Events message: its event name (none

@@ -19,7 +19,7 @@ import (
 // back as the answer the client port gives (a nil watch). The watch ends
 // with a *WatchRevokedError when an ACL put in force later (SetACL) no
 // longer lets who read prefix.
-func (s *Server) Watch(ctx context.Context, who string, features uint64, prefix string) (*node.Watch, *wire.Response) {
+func (s *Server) Watch(ctx context.Context, who string, features uint64, prefix string, after wire.Revision) (*node.Watch, *wire.Response) {
 	if a := s.auth.acl.Load(); a != nil && !a.Allows(who, RightRead, prefix) {
 		return nil, s.refusal(who, features, 0, RightRead, fmt.Sprintf("watch %q", prefix), prefix)
 	}
@@ -30,11 +30,14 @@ func (s *Server) Watch(ctx context.Context, who string, features uint64, prefix 
 	if err != nil {
 		return nil, s.overloaded("watch", 0, err)
 	}
-	w, err := s.startWatch(ctx, who, prefix)
+	w, err := s.startWatch(ctx, who, prefix, after)
 	if err != nil {
 		release()
 		if errors.Is(err, node.ErrOverloaded) {
 			return nil, s.overloaded("watch", 0, err)
+		}
+		if compacted := (*node.CompactedError)(nil); errors.As(err, &compacted) {
+			return nil, WatchEnded(err)
 		}
 		resp := &wire.Response{}
 		errorResponse(resp, err)
@@ -52,14 +55,14 @@ func (s *Server) Watch(ctx context.Context, who string, features uint64, prefix 
 // Limits.MaxWatches open. It registers under the lock SetACL's recheck
 // takes, after reading the ACL again: a reload that removed who's right
 // meanwhile either sees this watch or was read here.
-func (s *Server) startWatch(ctx context.Context, who, prefix string) (*node.Watch, error) {
+func (s *Server) startWatch(ctx context.Context, who, prefix string, after wire.Revision) (*node.Watch, error) {
 	s.watches.mu.Lock()
 	if max := s.limits().MaxWatches; len(s.watches.open) >= max {
 		s.watches.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d watches open on this member (limit %d, --max-watches)", node.ErrOverloaded, max, max)
 	}
 	s.watches.mu.Unlock()
-	w, err := s.node.Watch(ctx, prefix)
+	w, err := s.node.Watch(ctx, prefix, after)
 	if err != nil {
 		return nil, err
 	}
@@ -125,24 +128,28 @@ func (s *Server) overloaded(op string, id uint64, err error) *wire.Response {
 
 // WireEvent is ev as the client protocol and the HTTP API carry it.
 func WireEvent(ev node.Event) wire.Event {
-	return wire.Event{Key: ev.Key, Type: wire.EventType(ev.Type), Token: ev.Token, Owner: ev.Owner, LeaseMS: ev.LeaseMS, Index: ev.Index}
+	return wire.Event{Key: ev.Key, Type: wire.EventType(ev.Type), Token: ev.Token, Owner: ev.Owner, LeaseMS: ev.LeaseMS, Index: ev.Index, Seq: ev.Seq}
 }
 
 // WatchEnded is the answer that ends a watch cut off by err (Watch.Err):
 // permission denied when the ACL no longer allows it (WatchRevokedError),
 // overloaded for a reader too slow (a limit of the member: its buffer),
-// unavailable for a member that stopped or caught up by snapshot (watch
-// again, here or elsewhere), error for anything else.
+// compacted for a watch whose revision the member no longer holds events
+// after (it caught up by snapshot past it: resume at another member, or
+// list again), unavailable for a member that stopped (watch again, here
+// or elsewhere), error for anything else.
 func WatchEnded(err error) *wire.Response {
 	var slow *node.TooSlowError
-	var snap *node.SnapshotError
+	var compacted *node.CompactedError
 	var revoked *WatchRevokedError
 	switch {
 	case errors.As(err, &revoked):
 		return &wire.Response{Op: wire.OpPermissionDenied, Reason: err.Error()}
 	case errors.As(err, &slow):
 		return &wire.Response{Op: wire.OpOverloaded, Reason: err.Error()}
-	case errors.As(err, &snap), errors.Is(err, node.ErrStopped):
+	case errors.As(err, &compacted):
+		return &wire.Response{Op: wire.OpCompacted, Reason: err.Error(), Kept: compacted.Held}
+	case errors.Is(err, node.ErrStopped):
 		return &wire.Response{Op: wire.OpUnavailable, Reason: err.Error()}
 	case err == nil:
 		return &wire.Response{Op: wire.OpError, Reason: "the watch ended"}
@@ -165,7 +172,7 @@ func (cc *clientConn) streamWatch(ctx context.Context, features uint64, req *wir
 	if features&wire.FeatureWatch == 0 {
 		return &wire.Response{ID: req.ID, Op: wire.OpInvalidArgument, Reason: "a watch needs a client that announced it reads its events"}
 	}
-	w, resp := cc.s.Watch(ctx, cc.who, features, req.Prefix)
+	w, resp := cc.s.Watch(ctx, cc.who, features, req.Prefix, req.WatchAfter)
 	if resp != nil {
 		resp.ID = req.ID
 		return resp

@@ -29,6 +29,7 @@ from .client import (
     default_owner,
 )
 from .errors import (
+    Compacted,
     Held,
     InvalidArgument,
     NotHolder,
@@ -64,6 +65,7 @@ __all__ = [
     "Overloaded",
     "PermissionDenied",
     "RaftlockError",
+    "Compacted",
     "Unavailable",
     "Watch",
     "default_owner",

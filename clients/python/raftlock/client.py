@@ -45,6 +45,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Se
 from urllib.parse import urlencode, urlsplit
 
 from .errors import (
+    Compacted,
     InvalidArgument,
     OutcomeUnknown,
     Overloaded,
@@ -487,24 +488,47 @@ class Client:
 
         return Lock(self, key, lease, wait=wait, owner=owner, timeout=timeout)
 
-    def watch(self, prefix: str = "", endpoint: Optional[str] = None, timeout: Optional[float] = None) -> Watch:
+    def watch(self, prefix: str = "", endpoint: Optional[str] = None, timeout: Optional[float] = None,
+              after: str = "") -> Watch:
         """Starts a watch of the lock events under ``prefix`` (every key
-        when empty), from now on: iterate over the :class:`Watch` it
-        returns, and close it when done.
+        when empty): from now on, or, with ``after`` (an
+        :attr:`Event.revision`), every event after that one first. Iterate
+        over the :class:`Watch` it returns, and close it when done; it
+        resumes by itself at another member when its member goes.
 
         Any member serves a watch, leader or not; ``endpoint`` picks one,
-        else the first member that answers. ``timeout`` bounds the start
+        else the first member that answers. ``timeout`` bounds each start
         only. Raises :class:`raftlock.PermissionDenied` without the read
-        right on the prefix, :class:`raftlock.Unavailable` when no member
-        answers.
+        right on the prefix, :class:`raftlock.Compacted` when no member
+        still holds the events after ``after``, :class:`raftlock.Unavailable`
+        when no member answers.
         """
+        conn, resp = self._open_watch(prefix, endpoint, timeout, after)
+
+        def reopen(last: str) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+            return self._open_watch(prefix, None, timeout, last, retry=True)
+
+        return Watch(conn, resp, reopen, after)
+
+    def _open_watch(self, prefix: str, endpoint: Optional[str], timeout: Optional[float], after: str,
+                    retry: bool = False) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Opens the event stream at the first member that serves it; with
+        retry, tries the members again until the timeout (a resume)."""
         if len(prefix.encode("utf-8")) > 256:
             raise InvalidArgument("prefix: at most 256 bytes", name="invalid-argument")
         t = self._timeout if timeout is None else timeout
         deadline = time.monotonic() + t
         eps = [_parse_endpoint(endpoint, self._endpoints[0].scheme)] if endpoint else list(self._endpoints)
+        if retry:
+            eps = eps * max(1, int(t / 0.2))  # a resume goes round the members until the timeout
         last: Optional[BaseException] = None
+        compacted: Optional[RaftlockError] = None
+        query = {"prefix": prefix}
+        if after:
+            query["after"] = after
         for ep in eps:
+            if time.monotonic() >= deadline:
+                break
             try:
                 conn = self._conn(ep, deadline)
             except _NotSent as e:
@@ -512,7 +536,7 @@ class Client:
                 continue
             try:
                 conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                conn.request("GET", "/v1/watch?" + urlencode({"prefix": prefix}), headers={"Accept": "text/event-stream"})
+                conn.request("GET", "/v1/watch?" + urlencode(query), headers={"Accept": "text/event-stream"})
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
@@ -525,9 +549,19 @@ class Client:
                     body = json.loads(data.decode("utf-8")) if data else None
                 except ValueError:
                     body = None
-                raise self._answer_error(_Answer(resp.status, _retry_after(resp), resp.getheader("Location"), body))
+                err = self._answer_error(_Answer(resp.status, _retry_after(resp), resp.getheader("Location"), body))
+                if isinstance(err, Compacted):
+                    compacted = err  # another member may hold more of the history
+                    continue
+                if retry and isinstance(err, Unavailable):
+                    last = err
+                    time.sleep(0.2)
+                    continue
+                raise err
             conn.sock.settimeout(None)  # a watch waits as long as nothing changes
-            return Watch(conn, resp)
+            return conn, resp
+        if compacted is not None:
+            raise compacted
         raise Unavailable("no member started the watch: %s" % (last,), name="unavailable")
 
     def close(self) -> None:

@@ -68,6 +68,12 @@ class Overloaded(Unavailable):
     retried until the call's timeout and the member was still busy."""
 
 
+class Compacted(RaftlockError):
+    """A watch resumed after an event no member still holds the events
+    after (members keep a bounded history, and start it again when they
+    catch up by snapshot): list the locks again and watch from there."""
+
+
 _BY_NAME: Dict[str, Type[RaftlockError]] = {
     "held": Held,
     "not-found": NotHolder,
@@ -76,6 +82,7 @@ _BY_NAME: Dict[str, Type[RaftlockError]] = {
     "outcome-unknown": OutcomeUnknown,
     "unavailable": Unavailable,
     "overloaded": Overloaded,
+    "compacted": Compacted,
 }
 
 

@@ -6,7 +6,7 @@ import binascii
 import http.client
 import json
 import threading
-from typing import Any, Iterator, NamedTuple, Optional, Union
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple, Union
 
 from .errors import RaftlockError, Unavailable, error_from_answer
 
@@ -20,23 +20,35 @@ class Event(NamedTuple):
     owner: str
     lease: float  #: the lock's lease, in seconds
     index: int  #: the log index of the entry that made the change
+    seq: int = 0  #: its place among that entry's events (from 0)
+
+    @property
+    def revision(self) -> str:
+        """``"INDEX.SEQ"``: the event's revision, after which a watch may
+        resume (``Client.watch(after=...)``)."""
+        return "%d.%d" % (self.index, self.seq)
 
 
 class Watch:
     """A running watch: iterate over it for its events, in log order.
 
-    The iteration ends when the watch is closed (:meth:`close`, or the
-    ``with`` block's end) or when the member ends the stream; then
-    :attr:`error` says why it ended, or is None after :meth:`close`. A
-    member cuts off a reader that falls 1,024 events behind
-    (:class:`raftlock.Overloaded`) and ends its watches when it stops or
-    catches up by snapshot (:class:`raftlock.Unavailable`): watch again to
-    go on, comparing :attr:`Event.index` to see what may have been missed.
+    Each event comes once, in order. When the member stops, the connection
+    breaks, the member cuts off a reader that fell behind, or it catches up
+    by snapshot, the watch resumes by itself after the last event it gave
+    (at any member, which replays what followed from its history). The
+    iteration ends when the watch is closed (:meth:`close`, or the ``with``
+    block's end), or when it cannot go on; then :attr:`error` says why
+    (:class:`raftlock.Compacted` when no member still holds what followed
+    the last event: list again), or is None after :meth:`close`.
     """
 
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
+                 reopen: Optional[Callable[[str], Tuple[http.client.HTTPConnection, http.client.HTTPResponse]]] = None,
+                 after: str = "") -> None:
         self._conn = conn
         self._resp = resp
+        self._reopen = reopen
+        self.last = after  #: the revision of the last event given ("" before any)
         self._closed = threading.Event()
         # _mu guards _reading: whether an iteration reads the stream. The
         # connection is closed by the iteration, once it stops, while it
@@ -61,7 +73,26 @@ class Watch:
                 self._conn.close()
 
     def _events(self) -> Iterator[Event]:
-        kind, data = "message", ""
+        while True:
+            yield from self._stream()
+            if self._closed.is_set() or self._reopen is None or not self.last:
+                return
+            if not isinstance(self.error, Unavailable) and getattr(self.error, "name", "") != "compacted":
+                return
+            try:
+                conn, resp = self._reopen(self.last)
+            except RaftlockError as e:
+                self.error = e
+                return
+            with self._mu:
+                if self._closed.is_set():
+                    conn.close()
+                    return
+                self._conn.close()
+                self._conn, self._resp, self.error = conn, resp, None
+
+    def _stream(self) -> Iterator[Event]:
+        kind, data, ident = "message", "", ""
         while not self._closed.is_set():
             try:
                 raw = self._resp.readline()
@@ -78,6 +109,8 @@ class Watch:
                 continue  # a comment: the opening line, keep-alives
             if line.startswith("event:"):
                 kind = line[len("event:"):].strip()
+            elif line.startswith("id:"):
+                ident = line[len("id:"):].strip()
             elif line.startswith("data:"):
                 data += line[len("data:"):].strip()
             elif line == "" and data:
@@ -86,14 +119,17 @@ class Watch:
                 if failed or "type" not in msg:
                     self.error = error_from_answer(str(msg.get("error", "error")), str(msg.get("message", "")), 0)
                     return
-                yield Event(
+                ev = Event(
                     key=_key_of(msg),
                     type=str(msg.get("type", "")),
                     token=int(msg.get("token", 0)),
                     owner=str(msg.get("owner", "")),
                     lease=int(msg.get("lease_ms", 0)) / 1000.0,
                     index=int(msg.get("index", 0)),
+                    seq=int(msg.get("seq", 0)),
                 )
+                self.last = ident or ev.revision
+                yield ev
 
     def close(self) -> None:
         """Ends the watch; an iteration in progress stops (from any thread)."""

@@ -1097,7 +1097,13 @@ func (x *KeepAliveResponse) GetKeyBytes() []byte {
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// prefix selects the keys whose events are sent (empty: every key).
-	Prefix        string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// after_index and after_seq, when after_index is set, resume the watch
+	// after that revision (a LockEvent's index and seq): the member first
+	// replays every event after it, exactly once and in order, or answers
+	// OUT_OF_RANGE (name compacted) when it no longer holds them.
+	AfterIndex    uint64 `protobuf:"varint,2,opt,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"`
+	AfterSeq      uint32 `protobuf:"varint,3,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1137,6 +1143,20 @@ func (x *WatchRequest) GetPrefix() string {
 		return x.Prefix
 	}
 	return ""
+}
+
+func (x *WatchRequest) GetAfterIndex() uint64 {
+	if x != nil {
+		return x.AfterIndex
+	}
+	return 0
+}
+
+func (x *WatchRequest) GetAfterSeq() uint32 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
 }
 
 // WatchResponse is the watch's start (the first response, with no events)
@@ -1215,7 +1235,10 @@ type LockEvent struct {
 	Index uint64 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
 	// key_bytes is the key when it is not UTF-8 (stored before the key
 	// rule), which key then shows with U+FFFD for each byte that is not.
-	KeyBytes      []byte `protobuf:"bytes,7,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
+	KeyBytes []byte `protobuf:"bytes,7,opt,name=key_bytes,json=keyBytes,proto3" json:"key_bytes,omitempty"`
+	// seq is the event's place among its index's events (from 0): (index,
+	// seq) is its revision, after which a watch may resume.
+	Seq           uint32 `protobuf:"varint,8,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1297,6 +1320,13 @@ func (x *LockEvent) GetKeyBytes() []byte {
 		return x.KeyBytes
 	}
 	return nil
+}
+
+func (x *LockEvent) GetSeq() uint32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 // StatusRequest asks a member for its status; it has no fields.
@@ -1646,13 +1676,16 @@ const file_proto_raftlock_v1_locks_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
 	"\blease_ms\x18\x03 \x01(\x04R\aleaseMs\x12\x1b\n" +
-	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"&\n" +
+	"\tkey_bytes\x18\x04 \x01(\fR\bkeyBytes\"d\n" +
 	"\fWatchRequest\x12\x16\n" +
-	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"^\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1f\n" +
+	"\vafter_index\x18\x02 \x01(\x04R\n" +
+	"afterIndex\x12\x1b\n" +
+	"\tafter_seq\x18\x03 \x01(\rR\bafterSeq\"^\n" +
 	"\rWatchResponse\x12\x1d\n" +
 	"\n" +
 	"from_index\x18\x01 \x01(\x04R\tfromIndex\x12.\n" +
-	"\x06events\x18\x02 \x03(\v2\x16.raftlock.v1.LockEventR\x06events\"\xc3\x01\n" +
+	"\x06events\x18\x02 \x03(\v2\x16.raftlock.v1.LockEventR\x06events\"\xd5\x01\n" +
 	"\tLockEvent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x16.raftlock.v1.EventTypeR\x04type\x12\x14\n" +
@@ -1660,7 +1693,8 @@ const file_proto_raftlock_v1_locks_proto_rawDesc = "" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x19\n" +
 	"\blease_ms\x18\x05 \x01(\x04R\aleaseMs\x12\x14\n" +
 	"\x05index\x18\x06 \x01(\x04R\x05index\x12\x1b\n" +
-	"\tkey_bytes\x18\a \x01(\fR\bkeyBytes\"\x0f\n" +
+	"\tkey_bytes\x18\a \x01(\fR\bkeyBytes\x12\x10\n" +
+	"\x03seq\x18\b \x01(\rR\x03seq\"\x0f\n" +
 	"\rStatusRequest\"\xc8\x02\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
