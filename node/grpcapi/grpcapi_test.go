@@ -40,6 +40,13 @@ type grpcCluster struct {
 
 func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 	t.Helper()
+	return startGRPCTuned(t, nil)
+}
+
+// startGRPCTuned is startGRPC with tune (nil: none) adjusting each
+// member's config.
+func startGRPCTuned(t *testing.T, tune func(*node.Config)) (*grpcCluster, context.Context) {
+	t.Helper()
 	ctx := nodetest.Context(t, 60*time.Second)
 	g := &grpcCluster{addrs: map[uint64]string{}, clients: map[uint64]pb.LocksClient{}, conns: map[uint64]*grpc.ClientConn{}, apis: map[uint64]*grpcapi.API{}}
 	lns := map[uint64]net.Listener{}
@@ -50,7 +57,12 @@ func startGRPC(t *testing.T) (*grpcCluster, context.Context) {
 		}
 		lns[id], g.addrs[id] = ln, ln.Addr().String()
 	}
-	g.Cluster = nodetest.New(t, 3, func(cfg *node.Config) { cfg.APIAddr = g.addrs[cfg.ID] })
+	g.Cluster = nodetest.New(t, 3, func(cfg *node.Config) {
+		cfg.APIAddr = g.addrs[cfg.ID]
+		if tune != nil {
+			tune(cfg)
+		}
+	})
 	for id, ln := range lns {
 		api := grpcapi.New(g.Server(id), g.Node(id), server.Limits{})
 		g.apis[id] = api
@@ -456,11 +468,10 @@ func TestCallOnAClosedAPIIsUnavailable(t *testing.T) {
 }
 
 // A watch resumed after the revision of the last event it read, on any
-// member, gets every event after it exactly once and in order (one
-// resumed past the member's history is OUT_OF_RANGE, name compacted:
-// TestEveryAnswerMapsToItsCode).
+// member, gets every event after it exactly once and in order; one
+// resumed past the member's history is OUT_OF_RANGE, name compacted.
 func TestWatchResumesAfterARevision(t *testing.T) {
-	g, ctx := startGRPC(t)
+	g, ctx := startGRPCTuned(t, func(cfg *node.Config) { cfg.WatchHistory = 8 })
 	id := g.leader(t, ctx)
 	wctx, cancel := context.WithCancel(ctx)
 	w := watch(t, wctx, g.clients[id], "w/")
@@ -500,4 +511,13 @@ func TestWatchResumesAfterARevision(t *testing.T) {
 			t.Fatalf("member %d: resumed after %d.%d: tokens %v, want %v", m, last.Index, last.Seq, got, tokens[1:])
 		}
 	}
+	// Past the history of 8 events: the first ones are gone everywhere.
+	for i := 4; i < 14; i++ {
+		g.acquire(t, ctx, id, &pb.AcquireRequest{Key: fmt.Sprintf("w/%d", i), LeaseMs: 60000})
+	}
+	r, err := g.clients[id].Watch(ctx, &pb.WatchRequest{Prefix: "w/", AfterIndex: last.Index, AfterSeq: last.Seq})
+	if err == nil {
+		_, err = r.Recv()
+	}
+	expectStatus(t, "a watch resumed past the history", err, codes.OutOfRange, "compacted", "list the locks again")
 }
