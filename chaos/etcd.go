@@ -174,11 +174,22 @@ func (e *etcdPeer) Leader(ctx context.Context) int {
 	return 0
 }
 
-// Draw draws a kill or pause of members as raftlock's are drawn (one,
-// the leader, a minority or a majority), or a partition; a one-way cut
-// is not drawn: an etcd peer connection carries both directions.
+// Draw draws a kill or pause of members, or a partition (drawClusterFault:
+// an etcd peer connection carries both directions).
 func (e *etcdPeer) Draw(ctx context.Context, rng *rand.Rand, family fault.Family) fault.Fault {
-	c := fault.Fixed{IDs: e.IDs(), Lead: e.Leader(ctx)}
+	return drawClusterFault(rng, family, fault.Fixed{IDs: e.IDs(), Lead: e.Leader(ctx)})
+}
+
+// SetLinks cuts the links between members connected says may not talk,
+// both ways: an etcd peer connection carries messages both ways (a
+// stream's dialler reads what the other sends).
+func (e *etcdPeer) SetLinks(connected func(i, j int) bool) { cutBothWays(e.links, connected) }
+
+// drawClusterFault draws a kill or pause of members of a target whose
+// members form one cluster as raftlock's are drawn (one, the leader, a
+// minority or a majority), or a partition; a one-way cut is not drawn:
+// its links carry both directions.
+func drawClusterFault(rng *rand.Rand, family fault.Family, c fault.Fixed) fault.Fault {
 	switch family {
 	case fault.FamilyKill:
 		return fault.DrawKill(rng, c)
@@ -188,11 +199,10 @@ func (e *etcdPeer) Draw(ctx context.Context, rng *rand.Rand, family fault.Family
 	return fault.DrawPartition(rng, c)
 }
 
-// SetLinks cuts the links between members connected says may not talk,
-// both ways: an etcd peer connection carries messages both ways (a
-// stream's dialler reads what the other sends).
-func (e *etcdPeer) SetLinks(connected func(i, j int) bool) {
-	for l, p := range e.links {
+// cutBothWays blocks each directed link of links whose two ends
+// connected says may not talk, in either direction.
+func cutBothWays(links map[[2]int]*Proxy, connected func(i, j int) bool) {
+	for l, p := range links {
 		p.SetBlocked(!connected(l[0], l[1]) || !connected(l[1], l[0]))
 	}
 }

@@ -212,27 +212,15 @@ func (n *natsPeer) Leader(ctx context.Context) int {
 	return id
 }
 
-// Draw draws a kill or pause as raftlock's are drawn (one, the leader, a
-// minority or a majority), or a partition; a one-way cut is not drawn:
-// a route carries both directions.
+// Draw draws a kill or pause, or a partition (drawClusterFault: a route
+// carries both directions).
 func (n *natsPeer) Draw(ctx context.Context, rng *rand.Rand, family fault.Family) fault.Fault {
-	c := fault.Fixed{IDs: n.IDs(), Lead: n.Leader(ctx)}
-	switch family {
-	case fault.FamilyKill:
-		return fault.DrawKill(rng, c)
-	case fault.FamilyPause:
-		return fault.DrawPause(rng, c)
-	}
-	return fault.DrawPartition(rng, c)
+	return drawClusterFault(rng, family, fault.Fixed{IDs: n.IDs(), Lead: n.Leader(ctx)})
 }
 
 // SetLinks cuts the links between servers connected says may not talk,
 // both ways: a route carries messages both ways.
-func (n *natsPeer) SetLinks(connected func(i, j int) bool) {
-	for l, p := range n.links {
-		p.SetBlocked(!connected(l[0], l[1]) || !connected(l[1], l[0]))
-	}
-}
+func (n *natsPeer) SetLinks(connected func(i, j int) bool) { cutBothWays(n.links, connected) }
 
 // WaitReady waits until a write to the bucket succeeds, creating the
 // bucket's stream if it is gone (as the clients do).
