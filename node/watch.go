@@ -71,7 +71,7 @@ type CompactedError struct {
 }
 
 func (e *CompactedError) Error() string {
-	return fmt.Sprintf("compacted: the events after revision %s are no longer held here (this member holds those after %s); list the locks again and watch from there", e.After, e.Held)
+	return fmt.Sprintf("the events after revision %s are no longer held here (this member holds those after %s); list the locks again and watch from there", e.After, e.Held)
 }
 
 // A Watch is a stream of the lock events under one key prefix: those

@@ -111,6 +111,8 @@ func (c *clientFlags) failJSON(stdout io.Writer, out map[string]any, err error) 
 			code = wire.ErrorNameInvalidArgument
 		case errors.Is(err, client.ErrPermissionDenied):
 			code = wire.ErrorNamePermissionDenied
+		case errors.Is(err, client.ErrCompacted):
+			code = wire.ErrorNameCompacted
 		}
 		out["error"], out["message"] = code, strings.TrimPrefix(err.Error(), "raftlock: ")
 		printJSON(stdout, out)

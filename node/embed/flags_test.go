@@ -3,6 +3,7 @@ package embed
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -128,5 +129,43 @@ func TestClusterSummaryNamesConsoleAndAPI(t *testing.T) {
 	l.WriteSummary(&b, false)
 	if strings.Contains(b.String(), "api:") {
 		t.Errorf("summary names an API that is not served:\n%s", b.String())
+	}
+}
+
+// gRPC reflection is on by default for raftlock node's and raftlock
+// cluster's members alike, and --grpc-reflection=false turns it off (the
+// cluster's members once had it off: the flag was registered for node
+// only, and its zero value meant off).
+func TestGRPCReflectionOnByDefaultForEveryMember(t *testing.T) {
+	peers := map[uint64]string{1: "127.0.0.1:7001"}
+	for _, tc := range []struct {
+		args []string
+		off  bool
+	}{{nil, false}, {[]string{"--grpc-reflection=false"}, true}} {
+		var node Flags
+		nfs := flag.NewFlagSet("node", flag.ContinueOnError)
+		node.RegisterFlags(nfs)
+		var local LocalFlags
+		lfs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+		local.RegisterFlags(lfs)
+		for name, fs := range map[string]*flag.FlagSet{"node": nfs, "cluster": lfs} {
+			args := append([]string{}, tc.args...)
+			if name == "node" {
+				args = append(args, "--id", "1", "--data", t.TempDir())
+			}
+			if err := fs.Parse(args); err != nil {
+				t.Fatalf("%s %v: %v", name, args, err)
+			}
+		}
+		local.Flags.Config.Node.ID, local.Flags.Config.Node.DataDir = 1, t.TempDir()
+		for name, f := range map[string]*Flags{"node": &node, "cluster": &local.Flags} {
+			cfg, err := f.MemberConfig(peers, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if cfg.NoGRPCReflection != tc.off {
+				t.Errorf("%s %v: reflection off %v, want %v", name, tc.args, cfg.NoGRPCReflection, tc.off)
+			}
+		}
 	}
 }

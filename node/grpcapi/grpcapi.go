@@ -243,7 +243,7 @@ func identity(ctx context.Context) string {
 // leader, unless the caller said in its metadata that it follows
 // redirects itself (wire.RedirectHeader; server.Forwarding).
 func callContext(ctx context.Context) context.Context {
-	if md, ok := metadata.FromIncomingContext(ctx); ok && slices.Contains(md.Get(wire.RedirectHeader), wire.RedirectFollow) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok && slices.ContainsFunc(md.Get(wire.RedirectHeader), func(v string) bool { return strings.EqualFold(v, wire.RedirectFollow) }) {
 		return ctx
 	}
 	return server.Forwarding(ctx)

@@ -219,7 +219,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, c call, req *wire.
 // the leader unless the caller said it follows redirects itself
 // (wire.RedirectHeader; server.Forwarding).
 func callContext(r *http.Request) context.Context {
-	if r.Header.Get(wire.RedirectHeader) == wire.RedirectFollow {
+	if strings.EqualFold(r.Header.Get(wire.RedirectHeader), wire.RedirectFollow) {
 		return r.Context()
 	}
 	return server.Forwarding(r.Context())
@@ -235,12 +235,14 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) {
 	if !allowed(w, r, http.MethodGet, "reads are GETs (POST /v1/get and /v1/list take a JSON body)") {
 		return
 	}
-	path, c := "/v1/list", calls["/v1/list"]
+	path, c := locksPath, calls["/v1/list"]
 	var req *wire.Request
 	var err error
 	if key, ok := strings.CutPrefix(r.URL.Path, locksPath+"/"); ok {
-		path, c = "/v1/get", calls["/v1/get"]
-		if err = checkQuery(r.URL.RawQuery, nil); err == nil {
+		path, c = locksPath+"/KEY", calls["/v1/get"]
+		if r.URL.RawQuery != "" {
+			err = errors.New("takes no query parameters: the key is the rest of the path")
+		} else {
 			req, err = (&keyArgs{Key: key}).request()
 		}
 	} else if err = checkQuery(r.URL.RawQuery, []string{"prefix", "limit", "after", "after_b64"}); err == nil {
