@@ -191,6 +191,12 @@ func (c *Cluster) StartMember(id uint64) error {
 	}
 	ln, err := net.Listen("tcp", c.Clients[id])
 	if err != nil {
+		if cfg.Storage != nil {
+			// The store tune opened is the member's: a retry opens it
+			// again, which its directory lock refuses while this one is
+			// open.
+			cfg.Storage.Close()
+		}
 		return fmt.Errorf("member %d: %w", id, err)
 	}
 	n, err := node.New(cfg)
