@@ -73,7 +73,7 @@ func foreignEntry(entries []fs.DirEntry) string {
 // its report.
 func fileNames() []string {
 	return []string{Marker, "history.jsonl", "verdict.json", "summary.md", "latency.png",
-		"timeline.html", "digests.json", "committed-log.json", "resolved.json", "trace.log", "garbage.json", "membership.json"}
+		"timeline.html", "digests.json", "committed-log.json", "resolved.json", "trace.log", "garbage.json", "membership.json", "corrupt.json"}
 }
 
 // isReport tells whether dir holds a previous raftlock chaos report.

@@ -31,6 +31,15 @@ func TestPrepare(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(marked, "logs")); err == nil {
 		t.Error("the previous report's logs are still there")
 	}
+	// Every file a run of any family writes is the harness's, not a
+	// user's: a second run of corrupt into the same --out was refused
+	// for its corrupt.json.
+	for _, name := range []string{"garbage.json", "membership.json", "corrupt.json", "trace.log"} {
+		write(filepath.Join(marked, name), "{}")
+	}
+	if err := Prepare(marked); err != nil {
+		t.Fatalf("a previous report with every family's files: %v", err)
+	}
 	write(filepath.Join(marked, "NOTES.md"), "my notes")
 	if err := Prepare(marked); err == nil || !strings.Contains(err.Error(), "NOTES.md") {
 		t.Errorf("a report with a user's file added: %v, want a refusal naming it", err)
