@@ -94,10 +94,13 @@ func (e *DamagedError) Error() string {
 	if e.Running {
 		refusing = "refusing to go on"
 	}
+	// One line: pebble's corruption errors may carry a detail on a line
+	// of their own.
+	why, _, _ := strings.Cut(fmt.Sprint(e.Err), "\n")
 	if e.File == "" {
-		return fmt.Sprintf("%s: the data in %s is damaged: %v", refusing, e.Dir, e.Err)
+		return fmt.Sprintf("%s: the data in %s is damaged: %s", refusing, e.Dir, why)
 	}
-	return fmt.Sprintf("%s: %s in %s is damaged: %v", refusing, e.File, e.Dir, e.Err)
+	return fmt.Sprintf("%s: %s in %s is damaged: %s", refusing, e.File, e.Dir, why)
 }
 
 func (e *DamagedError) Unwrap() error { return e.Err }
